@@ -1,0 +1,36 @@
+# kaas — common commands. Every target installs what it needs into .venv.
+N ?= 1
+DATA ?= ./data
+PORT ?= 9092
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install cluster test test-unit test-int bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+cluster: $(STAMP)
+	$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+test-int: $(STAMP)
+	$(BIN)/python -m pytest -q tests/integration
+
+bench: $(STAMP)
+	$(BIN)/python scripts/bench.py all
+
+clean:
+	rm -rf $(VENV) $(DATA)

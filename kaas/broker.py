@@ -1,0 +1,358 @@
+"""The narrow Broker object handed to handlers: topics, led partitions, cluster view.
+
+A ``Partition`` wraps one ``PartitionLog`` for the trio world: appends happen on the trio
+thread (no await between validation and the write, so they are serialised), fsyncs run in
+a worker thread as a group commit, and readers park on ``wait_for_data`` for long-polls.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+import trio
+from kio.schema.errors import ErrorCode
+
+from kaas import configs
+from kaas.errors import CorruptState, KaasError
+from kaas.settings import Settings
+from kaas.storage.partition_log import AppendResult, PartitionLog, ReadResult
+from kaas.storage.paths import Layout
+from kaas.storage.producer_ids import PidAllocator
+from kaas.storage.topics import TopicMeta, TopicStore, valid_topic_name
+from kaas.wire import batch as wb
+
+log = structlog.get_logger()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    base_offset: int
+    next_offset: int
+    duplicate: bool
+
+
+class Partition:
+    """A partition this broker leads."""
+
+    def __init__(self, topic: str, index: int, plog: PartitionLog, broker: Broker) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = plog
+        self.broker = broker
+        self._syncing = False
+        self._sync_done = trio.Event()
+        self.closed = False
+        self.sync_error: BaseException | None = None
+        self.append_listeners: list[Callable[[wb.BatchHeader, AppendResult], None]] = []
+
+    @property
+    def epoch(self) -> int:
+        return self.log.epoch
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise KaasError(ErrorCode.not_leader_or_follower, "partition relinquished")
+
+    def append(self, records: bytes, header: wb.BatchHeader) -> AppendResult:
+        """Append a validated batch on the trio thread; readers are woken."""
+        self.check_open()
+        res = self.log.append(records, header)
+        for listener in self.append_listeners:
+            listener(header, res)
+        self.broker.notify_data()
+        return res
+
+    async def wait_durable(self, offset: int) -> None:
+        """Return once every byte below ``offset`` is fsynced (group commit).
+
+        Raises:
+            KaasError: NOT_LEADER_OR_FOLLOWER when leadership was lost before the ack
+                (check-before-ack), KAFKA_STORAGE_ERROR when the fsync failed.
+        """
+        while self.log.durable_offset < offset:
+            self.check_open()
+            if self._syncing:
+                await self._sync_done.wait()
+                continue
+            self._syncing = True
+            end = self.log.log_end_offset
+            fds = list(self.log._dirty)
+            self.log._dirty.difference_update(fds)
+            try:
+                if self.log.config.fsync and fds:
+                    t0 = time.perf_counter()
+                    await trio.to_thread.run_sync(_fsync_all, fds)
+                    self.broker.stats_fsync(time.perf_counter() - t0)
+                if end > self.log.durable_offset:
+                    self.log.durable_offset = end
+            except OSError as exc:
+                self.log._dirty.update(fds)
+                log.error("fsync_failed", topic=self.topic, partition=self.index, error=str(exc))
+                raise KaasError(ErrorCode.kafka_storage_error, str(exc)) from None
+            finally:
+                self._syncing = False
+                done, self._sync_done = self._sync_done, trio.Event()
+                done.set()
+        self.broker.check_before_ack(self)
+
+    def read(self, offset: int, max_bytes: int, limit: int, min_one: bool = True) -> ReadResult:
+        return self.log.read(offset, max_bytes, limit, min_one=min_one)
+
+    def aborted_transactions(self, start: int, end: int) -> list[dict]:
+        """Aborted transactions overlapping [start, end) for read_committed fetches."""
+        return []
+
+    async def produce(self, records: bytes, header: wb.BatchHeader, transactional_id: str | None) -> ProduceResult:
+        """Classify (idempotence) and append one validated batch from a Produce request."""
+        self.check_open()
+        res = self.append(records, header)
+        return ProduceResult(res.base_offset, res.next_offset, False)
+
+
+def _fsync_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.fsync(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class Broker:
+    """Everything a handler may touch. Created by ``net.server`` per process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.id = settings.broker_id
+        self.layout = Layout(settings.data)
+        self.layout.ensure()
+        self.topics = TopicStore(self.layout.topics, fsync=settings.fsync)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._data_event = trio.Event()
+        self.nursery: trio.Nursery | None = None
+        self.started_ms = now_ms()
+        self.fsync_count = 0
+        self.fsync_seconds = 0.0
+        self.draining = False
+        self.connections = 0
+        self.txn = None
+        self.pids = PidAllocator(self.layout.pid_block_file(self.id), self.id, fsync=settings.fsync)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Load topics and take over every partition (single-broker mode)."""
+        self.nursery = nursery
+        self.topics.refresh()
+        for meta in list(self.topics.topics.values()):
+            for p in range(meta.partitions):
+                await self._open_partition(meta, p)
+        nursery.start_soon(self._retention_loop)
+
+    async def close(self) -> None:
+        for part in list(self.partitions.values()):
+            await self._close_partition(part)
+
+    async def _open_partition(self, meta: TopicMeta, index: int) -> Partition | None:
+        key = (meta.name, index)
+        if key in self.partitions:
+            return self.partitions[key]
+        plog = PartitionLog(self.layout.partition_dir(meta.name, index),
+                            configs.log_config(self.settings, meta.configs))
+        try:
+            epoch = await trio.to_thread.run_sync(plog.open)
+        except CorruptState as exc:
+            log.error("partition_corrupt", topic=meta.name, partition=index, error=str(exc))
+            return None
+        if key in self.partitions:  # raced with another opener
+            await trio.to_thread.run_sync(plog.close)
+            return self.partitions[key]
+        part = Partition(meta.name, index, plog, self)
+        self.partitions[key] = part
+        log.info("partition_takeover", topic=meta.name, partition=index, epoch=epoch,
+                 log_end_offset=plog.log_end_offset, log_start_offset=plog.log_start_offset)
+        return part
+
+    async def _close_partition(self, part: Partition) -> None:
+        part.closed = True
+        self.partitions.pop((part.topic, part.index), None)
+        await trio.to_thread.run_sync(part.log.close)
+        log.info("partition_relinquish", topic=part.topic, partition=part.index, epoch=part.epoch)
+
+    def allocate_pid(self) -> int:
+        return self.pids.allocate()
+
+    # ------------------------------------------------------------------ cluster view
+
+    def brokers(self) -> list[BrokerInfo]:
+        s = self.settings
+        return [BrokerInfo(self.id, s.advertise_host, s.advertise_port)]
+
+    def controller_id(self) -> int:
+        return self.id
+
+    def leader(self, topic: str, index: int) -> tuple[int, int]:
+        """(leader broker id, leader epoch) of a partition; (-1, -1) when unknown."""
+        part = self.partitions.get((topic, index))
+        if part is None:
+            return -1, -1
+        return self.id, part.epoch
+
+    def check_before_ack(self, part: Partition) -> None:
+        """Single-broker mode: nobody else can take the partition over."""
+        part.check_open()
+
+    def get_partition(self, topic: str, index: int) -> Partition:
+        """The led partition, or a KaasError telling the client what to do."""
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            return part
+        meta = self.topics.get(topic)
+        if meta is None or index < 0 or index >= meta.partitions:
+            raise KaasError(ErrorCode.unknown_topic_or_partition)
+        raise KaasError(ErrorCode.not_leader_or_follower)
+
+    # ------------------------------------------------------------------ topics
+
+    async def ensure_topic(self, name: str, *, auto_create: bool) -> TopicMeta | None:
+        meta = self.topics.get(name)
+        if meta is None:
+            self.topics.refresh()
+            meta = self.topics.get(name)
+        if meta is None and auto_create and self.settings.auto_create_topics and valid_topic_name(name):
+            meta, _err = await self.create_topic(name, self.settings.num_partitions, {})
+            if meta is None:
+                self.topics.refresh()
+                meta = self.topics.get(name)
+        if meta is not None:
+            await self.ensure_partitions(meta)
+        return meta
+
+    async def ensure_partitions(self, meta: TopicMeta) -> None:
+        for p in range(meta.partitions):
+            if (meta.name, p) not in self.partitions:
+                await self._open_partition(meta, p)
+
+    async def create_topic(self, name: str, partitions: int, topic_configs: dict[str, str],
+                           *, validate_only: bool = False) -> tuple[TopicMeta | None, tuple[ErrorCode, str | None]]:
+        if not valid_topic_name(name):
+            return None, (ErrorCode.invalid_topic_exception, f"invalid topic name {name!r}")
+        if partitions == -1:
+            partitions = self.settings.num_partitions
+        if partitions <= 0:
+            return None, (ErrorCode.invalid_partitions, "partition count must be positive")
+        for k, v in topic_configs.items():
+            err = configs.validate(k, v)
+            if err:
+                return None, (ErrorCode.invalid_config, err)
+        self.topics.refresh()
+        if self.topics.get(name) is not None:
+            return None, (ErrorCode.topic_already_exists, f"topic {name} already exists")
+        if validate_only:
+            return None, (ErrorCode.none, None)
+        meta = await trio.to_thread.run_sync(self.topics.create, name, partitions, topic_configs)
+        if meta is None:
+            return None, (ErrorCode.topic_already_exists, f"topic {name} already exists")
+        log.info("topic_created", topic=name, partitions=partitions, topic_id=str(meta.topic_id))
+        await self.ensure_partitions(meta)
+        return meta, (ErrorCode.none, None)
+
+    async def delete_topic(self, name: str) -> ErrorCode:
+        self.topics.refresh()
+        meta = self.topics.get(name)
+        if meta is None:
+            return ErrorCode.unknown_topic_or_partition
+        for p in range(meta.partitions):
+            part = self.partitions.get((name, p))
+            if part is not None:
+                await self._close_partition(part)
+        await trio.to_thread.run_sync(self.topics.delete, name)
+        tdir = self.layout.topic_dir(name)
+        if tdir.exists():
+            trash = tdir.with_name(f".{name}.deleted-{meta.topic_id}")
+            os.rename(tdir, trash)
+            await trio.to_thread.run_sync(shutil.rmtree, trash, True)
+        log.info("topic_deleted", topic=name)
+        return ErrorCode.none
+
+    async def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> tuple[ErrorCode, str | None]:
+        self.topics.refresh()
+        meta = self.topics.get(name)
+        if meta is None:
+            return ErrorCode.unknown_topic_or_partition, None
+        if count <= meta.partitions:
+            return ErrorCode.invalid_partitions, f"topic has {meta.partitions} partitions already"
+        if validate_only:
+            return ErrorCode.none, None
+        new = TopicMeta(meta.name, meta.topic_id, count, meta.configs)
+        await trio.to_thread.run_sync(self.topics.update, new)
+        await self.ensure_partitions(new)
+        log.info("partitions_created", topic=name, partitions=count)
+        return ErrorCode.none, None
+
+    async def alter_topic_configs(self, name: str, new_configs: dict[str, str]) -> None:
+        meta = self.topics.get(name)
+        assert meta is not None
+        new = TopicMeta(meta.name, meta.topic_id, meta.partitions, new_configs)
+        await trio.to_thread.run_sync(self.topics.update, new)
+        cfg = configs.log_config(self.settings, new_configs)
+        for p in range(meta.partitions):
+            part = self.partitions.get((name, p))
+            if part is not None:
+                part.log.config = cfg
+
+    # ------------------------------------------------------------------ data wakeups
+
+    def notify_data(self) -> None:
+        ev, self._data_event = self._data_event, trio.Event()
+        ev.set()
+
+    async def wait_for_data(self) -> None:
+        await self._data_event.wait()
+
+    def stats_fsync(self, seconds: float) -> None:
+        self.fsync_count += 1
+        self.fsync_seconds += seconds
+
+    # ------------------------------------------------------------------ background
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await trio.sleep(self.settings.retention_check_ms / 1000)
+            now = now_ms()
+            for part in list(self.partitions.values()):
+                if part._syncing or part.closed:
+                    continue
+                try:
+                    n = part.log.apply_retention(now)
+                except OSError as exc:
+                    log.error("retention_failed", topic=part.topic, partition=part.index, error=str(exc))
+                    continue
+                if n:
+                    log.info("retention_deleted_segments", topic=part.topic, partition=part.index,
+                             segments=n, log_start_offset=part.log_start_offset)

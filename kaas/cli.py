@@ -1,0 +1,89 @@
+"""The one ``kaas`` command: ``kaas broker``, ``kaas cluster`` and the tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def _hostport(value: str, default_port: int = 9092) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host:
+        return value or "127.0.0.1", default_port
+    return host.strip("[]"), int(port)
+
+
+@click.group(context_settings={"auto_envvar_prefix": "KAAS", "help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """kaas: a Kafka-wire-compatible broker cluster on a shared data directory."""
+
+
+@cli.command()
+@click.option("--id", "broker_id", type=int, default=0, show_default=True, help="Broker id (ordinal).")
+@click.option("--data", type=click.Path(path_type=Path), default=Path("./data"), show_default=True,
+              help="Shared data directory.")
+@click.option("--listen", default="127.0.0.1:9092", show_default=True, help="HOST:PORT to listen on.")
+@click.option("--advertise", default=None, help="HOST:PORT clients should use (default: --listen).")
+@click.option("--auto-create-topics/--no-auto-create-topics", default=True, show_default=True,
+              help="Create unknown topics on Metadata/Produce (auto.create.topics.enable).")
+@click.option("--num-partitions", type=int, default=1, show_default=True,
+              help="Partitions of an auto-created topic (num.partitions).")
+@click.option("--segment-bytes", type=int, default=128 * 1024 * 1024, show_default=True)
+@click.option("--retention-ms", type=int, default=7 * 24 * 3600 * 1000, show_default=True)
+@click.option("--retention-bytes", type=int, default=-1, show_default=True)
+@click.option("--retention-check-ms", type=int, default=30_000, show_default=True)
+@click.option("--max-request-size", type=int, default=100 * 1024 * 1024, show_default=True)
+@click.option("--message-max-bytes", type=int, default=1024 * 1024 + 12, show_default=True)
+@click.option("--session-timeout-ms", type=int, default=3000, show_default=True,
+              help="Broker liveness timeout on the shared volume.")
+@click.option("--transaction-max-timeout-ms", type=int, default=15 * 60 * 1000, show_default=True)
+@click.option("--producer-id-expiration-ms", type=int, default=24 * 3600 * 1000, show_default=True)
+@click.option("--group-initial-rebalance-delay-ms", type=int, default=3000, show_default=True)
+@click.option("--fsync/--no-fsync", default=True, show_default=True,
+              help="fsync appends for acks=all and state files (leave on outside of tests).")
+@click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+def broker(broker_id, data, listen, advertise, log_json, log_level, **opts) -> None:
+    """Run one broker process."""
+    import trio
+
+    from kaas import log
+    from kaas.net.server import serve_broker
+    from kaas.settings import Settings
+
+    lhost, lport = _hostport(listen)
+    ahost, aport = _hostport(advertise) if advertise else (lhost if lhost not in ("0.0.0.0", "::") else "127.0.0.1", lport)
+    settings = Settings(
+        broker_id=broker_id, data=data, listen_host=lhost, listen_port=lport,
+        advertise_host=ahost, advertise_port=aport, log_json=log_json, log_level=log_level,
+        auto_create_topics=opts.pop("auto_create_topics"), **opts,
+    )
+    log.configure(json=log_json, level=log_level, broker_id=broker_id)
+    trio.run(serve_broker, settings)
+
+
+@cli.command()
+@click.option("--brokers", type=int, default=1, show_default=True, help="Number of brokers to run.")
+@click.option("--data", type=click.Path(path_type=Path), default=Path("./data"), show_default=True)
+@click.option("--base-port", type=int, default=9092, show_default=True, help="Port of broker 0; broker i uses +i.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Listen and advertise host.")
+@click.option("--first-id", type=int, default=0, show_default=True,
+              help="Id of the first broker (several supervisors on several hosts use disjoint ranges).")
+@click.option("--restart-delay", type=float, default=1.0, show_default=True)
+@click.argument("broker_args", nargs=-1, type=click.UNPROCESSED)
+def cluster(brokers, data, base_port, host, first_id, restart_delay, broker_args) -> None:
+    """Supervise N brokers over one data directory (extra args go to every broker)."""
+    from cluster.supervisor import run_supervisor
+
+    run_supervisor(brokers=brokers, data=data, base_port=base_port, host=host, first_id=first_id,
+                   restart_delay=restart_delay, broker_args=list(broker_args))
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="kaas")
+
+
+if __name__ == "__main__":
+    main()

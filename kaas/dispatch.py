@@ -1,0 +1,59 @@
+"""Frame -> handler -> response bytes. Unsupported versions and malformed bodies are
+decided here, so handlers only ever see well-formed requests of a version they declared."""
+
+from __future__ import annotations
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from kaas.handlers import REGISTRY, Context, versions_table
+from kaas.wire import codec
+from kaas.wire.build import build
+
+log = structlog.get_logger()
+
+API_VERSIONS = 18
+
+
+class CloseConnection(Exception):
+    """The remote broke the protocol: log once and close this connection."""
+
+
+def _unsupported_api_versions(corr: int) -> bytes:
+    """ApiVersions at a version we do not know: v0 layout, error 35, our key-18 range."""
+    h = REGISTRY[API_VERSIONS]
+    body = build(codec.response_class(API_VERSIONS, 0), {
+        "error_code": ErrorCode.unsupported_version,
+        "api_keys": [{"api_key": API_VERSIONS, "min_version": h.min_version, "max_version": h.max_version}],
+    })
+    return codec.encode_response(API_VERSIONS, 0, corr, body)
+
+
+async def dispatch(broker, frame: bytes, peer: str) -> bytes | None:
+    """Answer one request frame.
+
+    Returns:
+        the framed response, or None when the request gets no response (acks=0).
+    Raises:
+        CloseConnection: unknown key/version or a malformed request.
+    """
+    api_key, version, corr = codec.peek(frame)
+    handler = REGISTRY.get(api_key)
+    if handler is None or not handler.min_version <= version <= handler.max_version:
+        if api_key == API_VERSIONS:
+            return _unsupported_api_versions(corr)
+        raise CloseConnection(f"unsupported api_key {api_key} version {version}")
+    try:
+        req = codec.decode_request(frame)
+    except codec.DecodeError as exc:
+        raise CloseConnection(f"api_key {api_key} v{version}: {exc}") from None
+    ctx = Context(broker, api_key, version, corr, req.client_id, peer)
+    result = await handler.module.handle(ctx, req.body)
+    if result is None:
+        return None
+    if isinstance(result, dict):
+        result = build(codec.response_class(api_key, version), result)
+    return codec.encode_response(api_key, version, corr, result)
+
+
+__all__ = ["dispatch", "CloseConnection", "versions_table"]

@@ -1,0 +1,642 @@
+"""Per-partition producer state: the idempotence dedupe window and open-transaction starts.
+
+One ``ProducerStateTable`` per partition. The produce path runs ``check`` on each batch
+header under the partition mutex and, once the append succeeded, ``record``. Control
+markers go through ``check_marker`` and then ``end_txn``. Rules follow Apache
+``ProducerAppendInfo`` / ``ProducerStateEntry`` (see protocol/CLIENTS.md section 4):
+
+* ``pid < 0``: not idempotent, always appended.
+* ``pid >= 0`` with ``base_sequence < 0`` (or an empty batch): INVALID_RECORD 87.
+* Unknown pid (new, or expired): any sequence is accepted.
+* Same epoch, ``(first_seq, last_seq)`` equal to one of the last 5 batches: duplicate;
+  echo that batch's base offset and timestamp, write nothing.
+* Lower epoch: INVALID_PRODUCER_EPOCH 47.
+* Higher epoch: the base sequence must be 0, else OUT_OF_ORDER_SEQUENCE_NUMBER 45.
+* Same epoch: the base sequence must be ``(last_seq + 1) mod 2**31`` (0 when the window
+  is empty, e.g. after a fence), else 45. That covers duplicates older than the window.
+* A non-transactional batch from a pid with a transaction open on this partition:
+  INVALID_TXN_STATE 48 (Apache ``appendDataBatch``).
+
+Sequences are int32 and wrap: after ``2**31 - 1`` comes 0.
+
+Invariants:
+    - an entry's epoch never decreases (``record``, ``end_txn`` and ``fence`` only raise it);
+    - the dedupe ring holds at most ``WINDOW`` batches, all of the entry's current epoch,
+      oldest first; raising the epoch clears it;
+    - ``txn_first_offset`` is set by the first transactional batch after no transaction was
+      open and cleared only by ``end_txn``; ``expire`` never drops an entry whose
+      transaction is open, so the LSO can never move past an open transaction;
+    - ``first_unstable_offset()`` equals ``min(e.txn_first_offset)`` over entries with a
+      transaction open (``None`` when there is none);
+    - ``from_snapshot(t.to_snapshot())`` classifies every batch exactly as ``t`` does.
+
+Pure: no I/O, no clock, no logging. Times are passed in (``timestamp``, ``now_ms``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from kio.schema.errors import ErrorCode
+
+__all__ = [
+    "INT32_MAX",
+    "SEQ_MODULUS",
+    "SNAPSHOT_FORMAT",
+    "WINDOW",
+    "Append",
+    "BatchMeta",
+    "Decision",
+    "Duplicate",
+    "ProducerEntry",
+    "ProducerStateTable",
+    "Reject",
+    "last_sequence",
+    "next_sequence",
+]
+
+INT32_MAX = 2**31 - 1
+SEQ_MODULUS = 2**31
+WINDOW = 5
+SNAPSHOT_FORMAT = 1
+
+
+def last_sequence(base_sequence: int, record_count: int) -> int:
+    """The sequence of a batch's last record, wrapping after INT32_MAX.
+
+    Args:
+        base_sequence: the batch's base sequence (>= 0).
+        record_count: records in the batch (>= 1).
+
+    Returns:
+        ``(base_sequence + record_count - 1) mod 2**31``.
+    """
+    return (base_sequence + record_count - 1) % SEQ_MODULUS
+
+
+def next_sequence(last_seq: int) -> int:
+    """The base sequence expected after a batch ending at ``last_seq``.
+
+    Args:
+        last_seq: last sequence written, or -1 when nothing was written at this epoch.
+
+    Returns:
+        ``(last_seq + 1) mod 2**31``; 0 for -1 and for INT32_MAX.
+    """
+    return (last_seq + 1) % SEQ_MODULUS
+
+
+# --- decisions -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Accept the batch: append it, then call ``ProducerStateTable.record``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """The batch was already written: answer NONE with the original offset, write nothing.
+
+    Attributes:
+        base_offset: base offset the original batch was written at.
+        timestamp: the timestamp recorded for it (log append time for the response).
+    """
+
+    base_offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """Refuse the batch.
+
+    Attributes:
+        code: the Kafka error code (an ``ErrorCode`` member, which is an int).
+        reason: human text for logs and the response's error_message.
+    """
+
+    code: int
+    reason: str
+
+
+Decision: TypeAlias = Append | Duplicate | Reject
+
+_APPEND = Append()
+
+
+# --- state -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMeta:
+    """What the dedupe ring remembers of one appended batch.
+
+    Attributes:
+        first_seq: the batch's base sequence.
+        last_seq: the sequence of its last record (wrapped).
+        base_offset: log offset of its first record.
+        last_offset: log offset of its last record.
+        timestamp: timestamp recorded at append (echoed for duplicates).
+    """
+
+    first_seq: int
+    last_seq: int
+    base_offset: int
+    last_offset: int
+    timestamp: int
+
+
+def _new_ring() -> deque[BatchMeta]:
+    return deque(maxlen=WINDOW)
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    """State of one producer id on one partition.
+
+    Attributes:
+        producer_id: the pid (>= 0).
+        epoch: the highest epoch seen for this pid here.
+        batches: the last ``WINDOW`` batches appended at ``epoch``, oldest first.
+        last_timestamp: ms of the last activity, for expiry.
+        txn_first_offset: first offset of the open transaction here, None when none.
+        coordinator_epoch: coordinator epoch of the last marker, -1 when none.
+    """
+
+    producer_id: int
+    epoch: int
+    batches: deque[BatchMeta] = field(default_factory=_new_ring)
+    last_timestamp: int = -1
+    txn_first_offset: int | None = None
+    coordinator_epoch: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        """Last sequence written at the current epoch, -1 when the ring is empty."""
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def find_batch(self, first_seq: int, last_seq: int) -> BatchMeta | None:
+        """Return the cached batch with exactly this sequence range, if any.
+
+        Args:
+            first_seq: base sequence of the incoming batch.
+            last_seq: last sequence of the incoming batch.
+
+        Returns:
+            The matching ``BatchMeta`` or None.
+        """
+        for meta in self.batches:
+            if meta.first_seq == first_seq and meta.last_seq == last_seq:
+                return meta
+        return None
+
+    def _raise_epoch(self, epoch: int) -> bool:
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.batches.clear()
+            return True
+        return False
+
+
+class ProducerStateTable:
+    """Producer state of one partition: dedupe windows and open-transaction starts.
+
+    Not thread-safe; the caller holds the partition mutex across ``check``, the append
+    and ``record``.
+    """
+
+    __slots__ = ("_clock_ms", "_entries", "_txn_heap")
+
+    def __init__(self) -> None:
+        self._entries: dict[int, ProducerEntry] = {}
+        # (txn_first_offset, pid); stale items are skipped lazily, see first_unstable_offset.
+        self._txn_heap: list[tuple[int, int]] = []
+        # Highest time seen (record timestamps, now_ms arguments): stamps entries created
+        # without an explicit time so they do not look idle since the epoch.
+        self._clock_ms = -1
+
+    # -- lookup --------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, producer_id: object) -> bool:
+        return producer_id in self._entries
+
+    def __iter__(self) -> Iterator[ProducerEntry]:
+        return iter(self._entries.values())
+
+    def get(self, producer_id: int) -> ProducerEntry | None:
+        """The entry for ``producer_id``, or None when it is unknown here.
+
+        Args:
+            producer_id: the pid.
+
+        Returns:
+            The live entry (do not mutate it), or None.
+        """
+        return self._entries.get(producer_id)
+
+    # -- produce path --------------------------------------------------------------------
+
+    def check(
+        self,
+        producer_id: int,
+        epoch: int,
+        base_sequence: int,
+        record_count: int,
+        is_transactional: bool,
+    ) -> Decision:
+        """Classify a data batch before it is appended. Changes nothing.
+
+        Args:
+            producer_id: the batch header's producerId (-1 when not idempotent).
+            epoch: the batch header's producerEpoch.
+            base_sequence: the batch header's baseSequence.
+            record_count: the batch header's record count.
+            is_transactional: the batch's transactional attribute bit.
+
+        Returns:
+            ``Append()``; ``Duplicate(base_offset, timestamp)`` to echo without writing; or
+            ``Reject(code, reason)`` with 87 INVALID_RECORD, 47 INVALID_PRODUCER_EPOCH,
+            45 OUT_OF_ORDER_SEQUENCE_NUMBER or 48 INVALID_TXN_STATE.
+        """
+        if producer_id < 0:
+            return _APPEND
+        if base_sequence < 0:
+            return Reject(
+                ErrorCode.invalid_record,
+                f"producer {producer_id} sent base sequence {base_sequence}",
+            )
+        if record_count < 1:
+            return Reject(
+                ErrorCode.invalid_record,
+                f"producer {producer_id} sent a batch of {record_count} records",
+            )
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            return _APPEND
+        first_seq = base_sequence
+        if epoch == entry.epoch:
+            dup = entry.find_batch(first_seq, last_sequence(first_seq, record_count))
+            if dup is not None:
+                return Duplicate(dup.base_offset, dup.timestamp)
+        if epoch < entry.epoch:
+            return Reject(
+                ErrorCode.invalid_producer_epoch,
+                f"producer {producer_id} epoch {epoch} is older than {entry.epoch}",
+            )
+        if epoch > entry.epoch:
+            if first_seq != 0:
+                return Reject(
+                    ErrorCode.out_of_order_sequence_number,
+                    f"producer {producer_id} new epoch {epoch} must start at sequence 0, "
+                    f"got {first_seq}",
+                )
+        else:
+            expected = next_sequence(entry.last_seq)
+            if first_seq != expected:
+                return Reject(
+                    ErrorCode.out_of_order_sequence_number,
+                    f"producer {producer_id} epoch {epoch} expected sequence {expected}, "
+                    f"got {first_seq}",
+                )
+        if entry.txn_first_offset is not None and not is_transactional:
+            return Reject(
+                ErrorCode.invalid_txn_state,
+                f"producer {producer_id} has a transaction open since offset "
+                f"{entry.txn_first_offset}; expected a transactional batch",
+            )
+        return _APPEND
+
+    def record(
+        self,
+        producer_id: int,
+        epoch: int,
+        base_sequence: int,
+        record_count: int,
+        base_offset: int,
+        timestamp: int,
+        is_transactional: bool,
+    ) -> None:
+        """Note a data batch that ``check`` accepted and that is now appended.
+
+        A higher epoch clears the ring. A lower epoch (a fence raced with the append)
+        leaves epoch and ring alone but still tracks a transaction start, so the LSO
+        holds until that transaction's marker.
+
+        Args:
+            producer_id: the batch's pid; negative pids are ignored.
+            epoch: the batch's producer epoch.
+            base_sequence: the batch's base sequence.
+            record_count: records in the batch.
+            base_offset: offset the batch was written at.
+            timestamp: ms to remember (echoed to duplicates; drives expiry).
+            is_transactional: the batch's transactional bit.
+        """
+        if producer_id < 0:
+            return
+        self._clock_ms = max(self._clock_ms, timestamp)
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            entry = ProducerEntry(producer_id=producer_id, epoch=epoch)
+            self._entries[producer_id] = entry
+        else:
+            entry._raise_epoch(epoch)
+        if epoch == entry.epoch:
+            entry.batches.append(
+                BatchMeta(
+                    first_seq=base_sequence,
+                    last_seq=last_sequence(base_sequence, record_count),
+                    base_offset=base_offset,
+                    last_offset=base_offset + record_count - 1,
+                    timestamp=timestamp,
+                )
+            )
+        entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        if is_transactional and entry.txn_first_offset is None:
+            entry.txn_first_offset = base_offset
+            self._push_txn(base_offset, producer_id)
+
+    # -- transaction markers -------------------------------------------------------------
+
+    def check_marker(
+        self, producer_id: int, epoch: int, coordinator_epoch: int | None = None
+    ) -> Append | Reject:
+        """Classify a COMMIT/ABORT control marker before it is appended. Changes nothing.
+
+        Args:
+            producer_id: the transaction's pid.
+            epoch: the marker's producer epoch.
+            coordinator_epoch: the marker's coordinator epoch, when the caller tracks one.
+
+        Returns:
+            ``Append()``, or ``Reject`` with 87 for a negative pid, 47 for an epoch below
+            the known one, 52 TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch.
+        """
+        if producer_id < 0:
+            return Reject(ErrorCode.invalid_record, "control marker without a producer id")
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            return _APPEND
+        if epoch < entry.epoch:
+            return Reject(
+                ErrorCode.invalid_producer_epoch,
+                f"marker for producer {producer_id} epoch {epoch} is older than {entry.epoch}",
+            )
+        if coordinator_epoch is not None and coordinator_epoch < entry.coordinator_epoch:
+            return Reject(
+                ErrorCode.transaction_coordinator_fenced,
+                f"marker coordinator epoch {coordinator_epoch} is older than "
+                f"{entry.coordinator_epoch}",
+            )
+        return _APPEND
+
+    def end_txn(
+        self,
+        producer_id: int,
+        epoch: int,
+        *,
+        coordinator_epoch: int | None = None,
+        now_ms: int | None = None,
+    ) -> int | None:
+        """Note an appended COMMIT/ABORT marker: the pid's transaction here has ended.
+
+        Creates the entry when the pid is unknown (a marker for a partition that got no
+        data still fixes the epoch, as in Apache). A marker with an epoch below the known
+        one is stale and changes nothing (``check_marker`` rejects it beforehand).
+
+        Args:
+            producer_id: the transaction's pid.
+            epoch: the marker's producer epoch; a higher one is adopted and clears the ring.
+            coordinator_epoch: the marker's coordinator epoch, stored when given.
+            now_ms: time of the append, for expiry; when None the entry keeps its time.
+
+        Returns:
+            First offset of the transaction that ended (for the aborted-txn index), or None
+            when no transaction was open here for this pid.
+        """
+        if now_ms is not None:
+            self._clock_ms = max(self._clock_ms, now_ms)
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            entry = ProducerEntry(
+                producer_id=producer_id,
+                epoch=epoch,
+                last_timestamp=self._clock_ms if now_ms is None else now_ms,
+            )
+            self._entries[producer_id] = entry
+        elif epoch < entry.epoch:
+            return None
+        else:
+            entry._raise_epoch(epoch)
+        if coordinator_epoch is not None:
+            entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        if now_ms is not None:
+            entry.last_timestamp = max(entry.last_timestamp, now_ms)
+        first = entry.txn_first_offset
+        entry.txn_first_offset = None  # the heap item goes stale and is skipped lazily
+        return first
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest open transaction on this partition.
+
+        The LSO is this, or the high watermark when it is None. Amortised O(log n).
+
+        Returns:
+            ``min(txn_first_offset)`` over entries with an open transaction, or None.
+        """
+        heap = self._txn_heap
+        while heap:
+            offset, pid = heap[0]
+            entry = self._entries.get(pid)
+            if entry is not None and entry.txn_first_offset == offset:
+                return offset
+            heapq.heappop(heap)
+        return None
+
+    def open_transactions(self) -> dict[int, int]:
+        """Open transactions here.
+
+        Returns:
+            ``{pid: txn_first_offset}`` for every entry with a transaction open.
+        """
+        return {
+            e.producer_id: e.txn_first_offset
+            for e in self._entries.values()
+            if e.txn_first_offset is not None
+        }
+
+    def _push_txn(self, offset: int, producer_id: int) -> None:
+        heapq.heappush(self._txn_heap, (offset, producer_id))
+        # Stale items under a long-lived open transaction are never popped; rebuild when
+        # they dominate. Amortised O(1): a rebuild needs len(entries) + 32 pushes first.
+        if len(self._txn_heap) > 2 * len(self._entries) + 32:
+            self._rebuild_heap()
+
+    def _rebuild_heap(self) -> None:
+        self._txn_heap = [(off, pid) for pid, off in self.open_transactions().items()]
+        heapq.heapify(self._txn_heap)
+
+    # -- fencing and expiry --------------------------------------------------------------
+
+    def fence(self, producer_id: int, new_epoch: int, *, now_ms: int | None = None) -> bool:
+        """Cross-partition fence on rejoin: raise the pid's epoch and clear its window.
+
+        A batch at an older epoch then gets 47; the new session must start at sequence 0.
+        An open transaction stays open (its ABORT marker ends it). A ``new_epoch`` at or
+        below the known one changes nothing, so re-applying a fence is harmless.
+
+        Args:
+            producer_id: the pid.
+            new_epoch: the epoch the coordinator handed out.
+            now_ms: time of the fence, for expiry of a newly created entry; when None a
+                new entry takes the latest time this table has seen.
+
+        Returns:
+            True when the entry was created or its epoch raised.
+        """
+        if now_ms is not None:
+            self._clock_ms = max(self._clock_ms, now_ms)
+        entry = self._entries.get(producer_id)
+        if entry is None:
+            self._entries[producer_id] = ProducerEntry(
+                producer_id=producer_id,
+                epoch=new_epoch,
+                last_timestamp=self._clock_ms if now_ms is None else now_ms,
+            )
+            return True
+        if not entry._raise_epoch(new_epoch):
+            return False
+        if now_ms is not None:
+            entry.last_timestamp = max(entry.last_timestamp, now_ms)
+        return True
+
+    def expire(self, now_ms: int, max_idle_ms: int) -> list[int]:
+        """Drop entries idle longer than ``max_idle_ms`` that have no open transaction.
+
+        Args:
+            now_ms: the current time.
+            max_idle_ms: idle limit (Apache ``producer.id.expiration.ms``).
+
+        Returns:
+            The dropped pids, ascending. Their next batch is accepted at any sequence.
+        """
+        self._clock_ms = max(self._clock_ms, now_ms)
+        dropped = sorted(
+            pid
+            for pid, e in self._entries.items()
+            if e.txn_first_offset is None and now_ms - e.last_timestamp > max_idle_ms
+        )
+        for pid in dropped:
+            del self._entries[pid]
+        return dropped
+
+    # -- snapshot and describe -----------------------------------------------------------
+
+    def to_snapshot(self) -> dict[str, Any]:
+        """Plain-data form for ``producer-state.snapshot`` (msgpack- and JSON-able).
+
+        Returns:
+            ``{"format": 1, "clock_ms": int, "entries": [{"producer_id", "epoch",
+            "last_timestamp", "coordinator_epoch", "txn_first_offset" (int or None),
+            "batches": [[first_seq, last_seq, base_offset, last_offset, timestamp], ...]}]}``
+            with entries ascending by pid and batches oldest first.
+        """
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "clock_ms": self._clock_ms,
+            "entries": [
+                {
+                    "producer_id": e.producer_id,
+                    "epoch": e.epoch,
+                    "last_timestamp": e.last_timestamp,
+                    "coordinator_epoch": e.coordinator_epoch,
+                    "txn_first_offset": e.txn_first_offset,
+                    "batches": [
+                        [b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp]
+                        for b in e.batches
+                    ],
+                }
+                for e in sorted(self._entries.values(), key=lambda e: e.producer_id)
+            ],
+        }
+
+    @classmethod
+    def from_snapshot(cls, d: dict[str, Any]) -> ProducerStateTable:
+        """Rebuild a table from ``to_snapshot`` output.
+
+        Args:
+            d: the decoded snapshot.
+
+        Returns:
+            A table that classifies every batch as the snapshotted one did.
+
+        Raises:
+            ValueError: unknown format or malformed content (the storage caller maps it to
+                CorruptState; never silently reset producer state).
+        """
+        if not isinstance(d, dict) or d.get("format") != SNAPSHOT_FORMAT:
+            fmt = d.get("format") if isinstance(d, dict) else type(d).__name__
+            raise ValueError(f"unsupported producer state snapshot format {fmt!r}")
+        table = cls()
+        try:
+            table._clock_ms = _int(d.get("clock_ms", -1))
+            for raw in d["entries"]:
+                pid = _int(raw["producer_id"])
+                if pid < 0 or pid in table._entries:
+                    raise ValueError(f"bad or repeated producer id {pid}")
+                txn = raw["txn_first_offset"]
+                batches = raw["batches"]
+                if len(batches) > WINDOW:
+                    raise ValueError(f"producer {pid} has {len(batches)} batches cached")
+                entry = ProducerEntry(
+                    producer_id=pid,
+                    epoch=_int(raw["epoch"]),
+                    last_timestamp=_int(raw["last_timestamp"]),
+                    txn_first_offset=None if txn is None else _int(txn),
+                    coordinator_epoch=_int(raw["coordinator_epoch"]),
+                )
+                for b in batches:
+                    first_seq, last_seq, base_offset, last_offset, ts = (_int(x) for x in b)
+                    entry.batches.append(
+                        BatchMeta(first_seq, last_seq, base_offset, last_offset, ts)
+                    )
+                table._entries[pid] = entry
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed producer state snapshot: {exc!r}") from exc
+        table._rebuild_heap()
+        return table
+
+    def describe(self) -> list[dict[str, int]]:
+        """Rows for DescribeProducers, ascending by pid, keyed like kio's ``ProducerState``.
+
+        Returns:
+            One dict per entry: ``producer_id``, ``producer_epoch``, ``last_sequence``
+            (-1 when none at this epoch), ``last_timestamp``, ``coordinator_epoch``,
+            ``current_txn_start_offset`` (-1 when no transaction is open).
+        """
+        return [
+            {
+                "producer_id": e.producer_id,
+                "producer_epoch": e.epoch,
+                "last_sequence": e.last_seq,
+                "last_timestamp": e.last_timestamp,
+                "coordinator_epoch": e.coordinator_epoch,
+                "current_txn_start_offset": (
+                    -1 if e.txn_first_offset is None else e.txn_first_offset
+                ),
+            }
+            for e in sorted(self._entries.values(), key=lambda e: e.producer_id)
+        ]
+
+
+def _int(x: object) -> int:
+    if type(x) is not int:
+        raise ValueError(f"expected an int, got {x!r}")
+    return x

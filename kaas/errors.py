@@ -1,0 +1,28 @@
+"""The one exception type the domain and storage layers raise."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+
+class KaasError(Exception):
+    """A policy failure that maps to a Kafka protocol error code.
+
+    Args:
+        code: the kio ErrorCode the handler puts into the response.
+        message: optional human text for logs and error_message fields.
+    """
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+class CorruptState(Exception):
+    """A state file on the shared volume failed to parse. Never reset: report and refuse."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"corrupt state file {path}: {reason}")
+        self.path = path
+        self.reason = reason

@@ -1,0 +1,66 @@
+"""One module per Kafka API. Each module defines API_KEY, VERSIONS = (min, max) and
+``async def handle(ctx, req)`` returning a dict (built into the response class of the
+request's version), a kio response object, or None (no response: Produce acks=0).
+
+The registry built here is the one source of truth for ApiVersions and dispatch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from kaas.broker import Broker
+
+_MODULES = (
+    "produce", "fetch", "list_offsets", "metadata", "api_versions",
+    "create_topics", "delete_topics", "create_partitions", "delete_records",
+    "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster",
+    "offset_for_leader_epoch", "init_producer_id",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    api_key: int
+    min_version: int
+    max_version: int
+    module: ModuleType
+
+    @property
+    def name(self) -> str:
+        return self.module.__name__.rsplit(".", 1)[-1]
+
+
+@dataclass(slots=True)
+class Context:
+    broker: Broker
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    peer: str
+
+
+def _load() -> dict[int, Handler]:
+    reg: dict[int, Handler] = {}
+    for name in _MODULES:
+        mod = importlib.import_module(f"kaas.handlers.{name}")
+        lo, hi = mod.VERSIONS
+        reg[mod.API_KEY] = Handler(mod.API_KEY, lo, hi, mod)
+    return dict(sorted(reg.items()))
+
+
+REGISTRY: dict[int, Handler] = _load()
+
+
+def supported(api_key: int, version: int) -> bool:
+    h = REGISTRY.get(api_key)
+    return h is not None and h.min_version <= version <= h.max_version
+
+
+def versions_table() -> list[dict[str, Any]]:
+    return [{"api_key": h.api_key, "min_version": h.min_version, "max_version": h.max_version}
+            for h in REGISTRY.values()]

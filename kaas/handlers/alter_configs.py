@@ -1,0 +1,49 @@
+"""AlterConfigs (33): replace a topic's config overrides as a whole."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas import configs
+
+API_KEY = 33
+VERSIONS = (0, 2)
+TOPIC = 2
+
+
+async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool) -> dict:
+    """Shared by AlterConfigs and IncrementalAlterConfigs: ``compute(old) -> (new, error)``."""
+    broker = ctx.broker
+    res = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource_type,
+           "resource_name": name}
+    if resource_type != TOPIC:
+        res["error_code"] = ErrorCode.invalid_request
+        res["error_message"] = "only topic configs can be altered; broker configs are static"
+        return res
+    broker.topics.refresh()
+    meta = broker.topics.get(name)
+    if meta is None:
+        res["error_code"] = ErrorCode.unknown_topic_or_partition
+        return res
+    new, err = compute(dict(meta.configs))
+    if err is None:
+        for k, v in new.items():
+            err = configs.validate(k, v)
+            if err:
+                break
+    if err is not None:
+        res["error_code"] = ErrorCode.invalid_config
+        res["error_message"] = err
+        return res
+    if not validate_only:
+        await broker.alter_topic_configs(name, new)
+    return res
+
+
+async def handle(ctx, req) -> dict:
+    out = []
+    for r in req.resources:
+        entries = {c.name: c.value for c in r.configs if c.value is not None}
+        out.append(await alter(ctx, r.resource_type, r.resource_name, lambda _old, e=entries: (e, None),
+                               req.validate_only))
+    return {"throttle_time": 0, "responses": out}

@@ -1,0 +1,31 @@
+"""DeleteRecords (21): advance a partition's log start offset (-1 = the high watermark)."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+
+API_KEY = 21
+VERSIONS = (0, 2)
+
+
+async def handle(ctx, req) -> dict:
+    topics = []
+    for t in req.topics:
+        parts = []
+        topics.append({"name": t.name, "partitions": parts})
+        for p in t.partitions:
+            out = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
+            parts.append(out)
+            try:
+                part = ctx.broker.get_partition(t.name, p.partition_index)
+            except KaasError as exc:
+                out["error_code"] = exc.code
+                continue
+            offset = part.high_watermark if p.offset == -1 else p.offset
+            if offset < 0 or offset > part.high_watermark:
+                out["error_code"] = ErrorCode.offset_out_of_range
+                continue
+            out["low_watermark"] = part.log.delete_records(offset)
+    return {"throttle_time": 0, "topics": topics}

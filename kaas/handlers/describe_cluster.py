@@ -1,0 +1,22 @@
+"""DescribeCluster (60): cluster id, controller and live brokers."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+API_KEY = 60
+VERSIONS = (0, 2)
+
+
+async def handle(ctx, req) -> dict:
+    broker = ctx.broker
+    if getattr(req, "endpoint_type", 1) != 1:
+        return {"throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
+                "error_message": "only broker endpoints", "cluster_id": broker.settings.cluster_id, "brokers": []}
+    return {
+        "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "endpoint_type": 1,
+        "cluster_id": broker.settings.cluster_id, "controller_id": broker.controller_id(),
+        "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": False}
+                    for b in broker.brokers()],
+        "cluster_authorized_operations": -2147483648,
+    }

@@ -1,0 +1,81 @@
+"""Fetch (1): whole batches up to the high watermark (read_uncommitted) or the last stable
+offset (read_committed), KIP-74 byte caps, long-poll on max_wait/min_bytes. Fetch sessions
+are answered with session_id 0 (no session), listing every requested partition."""
+
+from __future__ import annotations
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+from kaas.wire.build import ms
+
+API_KEY = 1
+VERSIONS = (4, 12)
+
+
+def _collect(ctx, req, first_pass: bool) -> tuple[list[dict], int, bool]:
+    broker = ctx.broker
+    read_committed = req.isolation_level == 1
+    budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    errors = False
+    out = []
+    for ft in req.topics:
+        parts = []
+        out.append({"topic": ft.topic, "partitions": parts})
+        for fp in ft.partitions:
+            p = {"partition_index": fp.partition, "error_code": ErrorCode.none, "high_watermark": -1,
+                 "last_stable_offset": -1, "log_start_offset": -1,
+                 "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+            parts.append(p)
+            try:
+                part = broker.get_partition(ft.topic, fp.partition)
+            except KaasError as exc:
+                p["error_code"] = exc.code
+                errors = True
+                continue
+            epoch_req = getattr(fp, "current_leader_epoch", -1)
+            if epoch_req >= 0 and epoch_req != part.epoch:
+                p["error_code"] = (ErrorCode.fenced_leader_epoch if epoch_req < part.epoch
+                                   else ErrorCode.unknown_leader_epoch)
+                errors = True
+                continue
+            hw = part.high_watermark
+            lso = part.last_stable_offset
+            p["high_watermark"] = hw
+            p["last_stable_offset"] = lso
+            p["log_start_offset"] = part.log_start_offset
+            if read_committed:
+                p["aborted_transactions"] = []
+            off = fp.fetch_offset
+            if off < part.log_start_offset or off > hw:
+                p["error_code"] = ErrorCode.offset_out_of_range
+                errors = True
+                continue
+            limit = lso if read_committed else hw
+            remaining = budget - total
+            if remaining <= 0 and total:
+                continue
+            cap = min(fp.partition_max_bytes, remaining) if remaining > 0 else fp.partition_max_bytes
+            res = part.read(off, cap, limit, min_one=(total == 0))
+            if res.records:
+                p["records"] = res.records
+                total += len(res.records)
+                if read_committed:
+                    p["aborted_transactions"] = part.aborted_transactions(off, res.next_offset)
+    return out, total, errors
+
+
+async def handle(ctx, req) -> dict:
+    max_wait = ms(req.max_wait) / 1000
+    deadline = trio.current_time() + max(0.0, max_wait)
+    while True:
+        responses, total, errors = _collect(ctx, req, True)
+        if total >= max(req.min_bytes, 1) or errors or trio.current_time() >= deadline:
+            break
+        with trio.move_on_at(deadline):
+            await ctx.broker.wait_for_data()
+        if ctx.broker.draining:
+            break
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}

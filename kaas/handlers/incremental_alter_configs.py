@@ -1,0 +1,39 @@
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND, SUBTRACT on topic configs."""
+
+from __future__ import annotations
+
+from kaas.handlers.alter_configs import alter
+
+API_KEY = 44
+VERSIONS = (0, 1)
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _apply(ops):
+    def compute(old: dict[str, str]):
+        new = dict(old)
+        for name, op, value in ops:
+            if op == SET:
+                new[name] = value or ""
+            elif op == DELETE:
+                new.pop(name, None)
+            elif op in (APPEND, SUBTRACT):
+                items = [x for x in new.get(name, "").split(",") if x]
+                for v in (value or "").split(","):
+                    if op == APPEND and v not in items:
+                        items.append(v)
+                    elif op == SUBTRACT and v in items:
+                        items.remove(v)
+                new[name] = ",".join(items)
+            else:
+                return old, f"unknown config operation {op}"
+        return new, None
+    return compute
+
+
+async def handle(ctx, req) -> dict:
+    out = []
+    for r in req.resources:
+        ops = [(c.name, c.config_operation, c.value) for c in r.configs]
+        out.append(await alter(ctx, r.resource_type, r.resource_name, _apply(ops), req.validate_only))
+    return {"throttle_time": 0, "responses": out}

@@ -1,0 +1,32 @@
+"""InitProducerId (22): a fresh PID at epoch 0 for idempotent producers; transactional ids
+go to the transaction coordinator."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+from kaas.wire.build import ms
+
+API_KEY = 22
+VERSIONS = (0, 4)
+
+
+async def handle(ctx, req) -> dict:
+    broker = ctx.broker
+    if req.transactional_id is None:
+        # Apache: a null transactional id always gets a fresh PID at epoch 0, ignoring any
+        # pid/epoch sent (kafka-python's KIP-360 bump relies on that).
+        pid = broker.allocate_pid()
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": 0}
+    coordinator = getattr(broker, "txn", None)
+    if coordinator is None:
+        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available,
+                "producer_id": -1, "producer_epoch": -1}
+    try:
+        pid, epoch = await coordinator.init_producer_id(
+            req.transactional_id, ms(req.transaction_timeout),
+            getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1), ctx.api_version)
+    except KaasError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "producer_id": -1, "producer_epoch": -1}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": epoch}

@@ -1,0 +1,54 @@
+"""ListOffsets (2): earliest (-2), latest (-1, the LSO under read_committed), max timestamp
+(-3) and by timestamp."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+
+API_KEY = 2
+VERSIONS = (1, 7)
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+async def handle(ctx, req) -> dict:
+    broker = ctx.broker
+    read_committed = getattr(req, "isolation_level", 0) == 1
+    topics = []
+    for t in req.topics:
+        parts = []
+        topics.append({"name": t.name, "partitions": parts})
+        for p in t.partitions:
+            out = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
+                   "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
+            parts.append(out)
+            try:
+                part = broker.get_partition(t.name, p.partition_index)
+            except KaasError as exc:
+                out["error_code"] = exc.code
+                continue
+            want = getattr(p, "current_leader_epoch", -1)
+            if want >= 0 and want != part.epoch:
+                out["error_code"] = (ErrorCode.fenced_leader_epoch if want < part.epoch
+                                     else ErrorCode.unknown_leader_epoch)
+                continue
+            out["leader_epoch"] = part.epoch
+            ts = p.timestamp
+            if ts == EARLIEST:
+                out["offset"] = part.log_start_offset
+            elif ts == LATEST:
+                out["offset"] = part.last_stable_offset if read_committed else part.high_watermark
+            elif ts == MAX_TIMESTAMP:
+                found = part.log.max_timestamp_offset()
+                if found is not None:
+                    out["offset"], out["timestamp"] = found
+            else:
+                found = part.log.offset_for_timestamp(ts)
+                if found is not None:
+                    off, found_ts = found
+                    limit = part.last_stable_offset if read_committed else part.high_watermark
+                    if off < limit:
+                        out["offset"], out["timestamp"] = off, found_ts
+    return {"throttle_time": 0, "topics": topics}

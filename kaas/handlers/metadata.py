@@ -1,0 +1,50 @@
+"""Metadata (3): brokers, controller, topics with leaders and leader epochs; auto-creation."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+API_KEY = 3
+VERSIONS = (0, 12)
+
+
+async def handle(ctx, req) -> dict:
+    broker = ctx.broker
+    broker.topics.refresh()
+    if req.topics is None or (ctx.api_version == 0 and not req.topics):
+        names = sorted(broker.topics.topics)
+        auto = False
+    else:
+        names = [t.name for t in req.topics]
+        auto = getattr(req, "allow_auto_topic_creation", True)
+    topics = []
+    for name in names:
+        if name is None:
+            topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "partitions": []})
+            continue
+        meta = await broker.ensure_topic(name, auto_create=auto)
+        if meta is None:
+            from kaas.storage.topics import valid_topic_name
+            code = ErrorCode.unknown_topic_or_partition if valid_topic_name(name) else ErrorCode.invalid_topic_exception
+            topics.append({"error_code": code, "name": name, "partitions": []})
+            continue
+        parts = []
+        for p in range(meta.partitions):
+            leader, epoch = broker.leader(name, p)
+            nodes = [leader] if leader >= 0 else []
+            parts.append({
+                "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+                "partition_index": p, "leader_id": leader, "leader_epoch": epoch,
+                "replica_nodes": nodes, "isr_nodes": nodes, "offline_replicas": [],
+            })
+        topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": meta.topic_id,
+                       "is_internal": False, "partitions": parts})
+    return {
+        "throttle_time": 0,
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in broker.brokers()],
+        "cluster_id": broker.settings.cluster_id,
+        "controller_id": broker.controller_id(),
+        "topics": topics,
+        "cluster_authorized_operations": -2147483648,
+    }

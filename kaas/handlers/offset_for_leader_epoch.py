@@ -1,0 +1,35 @@
+"""OffsetForLeaderEpoch (23): the largest epoch <= the asked one and where it ended, read off
+the epoch-stamped segment names."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+
+API_KEY = 23
+VERSIONS = (2, 4)
+
+
+async def handle(ctx, req) -> dict:
+    topics = []
+    for t in req.topics:
+        parts = []
+        topics.append({"topic": t.topic, "partitions": parts})
+        for p in t.partitions:
+            out = {"error_code": ErrorCode.none, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            parts.append(out)
+            try:
+                part = ctx.broker.get_partition(t.topic, p.partition)
+            except KaasError as exc:
+                out["error_code"] = exc.code
+                continue
+            cur = p.current_leader_epoch
+            if cur >= 0 and cur != part.epoch:
+                out["error_code"] = (ErrorCode.fenced_leader_epoch if cur < part.epoch
+                                     else ErrorCode.unknown_leader_epoch)
+                continue
+            if p.leader_epoch > part.epoch:
+                continue
+            out["leader_epoch"], out["end_offset"] = part.log.epoch_end_offset(p.leader_epoch)
+    return {"throttle_time": 0, "topics": topics}

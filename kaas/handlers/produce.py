@@ -1,0 +1,77 @@
+"""Produce (0): validate each partition's batch, append, and for acks=all wait for the
+group-commit fsync. acks=0 returns None (no response is sent)."""
+
+from __future__ import annotations
+
+import structlog
+import trio
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+from kaas.wire import batch as wb
+
+API_KEY = 0
+VERSIONS = (3, 10)
+
+log = structlog.get_logger()
+
+
+async def handle(ctx, req):
+    broker = ctx.broker
+    acks = req.acks
+    topics_out = []
+    waits: list[tuple[object, int, dict]] = []
+    for td in req.topic_data:
+        parts_out = []
+        topics_out.append({"name": td.name, "partition_responses": parts_out})
+        meta = broker.topics.get(td.name)
+        if meta is None:
+            meta = await broker.ensure_topic(td.name, auto_create=True)
+        for pd in td.partition_data:
+            out = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
+                   "log_append_time": -1, "log_start_offset": -1, "record_errors": []}
+            parts_out.append(out)
+            if acks not in (-1, 0, 1):
+                out["error_code"] = ErrorCode.invalid_required_acks
+                continue
+            try:
+                part = broker.get_partition(td.name, pd.index)
+                records = pd.records or b""
+                header = wb.validate_produce(records, broker.settings.message_max_bytes)
+                if header.codec == 4 and ctx.api_version < 7:
+                    raise KaasError(ErrorCode.unsupported_compression_type)
+                if header.is_transactional and req.transactional_id is None:
+                    raise KaasError(ErrorCode.transactional_id_authorization_failed,
+                                    "transactional batch without a transactional id")
+                result = await part.produce(records, header, req.transactional_id)
+            except KaasError as exc:
+                out["error_code"] = exc.code
+                out["error_message"] = exc.message
+                continue
+            except wb.BatchError as exc:
+                log.warning("produce_batch_rejected", peer=ctx.peer, topic=td.name,
+                            partition=pd.index, reason=exc.reason)
+                out["error_code"] = ErrorCode(exc.code)
+                out["error_message"] = exc.reason
+                continue
+            out["base_offset"] = result.base_offset
+            out["log_start_offset"] = part.log_start_offset
+            if acks == -1 and not result.duplicate:
+                waits.append((part, result.next_offset, out))
+    if waits:
+        async def wait_one(part, offset, out):
+            try:
+                await part.wait_durable(offset)
+            except KaasError as exc:
+                out["error_code"] = exc.code
+                out["base_offset"] = -1
+
+        if len(waits) == 1:
+            await wait_one(*waits[0])
+        else:
+            async with trio.open_nursery() as nursery:
+                for w in waits:
+                    nursery.start_soon(wait_one, *w)
+    if acks == 0:
+        return None
+    return {"responses": topics_out, "throttle_time": 0}

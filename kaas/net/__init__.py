@@ -1,0 +1,1 @@
+"""The trio shell: listeners, connections, responses in request order."""

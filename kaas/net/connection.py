@@ -1,0 +1,109 @@
+"""One client connection: receive bytes, cut frames, run requests concurrently, send the
+responses back in request order.
+
+Slow requests (acks=all produce, long-poll fetch) run in the connection's nursery, so a
+pipelining client is not serialised behind them, and other connections never are.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+import structlog
+import trio
+
+from kaas.dispatch import CloseConnection, dispatch
+from kaas.wire.framing import FrameDecoder, FramingError
+
+log = structlog.get_logger()
+
+MAX_IN_FLIGHT = 64
+_conn_ids = itertools.count(1)
+
+
+class _Slot:
+    __slots__ = ("done", "data", "close")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.data: bytes | None = None
+        self.close: str | None = None
+
+
+async def serve_connection(broker, stream: trio.SocketStream) -> None:
+    """Serve one connection until the peer closes it or breaks the protocol."""
+    conn_id = next(_conn_ids)
+    try:
+        host, port = stream.socket.getpeername()[:2]
+        peer = f"{host}:{port}"
+    except OSError:
+        peer = "?"
+    decoder = FrameDecoder(broker.settings.max_request_size)
+    slots: deque[_Slot] = deque()
+    have_slot = trio.Event()
+    limit = trio.Semaphore(MAX_IN_FLIGHT)
+    broker.connections += 1
+
+    async def run(frame: bytes, slot: _Slot) -> None:
+        try:
+            slot.data = await dispatch(broker, frame, peer)
+        except CloseConnection as exc:
+            slot.close = str(exc)
+        except Exception as exc:  # a bug: never take the broker down with it
+            log.exception("request_failed", peer=peer, conn_id=conn_id, error=repr(exc))
+            slot.close = f"internal error: {exc!r}"
+        finally:
+            limit.release()
+            slot.done.set()
+
+    async def writer(cancel: trio.CancelScope) -> None:
+        nonlocal have_slot
+        while True:
+            while not slots:
+                await have_slot.wait()
+                have_slot = trio.Event()
+            slot = slots[0]
+            await slot.done.wait()
+            slots.popleft()
+            if slot.close is not None:
+                log.warning("connection_closed_protocol_error", peer=peer, conn_id=conn_id, reason=slot.close)
+                cancel.cancel()
+                return
+            if slot.data is not None:
+                await stream.send_all(slot.data)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer, nursery.cancel_scope)
+            while True:
+                data = await stream.receive_some(256 * 1024)
+                if not data:
+                    break
+                decoder.feed(data)
+                try:
+                    for frame in decoder.frames():
+                        await limit.acquire()
+                        slot = _Slot()
+                        slots.append(slot)
+                        have_slot.set()
+                        nursery.start_soon(run, frame, slot)
+                except FramingError as exc:
+                    log.warning("connection_closed_bad_frame", peer=peer, conn_id=conn_id, reason=str(exc))
+                    nursery.cancel_scope.cancel()
+                    break
+            # Peer closed its side: let the writer answer what it already sent, then stop.
+            with trio.move_on_after(5):
+                while slots:
+                    await trio.sleep(0.005)
+            if decoder.buffered:
+                log.warning("connection_closed_truncated_frame", peer=peer, conn_id=conn_id,
+                            buffered=decoder.buffered)
+            nursery.cancel_scope.cancel()
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        pass
+    finally:
+        broker.connections -= 1
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(1):
+                await stream.aclose()

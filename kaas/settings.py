@@ -1,0 +1,50 @@
+"""Frozen broker settings: one field per `kaas broker` option."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    broker_id: int = 0
+    data: Path = Path("./data")
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9092
+    advertise_host: str = "127.0.0.1"
+    advertise_port: int = 9092
+    max_request_size: int = 100 * 1024 * 1024
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    segment_bytes: int = 128 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    retention_check_ms: int = 30_000
+    index_interval_bytes: int = 4096
+    message_max_bytes: int = 1024 * 1024 + 12
+    session_timeout_ms: int = 3000
+    heartbeat_ms: int = 500
+    transaction_max_timeout_ms: int = 15 * 60 * 1000
+    producer_id_expiration_ms: int = 24 * 3600 * 1000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 1000
+    group_max_session_timeout_ms: int = 30 * 60 * 1000
+    log_json: bool = False
+    log_level: str = "info"
+    fsync: bool = True
+    cluster_id: str = "kaas-cluster"
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def cluster_dir(self) -> Path:
+        return self.data / "__cluster"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.data / "data"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.data / "run"

@@ -1,0 +1,91 @@
+"""Whole-file writes: tmp file, fsync, rename in the same directory, fsync the directory.
+
+Invariants:
+    - a reader sees the old or the new content, never a torn file;
+    - the tmp name carries the writer's pid so two writers cannot clobber each other's tmp.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from kaas.errors import CorruptState
+
+
+def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
+    """Atomically replace ``path`` with ``data``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if fsync:
+        fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, obj: dict, *, fsync: bool = True) -> None:
+    """Atomically write ``obj`` (which must carry ``format``) as JSON."""
+    write_bytes(path, json.dumps(obj, separators=(",", ":"), sort_keys=True).encode(), fsync=fsync)
+
+
+def read_json(path: Path) -> dict | None:
+    """Read a JSON state file afresh (close-to-open). None when it does not exist.
+
+    Raises:
+        CorruptState: the file exists but does not parse as a JSON object with a format.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise CorruptState(str(path), f"invalid JSON: {exc}") from None
+    if not isinstance(obj, dict) or "format" not in obj:
+        raise CorruptState(str(path), "not a kaas state object (no format field)")
+    return obj
+
+
+def create_exclusive(path: Path, data: bytes, *, fsync: bool = True) -> bool:
+    """Exclusive create (O_CREAT|O_EXCL) of ``path`` with ``data``. True if this caller won.
+
+    The content is first written to a tmp file and hard-linked into place, so the winner's
+    file is never seen half-written.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.excl")
+    write_bytes(tmp, data, fsync=fsync)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+    if fsync:
+        fsync_dir(path.parent)
+    return True
+
+
+def read_any(path: Path) -> Any:
+    return read_json(path)

@@ -1,0 +1,565 @@
+"""One partition's log on the data directory: epoch-stamped segments, a sparse offset
+index, a manifest, recovery of a torn tail, reads in whole batches, retention.
+
+Layout of a partition directory (its current leader is the only writer)::
+
+    <base-offset:020d>-e<epoch>.log   record batches, byte-for-byte as produced
+    <base-offset:020d>-e<epoch>.idx   msgpack summary of a closed segment (index, end, ts)
+    manifest.json                     {format, epoch, log_start_offset, high_watermark}
+
+Invariants:
+    - offsets are dense: each appended batch starts at the previous batch's next offset;
+    - a segment is only appended to by the epoch in its name; a new leader always rolls a
+      fresh segment, so late bytes of a deposed leader never interleave with live data;
+    - bytes of a segment at or past the next segment's base offset are dead and ignored
+      (and truncated by recovery);
+    - the manifest carries the epoch of the leader that owns the directory; it is written
+      *before* recovery scans the log, and an old leader checks it before acknowledging.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgpack
+
+from kaas.errors import CorruptState
+from kaas.storage import atomic
+from kaas.wire import batch as wb
+
+_SEGMENT_RE = re.compile(r"^(\d{20})-e(\d+)\.log$")
+_READ_CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 128 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    index_interval_bytes: int = 4096
+    fsync: bool = True
+
+
+@dataclass(slots=True)
+class Segment:
+    base_offset: int
+    epoch: int
+    path: Path
+    fd: int = -1
+    size: int = 0
+    next_offset: int = 0
+    max_timestamp: int = -1
+    created_ms: int = 0
+    index_offsets: list[int] = field(default_factory=list)
+    index_positions: list[int] = field(default_factory=list)
+    bytes_since_index: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def index_add(self, offset: int, position: int) -> None:
+        self.index_offsets.append(offset)
+        self.index_positions.append(position)
+        self.bytes_since_index = 0
+
+    def lookup(self, offset: int) -> int:
+        """File position of the indexed batch at or before ``offset``."""
+        i = bisect.bisect_right(self.index_offsets, offset) - 1
+        return self.index_positions[i] if i >= 0 else 0
+
+    def summary(self) -> bytes:
+        return msgpack.packb({
+            "format": 1, "size": self.size, "next_offset": self.next_offset,
+            "max_timestamp": self.max_timestamp,
+            "offsets": self.index_offsets, "positions": self.index_positions,
+        })
+
+
+def segment_name(base_offset: int, epoch: int) -> str:
+    return f"{base_offset:020d}-e{epoch}.log"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    next_offset: int
+    position: int
+    segment: Segment
+
+
+@dataclass(slots=True)
+class ReadResult:
+    records: bytes
+    first_offset: int  # base offset of the first batch returned (or the fetch offset)
+    next_offset: int  # offset after the last batch returned
+
+
+class PartitionLog:
+    """A partition's segments. Synchronous; the caller serialises writers.
+
+    Args:
+        path: the partition directory.
+        config: segment and retention settings.
+        on_batch: called as on_batch(position, header, buf, pos) for every batch recovery
+            replays (used to rebuild producer and transaction state).
+    """
+
+    def __init__(self, path: Path, config: LogConfig) -> None:
+        self.path = Path(path)
+        self.config = config
+        self.segments: list[Segment] = []
+        self.epoch = -1
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.durable_offset = 0
+        self._dirty: set[int] = set()  # fds with unsynced bytes
+        self._closed = False
+
+    # ------------------------------------------------------------------ open / recover
+
+    def open(self, epoch: int | None = None,
+             on_batch: Callable[[wb.BatchHeader, bytes, int], None] | None = None,
+             replay_from: int = 0) -> int:
+        """Take the partition over: write the manifest with the new epoch, recover, roll.
+
+        Args:
+            epoch: the leader epoch to stamp; None means previous epoch + 1.
+            on_batch: callback(header, buf, pos) for each valid batch at offset >= replay_from.
+            replay_from: first offset whose batches are replayed into ``on_batch``.
+        Returns:
+            the epoch in force.
+        Raises:
+            CorruptState: the manifest exists but cannot be parsed.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        manifest = self.read_manifest(self.path)
+        prev_epoch = manifest["epoch"] if manifest else -1
+        self.log_start_offset = manifest["log_start_offset"] if manifest else 0
+        if epoch is None:
+            epoch = prev_epoch + 1
+        if epoch < prev_epoch:
+            raise CorruptState(str(self.path / "manifest.json"),
+                               f"asked to open at epoch {epoch} below the manifest's {prev_epoch}")
+        self.epoch = epoch
+        self._write_manifest(high_watermark=manifest.get("high_watermark", 0) if manifest else 0)
+        self._recover(on_batch, replay_from)
+        self.roll()
+        return epoch
+
+    @staticmethod
+    def read_manifest(path: Path) -> dict | None:
+        return atomic.read_json(Path(path) / "manifest.json")
+
+    def manifest_epoch(self) -> int:
+        m = self.read_manifest(self.path)
+        return m["epoch"] if m else -1
+
+    def _write_manifest(self, *, high_watermark: int | None = None) -> None:
+        atomic.write_json(self.path / "manifest.json", {
+            "format": 1,
+            "epoch": self.epoch,
+            "log_start_offset": self.log_start_offset,
+            "high_watermark": self.log_end_offset if high_watermark is None else high_watermark,
+        }, fsync=self.config.fsync)
+
+    def _list_segments(self) -> list[Segment]:
+        segs = []
+        for entry in os.listdir(self.path):
+            m = _SEGMENT_RE.match(entry)
+            if m:
+                segs.append(Segment(int(m.group(1)), int(m.group(2)), self.path / entry))
+        segs.sort(key=lambda s: (s.base_offset, s.epoch))
+        return segs
+
+    def _recover(self, on_batch, replay_from: int) -> None:
+        segs = self._list_segments()
+        kept: list[Segment] = []
+        for i, seg in enumerate(segs):
+            limit = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            if limit is not None and limit <= seg.base_offset:
+                # Same base as the next (an empty segment of an older epoch): drop it.
+                self._scan(seg, limit=None, on_batch=None, replay_from=replay_from)
+                if seg.next_offset == seg.base_offset:
+                    self._remove_segment(seg)
+                    continue
+                raise CorruptState(str(seg.path), "overlaps the next segment")
+            loaded = limit is not None and self._load_summary(seg)
+            if not loaded:
+                self._scan(seg, limit, on_batch, replay_from)
+            elif on_batch is not None and seg.next_offset > replay_from:
+                self._scan(seg, limit, on_batch, replay_from)
+            kept.append(seg)
+        self.segments = kept
+        if kept:
+            self.log_end_offset = kept[-1].next_offset
+            for seg in kept:
+                if seg.next_offset > seg.base_offset and seg.next_offset < self.log_start_offset:
+                    pass
+        else:
+            self.log_end_offset = self.log_start_offset
+        if self.log_end_offset < self.log_start_offset:
+            self.log_end_offset = self.log_start_offset
+        self.durable_offset = self.log_end_offset
+
+    def _load_summary(self, seg: Segment) -> bool:
+        idx = seg.path.with_suffix(".idx")
+        try:
+            data = msgpack.unpackb(idx.read_bytes())
+            size = os.stat(seg.path).st_size
+        except (OSError, ValueError, msgpack.UnpackException):
+            return False
+        if not isinstance(data, dict) or data.get("size") != size:
+            return False
+        seg.size = size
+        seg.next_offset = data["next_offset"]
+        seg.max_timestamp = data["max_timestamp"]
+        seg.index_offsets = list(data["offsets"])
+        seg.index_positions = list(data["positions"])
+        return True
+
+    def _scan(self, seg: Segment, limit: int | None, on_batch, replay_from: int) -> None:
+        """Verify every batch of ``seg``, rebuild its index, truncate a torn or dead tail."""
+        with open(seg.path, "rb") as f:
+            data = f.read()
+        pos = 0
+        expected = seg.base_offset
+        seg.index_offsets.clear()
+        seg.index_positions.clear()
+        seg.bytes_since_index = 0
+        seg.max_timestamp = -1
+        for pos_, h in wb.iter_headers(data):
+            if h.magic != 2 or h.base_offset != expected or not wb.crc_ok(data, pos_, h):
+                break
+            if limit is not None and h.base_offset >= limit:
+                break
+            if not seg.index_offsets or seg.bytes_since_index >= self.config.index_interval_bytes:
+                seg.index_add(h.base_offset, pos_)
+            seg.bytes_since_index += h.size
+            seg.max_timestamp = max(seg.max_timestamp, h.max_timestamp)
+            if on_batch is not None and h.base_offset >= replay_from:
+                on_batch(h, data, pos_)
+            expected = h.next_offset
+            pos = pos_ + h.size
+        seg.next_offset = expected
+        seg.size = pos
+        if pos < len(data):
+            with open(seg.path, "r+b") as f:
+                f.truncate(pos)
+                if self.config.fsync:
+                    os.fsync(f.fileno())
+
+    def _remove_segment(self, seg: Segment) -> None:
+        self._close_fd(seg)
+        for p in (seg.path, seg.path.with_suffix(".idx"), seg.path.with_suffix(".txnidx")):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+
+    # ------------------------------------------------------------------ write
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    def roll(self) -> Segment:
+        """Close the active segment (fsync it, write its summary) and start a new one."""
+        if self.segments:
+            old = self.active
+            if old.next_offset == old.base_offset and old.epoch == self.epoch:
+                return old
+            if old.fd >= 0 and self.config.fsync:
+                os.fsync(old.fd)
+                self._dirty.discard(old.fd)
+            if old.next_offset == old.base_offset and old.base_offset == self.log_end_offset:
+                # An empty segment of an older epoch: replace it.
+                self._remove_segment(old)
+                self.segments.pop()
+            else:
+                atomic.write_bytes(old.path.with_suffix(".idx"), old.summary(), fsync=self.config.fsync)
+        seg = Segment(self.log_end_offset, self.epoch, self.path / segment_name(self.log_end_offset, self.epoch))
+        seg.next_offset = self.log_end_offset
+        seg.created_ms = int(time.time() * 1000)
+        seg.fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        seg.size = os.fstat(seg.fd).st_size
+        if seg.size:
+            raise CorruptState(str(seg.path), "new segment already holds data")
+        if self.config.fsync:
+            atomic.fsync_dir(self.path)
+        self.segments.append(seg)
+        return seg
+
+    def append(self, records: bytes, header: wb.BatchHeader, *, now_ms: int | None = None) -> AppendResult:
+        """Append one validated batch at the log end (offset and epoch patched in).
+
+        Returns:
+            where the batch landed.
+        """
+        seg = self.active
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        if seg.size >= self.config.segment_bytes or (
+            seg.size and now - seg.created_ms >= self.config.segment_ms
+        ):
+            seg = self.roll()
+        base = self.log_end_offset
+        buf = bytearray(records)
+        wb.patch(buf, 0, base, self.epoch)
+        pos = seg.size
+        _write_all(seg.fd, buf)
+        if not seg.index_offsets or seg.bytes_since_index >= self.config.index_interval_bytes:
+            seg.index_add(base, pos)
+        seg.bytes_since_index += len(buf)
+        seg.size += len(buf)
+        nxt = base + header.last_offset_delta + 1
+        seg.next_offset = nxt
+        if header.max_timestamp > seg.max_timestamp:
+            seg.max_timestamp = header.max_timestamp
+        self.log_end_offset = nxt
+        self._dirty.add(seg.fd)
+        return AppendResult(base, nxt, pos, seg)
+
+    def sync(self) -> int:
+        """fsync every segment with unsynced bytes. Returns the offset now durable.
+
+        Safe to call from a worker thread while the owner keeps appending: the returned
+        offset is the log end observed before the fsync began.
+        """
+        end = self.log_end_offset
+        fds = list(self._dirty)
+        self._dirty.difference_update(fds)
+        if self.config.fsync:
+            for fd in fds:
+                try:
+                    os.fsync(fd)
+                except OSError:
+                    self._dirty.update(fds)
+                    raise
+        if end > self.durable_offset:
+            self.durable_offset = end
+        return end
+
+    def close(self) -> None:
+        """Relinquish: fsync, persist the manifest and the active segment's summary, close."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.sync()
+            if self.segments and self.manifest_epoch() == self.epoch:
+                self._write_manifest()
+        finally:
+            for seg in self.segments:
+                self._close_fd(seg)
+
+    def _close_fd(self, seg: Segment) -> None:
+        if seg.fd >= 0:
+            self._dirty.discard(seg.fd)
+            os.close(seg.fd)
+            seg.fd = -1
+
+    # ------------------------------------------------------------------ read
+
+    def _segment_for(self, offset: int) -> int:
+        bases = [s.base_offset for s in self.segments]
+        i = bisect.bisect_right(bases, offset) - 1
+        return max(i, 0)
+
+    def _fd(self, seg: Segment) -> int:
+        if seg.fd < 0:
+            seg.fd = os.open(seg.path, os.O_RDONLY)
+        return seg.fd
+
+    def read(self, offset: int, max_bytes: int, limit: int, *, min_one: bool = True) -> ReadResult:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes``.
+
+        Args:
+            offset: the fetch offset (log_start_offset <= offset <= log_end_offset).
+            max_bytes: byte budget; the first batch is returned even when larger if min_one.
+            limit: exclusive upper bound on batch base offsets (high watermark or LSO).
+        """
+        if offset >= limit or offset >= self.log_end_offset:
+            return ReadResult(b"", offset, offset)
+        i = self._segment_for(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            seg_limit = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            res = self._read_segment(seg, offset, max_bytes, min(limit, seg_limit) if seg_limit is not None else limit,
+                                     min_one)
+            if res is not None:
+                return res
+            i += 1
+        return ReadResult(b"", offset, offset)
+
+    def _read_segment(self, seg: Segment, offset: int, max_bytes: int, limit: int, min_one: bool):
+        fd = self._fd(seg)
+        size = seg.size
+        pos = seg.lookup(offset)
+        out: list[bytes] = []
+        total = 0
+        first = -1
+        nxt = offset
+        while pos < size:
+            want = min(max(_READ_CHUNK, max_bytes - total + wb.HEADER_SIZE), size - pos)
+            chunk = os.pread(fd, want, pos)
+            if not chunk:
+                break
+            p = 0
+            progressed = False
+            while len(chunk) - p >= wb.HEADER_SIZE:
+                h = wb.parse_header(chunk, p)
+                if h.base_offset >= limit:
+                    return self._result(out, first, nxt, offset)
+                if h.next_offset <= offset:
+                    p += h.size
+                    progressed = True
+                    continue
+                if total + h.size > max_bytes and (total or not min_one):
+                    return self._result(out, first, nxt, offset)
+                if p + h.size > len(chunk):
+                    if p == 0:
+                        body = os.pread(fd, h.size, pos)
+                        if len(body) < h.size:
+                            return self._result(out, first, nxt, offset)
+                        out.append(body)
+                        total += h.size
+                        if first < 0:
+                            first = h.base_offset
+                        nxt = h.next_offset
+                        p = h.size
+                        progressed = True
+                    break
+                out.append(chunk[p:p + h.size])
+                total += h.size
+                if first < 0:
+                    first = h.base_offset
+                nxt = h.next_offset
+                p += h.size
+                progressed = True
+            if not progressed:
+                break
+            pos += p
+        if not out and seg.next_offset <= offset:
+            return None
+        return self._result(out, first, nxt, offset)
+
+    @staticmethod
+    def _result(out: list[bytes], first: int, nxt: int, offset: int) -> ReadResult:
+        if not out:
+            return ReadResult(b"", offset, offset)
+        return ReadResult(b"".join(out), first, nxt)
+
+    def batches(self, start_offset: int = 0):
+        """Yield (header, bytes) for every batch from ``start_offset`` (for tools and tests)."""
+        offset = max(start_offset, self.log_start_offset)
+        while offset < self.log_end_offset:
+            res = self.read(offset, 1 << 20, self.log_end_offset)
+            if not res.records:
+                return
+            for pos, h in wb.iter_headers(res.records):
+                yield h, res.records[pos:pos + h.size]
+            offset = res.next_offset
+
+    # ------------------------------------------------------------------ offsets
+
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch whose max timestamp >= ts, else None."""
+        for seg in self.segments:
+            if seg.max_timestamp < ts or seg.next_offset <= self.log_start_offset:
+                continue
+            for h, _ in self._segment_batches(seg):
+                if h.max_timestamp >= ts and h.next_offset > self.log_start_offset:
+                    return max(h.base_offset, self.log_start_offset), h.max_timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        best: tuple[int, int] | None = None
+        for seg in self.segments:
+            if best is not None and seg.max_timestamp < best[1]:
+                continue
+            for h, _ in self._segment_batches(seg):
+                if h.next_offset <= self.log_start_offset:
+                    continue
+                if best is None or h.max_timestamp > best[1]:
+                    best = (h.last_offset, h.max_timestamp)
+        return best
+
+    def _segment_batches(self, seg: Segment):
+        off = max(seg.base_offset, self.log_start_offset)
+        while off < seg.next_offset:
+            res = self._read_segment(seg, off, 1 << 20, seg.next_offset, True)
+            if res is None or not res.records:
+                return
+            for pos, h in wb.iter_headers(res.records):
+                yield h, pos
+            off = res.next_offset
+
+    def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= ``epoch``, the start of the next epoch or LEO)."""
+        starts: list[tuple[int, int]] = []
+        for seg in self.segments:
+            if not starts or seg.epoch != starts[-1][0]:
+                starts.append((seg.epoch, seg.base_offset))
+        found = -1
+        end = -1
+        for i, (e, _start) in enumerate(starts):
+            if e <= epoch:
+                found = e
+                end = starts[i + 1][1] if i + 1 < len(starts) else self.log_end_offset
+        if found < 0:
+            return -1, -1
+        return found, end
+
+    # ------------------------------------------------------------------ truncation
+
+    def delete_records(self, offset: int) -> int:
+        """Advance the log start to ``offset`` (DeleteRecords). Returns the new low watermark."""
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._write_manifest()
+            self._drop_below_start()
+        return self.log_start_offset
+
+    def _drop_below_start(self) -> None:
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+            self._remove_segment(self.segments.pop(0))
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole closed segments past retention.ms or beyond retention.bytes.
+
+        Returns:
+            the number of segments deleted.
+        """
+        deleted = 0
+        cfg = self.config
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            total = sum(s.size for s in self.segments)
+            too_old = cfg.retention_ms >= 0 and seg.max_timestamp >= 0 and now_ms - seg.max_timestamp > cfg.retention_ms
+            too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+            if not (too_old or too_big):
+                break
+            self.segments.pop(0)
+            self._remove_segment(seg)
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            deleted += 1
+        if deleted:
+            self._write_manifest()
+        return deleted
+
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

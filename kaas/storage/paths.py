@@ -1,0 +1,75 @@
+"""The data directory layout (DESIGN section 3), in one place."""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+
+
+class Layout:
+    """Paths under one data directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.cluster = self.root / "__cluster"
+        self.data = self.root / "data"
+        self.run = self.root / "run"
+        self.topics = self.cluster / "topics"
+        self.brokers = self.cluster / "brokers"
+        self.controller = self.cluster / "controller"
+        self.producer_ids = self.cluster / "producer_ids"
+        self.producer_fences = self.cluster / "producer_fences"
+        self.txn_state = self.cluster / "txn_state"
+        self.marker_queue = self.cluster / "marker_queue"
+        self.consumer_offsets = self.cluster / "consumer_offsets"
+        self.assignment = self.cluster / "assignment.json"
+
+    def ensure(self) -> None:
+        for d in (self.cluster, self.data, self.run, self.topics, self.brokers, self.controller,
+                  self.producer_ids, self.producer_fences, self.txn_state, self.marker_queue,
+                  self.consumer_offsets):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def topic_file(self, topic: str) -> Path:
+        return self.topics / f"{topic}.json"
+
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        return self.data / topic / str(partition)
+
+    def topic_dir(self, topic: str) -> Path:
+        return self.data / topic
+
+    def broker_file(self, broker_id: int) -> Path:
+        return self.brokers / f"kaas-{broker_id}.json"
+
+    def pid_block_file(self, broker_id: int) -> Path:
+        return self.producer_ids / f"kaas-{broker_id}.json"
+
+    def fence_log(self, broker_id: int) -> Path:
+        return self.producer_fences / f"kaas-{broker_id}.log"
+
+    def slot_file(self, slot: int) -> Path:
+        return self.txn_state / f"slot-{slot}.json"
+
+    def marker_dir(self, broker_id: int) -> Path:
+        return self.marker_queue / f"to-{broker_id}"
+
+    def group_file(self, group: str) -> Path:
+        return self.consumer_offsets / f"{encode_name(group)}.json"
+
+    def pid_file(self, broker_id: int) -> Path:
+        return self.run / f"kaas-{broker_id}.pid"
+
+
+def encode_name(name: str) -> str:
+    """A file-name-safe, reversible encoding of an arbitrary id (group ids may hold '/')."""
+    if name == "":
+        return "%"
+    enc = urllib.parse.quote(name, safe="-_")
+    return enc.replace(".", "%2E")
+
+
+def decode_name(enc: str) -> str:
+    if enc == "%":
+        return ""
+    return urllib.parse.unquote(enc)

@@ -1,0 +1,130 @@
+"""Topic metadata files ``__cluster/topics/<topic>.json``.
+
+Created by exclusive create (any broker may win the race, exactly one does); later edits
+(partition count, configs) are whole-file rewrites by the controller.
+
+Invariants:
+    - a topic's ``topic_id`` never changes while its file exists; a re-created topic gets a
+      new id (names are not identities);
+    - the partition count only grows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kaas.errors import CorruptState
+from kaas.storage import atomic
+
+VALID_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMeta:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    def to_json(self) -> dict:
+        return {"format": 1, "name": self.name, "topic_id": str(self.topic_id),
+                "partitions": self.partitions, "configs": dict(self.configs)}
+
+    @classmethod
+    def from_json(cls, obj: dict, path: str = "") -> TopicMeta:
+        try:
+            return cls(obj["name"], uuid.UUID(obj["topic_id"]), int(obj["partitions"]),
+                       {str(k): str(v) for k, v in obj.get("configs", {}).items()})
+        except (KeyError, ValueError, TypeError) as exc:
+            raise CorruptState(path, f"bad topic file: {exc}") from None
+
+
+def valid_topic_name(name: str) -> bool:
+    return bool(VALID_NAME.match(name)) and name not in (".", "..")
+
+
+class TopicStore:
+    """Reads and writes the topic files; keeps a cache refreshed by ``refresh``."""
+
+    def __init__(self, topics_dir: Path, *, fsync: bool = True) -> None:
+        self.dir = Path(topics_dir)
+        self.fsync = fsync
+        self._cache: dict[str, TopicMeta] = {}
+        self._stamps: dict[str, tuple[int, int]] = {}
+        self.errors: dict[str, str] = {}
+
+    @property
+    def topics(self) -> dict[str, TopicMeta]:
+        return self._cache
+
+    def get(self, name: str) -> TopicMeta | None:
+        return self._cache.get(name)
+
+    def refresh(self) -> bool:
+        """Re-read changed topic files. Returns True if the set of topics or any topic changed."""
+        changed = False
+        seen = set()
+        try:
+            entries = list(os.scandir(self.dir))
+        except FileNotFoundError:
+            entries = []
+        for entry in entries:
+            if not entry.name.endswith(".json") or entry.name.startswith("."):
+                continue
+            name = entry.name[:-5]
+            seen.add(name)
+            try:
+                st = entry.stat()
+            except FileNotFoundError:
+                continue
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+            if self._stamps.get(name) == stamp:
+                continue
+            try:
+                obj = atomic.read_json(Path(entry.path))
+            except CorruptState as exc:
+                self.errors[name] = str(exc)
+                continue
+            if obj is None:
+                continue
+            meta = TopicMeta.from_json(obj, entry.path)
+            self._stamps[name] = stamp
+            self.errors.pop(name, None)
+            if self._cache.get(name) != meta:
+                self._cache[name] = meta
+                changed = True
+        for name in list(self._cache):
+            if name not in seen:
+                del self._cache[name]
+                self._stamps.pop(name, None)
+                changed = True
+        return changed
+
+    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicMeta | None:
+        """Exclusive-create the topic file. Returns the new meta, or None if it already exists."""
+        meta = TopicMeta(name, uuid.uuid4(), partitions, dict(configs or {}))
+        data = json.dumps(meta.to_json(), sort_keys=True).encode()
+        if not atomic.create_exclusive(self.dir / f"{name}.json", data, fsync=self.fsync):
+            return None
+        self._cache[name] = meta
+        return meta
+
+    def update(self, meta: TopicMeta) -> None:
+        atomic.write_json(self.dir / f"{meta.name}.json", meta.to_json(), fsync=self.fsync)
+        self._cache[meta.name] = meta
+        self._stamps.pop(meta.name, None)
+
+    def delete(self, name: str) -> bool:
+        try:
+            os.unlink(self.dir / f"{name}.json")
+        except FileNotFoundError:
+            return False
+        self._cache.pop(name, None)
+        self._stamps.pop(name, None)
+        return True

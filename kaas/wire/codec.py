@@ -1,0 +1,90 @@
+"""Request decoding and response encoding with kio.
+
+The request header version comes from the request class's ``__header_schema__`` and the
+response header version from the response class's, never a constant (ApiVersions always
+answers with header v0).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+_KEY_VERSION_CORR = struct.Struct(">hhi")
+
+
+class DecodeError(Exception):
+    """The frame could not be decoded. ``correlation_id`` is known when the header parsed."""
+
+    def __init__(self, reason: str, api_key: int = -1, api_version: int = -1, correlation_id: int | None = None):
+        super().__init__(reason)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+def peek(frame: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) from the first 8 bytes of a frame."""
+    return _KEY_VERSION_CORR.unpack_from(frame, 0)
+
+
+@cache
+def request_io(api_key: int, version: int):
+    cls = load_request_schema(api_key, version)
+    hdr = cls.__header_schema__
+    return entity_reader(hdr), entity_reader(cls)
+
+
+@cache
+def response_io(api_key: int, version: int):
+    cls = load_response_schema(api_key, version)
+    hdr = cls.__header_schema__
+    return cls, hdr, entity_writer(hdr), entity_writer(cls)
+
+
+def decode_request(frame: bytes) -> Request:
+    """Decode one frame whose (key, version) the caller has checked is supported.
+
+    Raises:
+        DecodeError: the header or body is malformed.
+    """
+    api_key, version, corr = peek(frame)
+    read_header, read_body = request_io(api_key, version)
+    try:
+        header, off = read_header(frame, 0)
+        body, _size = read_body(frame, off)
+    except Exception as exc:  # kio raises assorted errors on bad bytes
+        raise DecodeError(f"malformed request: {type(exc).__name__}: {exc}", api_key, version, corr) from None
+    # Like Apache, bytes after the body are ignored (librdkafka pads some requests).
+    return Request(api_key, version, corr, header.client_id, body)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """Frame a response: size prefix, response header of the class's version, body."""
+    cls, hdr_cls, write_header, write_body = response_io(api_key, version)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    write_header(buf, hdr_cls(correlation_id=correlation_id))
+    write_body(buf, body)
+    out = buf.getbuffer()
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def response_class(api_key: int, version: int) -> type:
+    return response_io(api_key, version)[0]

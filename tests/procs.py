@@ -1,0 +1,137 @@
+"""Real broker processes for tests: a single broker, or a cluster through the supervisor."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_ports(n: int) -> int:
+    """A base port with n consecutive free ports."""
+    for _ in range(200):
+        base = free_port()
+        if base + n > 65000:
+            continue
+        ok = True
+        for p in range(base, base + n):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port range")
+
+
+def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Send ApiVersions v0 and check a well-formed answer comes back."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            body = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
+            s.sendall(struct.pack(">i", len(body)) + body)
+            hdr = _recv_exact(s, 4)
+            size = struct.unpack(">i", hdr)[0]
+            data = _recv_exact(s, size)
+            return struct.unpack(">i", data[:4])[0] == 7 and struct.unpack(">h", data[4:6])[0] == 0
+    except OSError:
+        return False
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise OSError("closed")
+        out += chunk
+    return out
+
+
+def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}")
+        if api_versions_ok(host, port):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"broker {host}:{port} not ready")
+
+
+class BrokerProcess:
+    """One `kaas broker` process on a free port and a data directory."""
+
+    def __init__(self, data: Path, broker_id: int = 0, port: int | None = None, extra: list[str] | None = None):
+        self.data = Path(data)
+        self.broker_id = broker_id
+        self.port = port or free_port()
+        self.extra = list(extra or [])
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data / "run" / f"test-broker-{broker_id}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> BrokerProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kaas.cli", "broker", "--id", str(self.broker_id), "--data", str(self.data),
+             "--listen", f"127.0.0.1:{self.port}", *self.extra],
+            stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        logf.close()
+        wait_ready("127.0.0.1", self.port, proc=self.proc)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> int:
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self.proc = None
+        return rc
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def restart(self) -> BrokerProcess:
+        self.stop()
+        return self.start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+def send_signal_by_pidfile(data: Path, broker_id: int, sig: int) -> int:
+    pid = int((Path(data) / "run" / f"kaas-{broker_id}.pid").read_text().strip())
+    os.kill(pid, sig)
+    return pid
