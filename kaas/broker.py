@@ -18,6 +18,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
+from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import CorruptState, KaasError
 from kaas.settings import Settings
 from kaas.storage.partition_log import AppendResult, PartitionLog, ReadResult
@@ -68,7 +69,7 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        return self.log.last_stable_offset()
 
     def check_open(self) -> None:
         if self.closed:
@@ -121,11 +122,29 @@ class Partition:
 
     def aborted_transactions(self, start: int, end: int) -> list[dict]:
         """Aborted transactions overlapping [start, end) for read_committed fetches."""
-        return []
+        return [{"producer_id": pid, "first_offset": first} for pid, first in self.log.aborted_in(start, end)]
 
     async def produce(self, records: bytes, header: wb.BatchHeader, transactional_id: str | None) -> ProduceResult:
-        """Classify (idempotence) and append one validated batch from a Produce request."""
+        """Classify (idempotence, seed) and append one validated batch from a Produce request.
+
+        Runs without an await between the check and the append, so the classification and
+        the write are atomic with respect to every other producer of this partition.
+
+        Raises:
+            KaasError: 45/47/48/87 from the dedupe ring, or NOT_LEADER_OR_FOLLOWER.
+        """
         self.check_open()
+        pid = header.producer_id
+        if pid >= 0:
+            if header.is_transactional:
+                await self.broker.verify_txn_partition(self, transactional_id, header)
+                self.check_open()
+            d = self.log.producers.check(pid, header.producer_epoch, header.base_sequence,
+                                         header.records_count, header.is_transactional)
+            if isinstance(d, Duplicate):
+                return ProduceResult(d.base_offset, d.base_offset + header.records_count, True)
+            if isinstance(d, Reject):
+                raise KaasError(ErrorCode(int(d.code)), d.reason)
         res = self.append(records, header)
         return ProduceResult(res.base_offset, res.next_offset, False)
 
@@ -192,6 +211,9 @@ class Broker:
         if key in self.partitions:  # raced with another opener
             await trio.to_thread.run_sync(plog.close)
             return self.partitions[key]
+        if plog.snapshot_error:
+            log.error("producer_snapshot_unreadable_rebuilt_from_log", topic=meta.name, partition=index,
+                      error=plog.snapshot_error)
         part = Partition(meta.name, index, plog, self)
         self.partitions[key] = part
         log.info("partition_takeover", topic=meta.name, partition=index, epoch=epoch,
@@ -222,6 +244,15 @@ class Broker:
         if part is None:
             return -1, -1
         return self.id, part.epoch
+
+    async def verify_txn_partition(self, part: Partition, transactional_id: str | None,
+                                   header: wb.BatchHeader) -> None:
+        """KIP-890 part 1: a transactional batch must belong to an Ongoing transaction that
+        has this partition. Without a coordinator every transactional batch is refused."""
+        if self.txn is None:
+            raise KaasError(ErrorCode.invalid_txn_state, "no transaction coordinator")
+        await self.txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch,
+                                        part.topic, part.index)
 
     def check_before_ack(self, part: Partition) -> None:
         """Single-broker mode: nobody else can take the partition over."""
@@ -353,6 +384,9 @@ class Broker:
                 except OSError as exc:
                     log.error("retention_failed", topic=part.topic, partition=part.index, error=str(exc))
                     continue
+                expired = part.log.producers.expire(now, self.settings.producer_id_expiration_ms)
+                if expired:
+                    log.info("producer_state_expired", topic=part.topic, partition=part.index, count=len(expired))
                 if n:
                     log.info("retention_deleted_segments", topic=part.topic, partition=part.index,
                              segments=n, log_start_offset=part.log_start_offset)

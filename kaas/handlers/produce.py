@@ -56,7 +56,7 @@ async def handle(ctx, req):
                 continue
             out["base_offset"] = result.base_offset
             out["log_start_offset"] = part.log_start_offset
-            if acks == -1 and not result.duplicate:
+            if acks == -1:
                 waits.append((part, result.next_offset, out))
     if waits:
         async def wait_one(part, offset, out):

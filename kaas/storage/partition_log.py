@@ -5,7 +5,10 @@ Layout of a partition directory (its current leader is the only writer)::
 
     <base-offset:020d>-e<epoch>.log   record batches, byte-for-byte as produced
     <base-offset:020d>-e<epoch>.idx   msgpack summary of a closed segment (index, end, ts)
+    <base-offset:020d>-e<epoch>.txnidx msgpack list of the segment's aborted transactions
     manifest.json                     {format, epoch, log_start_offset, high_watermark}
+    producer-state.snapshot           msgpack {format, offset, producers}: the dedupe ring
+                                      and open transactions as of ``offset`` (a segment roll)
 
 Invariants:
     - offsets are dense: each appended batch starts at the previous batch's next offset;
@@ -29,6 +32,7 @@ from pathlib import Path
 
 import msgpack
 
+from kaas.domain.producer_state import ProducerStateTable
 from kaas.errors import CorruptState
 from kaas.storage import atomic
 from kaas.wire import batch as wb
@@ -108,8 +112,6 @@ class PartitionLog:
     Args:
         path: the partition directory.
         config: segment and retention settings.
-        on_batch: called as on_batch(position, header, buf, pos) for every batch recovery
-            replays (used to rebuild producer and transaction state).
     """
 
     def __init__(self, path: Path, config: LogConfig) -> None:
@@ -122,22 +124,26 @@ class PartitionLog:
         self.durable_offset = 0
         self._dirty: set[int] = set()  # fds with unsynced bytes
         self._closed = False
+        self.producers = ProducerStateTable()
+        # aborted transactions: (marker offset, producer id, first offset), sorted by marker
+        self.aborted: list[tuple[int, int, int]] = []
+        self.snapshot_error: str | None = None
 
     # ------------------------------------------------------------------ open / recover
 
-    def open(self, epoch: int | None = None,
-             on_batch: Callable[[wb.BatchHeader, bytes, int], None] | None = None,
-             replay_from: int = 0) -> int:
+    def open(self, epoch: int | None = None) -> int:
         """Take the partition over: write the manifest with the new epoch, recover, roll.
+
+        Recovery verifies the tail, loads the producer-state snapshot and replays the
+        batches after it, so the dedupe ring, the open transactions and the aborted
+        transaction index are those the previous leader had, even after a SIGKILL.
 
         Args:
             epoch: the leader epoch to stamp; None means previous epoch + 1.
-            on_batch: callback(header, buf, pos) for each valid batch at offset >= replay_from.
-            replay_from: first offset whose batches are replayed into ``on_batch``.
         Returns:
             the epoch in force.
         Raises:
-            CorruptState: the manifest exists but cannot be parsed.
+            CorruptState: the manifest exists but cannot be parsed, or is ahead of ``epoch``.
         """
         self.path.mkdir(parents=True, exist_ok=True)
         manifest = self.read_manifest(self.path)
@@ -150,9 +156,76 @@ class PartitionLog:
                                f"asked to open at epoch {epoch} below the manifest's {prev_epoch}")
         self.epoch = epoch
         self._write_manifest(high_watermark=manifest.get("high_watermark", 0) if manifest else 0)
-        self._recover(on_batch, replay_from)
+        replay_from = self._load_snapshot()
+        self._recover(self._replay, replay_from)
         self.roll()
         return epoch
+
+    def _load_snapshot(self) -> int:
+        """Load producer-state.snapshot; returns the offset replay must start from."""
+        path = self.path / "producer-state.snapshot"
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return 0
+        try:
+            obj = msgpack.unpackb(raw, strict_map_key=False)
+            if not isinstance(obj, dict) or obj.get("format") != 1:
+                raise ValueError("unknown snapshot format")
+            self.producers = ProducerStateTable.from_snapshot(obj["producers"])
+            self.aborted = []
+            return int(obj["offset"])
+        except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
+            # The snapshot is a cache of what the log holds: report it and rebuild from the
+            # whole log instead (the file is left in place for inspection until replaced).
+            self.snapshot_error = f"{path}: {exc}"
+            self.producers = ProducerStateTable()
+            return 0
+
+    def _replay(self, h: wb.BatchHeader, buf: bytes, pos: int) -> None:
+        self._track(h, buf, pos, h.base_offset)
+
+    def _track(self, h: wb.BatchHeader, buf, pos: int, base_offset: int) -> None:
+        """Update producer state and the aborted index for a batch at ``base_offset``."""
+        if h.producer_id < 0:
+            return
+        if h.is_control:
+            kind = wb.control_type(buf, pos, h)
+            first = self.producers.end_txn(h.producer_id, h.producer_epoch)
+            if kind == wb.CONTROL_ABORT and first is not None:
+                self.aborted.append((base_offset, h.producer_id, first))
+            return
+        self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.records_count,
+                              base_offset, h.max_timestamp, h.is_transactional)
+
+    def write_snapshot(self) -> None:
+        """Persist the producer state as of the log end (on roll and relinquish)."""
+        data = msgpack.packb({"format": 1, "offset": self.log_end_offset,
+                              "producers": self.producers.to_snapshot()})
+        atomic.write_bytes(self.path / "producer-state.snapshot", data, fsync=self.config.fsync)
+
+    def _load_txnidx(self, seg: Segment) -> None:
+        try:
+            raw = seg.path.with_suffix(".txnidx").read_bytes()
+        except FileNotFoundError:
+            return
+        try:
+            entries = msgpack.unpackb(raw)
+            self.aborted.extend((int(a), int(b), int(c)) for a, b, c in entries)
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
+            raise CorruptState(str(seg.path.with_suffix(".txnidx")), str(exc)) from None
+
+    def aborted_in(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of aborted transactions whose marker is at or after
+        ``start`` and whose first offset is below ``end``, sorted by first offset."""
+        i = bisect.bisect_left(self.aborted, (start, -(2**63), -(2**63)))
+        out = [(pid, first) for marker, pid, first in self.aborted[i:] if first < end]
+        out.sort(key=lambda e: e[1])
+        return out
+
+    def last_stable_offset(self) -> int:
+        first = self.producers.first_unstable_offset()
+        return self.log_end_offset if first is None else min(first, self.log_end_offset)
 
     @staticmethod
     def read_manifest(path: Path) -> dict | None:
@@ -192,17 +265,22 @@ class PartitionLog:
                     continue
                 raise CorruptState(str(seg.path), "overlaps the next segment")
             loaded = limit is not None and self._load_summary(seg)
-            if not loaded:
+            if loaded and seg.next_offset <= replay_from:
+                self._load_txnidx(seg)
+            elif loaded and seg.base_offset < replay_from:
+                self._load_txnidx(seg)
+                self.aborted = [a for a in self.aborted if a[0] < replay_from]
                 self._scan(seg, limit, on_batch, replay_from)
-            elif on_batch is not None and seg.next_offset > replay_from:
+            else:
+                if seg.base_offset < replay_from:
+                    self._load_txnidx(seg)
+                    self.aborted = [a for a in self.aborted if a[0] < replay_from]
                 self._scan(seg, limit, on_batch, replay_from)
             kept.append(seg)
         self.segments = kept
+        self.aborted.sort()
         if kept:
             self.log_end_offset = kept[-1].next_offset
-            for seg in kept:
-                if seg.next_offset > seg.base_offset and seg.next_offset < self.log_start_offset:
-                    pass
         else:
             self.log_end_offset = self.log_start_offset
         if self.log_end_offset < self.log_start_offset:
@@ -284,7 +362,12 @@ class PartitionLog:
                 self._remove_segment(old)
                 self.segments.pop()
             else:
+                entries = [list(a) for a in self.aborted if old.base_offset <= a[0] < old.next_offset]
+                if entries:
+                    atomic.write_bytes(old.path.with_suffix(".txnidx"), msgpack.packb(entries),
+                                       fsync=self.config.fsync)
                 atomic.write_bytes(old.path.with_suffix(".idx"), old.summary(), fsync=self.config.fsync)
+                self.write_snapshot()
         seg = Segment(self.log_end_offset, self.epoch, self.path / segment_name(self.log_end_offset, self.epoch))
         seg.next_offset = self.log_end_offset
         seg.created_ms = int(time.time() * 1000)
@@ -324,6 +407,7 @@ class PartitionLog:
             seg.max_timestamp = header.max_timestamp
         self.log_end_offset = nxt
         self._dirty.add(seg.fd)
+        self._track(header, buf, 0, base)
         return AppendResult(base, nxt, pos, seg)
 
     def sync(self) -> int:
@@ -354,6 +438,12 @@ class PartitionLog:
         try:
             self.sync()
             if self.segments and self.manifest_epoch() == self.epoch:
+                act = self.active
+                entries = [list(a) for a in self.aborted if act.base_offset <= a[0] < act.next_offset]
+                if entries:
+                    atomic.write_bytes(act.path.with_suffix(".txnidx"), msgpack.packb(entries),
+                                       fsync=self.config.fsync)
+                self.write_snapshot()
                 self._write_manifest()
         finally:
             for seg in self.segments:
@@ -552,6 +642,7 @@ class PartitionLog:
             deleted += 1
         if deleted:
             self._write_manifest()
+            self.aborted = [a for a in self.aborted if a[0] >= self.segments[0].base_offset]
         return deleted
 
     def size_bytes(self) -> int:
