@@ -18,8 +18,10 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
+from kaas.domain import routing
 from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import CorruptState, KaasError
+from kaas.group_coordinator import GroupCoordinator
 from kaas.settings import Settings
 from kaas.storage.partition_log import AppendResult, PartitionLog, ReadResult
 from kaas.storage.paths import Layout
@@ -180,6 +182,7 @@ class Broker:
         self.draining = False
         self.connections = 0
         self.txn = None
+        self.groups = GroupCoordinator(self)
         self.pids = PidAllocator(self.layout.pid_block_file(self.id), self.id, fsync=settings.fsync)
 
     # ------------------------------------------------------------------ lifecycle
@@ -192,6 +195,7 @@ class Broker:
             for p in range(meta.partitions):
                 await self._open_partition(meta, p)
         nursery.start_soon(self._retention_loop)
+        await nursery.start(self.groups.serve_timers)
 
     async def close(self) -> None:
         for part in list(self.partitions.values()):
@@ -237,6 +241,26 @@ class Broker:
 
     def controller_id(self) -> int:
         return self.id
+
+    def registered_brokers(self) -> list[int]:
+        return [b.node_id for b in self.brokers()]
+
+    def alive_brokers(self) -> list[int]:
+        return [b.node_id for b in self.brokers()]
+
+    def broker_info(self, broker_id: int) -> BrokerInfo | None:
+        return next((b for b in self.brokers() if b.node_id == broker_id), None)
+
+    def group_owner(self, group_id: str) -> int | None:
+        return routing.coordinator_for(group_id, self.registered_brokers(), self.alive_brokers())
+
+    def owns_group(self, group_id: str) -> bool:
+        return self.group_owner(group_id) == self.id
+
+    def txn_owner(self, transactional_id: str) -> int | None:
+        slots = routing.slot_owners(self.registered_brokers(), self.alive_brokers())
+        owner = slots.get(routing.txn_slot(transactional_id), -1)
+        return None if owner < 0 else owner
 
     def leader(self, topic: str, index: int) -> tuple[int, int]:
         """(leader broker id, leader epoch) of a partition; (-1, -1) when unknown."""

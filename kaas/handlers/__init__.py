@@ -19,6 +19,8 @@ _MODULES = (
     "create_topics", "delete_topics", "create_partitions", "delete_records",
     "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster",
     "offset_for_leader_epoch", "init_producer_id",
+    "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "describe_groups",
+    "list_groups", "delete_groups", "offset_commit", "offset_fetch", "offset_delete",
 )
 
 

@@ -32,7 +32,20 @@ class _Slot:
 
 
 async def serve_connection(broker, stream: trio.SocketStream) -> None:
-    """Serve one connection until the peer closes it or breaks the protocol."""
+    """Serve one connection until the peer closes it or breaks the protocol.
+
+    Nothing a connection does can take the broker down: transport errors end the
+    connection quietly, anything else is logged and ends only this connection.
+    """
+    try:
+        await _serve(broker, stream)
+    except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        pass
+    except* Exception as group:
+        log.error("connection_crashed", error=repr(group.exceptions[0]))
+
+
+async def _serve(broker, stream: trio.SocketStream) -> None:
     conn_id = next(_conn_ids)
     try:
         host, port = stream.socket.getpeername()[:2]
@@ -100,8 +113,6 @@ async def serve_connection(broker, stream: trio.SocketStream) -> None:
                 log.warning("connection_closed_truncated_frame", peer=peer, conn_id=conn_id,
                             buffered=decoder.buffered)
             nursery.cancel_scope.cancel()
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-        pass
     finally:
         broker.connections -= 1
         with trio.CancelScope(shield=True):

@@ -127,12 +127,14 @@ def validate_produce(records: bytes, max_size: int) -> BatchHeader:
     h = parse_header(records)
     if h.magic != 2:
         raise BatchError(INVALID_RECORD, f"magic {h.magic} unsupported")
-    if h.size != n:
-        if h.size < HEADER_SIZE or h.size > n:
-            raise BatchError(CORRUPT_MESSAGE, "batch length does not match the records size")
-        raise BatchError(INVALID_RECORD, "more than one batch in a partition's records")
+    if h.size < HEADER_SIZE or h.size > n:
+        raise BatchError(CORRUPT_MESSAGE, "batch length does not match the records size")
+    # CRC of the declared span first: a batchLength shortened in flight is corruption (2),
+    # only a sound first batch followed by more bytes is a second batch (87).
     if not crc_ok(records, 0, h):
         raise BatchError(CORRUPT_MESSAGE, "CRC mismatch")
+    if h.size != n:
+        raise BatchError(INVALID_RECORD, "more than one batch in a partition's records")
     if h.records_count <= 0 or h.last_offset_delta + 1 != h.records_count:
         raise BatchError(INVALID_RECORD, "records count does not match lastOffsetDelta")
     if h.attributes & ATTR_CONTROL:

@@ -1,0 +1,325 @@
+"""The group coordinator runtime: carries out the pure ``domain.group`` machine's effects,
+parks JoinGroup/SyncGroup requests until their reply, runs the session/rebalance timers,
+and keeps committed offsets in ``storage.offset_store``.
+
+Which broker coordinates a group is ``broker.group_owner(group_id)`` (FNV-1a over the
+registered brokers, DESIGN section 4); every entry point checks it and answers
+NOT_COORDINATOR otherwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+import time
+from dataclasses import dataclass, field
+
+import structlog
+import trio
+from kio.schema.errors import ErrorCode
+
+from kaas.domain.group import Group, GroupState, JoinReply, SyncReply
+from kaas.errors import CorruptState, KaasError
+from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore
+
+log = structlog.get_logger()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _Entry:
+    group: Group
+    offsets: GroupOffsets | None = None
+    error: str | None = None
+    lock: trio.Lock = field(default_factory=trio.Lock)
+
+
+class GroupCoordinator:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        s = broker.settings
+        self.store = OffsetStore(broker.layout.consumer_offsets, fsync=s.fsync)
+        self.groups: dict[str, _Entry] = {}
+        self._waiters: dict[int, tuple[trio.Event, list]] = {}
+        self._keys = itertools.count(1)
+        self._wake = trio.Event()
+
+    # ------------------------------------------------------------------ ownership
+
+    def check_owner(self, group_id: str) -> None:
+        if not self.broker.owns_group(group_id):
+            raise KaasError(ErrorCode.not_coordinator)
+
+    def _entry(self, group_id: str, create: bool = True) -> _Entry | None:
+        e = self.groups.get(group_id)
+        if e is None and create:
+            s = self.broker.settings
+            e = _Entry(Group(group_id, initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
+                             min_session_timeout_ms=s.group_min_session_timeout_ms,
+                             max_session_timeout_ms=s.group_max_session_timeout_ms, now_ms=now_ms()))
+            self.groups[group_id] = e
+        return e
+
+    async def _offsets(self, e: _Entry) -> GroupOffsets:
+        """The group's offsets, loaded from its file on first use (after a takeover too)."""
+        if e.offsets is None:
+            try:
+                e.offsets = await trio.to_thread.run_sync(self.store.load, e.group.group_id)
+                e.error = None
+            except CorruptState as exc:
+                if e.error is None:
+                    log.error("group_offsets_corrupt", group=e.group.group_id, error=str(exc))
+                e.error = str(exc)
+                raise KaasError(ErrorCode.unknown_server_error, f"offsets file unreadable: {exc.reason}") from None
+        return e.offsets
+
+    async def _save(self, e: _Entry) -> None:
+        if e.offsets is not None:
+            self.check_owner(e.group.group_id)
+            await trio.to_thread.run_sync(self.store.save, e.offsets)
+
+    def unload(self, group_id: str) -> None:
+        """This broker stopped coordinating the group: answer parked requests, forget it."""
+        e = self.groups.pop(group_id, None)
+        if e is not None:
+            self._deliver(e.group.mark_dead(now_ms(), ErrorCode.not_coordinator))
+            log.info("group_unloaded", group=group_id)
+
+    # ------------------------------------------------------------------ effects
+
+    def _deliver(self, effects) -> None:
+        for eff in effects:
+            w = self._waiters.pop(eff.request_key, None)
+            if w is not None:
+                w[1].append(eff)
+                w[0].set()
+        self._wake.set()
+
+    async def _park(self, key: int, effects) -> JoinReply | SyncReply:
+        for eff in effects:
+            if eff.request_key == key:
+                self._deliver([x for x in effects if x is not eff])
+                return eff
+        ev = trio.Event()
+        box: list = []
+        self._waiters[key] = (ev, box)
+        self._deliver(effects)
+        try:
+            await ev.wait()
+        finally:
+            self._waiters.pop(key, None)
+        return box[0]
+
+    async def serve_timers(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            deadline = None
+            for e in self.groups.values():
+                d = e.group.next_deadline()
+                if d is not None and (deadline is None or d < deadline):
+                    deadline = d
+            wait = 1.0 if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+            self._wake = trio.Event()
+            with trio.move_on_after(min(wait, 1.0)):
+                await self._wake.wait()
+            now = now_ms()
+            for gid, e in list(self.groups.items()):
+                d = e.group.next_deadline()
+                if d is not None and d <= now:
+                    before = e.group.state
+                    self._deliver(e.group.tick(now))
+                    if e.group.state is not before:
+                        log.info("group_state", group=gid, state=e.group.state.value,
+                                 generation=e.group.generation_id)
+
+    # ------------------------------------------------------------------ membership
+
+    async def join(self, group_id: str, *, member_id: str, group_instance_id: str | None, client_id: str,
+                   client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], require_known_member: bool) -> JoinReply:
+        self.check_owner(group_id)
+        e = self._entry(group_id)
+        await self._offsets(e)
+        key = next(self._keys)
+        before = e.group.state
+        effects = e.group.join(now_ms(), member_id, group_instance_id, client_id, client_host,
+                               session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
+                               require_known_member, key)
+        if e.group.state is not before:
+            log.info("group_state", group=group_id, state=e.group.state.value, generation=e.group.generation_id)
+        return await self._park(key, effects)
+
+    async def sync(self, group_id: str, *, member_id: str, group_instance_id: str | None, generation_id: int,
+                   assignments: list[tuple[str, bytes]], protocol_type: str | None,
+                   protocol_name: str | None) -> SyncReply:
+        self.check_owner(group_id)
+        e = self._entry(group_id, create=False)
+        if e is None:
+            raise KaasError(ErrorCode.unknown_member_id)
+        key = next(self._keys)
+        before = e.group.state
+        effects = e.group.sync(now_ms(), member_id, group_instance_id, generation_id, assignments, key,
+                               protocol_type, protocol_name)
+        if e.group.state is not before:
+            log.info("group_state", group=group_id, state=e.group.state.value, generation=e.group.generation_id)
+        return await self._park(key, effects)
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+        self.check_owner(group_id)
+        e = self._entry(group_id, create=False)
+        if e is None:
+            return ErrorCode.unknown_member_id
+        return e.group.heartbeat(now_ms(), member_id, group_instance_id, generation_id)
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]):
+        self.check_owner(group_id)
+        e = self._entry(group_id, create=False)
+        if e is None:
+            raise KaasError(ErrorCode.unknown_member_id)
+        res = e.group.leave(now_ms(), members)
+        self._deliver(res.effects)
+        log.info("group_members_left", group=group_id, members=len(members), state=e.group.state.value)
+        return res
+
+    # ------------------------------------------------------------------ admin
+
+    def describe(self, group_id: str) -> dict:
+        self.check_owner(group_id)
+        e = self._entry(group_id, create=False)
+        if e is None:
+            return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": []}
+        return e.group.describe()
+
+    def list_groups(self) -> list[dict]:
+        out = {}
+        for gid in self.store.list_groups():
+            if self.broker.owns_group(gid):
+                out[gid] = {"group_id": gid, "protocol_type": "consumer", "group_state": "Empty"}
+        for gid, e in self.groups.items():
+            if self.broker.owns_group(gid) and e.group.state is not GroupState.DEAD:
+                out[gid] = {"group_id": gid, "protocol_type": e.group.protocol_type or "consumer",
+                            "group_state": e.group.state.value}
+        return list(out.values())
+
+    async def delete(self, group_id: str) -> ErrorCode:
+        self.check_owner(group_id)
+        e = self._entry(group_id, create=False)
+        exists_on_disk = self.store.path(group_id).exists()
+        if e is None and not exists_on_disk:
+            return ErrorCode.group_id_not_found
+        if e is not None:
+            code = e.group.delete_check()
+            if code != ErrorCode.none and not (code == ErrorCode.group_id_not_found and exists_on_disk):
+                return code
+            self._deliver(e.group.mark_dead(now_ms(), ErrorCode.coordinator_not_available))
+            del self.groups[group_id]
+        await trio.to_thread.run_sync(self.store.delete, group_id)
+        log.info("group_deleted", group=group_id)
+        return ErrorCode.none
+
+    # ------------------------------------------------------------------ offsets
+
+    async def commit(self, group_id: str, *, member_id: str, group_instance_id: str | None, generation_id: int,
+                     offsets: dict[tuple[str, int], Committed]) -> ErrorCode:
+        self.check_owner(group_id)
+        e = self._entry(group_id)
+        code = e.group.validate_commit(member_id, group_instance_id, generation_id, now_ms())
+        if code != ErrorCode.none:
+            return code
+        async with e.lock:
+            g = await self._offsets(e)
+            g.offsets.update(offsets)
+            await self._save(e)
+        return ErrorCode.none
+
+    async def txn_commit(self, group_id: str, *, producer_id: int, member_id: str, group_instance_id: str | None,
+                         generation_id: int, offsets: dict[tuple[str, int], Committed]) -> ErrorCode:
+        """TxnOffsetCommit: stage offsets under the producer id; invisible until COMMIT."""
+        self.check_owner(group_id)
+        e = self._entry(group_id)
+        code = e.group.validate_txn_commit(member_id, group_instance_id, generation_id)
+        if code != ErrorCode.none:
+            return code
+        async with e.lock:
+            g = await self._offsets(e)
+            g.pending.setdefault(producer_id, {}).update(offsets)
+            await self._save(e)
+        return ErrorCode.none
+
+    async def complete_txn(self, group_id: str, producer_id: int, commit: bool) -> None:
+        """The offset hook: promote (COMMIT) or drop (ABORT) the staged offsets. Idempotent."""
+        self.check_owner(group_id)
+        e = self._entry(group_id)
+        async with e.lock:
+            g = await self._offsets(e)
+            staged = g.pending.pop(producer_id, None)
+            if staged is None:
+                return
+            if commit:
+                g.offsets.update(staged)
+            await self._save(e)
+        log.debug("txn_offsets_completed", group=group_id, producer_id=producer_id, commit=commit,
+                  partitions=len(staged))
+
+    async def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool):
+        """(committed per partition or None, the set of partitions with pending txn offsets)."""
+        self.check_owner(group_id)
+        e = self._entry(group_id)
+        g = await self._offsets(e)
+        pending = set()
+        for staged in g.pending.values():
+            pending.update(staged)
+        if partitions is None:
+            return dict(g.offsets), pending
+        return {tp: g.offsets.get(tp) for tp in partitions}, pending
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict]:
+        self.check_owner(group_id)
+        e = self._entry(group_id)
+        g = await self._offsets(e)
+        subscribed = set()
+        if e.group.state is not GroupState.EMPTY:
+            subscribed = self._subscribed_topics(e.group)
+        results = {}
+        async with e.lock:
+            changed = False
+            for tp in partitions:
+                if tp[0] in subscribed:
+                    results[tp] = ErrorCode.group_subscribed_to_topic
+                    continue
+                if g.offsets.pop(tp, None) is not None:
+                    changed = True
+                results[tp] = ErrorCode.none
+            if changed:
+                await self._save(e)
+        return ErrorCode.none, results
+
+    @staticmethod
+    def _subscribed_topics(group: Group) -> set[str]:
+        topics: set[str] = set()
+        if group.protocol_type != "consumer":
+            return topics
+        for m in group.members.values():
+            meta = m.metadata_for(group.protocol_name)
+            topics.update(_subscription_topics(meta))
+        return topics
+
+
+def _subscription_topics(meta: bytes) -> list[str]:
+    """Topics of a consumer protocol subscription (version i16, topics array of i16 strings)."""
+    try:
+        pos = 2
+        (n,) = struct.unpack_from(">i", meta, pos)
+        pos += 4
+        out = []
+        for _ in range(max(n, 0)):
+            (ln,) = struct.unpack_from(">h", meta, pos)
+            pos += 2
+            out.append(meta[pos:pos + ln].decode())
+            pos += ln
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return []

@@ -1,0 +1,30 @@
+"""DescribeGroups (15)."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+
+API_KEY = 15
+VERSIONS = (0, 5)
+
+
+async def handle(ctx, req) -> dict:
+    out = []
+    for gid in req.groups:
+        try:
+            d = ctx.broker.groups.describe(gid)
+        except KaasError as exc:
+            out.append({"error_code": exc.code, "group_id": gid, "group_state": "", "protocol_type": "",
+                        "protocol_data": "", "members": []})
+            continue
+        out.append({
+            "error_code": ErrorCode.none, "group_id": gid, "group_state": d["state"],
+            "protocol_type": d["protocol_type"], "protocol_data": d["protocol"],
+            "members": [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
+                         "client_id": m["client_id"], "client_host": m["client_host"],
+                         "member_metadata": m["metadata"], "member_assignment": m["assignment"]}
+                        for m in d["members"]],
+        })
+    return {"throttle_time": 0, "groups": out}

@@ -1,0 +1,30 @@
+"""FindCoordinator (10): the broker coordinating a group (key type 0) or a transactional
+id (key type 1), placed by FNV-1a (DESIGN section 4)."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+API_KEY = 10
+VERSIONS = (0, 3)
+GROUP, TRANSACTION = 0, 1
+
+
+def locate(broker, key: str, key_type: int) -> dict:
+    if key_type == GROUP:
+        owner = broker.group_owner(key)
+    elif key_type == TRANSACTION:
+        owner = broker.txn_owner(key)
+    else:
+        return {"error_code": ErrorCode.invalid_request, "error_message": f"key type {key_type}",
+                "node_id": -1, "host": "", "port": -1}
+    info = broker.broker_info(owner) if owner is not None else None
+    if info is None:
+        return {"error_code": ErrorCode.coordinator_not_available, "error_message": None,
+                "node_id": -1, "host": "", "port": -1}
+    return {"error_code": ErrorCode.none, "error_message": None, "node_id": info.node_id,
+            "host": info.host, "port": info.port}
+
+
+async def handle(ctx, req) -> dict:
+    return {"throttle_time": 0, **locate(ctx.broker, req.key, getattr(req, "key_type", GROUP))}

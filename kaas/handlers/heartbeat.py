@@ -1,0 +1,17 @@
+"""Heartbeat (12)."""
+
+from __future__ import annotations
+
+from kaas.errors import KaasError
+
+API_KEY = 12
+VERSIONS = (0, 4)
+
+
+async def handle(ctx, req) -> dict:
+    try:
+        code = ctx.broker.groups.heartbeat(req.group_id, req.member_id,
+                                           getattr(req, "group_instance_id", None), req.generation_id)
+    except KaasError as exc:
+        code = exc.code
+    return {"throttle_time": 0, "error_code": code}

@@ -1,0 +1,38 @@
+"""JoinGroup (11): parked until the rebalance completes; KIP-394 from v4."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+from kaas.wire.build import ms
+
+API_KEY = 11
+VERSIONS = (0, 7)
+
+
+async def handle(ctx, req) -> dict:
+    session = ms(req.session_timeout)
+    rebalance = ms(getattr(req, "rebalance_timeout", req.session_timeout))
+    if ctx.api_version == 0 or rebalance < 0:
+        rebalance = session
+    try:
+        r = await ctx.broker.groups.join(
+            req.group_id, member_id=req.member_id or "", group_instance_id=getattr(req, "group_instance_id", None),
+            client_id=ctx.client_id or "", client_host="/" + ctx.peer.rsplit(":", 1)[0],
+            session_timeout_ms=session, rebalance_timeout_ms=rebalance, protocol_type=req.protocol_type,
+            protocols=[(p.name, p.metadata) for p in req.protocols], require_known_member=ctx.api_version >= 4)
+    except KaasError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "generation_id": -1, "protocol_name": "",
+                "leader": "", "member_id": req.member_id or "", "members": []}
+    return {
+        "throttle_time": 0, "error_code": r.error_code, "generation_id": r.generation_id,
+        "protocol_type": r.protocol_type,
+        "protocol_name": r.protocol_name if (r.protocol_name is not None or ctx.api_version >= 7) else "",
+        "leader": r.leader, "member_id": r.member_id, "skip_assignment": False,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+                    for m in r.members],
+    }
+
+
+__all__ = ["handle", "ErrorCode"]

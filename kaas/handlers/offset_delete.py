@@ -1,0 +1,22 @@
+"""OffsetDelete (47): drop committed offsets of partitions the group no longer consumes."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+
+API_KEY = 47
+VERSIONS = (0, 0)
+
+
+async def handle(ctx, req) -> dict:
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    try:
+        code, results = await ctx.broker.groups.delete_offsets(req.group_id, wanted)
+    except KaasError as exc:
+        return {"error_code": exc.code, "throttle_time": 0, "topics": []}
+    return {"error_code": code, "throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": results.get((t.name, p.partition_index), ErrorCode.none)}
+                                        for p in t.partitions]} for t in req.topics]}

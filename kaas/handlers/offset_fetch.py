@@ -1,0 +1,54 @@
+"""OffsetFetch (9): committed offsets of one group (v1-7) or several (v8+).
+With require_stable, partitions with staged transactional offsets answer
+UNSTABLE_OFFSET_COMMIT so the client retries once the transaction completes."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+
+API_KEY = 9
+VERSIONS = (1, 9)
+
+
+async def _one(ctx, group_id: str, topics, require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+    wanted = None
+    if topics is not None:
+        wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+    try:
+        committed, pending = await ctx.broker.groups.fetch(group_id, wanted, require_stable)
+    except KaasError as exc:
+        if topics is None:
+            return exc.code, []
+        return exc.code, [{"name": t.name, "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": exc.code} for p in t.partition_indexes]} for t in topics]
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, part), c in committed.items():
+        entry = {"partition_index": part, "committed_offset": -1, "committed_leader_epoch": -1,
+                 "metadata": "", "error_code": ErrorCode.none}
+        if require_stable and (topic, part) in pending:
+            entry["error_code"] = ErrorCode.unstable_offset_commit
+        elif c is not None:
+            entry.update(committed_offset=c.offset, committed_leader_epoch=c.leader_epoch,
+                         metadata=c.metadata if c.metadata is not None else "")
+        by_topic.setdefault(topic, []).append(entry)
+    return ErrorCode.none, [{"name": t, "partitions": sorted(ps, key=lambda e: e["partition_index"])}
+                            for t, ps in by_topic.items()]
+
+
+async def handle(ctx, req) -> dict:
+    stable = getattr(req, "require_stable", False)
+    if ctx.api_version >= 8:
+        groups = []
+        for g in req.groups:
+            code, topics = await _one(ctx, g.group_id, g.topics, stable)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
+        return {"throttle_time": 0, "groups": groups}
+    code, topics = await _one(ctx, req.group_id, req.topics, stable)
+    if ctx.api_version < 2 and code != ErrorCode.none:
+        for t in topics:
+            for p in t["partitions"]:
+                p["error_code"] = code
+    return {"throttle_time": 0, "topics": topics, "error_code": code}

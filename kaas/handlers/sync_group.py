@@ -1,0 +1,20 @@
+"""SyncGroup (14): the leader's assignments; followers park until they arrive."""
+
+from __future__ import annotations
+
+from kaas.errors import KaasError
+
+API_KEY = 14
+VERSIONS = (0, 5)
+
+
+async def handle(ctx, req) -> dict:
+    try:
+        r = await ctx.broker.groups.sync(
+            req.group_id, member_id=req.member_id, group_instance_id=getattr(req, "group_instance_id", None),
+            generation_id=req.generation_id, assignments=[(a.member_id, a.assignment) for a in req.assignments],
+            protocol_type=getattr(req, "protocol_type", None), protocol_name=getattr(req, "protocol_name", None))
+    except KaasError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "assignment": b""}
+    return {"throttle_time": 0, "error_code": r.error_code, "protocol_type": r.protocol_type,
+            "protocol_name": r.protocol_name, "assignment": r.assignment}

@@ -1,0 +1,106 @@
+"""Committed offsets, one file per group: ``__cluster/consumer_offsets/<group>.json``.
+
+Written only by the group's coordinator (tmp + fsync + rename). The file holds the
+committed offsets and the pending layer of transactional offset commits, keyed by
+producer id, which the transaction's COMMIT marker promotes and its ABORT marker drops.
+
+Invariants:
+    - a file that exists but does not parse is an error for that group, never a reset;
+    - ``generation`` counts writes, so a reader can tell two versions apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kaas.errors import CorruptState
+from kaas.storage import atomic
+from kaas.storage.paths import decode_name, encode_name
+
+TP = tuple[str, int]
+
+
+@dataclass(slots=True)
+class Committed:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    timestamp: int = -1
+
+    def to_json(self) -> list:
+        return [self.offset, self.leader_epoch, self.metadata, self.timestamp]
+
+    @classmethod
+    def from_json(cls, v: list) -> Committed:
+        return cls(int(v[0]), int(v[1]), v[2], int(v[3]))
+
+
+@dataclass(slots=True)
+class GroupOffsets:
+    group_id: str
+    offsets: dict[TP, Committed] = field(default_factory=dict)
+    pending: dict[int, dict[TP, Committed]] = field(default_factory=dict)  # pid -> staged
+    generation: int = 0
+
+    def to_json(self) -> dict:
+        def enc(d: dict[TP, Committed]) -> dict:
+            out: dict[str, dict[str, list]] = {}
+            for (t, p), c in sorted(d.items()):
+                out.setdefault(t, {})[str(p)] = c.to_json()
+            return out
+        return {"format": 1, "group_id": self.group_id, "generation": self.generation,
+                "offsets": enc(self.offsets),
+                "pending": {str(pid): enc(d) for pid, d in sorted(self.pending.items())}}
+
+    @classmethod
+    def from_json(cls, obj: dict, path: str) -> GroupOffsets:
+        def dec(d: dict) -> dict[TP, Committed]:
+            return {(t, int(p)): Committed.from_json(v) for t, parts in d.items() for p, v in parts.items()}
+        try:
+            return cls(obj["group_id"], dec(obj.get("offsets", {})),
+                       {int(pid): dec(d) for pid, d in obj.get("pending", {}).items()},
+                       int(obj.get("generation", 0)))
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise CorruptState(path, f"bad offsets file: {exc!r}") from None
+
+
+class OffsetStore:
+    def __init__(self, directory: Path, *, fsync: bool = True) -> None:
+        self.dir = Path(directory)
+        self.fsync = fsync
+
+    def path(self, group_id: str) -> Path:
+        return self.dir / f"{encode_name(group_id)}.json"
+
+    def load(self, group_id: str) -> GroupOffsets:
+        """Read a group's file afresh. Missing → empty. Raises CorruptState when unreadable."""
+        p = self.path(group_id)
+        obj = atomic.read_json(p)
+        if obj is None:
+            return GroupOffsets(group_id)
+        g = GroupOffsets.from_json(obj, str(p))
+        if g.group_id != group_id:
+            raise CorruptState(str(p), f"holds group {g.group_id!r}, expected {group_id!r}")
+        return g
+
+    def save(self, g: GroupOffsets) -> None:
+        g.generation += 1
+        atomic.write_json(self.path(g.group_id), g.to_json(), fsync=self.fsync)
+
+    def delete(self, group_id: str) -> None:
+        try:
+            self.path(group_id).unlink()
+        except FileNotFoundError:
+            pass
+
+    def list_groups(self) -> list[str]:
+        out = []
+        try:
+            names = [p.name for p in self.dir.iterdir()]
+        except FileNotFoundError:
+            return out
+        for n in names:
+            if n.endswith(".json") and not n.startswith("."):
+                out.append(decode_name(n[:-5]))
+        return out
