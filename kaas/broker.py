@@ -119,6 +119,19 @@ class Partition:
                 done.set()
         self.broker.check_before_ack(self)
 
+    def append_control(self, producer_id: int, producer_epoch: int, commit: bool,
+                       coordinator_epoch: int) -> AppendResult | None:
+        """Append a COMMIT/ABORT marker for ``producer_id`` (the caller then awaits
+        ``wait_durable(result.next_offset)``). Returns None when the marker is stale
+        (the partition knows a newer epoch whose transaction this cannot close)."""
+        self.check_open()
+        d = self.log.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if isinstance(d, Reject):
+            return None
+        records = wb.control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
+                                   coordinator_epoch=coordinator_epoch, timestamp=now_ms())
+        return self.append(records, wb.parse_header(records))
+
     def read(self, offset: int, max_bytes: int, limit: int, min_one: bool = True) -> ReadResult:
         return self.log.read(offset, max_bytes, limit, min_one=min_one)
 
@@ -256,6 +269,13 @@ class Broker:
 
     def owns_group(self, group_id: str) -> bool:
         return self.group_owner(group_id) == self.id
+
+    def slot_owner(self, slot: int) -> int | None:
+        owner = routing.slot_owners(self.registered_brokers(), self.alive_brokers()).get(slot, -1)
+        return None if owner < 0 else owner
+
+    def owns_slot(self, slot: int) -> bool:
+        return self.slot_owner(slot) == self.id
 
     def txn_owner(self, transactional_id: str) -> int | None:
         slots = routing.slot_owners(self.registered_brokers(), self.alive_brokers())

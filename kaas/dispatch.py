@@ -41,6 +41,7 @@ async def dispatch(broker, frame: bytes, peer: str) -> bytes | None:
     handler = REGISTRY.get(api_key)
     if handler is None or not handler.min_version <= version <= handler.max_version:
         if api_key == API_VERSIONS:
+            log.warning("api_versions_unsupported_version", peer=peer, version=version)
             return _unsupported_api_versions(corr)
         raise CloseConnection(f"unsupported api_key {api_key} version {version}")
     try:

@@ -384,7 +384,7 @@ class ProducerStateTable:
         entry = self._entries.get(producer_id)
         if entry is None:
             return _APPEND
-        if epoch < entry.epoch:
+        if epoch < entry.epoch and entry.txn_first_offset is None:
             return Reject(
                 ErrorCode.invalid_producer_epoch,
                 f"marker for producer {producer_id} epoch {epoch} is older than {entry.epoch}",
@@ -409,7 +409,9 @@ class ProducerStateTable:
 
         Creates the entry when the pid is unknown (a marker for a partition that got no
         data still fixes the epoch, as in Apache). A marker with an epoch below the known
-        one is stale and changes nothing (``check_marker`` rejects it beforehand).
+        one is stale and changes nothing (``check_marker`` rejects it beforehand), unless
+        the pid still has a transaction open here: a fence that overtook a queued marker
+        must not leave that transaction (and the LSO) open forever.
 
         Args:
             producer_id: the transaction's pid.
@@ -432,7 +434,11 @@ class ProducerStateTable:
             )
             self._entries[producer_id] = entry
         elif epoch < entry.epoch:
-            return None
+            # A marker of an older session whose transaction is still open here: the
+            # cross-broker fence (a rejoin's epoch bump) reached this partition before the
+            # queued marker did. It still closes that transaction; the epoch stays.
+            if entry.txn_first_offset is None:
+                return None
         else:
             entry._raise_epoch(epoch)
         if coordinator_epoch is not None:

@@ -57,6 +57,14 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
     have_slot = trio.Event()
     limit = trio.Semaphore(MAX_IN_FLIGHT)
     broker.connections += 1
+    closing = False
+
+    def close_once(event: str, **kw) -> None:
+        """Log the first protocol error of this connection; later ones are its echo."""
+        nonlocal closing
+        if not closing:
+            closing = True
+            log.warning(event, peer=peer, conn_id=conn_id, **kw)
 
     async def run(frame: bytes, slot: _Slot) -> None:
         try:
@@ -80,7 +88,7 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
             await slot.done.wait()
             slots.popleft()
             if slot.close is not None:
-                log.warning("connection_closed_protocol_error", peer=peer, conn_id=conn_id, reason=slot.close)
+                close_once("connection_closed_protocol_error", reason=slot.close)
                 cancel.cancel()
                 return
             if slot.data is not None:
@@ -102,16 +110,15 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
                         have_slot.set()
                         nursery.start_soon(run, frame, slot)
                 except FramingError as exc:
-                    log.warning("connection_closed_bad_frame", peer=peer, conn_id=conn_id, reason=str(exc))
+                    close_once("connection_closed_bad_frame", reason=str(exc))
                     nursery.cancel_scope.cancel()
-                    break
+                    return
             # Peer closed its side: let the writer answer what it already sent, then stop.
             with trio.move_on_after(5):
                 while slots:
                     await trio.sleep(0.005)
             if decoder.buffered:
-                log.warning("connection_closed_truncated_frame", peer=peer, conn_id=conn_id,
-                            buffered=decoder.buffered)
+                close_once("connection_closed_truncated_frame", buffered=decoder.buffered)
             nursery.cancel_scope.cancel()
     finally:
         broker.connections -= 1

@@ -158,6 +158,14 @@ class PartitionLog:
         self._write_manifest(high_watermark=manifest.get("high_watermark", 0) if manifest else 0)
         replay_from = self._load_snapshot()
         self._recover(self._replay, replay_from)
+        if replay_from > self.log_end_offset:
+            # The tail the snapshot covers is gone (torn or lost after the snapshot): its
+            # dedupe ring would echo batches the log no longer holds. Rebuild from the log.
+            self.snapshot_error = (f"{self.path / 'producer-state.snapshot'}: offset {replay_from}"
+                                   f" past the recovered log end {self.log_end_offset}")
+            self.producers = ProducerStateTable()
+            self.aborted = []
+            self._recover(self._replay, 0)
         self.roll()
         return epoch
 

@@ -296,13 +296,24 @@ def test_marker_with_higher_epoch_bumps_and_clears_ring() -> None:
     assert t.check(PID, 1, 0, 1, True) == Append()
 
 
-def test_stale_marker_rejected_and_ignored() -> None:
+def test_stale_marker_rejected_when_nothing_open() -> None:
     t = ProducerStateTable()
-    produce(t, PID, 2, 0, 1, 0, txn=True)
+    produce(t, PID, 2, 0, 1, 0, txn=False)
     assert code(t.check_marker(PID, 1)) == FENCED
     assert t.end_txn(PID, 1) is None
-    assert t.get(PID).txn_first_offset == 0
-    assert t.first_unstable_offset() == 0
+    assert t.get(PID).epoch == 2
+
+
+def test_marker_overtaken_by_fence_still_closes_open_txn() -> None:
+    # A rejoin's fence (epoch 3) reaches the partition before the queued marker of the
+    # epoch-2 transaction: the marker must still end that transaction, or the LSO sticks.
+    t = ProducerStateTable()
+    produce(t, PID, 2, 0, 1, 0, txn=True)
+    t.fence(PID, 3)
+    assert t.check_marker(PID, 2) == Append()
+    assert t.end_txn(PID, 2) == 0
+    assert t.first_unstable_offset() is None
+    assert t.get(PID).epoch == 3
 
 
 def test_marker_coordinator_epoch_fencing_and_bad_pid() -> None:
@@ -714,7 +725,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
         open_at = entry.txn_first_offset if entry else None
         decision = self.table.check_marker(pid, epoch)
         if isinstance(decision, Reject):
-            assert entry is not None and epoch < entry.epoch
+            assert entry is not None and epoch < entry.epoch and open_at is None
             return
         assert self.table.end_txn(pid, epoch, now_ms=self.now) == open_at
         self.offset += 1
