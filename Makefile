@@ -1,5 +1,5 @@
 # kaas — common commands. Every target installs what it needs into .venv.
-N ?= 1
+N ?= 3
 DATA ?= ./data
 PORT ?= 9092
 PY ?= python3

@@ -21,6 +21,7 @@ from kaas import configs
 from kaas.domain import routing
 from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import CorruptState, KaasError
+from kaas.cluster_runtime import ClusterRuntime
 from kaas.group_coordinator import GroupCoordinator
 from kaas.settings import Settings
 from kaas.storage.partition_log import AppendResult, PartitionLog, ReadResult
@@ -76,6 +77,8 @@ class Partition:
     def check_open(self) -> None:
         if self.closed:
             raise KaasError(ErrorCode.not_leader_or_follower, "partition relinquished")
+        if not self.broker.cluster.lease_valid():
+            raise KaasError(ErrorCode.not_leader_or_follower, "write lease lapsed (self-fenced)")
 
     def append(self, records: bytes, header: wb.BatchHeader) -> AppendResult:
         """Append a validated batch on the trio thread; readers are woken."""
@@ -196,34 +199,54 @@ class Broker:
         self.connections = 0
         self.txn = None
         self.groups = GroupCoordinator(self)
+        self.cluster = ClusterRuntime(self)
+        self.takeovers = 0
+        self.takeover_seconds = 0.0
         self.pids = PidAllocator(self.layout.pid_block_file(self.id), self.id, fsync=settings.fsync)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, nursery: trio.Nursery) -> None:
-        """Load topics and take over every partition (single-broker mode)."""
+        """Join the cluster: heartbeats, controller election, assignment; partitions this
+        broker is assigned are taken over by the cluster runtime."""
         self.nursery = nursery
         self.topics.refresh()
-        for meta in list(self.topics.topics.values()):
-            for p in range(meta.partitions):
-                await self._open_partition(meta, p)
+        await nursery.start(self.cluster.serve)
         nursery.start_soon(self._retention_loop)
         await nursery.start(self.groups.serve_timers)
+
+    async def drain_wait(self, timeout: float = 5.0) -> None:
+        """SIGTERM: flag draining so the controller moves our keys away, and wait (bounded)
+        until we lead nothing while still serving; the caller then relinquishes the rest."""
+        self.draining = True
+        self.cluster.wake()
+        with trio.move_on_after(timeout):
+            while self.partitions and len(self.cluster.alive()) > 0:
+                await trio.sleep(0.1)
 
     async def close(self) -> None:
         for part in list(self.partitions.values()):
             await self._close_partition(part)
 
-    async def _open_partition(self, meta: TopicMeta, index: int) -> Partition | None:
+    async def take_over(self, meta: TopicMeta, index: int, epoch: int) -> Partition | None:
+        return await self._open_partition(meta, index, epoch)
+
+    async def relinquish(self, part: Partition) -> None:
+        await self._close_partition(part)
+
+    async def _open_partition(self, meta: TopicMeta, index: int, epoch: int | None = None) -> Partition | None:
         key = (meta.name, index)
         if key in self.partitions:
             return self.partitions[key]
         plog = PartitionLog(self.layout.partition_dir(meta.name, index),
                             configs.log_config(self.settings, meta.configs))
         try:
-            epoch = await trio.to_thread.run_sync(plog.open)
-        except CorruptState as exc:
-            log.error("partition_corrupt", topic=meta.name, partition=index, error=str(exc))
+            t0 = time.monotonic()
+            epoch = await trio.to_thread.run_sync(plog.open, epoch)
+            self.takeovers += 1
+            self.takeover_seconds += time.monotonic() - t0
+        except (CorruptState, OSError) as exc:
+            log.error("partition_takeover_failed", topic=meta.name, partition=index, error=str(exc))
             return None
         if key in self.partitions:  # raced with another opener
             await trio.to_thread.run_sync(plog.close)
@@ -240,7 +263,10 @@ class Broker:
     async def _close_partition(self, part: Partition) -> None:
         part.closed = True
         self.partitions.pop((part.topic, part.index), None)
-        await trio.to_thread.run_sync(part.log.close)
+        try:
+            await trio.to_thread.run_sync(part.log.close)
+        except OSError as exc:  # e.g. the topic directory was deleted under us
+            log.warning("partition_close_failed", topic=part.topic, partition=part.index, error=str(exc))
         log.info("partition_relinquish", topic=part.topic, partition=part.index, epoch=part.epoch)
 
     def allocate_pid(self) -> int:
@@ -249,17 +275,31 @@ class Broker:
     # ------------------------------------------------------------------ cluster view
 
     def brokers(self) -> list[BrokerInfo]:
+        """Every live broker (draining ones included: they still answer until they exit)."""
         s = self.settings
-        return [BrokerInfo(self.id, s.advertise_host, s.advertise_port)]
+        out = []
+        for bid in self.cluster.alive_any():
+            if bid == self.id:
+                out.append(BrokerInfo(self.id, s.advertise_host, s.advertise_port))
+            else:
+                p = self.cluster.peers.get(bid)
+                if p is not None and p.port > 0:
+                    out.append(BrokerInfo(bid, p.host, p.port))
+        return out
 
     def controller_id(self) -> int:
-        return self.id
+        owner = self.cluster.controller_id
+        return owner if owner is not None else self.id
+
+    @property
+    def controller_epoch(self) -> int:
+        return self.cluster.controller_epoch
 
     def registered_brokers(self) -> list[int]:
-        return [b.node_id for b in self.brokers()]
+        return self.cluster.registered()
 
     def alive_brokers(self) -> list[int]:
-        return [b.node_id for b in self.brokers()]
+        return self.cluster.alive()
 
     def broker_info(self, broker_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers() if b.node_id == broker_id), None)
@@ -271,6 +311,11 @@ class Broker:
         return self.group_owner(group_id) == self.id
 
     def slot_owner(self, slot: int) -> int | None:
+        a = self.cluster.assignment
+        if a is not None and a.txn_slots:
+            owner = a.txn_slots.get(slot, -1)
+            if owner >= 0 and owner in self.cluster.alive_any():
+                return owner
         owner = routing.slot_owners(self.registered_brokers(), self.alive_brokers()).get(slot, -1)
         return None if owner < 0 else owner
 
@@ -278,16 +323,21 @@ class Broker:
         return self.slot_owner(slot) == self.id
 
     def txn_owner(self, transactional_id: str) -> int | None:
-        slots = routing.slot_owners(self.registered_brokers(), self.alive_brokers())
-        owner = slots.get(routing.txn_slot(transactional_id), -1)
-        return None if owner < 0 else owner
+        return self.slot_owner(routing.txn_slot(transactional_id))
 
     def leader(self, topic: str, index: int) -> tuple[int, int]:
-        """(leader broker id, leader epoch) of a partition; (-1, -1) when unknown."""
+        """(leader broker id, leader epoch) of a partition from the assignment; (-1, epoch)
+        while it has no live leader."""
         part = self.partitions.get((topic, index))
-        if part is None:
+        if part is not None:
+            return self.id, part.epoch
+        a = self.cluster.assignment
+        pl = a.leader_of(topic, index) if a is not None else None
+        if pl is None:
             return -1, -1
-        return self.id, part.epoch
+        if pl.leader == self.id or pl.leader not in self.cluster.alive_any():
+            return -1, pl.epoch  # not (yet) taken over
+        return pl.leader, pl.epoch
 
     async def verify_txn_partition(self, part: Partition, transactional_id: str | None,
                                    header: wb.BatchHeader) -> None:
@@ -299,8 +349,20 @@ class Broker:
                                         part.topic, part.index)
 
     def check_before_ack(self, part: Partition) -> None:
-        """Single-broker mode: nobody else can take the partition over."""
+        """After the fsync and before the ack: the manifest must still carry our epoch,
+        else a new leader took the partition over and this write may be discarded."""
         part.check_open()
+        try:
+            epoch = part.log.manifest_epoch()
+        except (OSError, CorruptState):
+            epoch = -1
+        if epoch != part.epoch:
+            log.warning("partition_deposed", topic=part.topic, partition=part.index, epoch=part.epoch,
+                        manifest_epoch=epoch)
+            part.closed = True
+            self.partitions.pop((part.topic, part.index), None)
+            self.cluster.wake()
+            raise KaasError(ErrorCode.not_leader_or_follower, "partition taken over")
 
     def get_partition(self, topic: str, index: int) -> Partition:
         """The led partition, or a KaasError telling the client what to do."""
@@ -324,14 +386,17 @@ class Broker:
             if meta is None:
                 self.topics.refresh()
                 meta = self.topics.get(name)
-        if meta is not None:
-            await self.ensure_partitions(meta)
         return meta
 
-    async def ensure_partitions(self, meta: TopicMeta) -> None:
-        for p in range(meta.partitions):
-            if (meta.name, p) not in self.partitions:
-                await self._open_partition(meta, p)
+    async def ensure_partitions(self, meta: TopicMeta, timeout: float = 5.0) -> None:
+        """Wait (bounded) until the controller assigned every partition and its leader took
+        it over, so a client's next Metadata finds leaders."""
+        self.cluster.wake()
+        with trio.move_on_after(timeout):
+            while True:
+                if all(self.leader(meta.name, p)[0] >= 0 for p in range(meta.partitions)):
+                    return
+                await trio.sleep(0.05)
 
     async def create_topic(self, name: str, partitions: int, topic_configs: dict[str, str],
                            *, validate_only: bool = False) -> tuple[TopicMeta | None, tuple[ErrorCode, str | None]]:

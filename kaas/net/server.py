@@ -34,7 +34,7 @@ async def serve_broker(settings: Settings, *, task_status=trio.TASK_STATUS_IGNOR
                         log.info("broker_draining", signal=signal.Signals(signum).name)
                         break
                 accept.cancel_scope.cancel()
-            broker.draining = True
+            await broker.drain_wait()
             broker.notify_data()
             conns.cancel_scope.deadline = trio.current_time() + 1.0
         with trio.CancelScope(shield=True):

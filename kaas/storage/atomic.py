@@ -2,13 +2,16 @@
 
 Invariants:
     - a reader sees the old or the new content, never a torn file;
-    - the tmp name carries the writer's pid so two writers cannot clobber each other's tmp.
+    - the tmp name carries the writer's pid and thread id so two writers (processes, or
+      threads of one process such as ``trio.to_thread`` workers) cannot clobber each
+      other's tmp.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ from kaas.errors import CorruptState
 
 def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
     """Atomically replace ``path`` with ``data``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{_writer_id()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
@@ -31,6 +34,10 @@ def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
     os.replace(tmp, path)
     if fsync:
         fsync_dir(path.parent)
+
+
+def _writer_id() -> str:
+    return f"{os.getpid()}-{threading.get_ident()}"
 
 
 def fsync_dir(path: Path) -> None:
@@ -71,7 +78,7 @@ def create_exclusive(path: Path, data: bytes, *, fsync: bool = True) -> bool:
     The content is first written to a tmp file and hard-linked into place, so the winner's
     file is never seen half-written.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.excl")
+    tmp = path.with_name(f".{path.name}.{_writer_id()}.excl")
     write_bytes(tmp, data, fsync=fsync)
     try:
         os.link(tmp, path)

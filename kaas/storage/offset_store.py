@@ -61,7 +61,7 @@ class GroupOffsets:
             return cls(obj["group_id"], dec(obj.get("offsets", {})),
                        {int(pid): dec(d) for pid, d in obj.get("pending", {}).items()},
                        int(obj.get("generation", 0)))
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CorruptState(path, f"bad offsets file: {exc!r}") from None
 
 

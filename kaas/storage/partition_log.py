@@ -15,7 +15,9 @@ Invariants:
     - a segment is only appended to by the epoch in its name; a new leader always rolls a
       fresh segment, so late bytes of a deposed leader never interleave with live data;
     - bytes of a segment at or past the next segment's base offset are dead and ignored
-      (and truncated by recovery);
+      (and truncated by recovery); a whole segment is dead when a segment of a newer epoch
+      starts at or before its base (recovery deletes it), and a leader whose epoch is no
+      longer the manifest's does not roll;
     - the manifest carries the epoch of the leader that owns the directory; it is written
       *before* recovery scans the log, and an old leader checks it before acknowledging.
 """
@@ -31,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgpack
+from kio.schema.errors import ErrorCode
 
 from kaas.domain.producer_state import ProducerStateTable
-from kaas.errors import CorruptState
+from kaas.errors import CorruptState, KaasError
 from kaas.storage import atomic
 from kaas.wire import batch as wb
 
@@ -261,7 +264,7 @@ class PartitionLog:
         return segs
 
     def _recover(self, on_batch, replay_from: int) -> None:
-        segs = self._list_segments()
+        segs = self._drop_dead_segments(self._list_segments())
         kept: list[Segment] = []
         for i, seg in enumerate(segs):
             limit = segs[i + 1].base_offset if i + 1 < len(segs) else None
@@ -272,7 +275,8 @@ class PartitionLog:
                     self._remove_segment(seg)
                     continue
                 raise CorruptState(str(seg.path), "overlaps the next segment")
-            loaded = limit is not None and self._load_summary(seg)
+            # A summary past the next segment covers late bytes of a deposed leader: rescan.
+            loaded = limit is not None and self._load_summary(seg) and seg.next_offset <= limit
             if loaded and seg.next_offset <= replay_from:
                 self._load_txnidx(seg)
             elif loaded and seg.base_offset < replay_from:
@@ -294,6 +298,26 @@ class PartitionLog:
         if self.log_end_offset < self.log_start_offset:
             self.log_end_offset = self.log_start_offset
         self.durable_offset = self.log_end_offset
+
+    def _drop_dead_segments(self, segs: list[Segment]) -> list[Segment]:
+        """Remove segments a newer epoch took over: a segment is dead when a segment of a
+        higher epoch starts at or before its base (a deposed leader rolled after the
+        takeover, so every byte in it is a late write past the takeover point)."""
+        live: list[Segment] = []
+        top = -1  # highest epoch among segments based at or before the current base
+        i = 0
+        while i < len(segs):
+            j = i
+            while j < len(segs) and segs[j].base_offset == segs[i].base_offset:
+                j += 1
+            top = max(top, segs[j - 1].epoch)  # sorted by (base, epoch)
+            for seg in segs[i:j]:
+                if seg.epoch < top:
+                    self._remove_segment(seg)
+                else:
+                    live.append(seg)
+            i = j
+        return live
 
     def _load_summary(self, seg: Segment) -> bool:
         idx = seg.path.with_suffix(".idx")
@@ -357,7 +381,15 @@ class PartitionLog:
         return self.segments[-1]
 
     def roll(self) -> Segment:
-        """Close the active segment (fsync it, write its summary) and start a new one."""
+        """Close the active segment (fsync it, write its summary) and start a new one.
+
+        Raises:
+            KaasError: NOT_LEADER_OR_FOLLOWER when the manifest carries another epoch (a
+                deposed leader must not write summaries, the snapshot or a new segment).
+        """
+        if self.segments and self.manifest_epoch() != self.epoch:
+            raise KaasError(ErrorCode.not_leader_or_follower,
+                            f"{self.path}: epoch {self.epoch} no longer owns the partition")
         if self.segments:
             old = self.active
             if old.next_offset == old.base_offset and old.epoch == self.epoch:
