@@ -903,7 +903,7 @@ class TxnMachine(RuleBasedStateMachine):
         self._apply(result)
         if was_due:
             assert self.meta.state is TxnState.PrepareAbort
-            assert self.meta.producer_epoch == old.producer_epoch + 1
+            assert self.meta.producer_epoch == min(old.producer_epoch + 1, I16_MAX)
             assert result.write_markers is not None
             assert result.write_markers.producer_epoch == self.meta.producer_epoch
             self.dispatched.append(result.write_markers)

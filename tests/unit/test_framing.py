@@ -1,0 +1,121 @@
+"""Sans-IO length-prefix framing: split independence, size bounds, buffering, round trip."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kaas.wire.framing import MIN_FRAME, FrameDecoder, FramingError, frame
+
+MAX = 4096
+
+payloads = st.lists(st.binary(min_size=MIN_FRAME, max_size=300), max_size=12)
+
+
+def _drain(dec: FrameDecoder) -> list[bytes]:
+    return list(dec.frames())
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    out, prev = [], 0
+    for p in points + [len(data)]:
+        out.append(data[prev:p])
+        prev = p
+    return out
+
+
+@settings(deadline=None)
+@given(payloads, st.lists(st.integers(min_value=0, max_value=10_000), max_size=30))
+def test_frames_do_not_depend_on_split(frames_in, cuts):
+    stream = b"".join(frame(p) for p in frames_in)
+    dec = FrameDecoder(MAX)
+    got: list[bytes] = []
+    for piece in _split(stream, cuts):
+        dec.feed(piece)
+        got += _drain(dec)
+    assert got == frames_in
+    assert dec.buffered == 0
+
+
+@settings(deadline=None)
+@given(payloads)
+def test_byte_at_a_time_equals_all_at_once(frames_in):
+    stream = b"".join(frame(p) for p in frames_in)
+    one = FrameDecoder(MAX)
+    one.feed(stream)
+    whole = _drain(one)
+    dec = FrameDecoder(MAX)
+    bytewise: list[bytes] = []
+    for i in range(len(stream)):
+        dec.feed(stream[i : i + 1])
+        bytewise += _drain(dec)
+    assert whole == bytewise == frames_in
+
+
+@settings(deadline=None)
+@given(st.binary(min_size=MIN_FRAME, max_size=500))
+def test_frame_round_trip(payload):
+    wire = frame(payload)
+    assert wire[:4] == len(payload).to_bytes(4, "big")
+    assert wire[4:] == payload
+    dec = FrameDecoder(MAX)
+    dec.feed(wire)
+    assert _drain(dec) == [payload]
+
+
+@pytest.mark.parametrize("size", [0, 1, MIN_FRAME - 1, MAX + 1, 2**31 - 1, -1, -(2**31)])
+def test_out_of_bounds_size_raises(size):
+    dec = FrameDecoder(MAX)
+    dec.feed(size.to_bytes(4, "big", signed=True) + b"\x00" * 16)
+    with pytest.raises(FramingError):
+        _drain(dec)
+
+
+@pytest.mark.parametrize("size", [MIN_FRAME, MAX])
+def test_size_bounds_are_inclusive(size):
+    dec = FrameDecoder(MAX)
+    dec.feed(frame(b"x" * size))
+    assert _drain(dec) == [b"x" * size]
+
+
+def test_bad_size_after_good_frames_yields_the_good_ones_first():
+    dec = FrameDecoder(MAX)
+    dec.feed(frame(b"a" * 8) + frame(b"b" * 9) + (3).to_bytes(4, "big") + b"zzz")
+    got = []
+    with pytest.raises(FramingError):
+        for f in dec.frames():
+            got.append(f)
+    assert got == [b"a" * 8, b"b" * 9]
+
+
+def test_oversize_detected_from_prefix_alone():
+    dec = FrameDecoder(MAX)
+    dec.feed((MAX + 1).to_bytes(4, "big"))  # no body yet: must not wait for it
+    with pytest.raises(FramingError):
+        _drain(dec)
+
+
+def test_partial_frames_are_buffered():
+    payload = bytes(range(40))
+    wire = frame(payload)
+    dec = FrameDecoder(MAX)
+    dec.feed(wire[:2])  # half a size prefix
+    assert _drain(dec) == []
+    assert dec.buffered == 2
+    dec.feed(wire[2:10])  # prefix plus part of the body
+    assert _drain(dec) == []
+    assert dec.buffered == 10
+    dec.feed(wire[10:] + frame(b"n" * 8)[:5])  # the rest plus the start of the next
+    assert _drain(dec) == [payload]
+    assert dec.buffered == 5
+    dec.feed(frame(b"n" * 8)[5:])
+    assert _drain(dec) == [b"n" * 8]
+    assert dec.buffered == 0
+
+
+def test_frames_on_empty_decoder_yields_nothing():
+    dec = FrameDecoder(MAX)
+    assert _drain(dec) == []
+    assert dec.buffered == 0
