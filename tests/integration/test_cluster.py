@@ -14,7 +14,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.procs import ClusterProcess
+import subprocess
+import sys
+
+from tests.procs import ClusterProcess, wait_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -229,3 +232,46 @@ def test_paused_broker_writes_nothing_after_its_partitions_moved(cluster):
     assert victim in admin.list_topics(timeout=5).brokers
     assert not load.violations
     assert not [e for e in load.errors if "commit" not in e], load.errors[:5]
+
+
+def test_two_supervisors_form_one_cluster(tmp_path):
+    """Two 'hosts': two supervisors with disjoint broker ids over one data directory."""
+    data = tmp_path / "shared"
+    a = ClusterProcess(data, 2)
+    a.start()
+    b = ClusterProcess(data, 1)  # only for its free port; started by hand with --first-id
+    try:
+        logf = open(tmp_path / "sup-b.log", "ab")
+        b.proc = subprocess.Popen(
+            [sys.executable, "-m", "kaas.cli", "cluster", "--brokers", "1", "--first-id", "2", "--data", str(data),
+             "--base-port", str(b.base_port)], stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_ready("127.0.0.1", b.base_port, proc=b.proc)
+        bootstrap = f"{a.bootstrap},127.0.0.1:{b.base_port}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and len(admin.list_topics(timeout=5).brokers) < 3:
+            time.sleep(0.3)
+        assert sorted(admin.list_topics(timeout=5).brokers) == [0, 1, 2]
+        admin.create_topics([NewTopic("two-hosts", 6, 1)])["two-hosts"].result(15)
+        md = admin.list_topics("two-hosts", timeout=5)
+        leaders = {pm.leader for pm in md.topics["two-hosts"].partitions.values()}
+        assert leaders == {0, 1, 2}
+        p = Producer({"bootstrap.servers": f"127.0.0.1:{b.base_port}", "acks": "all"})
+        for i in range(600):
+            p.produce("two-hosts", value=str(i).encode(), partition=i % 6)
+        assert p.flush(20) == 0
+        c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": "two-hosts", "auto.offset.reset": "earliest"})
+        c.subscribe(["two-hosts"])
+        got = set()
+        deadline = time.monotonic() + 30
+        while len(got) < 600 and time.monotonic() < deadline:
+            for m in c.consume(500, 0.5):
+                if not m.error():
+                    got.add(int(m.value()))
+        c.close()
+        assert got == set(range(600))
+    finally:
+        if b.proc is not None:
+            b.proc.send_signal(signal.SIGTERM)
+            b.proc.wait(20)
+        a.stop()
