@@ -275,3 +275,89 @@ def test_two_supervisors_form_one_cluster(tmp_path):
             b.proc.send_signal(signal.SIGTERM)
             b.proc.wait(20)
         a.stop()
+
+
+def test_idempotent_producer_exactly_once_across_leader_kills(cluster):
+    """100,000 sequenced messages from an idempotent producer while the partition's leader
+    is SIGKILLed three times: the log holds each exactly once, in order, with no gap."""
+    topic = f"idem-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    n = 100_000
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 5, "message.timeout.ms": 120000, "retry.backoff.ms": 50,
+                  "queue.buffering.max.messages": 200000})
+    errors = []
+    acked = [0]
+
+    def cb(err, msg):
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked[0] += 1
+
+    kills = 0
+    next_kill = n // 4
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value=b"%d" % i, on_delivery=cb)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 2000 == 0:
+            p.poll(0)
+        if i == next_kill and kills < 3:
+            # kill while part of the stream is acknowledged and the rest is in flight
+            while acked[0] < i - 5000:
+                p.poll(0.01)
+            leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+            old = cluster.kill(leader)
+            kills += 1
+            next_kill += n // 4
+            p.poll(0.5)
+            cluster.wait_restarted(leader, old)
+    assert p.flush(120) == 0
+    assert not errors, errors[:5]
+    assert acked[0] == n
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"v-{uuid.uuid4()}",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    values = []
+    offsets = []
+    deadline = time.monotonic() + 90
+    while len(values) < n and time.monotonic() < deadline:
+        for m in c.consume(5000, 0.5):
+            assert not m.error(), m.error()
+            values.append(int(m.value()))
+            offsets.append(m.offset())
+    lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    c.close()
+    assert (lo, hi) == (0, n), "extra or missing records in the log"
+    assert offsets == list(range(n))
+    assert values == list(range(n))
+
+
+def _init_pid(port: int) -> int:
+    from tests.wire_client import WireClient
+
+    with WireClient("127.0.0.1", port) as wc:
+        r = wc.call(22, 4, {"transactional_id": None, "transaction_timeout": 60000})
+    assert r.error_code == 0 and r.producer_epoch == 0
+    return r.producer_id
+
+
+def test_producer_ids_never_reused_across_restarts_and_brokers(cluster):
+    seen: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    for round_ in range(4):
+        for bid, port in enumerate(cluster.ports):
+            for _ in range(3):
+                seen[bid].append(_init_pid(port))
+        victim = round_ % 3
+        old = cluster.kill(victim)
+        cluster.wait_restarted(victim, old)
+    for bid, pids in seen.items():
+        assert pids == sorted(pids) and len(set(pids)) == len(pids), f"broker {bid} reused or rewound: {pids}"
+        assert all((bid + 1) * 2**40 <= p < (bid + 2) * 2**40 for p in pids)
+    everything = [p for pids in seen.values() for p in pids]
+    assert len(set(everything)) == len(everything)

@@ -1,0 +1,53 @@
+"""A minimal blocking Kafka protocol client built on kio, for tests that speak raw APIs."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from kaas.wire.build import build
+
+
+class WireClient:
+    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.corr = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def call(self, api_key: int, version: int, body: dict):
+        req_cls = load_request_schema(api_key, version)
+        hdr_cls = req_cls.__header_schema__
+        self.corr += 1
+        buf = io.BytesIO()
+        entity_writer(hdr_cls)(buf, hdr_cls(request_api_key=api_key, request_api_version=version,
+                                            correlation_id=self.corr, client_id="kaas-tests"))
+        entity_writer(req_cls)(buf, build(req_cls, body))
+        data = buf.getvalue()
+        self.sock.sendall(struct.pack(">i", len(data)) + data)
+        size = struct.unpack(">i", self._recv(4))[0]
+        payload = self._recv(size)
+        resp_cls = load_response_schema(api_key, version)
+        header, off = entity_reader(resp_cls.__header_schema__)(payload, 0)
+        assert header.correlation_id == self.corr
+        return entity_reader(resp_cls)(payload, off)[0]
+
+    def _recv(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed")
+            out += chunk
+        return out
