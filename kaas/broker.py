@@ -17,7 +17,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import configs
+from kaas import configs, failpoints
 from kaas.domain import routing
 from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import CorruptState, KaasError
@@ -106,6 +106,7 @@ class Partition:
             fds = list(self.log._dirty)
             self.log._dirty.difference_update(fds)
             try:
+                await failpoints.hit_async("append.after_write_before_fsync")
                 if self.log.config.fsync and fds:
                     t0 = time.perf_counter()
                     await trio.to_thread.run_sync(_fsync_all, fds)
@@ -211,6 +212,8 @@ class Broker:
         broker is assigned are taken over by the cluster runtime."""
         self.nursery = nursery
         self.topics.refresh()
+        failpoints.configure(self.layout.run, self.id)
+        nursery.start_soon(self._failpoint_loop)
         await nursery.start(self.cluster.serve)
         nursery.start_soon(self._retention_loop)
         await nursery.start(self.groups.serve_timers)
@@ -480,6 +483,11 @@ class Broker:
         self.fsync_seconds += seconds
 
     # ------------------------------------------------------------------ background
+
+    async def _failpoint_loop(self) -> None:
+        while True:
+            await trio.sleep(0.2)
+            failpoints.reload()
 
     async def _retention_loop(self) -> None:
         while True:

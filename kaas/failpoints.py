@@ -1,0 +1,142 @@
+"""Named failpoints (DESIGN section 9), armed at runtime for one broker through
+``DATA/run/failpoints-<broker id>.json``::
+
+    {"endtxn.after_prepare": {"action": "crash"},
+     "append.after_write_before_fsync": {"action": "pause", "ms": 2000},
+     "marker.after_apply_before_delete": {"action": "error", "count": 1}}
+
+Actions: ``crash`` (``os._exit(137)``, as abrupt as SIGKILL), ``pause`` (sleep N ms; in trio
+code use ``await hit_async``), ``error`` (raise OSError, like a failing disk). ``count``
+limits how many hits fire (default: unlimited). A crash failpoint is consumed by the
+process that dies, so the restarted broker does not crash again: the file is renamed to
+``.fired`` before exiting.
+
+Zero cost when nothing is armed: ``hit`` is one dict lookup on an empty dict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger()
+
+_armed: dict[str, dict] = {}
+_path: Path | None = None
+_stamp: tuple[int, int] | None = None
+
+NAMES = (
+    "endtxn.after_prepare",
+    "endtxn.after_local_markers",
+    "endtxn.after_enqueue",
+    "endtxn.before_complete",
+    "marker.after_apply_before_delete",
+    "append.after_write_before_fsync",
+    "snapshot.before_write",
+    "slot.before_write",
+    "takeover.after_manifest",
+)
+
+
+def configure(run_dir: Path, broker_id: int) -> None:
+    global _path
+    _path = Path(run_dir) / f"failpoints-{broker_id}.json"
+    reload()
+
+
+def reload() -> None:
+    """Re-read the failpoint file if it changed (called from a poll loop)."""
+    global _armed, _stamp
+    if _path is None:
+        return
+    try:
+        st = os.stat(_path)
+    except FileNotFoundError:
+        if _armed:
+            log.info("failpoints_cleared")
+        _armed, _stamp = {}, None
+        return
+    stamp = (st.st_mtime_ns, st.st_size)
+    if stamp == _stamp:
+        return
+    _stamp = stamp
+    try:
+        obj = json.loads(_path.read_text())
+        if not isinstance(obj, dict):
+            raise ValueError("not an object")
+        _armed = {str(k): dict(v) for k, v in obj.items()}
+        log.warning("failpoints_armed", names=sorted(_armed))
+    except (OSError, ValueError, TypeError) as exc:
+        log.error("failpoints_unreadable", path=str(_path), error=str(exc))
+
+
+def _take(name: str) -> dict | None:
+    spec = _armed.get(name)
+    if spec is None:
+        return None
+    count = spec.get("count")
+    if count is not None:
+        if count <= 0:
+            return None
+        spec["count"] = count - 1
+    return spec
+
+
+def hit(name: str) -> None:
+    """Fire the failpoint ``name`` if armed (synchronous code)."""
+    if not _armed:
+        return
+    spec = _take(name)
+    if spec is None:
+        return
+    _fire(name, spec)
+    if spec.get("action") == "pause":
+        time.sleep(spec.get("ms", 1000) / 1000)
+
+
+async def hit_async(name: str) -> None:
+    """Fire the failpoint ``name`` if armed (trio code: a pause does not block the loop)."""
+    if not _armed:
+        return
+    spec = _take(name)
+    if spec is None:
+        return
+    _fire(name, spec)
+    if spec.get("action") == "pause":
+        import trio
+
+        await trio.sleep(spec.get("ms", 1000) / 1000)
+
+
+def _fire(name: str, spec: dict) -> None:
+    action = spec.get("action", "crash")
+    log.warning("failpoint_hit", name=name, action=action)
+    if action == "crash":
+        if _path is not None:
+            try:
+                os.replace(_path, _path.with_suffix(".fired"))
+            except OSError:
+                pass
+        os._exit(137)
+    if action == "error":
+        raise OSError(f"failpoint {name}")
+
+
+def arm(run_dir: Path, broker_id: int, specs: dict[str, dict]) -> Path:
+    """Write the failpoint file for a broker (tools and tests)."""
+    path = Path(run_dir) / f"failpoints-{broker_id}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(specs))
+    os.replace(tmp, path)
+    return path
+
+
+def disarm(run_dir: Path, broker_id: int) -> None:
+    try:
+        (Path(run_dir) / f"failpoints-{broker_id}.json").unlink()
+    except FileNotFoundError:
+        pass
