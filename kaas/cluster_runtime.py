@@ -160,6 +160,14 @@ class ClusterRuntime:
         except OSError as exc:
             log.error("heartbeat_write_failed", error=str(exc))
             return
+        if self.lease_until and time.monotonic() > self.lease_until:
+            # We were paused or starved past our lease: peers may have taken our keys and
+            # written their files. Forget cached coordinator state; reload from the volume.
+            log.warning("lease_lapsed", late_s=round(time.monotonic() - self.lease_until, 3))
+            for gid in list(self.broker.groups.groups):
+                self.broker.groups.unload(gid)
+            if self.broker.txn is not None and hasattr(self.broker.txn, "forget_cache"):
+                self.broker.txn.forget_cache()
         # The lease runs from when this tick began: everything after t0 was checked.
         self.lease_until = t0 + self.session / 2
         me = self.peers.get(self.broker.id)

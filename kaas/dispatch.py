@@ -3,6 +3,9 @@ decided here, so handlers only ever see well-formed requests of a version they d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import structlog
 from kio.schema.errors import ErrorCode
 
@@ -29,11 +32,25 @@ def _unsupported_api_versions(corr: int) -> bytes:
     return codec.encode_response(API_VERSIONS, 0, corr, body)
 
 
-async def dispatch(broker, frame: bytes, peer: str) -> bytes | None:
-    """Answer one request frame.
+@dataclass(slots=True)
+class Prepared:
+    """A decoded request ready to run, or an immediate answer (``response``)."""
 
-    Returns:
-        the framed response, or None when the request gets no response (acks=0).
+    api_key: int
+    version: int
+    corr: int
+    handler: Any = None
+    ctx: Context | None = None
+    body: Any = None
+    response: bytes | None = None
+
+
+def prepare(broker, frame: bytes, peer: str) -> Prepared:
+    """Check the key/version and decode one frame, synchronously.
+
+    The connection calls this for each frame in arrival order before running it, so a
+    request that follows a protocol error on the same connection is never executed.
+
     Raises:
         CloseConnection: unknown key/version or a malformed request.
     """
@@ -42,19 +59,37 @@ async def dispatch(broker, frame: bytes, peer: str) -> bytes | None:
     if handler is None or not handler.min_version <= version <= handler.max_version:
         if api_key == API_VERSIONS:
             log.warning("api_versions_unsupported_version", peer=peer, version=version)
-            return _unsupported_api_versions(corr)
+            return Prepared(api_key, version, corr, response=_unsupported_api_versions(corr))
         raise CloseConnection(f"unsupported api_key {api_key} version {version}")
     try:
         req = codec.decode_request(frame)
     except codec.DecodeError as exc:
         raise CloseConnection(f"api_key {api_key} v{version}: {exc}") from None
     ctx = Context(broker, api_key, version, corr, req.client_id, peer)
-    result = await handler.module.handle(ctx, req.body)
+    return Prepared(api_key, version, corr, handler, ctx, req.body)
+
+
+async def execute(p: Prepared) -> bytes | None:
+    """Run a prepared request. Returns the framed response, or None (acks=0)."""
+    if p.handler is None:
+        return p.response
+    result = await p.handler.module.handle(p.ctx, p.body)
     if result is None:
         return None
     if isinstance(result, dict):
-        result = build(codec.response_class(api_key, version), result)
-    return codec.encode_response(api_key, version, corr, result)
+        result = build(codec.response_class(p.api_key, p.version), result)
+    return codec.encode_response(p.api_key, p.version, p.corr, result)
 
 
-__all__ = ["dispatch", "CloseConnection", "versions_table"]
+async def dispatch(broker, frame: bytes, peer: str) -> bytes | None:
+    """Answer one request frame.
+
+    Returns:
+        the framed response, or None when the request gets no response (acks=0).
+    Raises:
+        CloseConnection: unknown key/version or a malformed request.
+    """
+    return await execute(prepare(broker, frame, peer))
+
+
+__all__ = ["dispatch", "prepare", "execute", "Prepared", "CloseConnection", "versions_table"]

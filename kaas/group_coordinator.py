@@ -50,8 +50,16 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ ownership
 
     def check_owner(self, group_id: str) -> None:
+        """Hand-off for groups: answer only while we own the group by the placement hash,
+        hold a write lease, and (in a multi-broker cluster) have been up for a session, so
+        the previous owner has seen us and unloaded the group before we write its file."""
         if not self.broker.owns_group(group_id):
             raise KaasError(ErrorCode.not_coordinator)
+        cluster = self.broker.cluster
+        if not cluster.lease_valid():
+            raise KaasError(ErrorCode.coordinator_load_in_progress, "write lease lapsed")
+        if len(cluster.registered()) > 1 and time.monotonic() - cluster.started < cluster.session:
+            raise KaasError(ErrorCode.coordinator_load_in_progress, "joining the cluster")
 
     def _entry(self, group_id: str, create: bool = True) -> _Entry | None:
         e = self.groups.get(group_id)
@@ -267,7 +275,13 @@ class GroupCoordinator:
     async def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool):
         """(committed per partition or None, the set of partitions with pending txn offsets)."""
         self.check_owner(group_id)
-        e = self._entry(group_id)
+        e = self._entry(group_id, create=False)
+        if e is None and not self.store.path(group_id).exists():
+            # Unknown group (never committed, or deleted): nothing committed, and reading
+            # must not create it (it would resurface in ListGroups), as in Apache.
+            return ({} if partitions is None else dict.fromkeys(partitions)), set()
+        if e is None:
+            e = self._entry(group_id)
         g = await self._offsets(e)
         pending = set()
         for staged in g.pending.values():

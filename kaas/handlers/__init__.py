@@ -21,6 +21,8 @@ _MODULES = (
     "offset_for_leader_epoch", "init_producer_id",
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "describe_groups",
     "list_groups", "delete_groups", "offset_commit", "offset_fetch", "offset_delete",
+    "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit",
+    "describe_transactions", "list_transactions", "describe_producers",
 )
 
 

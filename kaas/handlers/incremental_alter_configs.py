@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kaas import configs
 from kaas.handlers.alter_configs import alter
 
 API_KEY = 44
@@ -9,7 +10,7 @@ VERSIONS = (0, 1)
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _apply(ops):
+def _apply(ops, settings):
     def compute(old: dict[str, str]):
         new = dict(old)
         for name, op, value in ops:
@@ -18,7 +19,11 @@ def _apply(ops):
             elif op == DELETE:
                 new.pop(name, None)
             elif op in (APPEND, SUBTRACT):
-                items = [x for x in new.get(name, "").split(",") if x]
+                # Like Apache, a list without an override starts from its default value.
+                current = new.get(name)
+                if current is None and name in configs.TOPIC_CONFIGS:
+                    current = configs.default(settings, name)
+                items = [x for x in (current or "").split(",") if x]
                 for v in (value or "").split(","):
                     if op == APPEND and v not in items:
                         items.append(v)
@@ -35,5 +40,6 @@ async def handle(ctx, req) -> dict:
     out = []
     for r in req.resources:
         ops = [(c.name, c.config_operation, c.value) for c in r.configs]
-        out.append(await alter(ctx, r.resource_type, r.resource_name, _apply(ops), req.validate_only))
+        out.append(await alter(ctx, r.resource_type, r.resource_name, _apply(ops, ctx.broker.settings),
+                               req.validate_only))
     return {"throttle_time": 0, "responses": out}

@@ -13,7 +13,7 @@ from collections import deque
 import structlog
 import trio
 
-from kaas.dispatch import CloseConnection, dispatch
+from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.wire.framing import FrameDecoder, FramingError
 
 log = structlog.get_logger()
@@ -66,9 +66,9 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
             closing = True
             log.warning(event, peer=peer, conn_id=conn_id, **kw)
 
-    async def run(frame: bytes, slot: _Slot) -> None:
+    async def run(prepared: Prepared, slot: _Slot) -> None:
         try:
-            slot.data = await dispatch(broker, frame, peer)
+            slot.data = await execute(prepared)
         except CloseConnection as exc:
             slot.close = str(exc)
         except Exception as exc:  # a bug: never take the broker down with it
@@ -104,11 +104,22 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
                 decoder.feed(data)
                 try:
                     for frame in decoder.frames():
+                        try:
+                            prepared = prepare(broker, frame, peer)
+                        except CloseConnection as exc:
+                            # Nothing after a protocol error runs: the writer answers the
+                            # earlier requests, then reaches this slot and closes.
+                            slot = _Slot()
+                            slot.close = str(exc)
+                            slot.done.set()
+                            slots.append(slot)
+                            have_slot.set()
+                            await trio.sleep_forever()
                         await limit.acquire()
                         slot = _Slot()
                         slots.append(slot)
                         have_slot.set()
-                        nursery.start_soon(run, frame, slot)
+                        nursery.start_soon(run, prepared, slot)
                 except FramingError as exc:
                     close_once("connection_closed_bad_frame", reason=str(exc))
                     nursery.cancel_scope.cancel()

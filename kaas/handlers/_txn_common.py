@@ -1,0 +1,28 @@
+"""Helpers shared by the transaction API handlers."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+
+
+def coordinator(broker):
+    """``broker.txn``.
+
+    Raises:
+        KaasError: COORDINATOR_NOT_AVAILABLE when no coordinator is installed.
+    """
+    txn = getattr(broker, "txn", None)
+    if txn is None:
+        raise KaasError(ErrorCode.coordinator_not_available, "no transaction coordinator")
+    return txn
+
+
+def partition_exists(broker, topic: str, partition: int) -> bool:
+    """True when ``topic`` exists (re-reading the topic files once) and has ``partition``."""
+    meta = broker.topics.get(topic)
+    if meta is None:
+        broker.topics.refresh()
+        meta = broker.topics.get(topic)
+    return meta is not None and 0 <= partition < meta.partitions

@@ -1,0 +1,28 @@
+"""DescribeProducers (61, KIP-664): the producer state of partitions this broker leads."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+
+API_KEY = 61
+VERSIONS = (0, 0)
+
+
+async def handle(ctx, req) -> dict:
+    broker = ctx.broker
+    topics = []
+    for t in req.topics:
+        parts = []
+        for index in t.partition_indexes:
+            try:
+                part = broker.get_partition(t.name, index)
+            except KaasError as exc:
+                parts.append({"partition_index": index, "error_code": exc.code, "error_message": exc.message,
+                              "active_producers": []})
+                continue
+            parts.append({"partition_index": index, "error_code": ErrorCode.none, "error_message": None,
+                          "active_producers": part.log.producers.describe()})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}

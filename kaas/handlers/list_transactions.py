@@ -1,0 +1,33 @@
+"""ListTransactions (66): the transactions of the slots this broker coordinates, filtered by
+state (v0), producer id (v0), minimum running time (v1) and id pattern (v2, a full-match
+regular expression)."""
+
+from __future__ import annotations
+
+import re
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+from kaas.handlers._txn_common import coordinator
+
+API_KEY = 66
+VERSIONS = (0, 2)
+
+
+async def handle(ctx, req) -> dict:
+    pattern = getattr(req, "transactional_id_pattern", None)
+    if pattern:
+        try:
+            re.compile(pattern)
+        except re.error:
+            return {"throttle_time": 0, "error_code": ErrorCode.invalid_regular_expression,
+                    "unknown_state_filters": [], "transaction_states": []}
+    try:
+        unknown, rows = await coordinator(ctx.broker).list_transactions(
+            req.state_filters, req.producer_id_filters, getattr(req, "duration_filter", -1), pattern)
+    except KaasError as exc:
+        return {"throttle_time": 0, "error_code": exc.code, "unknown_state_filters": [], "transaction_states": []}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "unknown_state_filters": unknown,
+            "transaction_states": [{"transactional_id": d.transactional_id, "producer_id": d.producer_id,
+                                    "transaction_state": d.state} for d in rows]}

@@ -1,0 +1,55 @@
+"""TxnOffsetCommit (28), on the *group* coordinator: stage offsets under the producer id,
+invisible to OffsetFetch until the transaction's offset hook commits them.
+
+A stale producer answers INVALID_PRODUCER_EPOCH (47) (CLIENTS.md section 3: librdkafka
+treats 90 here as merely abortable). The epoch is checked against the slot file when this
+broker also coordinates the transactional id; otherwise it is trusted, as Apache's group
+coordinator does without KIP-890 part 2."""
+
+from __future__ import annotations
+
+import time
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+from kaas.handlers._txn_common import partition_exists
+from kaas.storage.offset_store import Committed
+
+API_KEY = 28
+VERSIONS = (0, 3)
+
+
+async def handle(ctx, req) -> dict:
+    broker = ctx.broker
+    now = int(time.time() * 1000)
+    offsets = {}
+    unknown = set()
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if not partition_exists(broker, *tp):
+                unknown.add(tp)
+                continue
+            offsets[tp] = Committed(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                    p.committed_metadata, now)
+    code = ErrorCode.none
+    if not broker.owns_group(req.group_id):
+        code = ErrorCode.not_coordinator
+    elif getattr(broker, "txn", None) is not None:
+        code = await broker.txn.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch)
+    if code == ErrorCode.none and offsets:
+        try:
+            code = await broker.groups.txn_commit(
+                req.group_id, producer_id=req.producer_id, member_id=getattr(req, "member_id", "") or "",
+                group_instance_id=getattr(req, "group_instance_id", None),
+                generation_id=getattr(req, "generation_id", -1), offsets=offsets)
+        except KaasError as exc:
+            code = exc.code
+    return {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": (ErrorCode.unknown_topic_or_partition
+                            if code == ErrorCode.none and (t.name, p.partition_index) in unknown else code)}
+            for p in t.partitions]}
+        for t in req.topics]}

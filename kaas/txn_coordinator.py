@@ -1,0 +1,839 @@
+"""The transaction coordinator runtime (seed "Transactions & idempotence", DESIGN section 7).
+
+Carries out the effects of the pure ``domain.txn`` machine on the shared volume:
+
+* slot files ``txn_state/slot-N.json`` (``storage.txn_store``), read afresh for every
+  operation and written only by the slot's owner (``broker.owns_slot``);
+* two-phase EndTxn: Persist Prepare*, write the markers of self-led partitions
+  (``Partition.append_control`` + ``wait_durable``), enqueue the peer-led ones
+  (``storage.markers``), then the Complete* transition with its offset hook; any
+  dispatch failure answers COORDINATOR_NOT_AVAILABLE and leaves the entry prepared;
+* fencing: a rejoin's epoch bump is applied to every led partition that knows the pid
+  and appended to this broker's fence log (``storage.fences``); peers poll the logs;
+* KIP-890 part 1 produce verification (``verify_partition``);
+* background loops, started by ``install``: the marker watcher (own queue every 2 s or on
+  a wake; claims the queues of dead brokers), the fence watcher (500 ms), and the 10 s
+  timeout reaper + marker reconcile, both gated on slot ownership.
+
+Concurrency: one ``trio.Lock`` per transactional id serialises every operation on that id
+(handlers, reaper, reconcile); a lock per slot serialises the read-modify-write of a slot
+file, which replaces only the entry of the id being changed.
+
+Extra rule (not in the seed, needed because a queued marker counts as dispatched): a new
+transaction of a pid (AddPartitions/AddOffsets from Empty/Complete*, or an InitProducerId
+bump) is answered CONCURRENT_TRANSACTIONS while any queue entry of that pid is still
+outstanding. Otherwise the first batches of the next transaction could land before the
+previous transaction's marker on a peer-led partition and be committed or aborted with it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+import trio
+from kio.schema.errors import ErrorCode
+
+from kaas import failpoints
+from kaas.domain import txn as dtxn
+from kaas.domain.routing import TXN_SLOTS, txn_slot
+from kaas.domain.txn import Fence, OffsetHook, Persist, Reply, TxnMetadata, TxnResult, TxnState, WriteMarkers
+from kaas.errors import CorruptState, KaasError
+from kaas.storage.fences import FenceLog, FenceReader
+from kaas.storage.markers import MarkerEntry, MarkerQueue
+from kaas.storage.txn_store import TxnStore
+
+__all__ = [
+    "FENCE_POLL_S",
+    "MARKER_POLL_S",
+    "SWEEP_INTERVAL_MS",
+    "TxnCoordinator",
+    "install",
+    "sweep_interval_ms",
+]
+
+log = structlog.get_logger()
+
+SWEEP_INTERVAL_MS = 10_000
+"""Reaper + reconcile tick (Apache transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
+SWEEP_ENV = "KAAS_TXN_SWEEP_MS"
+MARKER_POLL_S = 2.0
+FENCE_POLL_S = 0.5
+
+
+def sweep_interval_ms() -> int:
+    """The reaper/reconcile tick: ``SWEEP_INTERVAL_MS``, or ``$KAAS_TXN_SWEEP_MS`` (tests)."""
+    raw = os.environ.get(SWEEP_ENV)
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            log.warning("txn_sweep_env_ignored", value=raw)
+        else:
+            if value > 0:
+                return value
+    return SWEEP_INTERVAL_MS
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def _hit(name: str) -> None:
+    """Fire a named failpoint (DESIGN section 9); an ``error`` action becomes the retriable
+    COORDINATOR_NOT_AVAILABLE, like a failing disk would."""
+    try:
+        await failpoints.hit_async(name)
+    except OSError as exc:
+        raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+
+
+def install(broker: Any, nursery: trio.Nursery) -> TxnCoordinator:
+    """Create the coordinator, set it as ``broker.txn`` and start its background loops.
+
+    Idempotent: when ``broker.txn`` is set already, that coordinator is returned.
+
+    Args:
+        broker: the ``Broker`` (partitions, ownership, groups, layout).
+        nursery: the broker's root nursery.
+
+    Returns:
+        The installed coordinator.
+    """
+    if broker.txn is not None:
+        return broker.txn
+    coordinator = TxnCoordinator(broker)
+    broker.txn = coordinator
+    nursery.start_soon(coordinator.serve)
+    return coordinator
+
+
+class TxnCoordinator:
+    """Transaction coordinator of one broker (``broker.txn``)."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        s = broker.settings
+        layout = broker.layout
+        self.store = TxnStore(layout.txn_state, broker.owns_slot, fsync=s.fsync)
+        self.queue = MarkerQueue(layout.marker_queue, fsync=s.fsync)
+        self.fence_log = FenceLog(layout.fence_log(broker.id), fsync=s.fsync)
+        self.sweep_ms = sweep_interval_ms()
+        self._id_locks: dict[str, list[Any]] = {}
+        self._slot_locks = [trio.Lock() for _ in range(TXN_SLOTS)]
+        # pid -> {(epoch, topic, partition): Partition} of positive KIP-890 verifications
+        self._verified: dict[int, dict[tuple[int, str, int], Any]] = {}
+        # highest fenced epoch per pid seen in any fence log (applied on takeover too)
+        self._fences: dict[int, int] = {}
+        self._fenced_parts: set[int] = set()
+        self._corrupt: dict[Any, str] = {}
+        self._marker_wake = trio.Event()
+        self.stats = {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
+                      "reaped": 0, "reconciled": 0}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the marker watcher, the fence watcher and the reaper/reconcile forever."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.serve_fences)
+            nursery.start_soon(self.serve_markers)
+            nursery.start_soon(self.serve_sweeps)
+            task_status.started()
+
+    def wake_markers(self) -> None:
+        """Run the marker watcher now (after enqueueing to this broker's own queue)."""
+        self._marker_wake.set()
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def coordinator_epoch(self) -> int:
+        """The coordinator epoch written into markers: the controller epoch, else 0."""
+        value = getattr(self.broker, "controller_epoch", 0)
+        if callable(value):
+            value = value()
+        return value if isinstance(value, int) and 0 <= value < 2**31 else 0
+
+    def owned_slot(self, transactional_id: str) -> int:
+        """The slot of ``transactional_id``.
+
+        Raises:
+            KaasError: NOT_COORDINATOR when this broker does not own it.
+        """
+        slot = txn_slot(transactional_id)
+        if not self.broker.owns_slot(slot):
+            raise KaasError(ErrorCode.not_coordinator)
+        return slot
+
+    @asynccontextmanager
+    async def _locked(self, transactional_id: str) -> AsyncIterator[None]:
+        holder = self._id_locks.get(transactional_id)
+        if holder is None:
+            holder = self._id_locks[transactional_id] = [trio.Lock(), 0]
+        holder[1] += 1
+        try:
+            async with holder[0]:
+                yield
+        finally:
+            holder[1] -= 1
+            if holder[1] == 0:
+                del self._id_locks[transactional_id]
+
+    def _report_corrupt(self, key: Any, exc: Exception) -> None:
+        if self._corrupt.get(key) != str(exc):
+            self._corrupt[key] = str(exc)
+            log.error("txn_state_unreadable", key=str(key), error=str(exc))
+
+    async def _load(self, slot: int) -> dtxn.SlotState:
+        try:
+            state = await trio.to_thread.run_sync(self.store.load, slot)
+        except (CorruptState, OSError) as exc:
+            self._report_corrupt(("slot", slot), exc)
+            raise KaasError(ErrorCode.coordinator_not_available,
+                            f"transaction slot {slot} is unreadable") from None
+        if self._corrupt.pop(("slot", slot), None) is not None:
+            log.info("txn_slot_readable_again", slot=slot)
+        return state
+
+    async def _get(self, slot: int, transactional_id: str) -> TxnMetadata | None:
+        return (await self._load(slot)).get(transactional_id)
+
+    async def _persist(self, slot: int, meta: TxnMetadata) -> None:
+        async with self._slot_locks[slot]:
+            state = await self._load(slot)
+            await _hit("slot.before_write")
+            try:
+                await trio.to_thread.run_sync(self.store.save, slot, state.with_entry(meta))
+            except OSError as exc:
+                log.error("txn_slot_write_failed", slot=slot, error=str(exc))
+                raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+        log.debug("txn_state", transactional_id=meta.transactional_id, state=meta.state.value,
+                  producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, txn_seq=meta.txn_seq)
+
+    async def _carry_out(self, slot: int, res: TxnResult) -> ErrorCode:
+        """Carry out a result's effects in order; returns the code to answer with."""
+        for effect in res.effects:
+            if isinstance(effect, Persist):
+                await self._persist(slot, effect.meta)
+                if effect.meta.state.is_prepared:
+                    await _hit("endtxn.after_prepare")
+            elif isinstance(effect, Fence):
+                await self._fence(effect.producer_id, effect.producer_epoch)
+            elif isinstance(effect, WriteMarkers):
+                code = await self._finish(slot, effect)
+                if res.reply is None:
+                    return code
+            elif isinstance(effect, Reply):
+                return effect.error_code
+            else:  # OffsetHook only comes from complete_end_txn, handled by _finish
+                raise AssertionError(f"unexpected effect {effect!r}")
+        return res.error_code
+
+    async def _markers_pending(self, producer_id: int) -> bool:
+        try:
+            return bool(await trio.to_thread.run_sync(self.queue.pending_for_pid, producer_id))
+        except OSError as exc:
+            log.warning("txn_marker_queue_unreadable", error=str(exc))
+            return True
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        topics = self.broker.topics
+        meta = topics.get(topic)
+        if meta is None:
+            topics.refresh()
+            meta = topics.get(topic)
+        return meta is not None and 0 <= partition < meta.partitions
+
+    def _led(self, topic: str, partition: int) -> tuple[int, Any]:
+        """(leader id, the open Partition when this broker leads it, else None)."""
+        leader, _epoch = self.broker.leader(topic, partition)
+        part = self.broker.partitions.get((topic, partition))
+        if leader == self.broker.id and part is not None and not part.closed:
+            return leader, part
+        return leader, None
+
+    # ------------------------------------------------------------------ markers
+
+    def _append_marker(self, part: Any, producer_id: int, producer_epoch: int, commit: bool) -> int:
+        """Append one marker (skipped when it would change nothing). Returns the offset to
+        wait durable for."""
+        self._forget_verified(producer_id, part)
+        entry = part.log.producers.get(producer_id)
+        if entry is not None and entry.txn_first_offset is None and entry.epoch >= producer_epoch:
+            # No transaction of this pid is open here and the epoch is already at least the
+            # marker's: a marker would change nothing (a retry, or a partition added
+            # without data). Only wait for what is already written to be durable.
+            return part.log.log_end_offset
+        res = part.append_control(producer_id, producer_epoch, commit, self.coordinator_epoch)
+        if res is None:
+            return part.log.log_end_offset
+        self.stats["markers_written"] += 1
+        return res.next_offset
+
+    async def _write_local_markers(self, parts: list[Any], producer_id: int, producer_epoch: int,
+                                   commit: bool) -> list[Any]:
+        """Write markers on led partitions and wait until durable. Returns the failed ones."""
+        failed: list[Any] = []
+        waits: list[tuple[Any, int]] = []
+        for part in parts:
+            try:
+                waits.append((part, self._append_marker(part, producer_id, producer_epoch, commit)))
+            except KaasError as exc:
+                log.warning("txn_marker_append_failed", topic=part.topic, partition=part.index,
+                            producer_id=producer_id, error=exc.code.name)
+                failed.append(part)
+
+        async def wait(part: Any, offset: int) -> None:
+            try:
+                await part.wait_durable(offset)
+            except KaasError as exc:
+                log.warning("txn_marker_not_durable", topic=part.topic, partition=part.index,
+                            producer_id=producer_id, error=exc.code.name)
+                failed.append(part)
+
+        if len(waits) == 1:
+            await wait(*waits[0])
+        elif waits:
+            async with trio.open_nursery() as nursery:
+                for part, offset in waits:
+                    nursery.start_soon(wait, part, offset)
+        return failed
+
+    async def _dispatch(self, wm: WriteMarkers) -> bool:
+        """Place every marker of a prepared transaction: self-led first (durable), then the
+        queue entries for peer-led partitions. True when all are dispatched."""
+        local: list[Any] = []
+        remote: dict[int, set[tuple[str, int]]] = defaultdict(set)
+        for topic, partition in sorted(wm.partitions):
+            leader, part = self._led(topic, partition)
+            if part is not None:
+                local.append(part)
+            elif leader >= 0:
+                remote[leader].add((topic, partition))
+            elif not self._partition_exists(topic, partition):
+                log.warning("txn_marker_partition_gone", transactional_id=wm.transactional_id,
+                            topic=topic, partition=partition)
+            else:
+                log.warning("txn_marker_no_leader", transactional_id=wm.transactional_id,
+                            topic=topic, partition=partition)
+                return False
+        failed = await self._write_local_markers(local, wm.producer_id, wm.producer_epoch, wm.commit)
+        if failed:
+            return False
+        try:
+            await _hit("endtxn.after_local_markers")
+        except KaasError:
+            return False
+        for broker_id, partitions in sorted(remote.items()):
+            entry = MarkerEntry(wm.transactional_id, wm.producer_id, wm.producer_epoch, wm.commit,
+                                self.coordinator_epoch, frozenset(partitions), frozenset(), wm.txn_seq)
+            try:
+                await trio.to_thread.run_sync(self.queue.enqueue, broker_id, entry)
+            except OSError as exc:
+                log.warning("txn_marker_enqueue_failed", to_broker=broker_id, error=str(exc))
+                return False
+            log.debug("txn_markers_enqueued", transactional_id=wm.transactional_id, to_broker=broker_id,
+                      partitions=len(partitions))
+            if broker_id == self.broker.id:
+                self.wake_markers()
+        if remote:
+            try:
+                await _hit("endtxn.after_enqueue")
+            except KaasError:
+                return False
+        return True
+
+    async def _offset_hook(self, hook: OffsetHook, wm: WriteMarkers) -> bool:
+        """Commit/discard staged offsets: directly for local groups, queued otherwise."""
+        remote: dict[int, set[str]] = defaultdict(set)
+        for group in sorted(hook.groups):
+            if self.broker.owns_group(group):
+                try:
+                    await self.broker.groups.complete_txn(group, hook.producer_id, hook.commit)
+                except KaasError as exc:
+                    log.warning("txn_offset_hook_failed", group=group, error=exc.code.name)
+                    return False
+                continue
+            owner = self.broker.group_owner(group)
+            if owner is None:
+                log.warning("txn_offset_hook_no_coordinator", group=group)
+                return False
+            remote[owner].add(group)
+        for broker_id, groups in sorted(remote.items()):
+            entry = MarkerEntry(wm.transactional_id, hook.producer_id, wm.producer_epoch, hook.commit,
+                                self.coordinator_epoch, frozenset(), frozenset(groups), wm.txn_seq)
+            try:
+                await trio.to_thread.run_sync(self.queue.enqueue_groups, broker_id, entry)
+            except OSError as exc:
+                log.warning("txn_offset_hook_enqueue_failed", to_broker=broker_id, error=str(exc))
+                return False
+            if broker_id == self.broker.id:
+                self.wake_markers()
+        return True
+
+    async def _finish(self, slot: int, wm: WriteMarkers) -> ErrorCode:
+        """Dispatch a prepared transaction's markers, then complete it (hook + Persist)."""
+        if not await self._dispatch(wm):
+            return ErrorCode.coordinator_not_available
+        meta = await self._get(slot, wm.transactional_id)
+        res = dtxn.complete_end_txn(meta, now_ms(), dispatched=wm)
+        for effect in res.effects:
+            if isinstance(effect, OffsetHook):
+                if not await self._offset_hook(effect, wm):
+                    return ErrorCode.coordinator_not_available
+            elif isinstance(effect, Persist):
+                await _hit("endtxn.before_complete")
+                await self._persist(slot, effect.meta)
+                log.debug("txn_completed", transactional_id=wm.transactional_id, state=effect.meta.state.value,
+                         producer_id=wm.producer_id, producer_epoch=wm.producer_epoch,
+                         partitions=len(wm.partitions), groups=len(wm.groups))
+            elif isinstance(effect, Reply):
+                return effect.error_code
+        return res.error_code
+
+    # ------------------------------------------------------------------ fencing
+
+    def _apply_fence(self, producer_id: int, producer_epoch: int, now: int) -> int:
+        if producer_epoch > self._fences.get(producer_id, -1):
+            self._fences[producer_id] = producer_epoch
+        verified = self._verified.get(producer_id)
+        if verified:
+            for key in [k for k in verified if k[0] < producer_epoch]:
+                del verified[key]
+        applied = 0
+        for part in list(self.broker.partitions.values()):
+            if part.closed:
+                continue
+            producers = part.log.producers
+            if producer_id in producers and producers.fence(producer_id, producer_epoch, now_ms=now):
+                applied += 1
+        self.stats["fences_applied"] += applied
+        return applied
+
+    async def _fence(self, producer_id: int, producer_epoch: int) -> None:
+        """Cross-partition fence here, then the broadcast through this broker's fence log."""
+        applied = self._apply_fence(producer_id, producer_epoch, now_ms())
+        try:
+            await trio.to_thread.run_sync(self.fence_log.append, producer_id, producer_epoch)
+        except OSError as exc:
+            log.error("fence_log_append_failed", error=str(exc))
+            raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+        log.info("producer_fenced", producer_id=producer_id, producer_epoch=producer_epoch, partitions=applied)
+
+    async def serve_fences(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Poll the other brokers' fence logs every 500 ms; apply new bumps to led partitions,
+        and every bump ever seen to partitions this broker newly took over."""
+        directory = self.broker.layout.producer_fences
+        everything = FenceReader(directory)
+        for rec in await trio.to_thread.run_sync(everything.poll):
+            if rec.producer_epoch > self._fences.get(rec.producer_id, -1):
+                self._fences[rec.producer_id] = rec.producer_epoch
+        own = self.broker.layout.fence_log(self.broker.id).name
+        reader = FenceReader(directory, skip=frozenset({self.broker.id}),
+                             offsets={k: v for k, v in everything.offsets.items() if k != own})
+        task_status.started()
+        while True:
+            now = now_ms()
+            try:
+                records = await trio.to_thread.run_sync(reader.poll)
+            except OSError as exc:
+                log.warning("fence_logs_unreadable", error=str(exc))
+                records = []
+            for name, line in reader.errors:
+                log.error("fence_log_bad_line", file=name, line=line)
+            reader.errors.clear()
+            for rec in records:
+                n = self._apply_fence(rec.producer_id, rec.producer_epoch, now)
+                log.debug("producer_fence_applied", producer_id=rec.producer_id,
+                          producer_epoch=rec.producer_epoch, partitions=n)
+            self._fence_new_partitions(now)
+            await trio.sleep(FENCE_POLL_S)
+
+    def _fence_new_partitions(self, now: int) -> None:
+        led = {id(p): p for p in list(self.broker.partitions.values()) if not p.closed}
+        for key, part in led.items():
+            if key in self._fenced_parts:
+                continue
+            for entry in list(part.log.producers):
+                epoch = self._fences.get(entry.producer_id)
+                if epoch is not None and epoch > entry.epoch:
+                    part.log.producers.fence(entry.producer_id, epoch, now_ms=now)
+        self._fenced_parts = set(led)
+        for pid in list(self._verified):
+            verified = self._verified[pid]
+            for k in [k for k, p in verified.items() if id(p) not in led]:
+                del verified[k]
+            if not verified:
+                del self._verified[pid]
+
+    # ------------------------------------------------------------------ KIP-890 verification
+
+    def _forget_verified(self, producer_id: int, part: Any) -> None:
+        verified = self._verified.get(producer_id)
+        if verified:
+            for key in [k for k in verified if k[1] == part.topic and k[2] == part.index]:
+                del verified[key]
+
+    async def verify_partition(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                               topic: str, partition: int) -> None:
+        """KIP-890 part 1: may a transactional batch of (pid, epoch) go to this partition?
+
+        Accepted when this pid's transaction is already open on the partition at this
+        epoch, when a positive answer is cached, or when the slot file (read afresh: the
+        coordinator may be another broker) shows the transaction Ongoing with this pid and
+        epoch and holding the partition.
+
+        Raises:
+            KaasError: INVALID_PRODUCER_EPOCH for an older epoch (a fenced zombie),
+                INVALID_TXN_STATE when the partition is not in the ongoing transaction,
+                KAFKA_STORAGE_ERROR when the slot file cannot be read.
+        """
+        if not transactional_id:
+            raise KaasError(ErrorCode.invalid_txn_state, "transactional batch without a transactional id")
+        part = self.broker.partitions.get((topic, partition))
+        if part is not None:
+            entry = part.log.producers.get(producer_id)
+            if entry is not None:
+                if producer_epoch < entry.epoch:
+                    raise KaasError(ErrorCode.invalid_producer_epoch,
+                                    f"producer {producer_id} epoch {producer_epoch} is fenced by {entry.epoch}")
+                if producer_epoch == entry.epoch and entry.txn_first_offset is not None:
+                    return
+            cached = self._verified.get(producer_id, {}).get((producer_epoch, topic, partition))
+            if cached is part:
+                return
+        slot = txn_slot(transactional_id)
+        try:
+            state = await trio.to_thread.run_sync(self.store.load, slot)
+        except (CorruptState, OSError) as exc:
+            self._report_corrupt(("slot", slot), exc)
+            raise KaasError(ErrorCode.kafka_storage_error, f"transaction slot {slot} is unreadable") from None
+        meta = state.get(transactional_id)
+        if meta is None:
+            raise KaasError(ErrorCode.invalid_txn_state, f"unknown transactional id {transactional_id!r}")
+        if meta.producer_id != producer_id:
+            if meta.last_producer_id == producer_id:
+                raise KaasError(ErrorCode.invalid_producer_epoch, f"producer {producer_id} was replaced")
+            raise KaasError(ErrorCode.invalid_txn_state,
+                            f"producer {producer_id} is not the producer of {transactional_id!r}")
+        if producer_epoch < meta.producer_epoch:
+            raise KaasError(ErrorCode.invalid_producer_epoch,
+                            f"producer {producer_id} epoch {producer_epoch} is fenced by {meta.producer_epoch}")
+        if (producer_epoch != meta.producer_epoch or meta.state is not TxnState.Ongoing
+                or (topic, partition) not in meta.partitions):
+            raise KaasError(ErrorCode.invalid_txn_state,
+                            f"{topic}-{partition} is not in an ongoing transaction of {transactional_id!r}")
+        if part is not None:
+            self._verified.setdefault(producer_id, {})[(producer_epoch, topic, partition)] = part
+
+    # ------------------------------------------------------------------ requests
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
+                               producer_epoch: int, version: int) -> tuple[int, int]:
+        """InitProducerId (22) for a transactional id.
+
+        Returns:
+            (producer id, epoch) to answer with.
+
+        Raises:
+            KaasError: NOT_COORDINATOR, CONCURRENT_TRANSACTIONS (an Ongoing transaction was
+                aborted first, or markers are still queued), PRODUCER_FENCED /
+                INVALID_PRODUCER_EPOCH, INVALID_REQUEST, INVALID_TRANSACTION_TIMEOUT,
+                COORDINATOR_NOT_AVAILABLE.
+        """
+        if transactional_id == "":
+            raise KaasError(ErrorCode.invalid_request, "empty transactional id")
+        slot = self.owned_slot(transactional_id)
+        async with self._locked(transactional_id):
+            meta = await self._get(slot, transactional_id)
+            if (meta is not None and meta.state.can_begin
+                    and await self._markers_pending(meta.producer_id)):
+                raise KaasError(ErrorCode.concurrent_transactions, "markers of the last transaction are queued")
+            was_ongoing = meta is not None and meta.state is TxnState.Ongoing
+            res = dtxn.init_producer_id(
+                meta, transactional_id, timeout_ms, self.broker.settings.transaction_max_timeout_ms,
+                producer_id, producer_epoch, now_ms(), self.broker.allocate_pid, version)
+            if was_ongoing and res.meta is not None:
+                log.info("txn_fenced_aborting", transactional_id=transactional_id,
+                         producer_id=res.meta.producer_id, producer_epoch=res.meta.producer_epoch)
+            code = await self._carry_out(slot, res)
+            if code != ErrorCode.none:
+                raise KaasError(code)
+            reply = res.reply
+            assert reply is not None
+            if res.meta is not None:
+                log.debug("txn_producer_initialised", transactional_id=transactional_id,
+                         producer_id=reply.producer_id, producer_epoch=reply.producer_epoch)
+            return reply.producer_id, reply.producer_epoch
+
+    async def _begin_guard(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> bool:
+        """True when a new transaction may not begin yet (markers of the last one queued)."""
+        return (meta is not None and meta.producer_id == producer_id and meta.producer_epoch == producer_epoch
+                and meta.state.can_begin and await self._markers_pending(producer_id))
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: Iterable[tuple[str, int]], version: int) -> ErrorCode:
+        """AddPartitionsToTxn (24): the request-level code (copied to every partition).
+
+        Raises:
+            KaasError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
+        """
+        slot = self.owned_slot(transactional_id)
+        async with self._locked(transactional_id):
+            meta = await self._get(slot, transactional_id)
+            if await self._begin_guard(meta, producer_id, producer_epoch):
+                return ErrorCode.concurrent_transactions
+            res = dtxn.add_partitions(meta, producer_id, producer_epoch, partitions, now_ms(), version)
+            return await self._carry_out(slot, res)
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                          version: int) -> ErrorCode:
+        """AddOffsetsToTxn (25).
+
+        Raises:
+            KaasError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
+        """
+        slot = self.owned_slot(transactional_id)
+        async with self._locked(transactional_id):
+            meta = await self._get(slot, transactional_id)
+            if await self._begin_guard(meta, producer_id, producer_epoch):
+                return ErrorCode.concurrent_transactions
+            res = dtxn.add_offsets(meta, producer_id, producer_epoch, group_id, now_ms(), version)
+            return await self._carry_out(slot, res)
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      version: int) -> ErrorCode:
+        """EndTxn (26), both phases.
+
+        Returns:
+            NONE once every marker is durable (or queued) and the entry is Complete*;
+            COORDINATOR_NOT_AVAILABLE when a dispatch failed (the entry stays prepared);
+            the domain's codes otherwise.
+
+        Raises:
+            KaasError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
+        """
+        slot = self.owned_slot(transactional_id)
+        async with self._locked(transactional_id):
+            meta = await self._get(slot, transactional_id)
+            res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, now_ms(), version)
+            if res.meta is not None:
+                log.debug("txn_prepared", transactional_id=transactional_id, state=res.meta.state.value,
+                          partitions=len(res.meta.partitions), groups=len(res.meta.groups))
+            return await self._carry_out(slot, res)
+
+    async def check_txn_offset_commit(self, transactional_id: str, producer_id: int,
+                                      producer_epoch: int) -> ErrorCode:
+        """TxnOffsetCommit's fencing check: when this broker coordinates the transactional
+        id, a pid/epoch that is not the current one gets INVALID_PRODUCER_EPOCH (47);
+        otherwise the request is trusted."""
+        if self.broker.txn_owner(transactional_id) != self.broker.id:
+            return ErrorCode.none
+        try:
+            meta = await self._get(txn_slot(transactional_id), transactional_id)
+        except KaasError as exc:
+            return exc.code
+        if meta is None:
+            return ErrorCode.none
+        if meta.producer_id != producer_id or meta.producer_epoch != producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        return ErrorCode.none
+
+    async def describe(self, transactional_ids: Iterable[str]) -> list[tuple[str, ErrorCode, dtxn.TxnDescription | None]]:
+        """DescribeTransactions (65): per id, (id, code, description or None)."""
+        out: list[tuple[str, ErrorCode, dtxn.TxnDescription | None]] = []
+        for txn_id in transactional_ids:
+            try:
+                slot = self.owned_slot(txn_id)
+                meta = await self._get(slot, txn_id)
+            except KaasError as exc:
+                out.append((txn_id, exc.code, None))
+                continue
+            if meta is None:
+                out.append((txn_id, ErrorCode.transactional_id_not_found, None))
+            else:
+                out.append((txn_id, ErrorCode.none, dtxn.describe(meta)))
+        return out
+
+    async def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                   duration_ms: int = -1, pattern: str | None = None) -> tuple[list[str], list[dtxn.TxnDescription]]:
+        """ListTransactions (66) over the slots this broker owns.
+
+        Returns:
+            (state filters that are not state names, matching descriptions by id).
+        """
+        known = {s.value for s in TxnState}
+        wanted_states = set(states)
+        unknown = sorted(wanted_states - known)
+        pids = set(producer_ids)
+        regex = re.compile(pattern) if pattern else None
+        now = now_ms()
+        out = []
+        for slot in range(TXN_SLOTS):
+            if not self.broker.owns_slot(slot):
+                continue
+            try:
+                state = await self._load(slot)
+            except KaasError:
+                continue
+            for txn_id in sorted(state.entries):
+                meta = state.entries[txn_id]
+                if wanted_states and meta.state.value not in wanted_states:
+                    continue
+                if pids and meta.producer_id not in pids:
+                    continue
+                if duration_ms >= 0 and now - meta.ongoing_since_ms < duration_ms:
+                    continue
+                if regex is not None and not regex.fullmatch(txn_id):
+                    continue
+                out.append(dtxn.describe(meta))
+        return unknown, out
+
+    # ------------------------------------------------------------------ marker watcher
+
+    async def serve_markers(self) -> None:
+        """Apply this broker's marker queue every 2 s, or at once when woken."""
+        while True:
+            self._marker_wake = trio.Event()
+            try:
+                await self.apply_queue()
+            except OSError as exc:
+                log.warning("txn_marker_queue_failed", error=str(exc))
+            with trio.move_on_after(MARKER_POLL_S):
+                await self._marker_wake.wait()
+
+    async def apply_queue(self) -> None:
+        """One pass of the watcher: claim dead brokers' queues, then apply own entries."""
+        me = self.broker.id
+        alive = set(self.broker.alive_brokers())
+        if me in alive:
+            for broker_id in await trio.to_thread.run_sync(self.queue.queues):
+                if broker_id != me and broker_id not in alive:
+                    won = await trio.to_thread.run_sync(self.queue.claim, broker_id, me)
+                    if won:
+                        log.info("txn_markers_claimed", from_broker=broker_id, entries=len(won))
+        for path in await trio.to_thread.run_sync(self.queue.list, me):
+            await self._apply_entry(path)
+
+    async def _apply_entry(self, path: Any) -> None:
+        me = self.broker.id
+        taken = await trio.to_thread.run_sync(self.queue.take, path)
+        if taken is None:
+            return
+        try:
+            entry = await trio.to_thread.run_sync(self.queue.read, taken)
+        except CorruptState as exc:
+            self._report_corrupt(("marker", str(taken)), exc)
+            return
+        if entry is None:
+            return
+        keep_parts: set[tuple[str, int]] = set()
+        keep_groups: set[str] = set()
+        forward: dict[int, tuple[set[tuple[str, int]], set[str]]] = defaultdict(lambda: (set(), set()))
+        local: list[Any] = []
+        for topic, partition in sorted(entry.partitions):
+            leader, part = self._led(topic, partition)
+            if part is not None:
+                local.append(part)
+            elif leader >= 0 and leader != me:
+                forward[leader][0].add((topic, partition))
+            elif not self._partition_exists(topic, partition):
+                log.warning("txn_marker_partition_gone", transactional_id=entry.transactional_id,
+                            topic=topic, partition=partition)
+            else:
+                keep_parts.add((topic, partition))
+        failed = await self._write_local_markers(local, entry.producer_id, entry.producer_epoch, entry.commit)
+        keep_parts.update((p.topic, p.index) for p in failed)
+        for group in sorted(entry.groups):
+            if self.broker.owns_group(group):
+                try:
+                    await self.broker.groups.complete_txn(group, entry.producer_id, entry.commit)
+                except KaasError as exc:
+                    log.warning("txn_offset_hook_failed", group=group, error=exc.code.name)
+                    keep_groups.add(group)
+                continue
+            owner = self.broker.group_owner(group)
+            if owner is not None and owner != me:
+                forward[owner][1].add(group)
+            else:
+                keep_groups.add(group)
+        for broker_id, (parts, groups) in sorted(forward.items()):
+            try:
+                await trio.to_thread.run_sync(self.queue.forward, broker_id, entry.only(parts, groups), me)
+            except OSError as exc:
+                log.warning("txn_marker_forward_failed", to_broker=broker_id, error=str(exc))
+                keep_parts.update(parts)
+                keep_groups.update(groups)
+                continue
+            log.info("txn_markers_forwarded", transactional_id=entry.transactional_id, to_broker=broker_id,
+                     partitions=len(parts), groups=len(groups))
+        remaining = entry.only(keep_parts, keep_groups)
+        await failpoints.hit_async("marker.after_apply_before_delete")
+        if remaining.empty:
+            await trio.to_thread.run_sync(self.queue.delete, taken)
+            self.stats["entries_applied"] += 1
+            log.debug("txn_marker_entry_applied", transactional_id=entry.transactional_id,
+                      producer_id=entry.producer_id, commit=entry.commit, partitions=len(entry.partitions),
+                      groups=len(entry.groups))
+        elif remaining != entry:
+            await trio.to_thread.run_sync(self.queue.rewrite, taken, remaining)
+
+    # ------------------------------------------------------------------ reaper + reconcile
+
+    async def serve_sweeps(self) -> None:
+        """The timeout reaper and the marker reconcile: once at start (a crash may have left
+        prepared entries), then every ``sweep_ms``; only slots this broker owns."""
+        while True:
+            await self.sweep()
+            await trio.sleep(self.sweep_ms / 1000)
+
+    async def sweep(self) -> None:
+        """One pass: abort timed-out Ongoing entries, finish every prepared one."""
+        for slot in range(TXN_SLOTS):
+            if not self.broker.owns_slot(slot):
+                continue
+            try:
+                if not self.store.path(slot).exists():
+                    continue
+                state = await self._load(slot)
+            except KaasError:
+                continue
+            now = now_ms()
+            for txn_id in sorted(state.entries):
+                meta = state.entries[txn_id]
+                if meta.state.is_prepared or dtxn.timed_out(meta, now):
+                    await self._sweep_one(slot, txn_id)
+
+    async def _sweep_one(self, slot: int, transactional_id: str) -> None:
+        try:
+            async with self._locked(transactional_id):
+                if not self.broker.owns_slot(slot):
+                    return
+                meta = await self._get(slot, transactional_id)
+                if meta is None:
+                    return
+                now = now_ms()
+                if dtxn.timed_out(meta, now):
+                    res = dtxn.reaper_abort(meta, now)
+                    log.info("txn_timed_out_aborting", transactional_id=transactional_id,
+                             producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+                             ongoing_ms=now - meta.ongoing_since_ms)
+                    self.stats["reaped"] += 1
+                    code = await self._carry_out(slot, res)
+                elif meta.state.is_prepared:
+                    [wm] = dtxn.pending_dispatches(dtxn.SlotState({transactional_id: meta}))
+                    self.stats["reconciled"] += 1
+                    code = await self._finish(slot, wm)
+                else:
+                    return
+            if code != ErrorCode.none:
+                log.warning("txn_reconcile_incomplete", transactional_id=transactional_id, error=code.name)
+        except KaasError as exc:
+            log.warning("txn_sweep_failed", transactional_id=transactional_id, error=exc.code.name)
