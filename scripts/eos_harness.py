@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""The exactly-once harness: seed, copy with transactions, verify.
+
+    python scripts/eos_harness.py run --bootstrap 127.0.0.1:9092 --messages 20000 --copiers 3
+    python scripts/eos_harness.py run --start-cluster 3 --messages 5000    # its own cluster
+
+1. seeds an input topic with N unique sequenced messages;
+2. runs K copier processes: a read_committed group consumer and a transactional producer
+   (consume-process-produce with send_offsets_to_transaction, KIP-447), committing every
+   M messages and deliberately aborting every A-th transaction (then rewinding);
+3. verifies with a read_committed consumer: every input exactly once in the output,
+   per-input-partition order kept, nothing of an aborted transaction visible, and the
+   group's committed offsets equal to the input end offsets.
+
+Prints progress while it runs, a summary table at the end, and one JSON line with the
+figures. Exit status 0 only when every guarantee held.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+import click
+
+GROUP_PREFIX = "eos-harness"
+
+
+# ---------------------------------------------------------------------------- copier
+
+def copier(idx: int, cfg: dict, stop, stats) -> None:
+    """One copier process: consume (read_committed) -> produce in a txn -> commit offsets."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+    rnd = random.Random(cfg["seed"] * 1000 + idx)
+    consumer = Consumer({
+        "bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "enable.auto.commit": False,
+        "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+        "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 60000,
+        "partition.assignment.strategy": "cooperative-sticky",
+    })
+    producer = Producer({
+        "bootstrap.servers": cfg["bootstrap"], "transactional.id": f"{cfg['group']}-copier-{idx}",
+        "transaction.timeout.ms": 30000, "linger.ms": 5, "acks": "all", "message.timeout.ms": 60000,
+    })
+    producer.init_transactions(60)
+    consumer.subscribe([cfg["input"]])
+    committed = aborted = copied = 0
+    commit_ms: list[float] = []
+    txn_no = 0
+    try:
+        while not stop.is_set():
+            msgs = [m for m in consumer.consume(cfg["commit_every"], 0.5) if not m.error()]
+            if not msgs:
+                continue
+            txn_no += 1
+            abort = cfg["abort_every"] > 0 and rnd.random() < 1.0 / cfg["abort_every"]
+            tag = f"{idx}:{txn_no}"
+            try:
+                producer.begin_transaction()
+                for m in msgs:
+                    producer.produce(cfg["output"], key=str(m.partition()).encode(),
+                                     value=json.dumps({"v": m.value().decode(), "ip": m.partition(),
+                                                       "io": m.offset(), "ts": m.timestamp()[1],
+                                                       "tag": tag}).encode())
+                    producer.poll(0)
+                positions = {}
+                for m in msgs:
+                    positions[m.partition()] = m.offset() + 1
+                offsets = [TopicPartition(cfg["input"], p, o) for p, o in positions.items()]
+                producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+                if abort:
+                    producer.abort_transaction(30)
+                    aborted += 1
+                    stats.put(("aborted", tag))
+                    # rewind to what the group committed so the batch is copied again
+                    for tp in consumer.committed([TopicPartition(cfg["input"], p) for p in positions], 30):
+                        consumer.seek(TopicPartition(cfg["input"], tp.partition, tp.offset if tp.offset >= 0 else 0))
+                else:
+                    t0 = time.perf_counter()
+                    producer.commit_transaction(30)
+                    commit_ms.append((time.perf_counter() - t0) * 1000)
+                    committed += 1
+                    copied += len(msgs)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.txn_requires_abort():
+                    producer.abort_transaction(30)
+                    aborted += 1
+                    stats.put(("aborted", tag))
+                    for tp in consumer.committed([TopicPartition(cfg["input"], p) for p in positions], 30):
+                        consumer.seek(TopicPartition(cfg["input"], tp.partition, tp.offset if tp.offset >= 0 else 0))
+                elif err.retriable():
+                    continue
+                else:
+                    stats.put(("fatal", f"copier {idx}: {err}"))
+                    raise
+            stats.put(("progress", idx, committed, aborted, copied))
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._FENCED:
+            raise
+    finally:
+        stats.put(("done", idx, committed, aborted, copied, commit_ms))
+        consumer.close()
+
+
+# ---------------------------------------------------------------------------- phases
+
+def seed(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value=str(i).encode(), partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 5000 == 0:
+            p.poll(0)
+    if p.flush(120) != 0:
+        raise click.ClickException("seeding did not complete")
+
+
+def create_topics(bootstrap: str, specs: dict[str, int]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futs = admin.create_topics([NewTopic(t, n, 1) for t, n in specs.items()])
+    for t, f in futs.items():
+        try:
+            f.result(30)
+        except Exception as exc:  # noqa: BLE001 — an existing topic is fine
+            if "already exists" not in str(exc).lower() and "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+
+
+def read_output(bootstrap: str, topic: str, partitions: int, isolation: str, deadline: float) -> list:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4()}",
+                  "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out = []
+    eof: set[int] = set()
+    while len(eof) < partitions and time.monotonic() < deadline:
+        for m in c.consume(2000, 0.5):
+            if m.error():
+                if m.error().code() == m.error()._PARTITION_EOF:
+                    eof.add(m.partition())
+                continue
+            eof.discard(m.partition())
+            out.append((m.partition(), m.offset(), json.loads(m.value()), m.timestamp()[1]))
+    c.close()
+    return out
+
+
+def verify(cfg: dict, aborted_tags: set[str]) -> dict:
+    from confluent_kafka import Consumer, TopicPartition
+
+    deadline = time.monotonic() + cfg["timeout"]
+    recs = read_output(cfg["bootstrap"], cfg["output"], cfg["output_partitions"], "read_committed", deadline)
+    seen: dict[int, int] = defaultdict(int)
+    order_violations = 0
+    last_io: dict[int, int] = {}
+    aborted_visible = 0
+    max_latency = 0
+    for _part, _off, v, ts in recs:
+        seq = int(v["v"])
+        seen[seq] += 1
+        if v["tag"] in aborted_tags:
+            aborted_visible += 1
+        if seen[seq] == 1:
+            if v["io"] < last_io.get(v["ip"], -1):
+                order_violations += 1
+            last_io[v["ip"]] = v["io"]
+        if ts > 0 and v["ts"] > 0:
+            max_latency = max(max_latency, ts - v["ts"])
+    n = cfg["messages"]
+    duplicates = sum(c - 1 for c in seen.values() if c > 1)
+    losses = sum(1 for i in range(n) if seen.get(i, 0) == 0)
+    c = Consumer({"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "enable.auto.commit": False})
+    tps = [TopicPartition(cfg["input"], p) for p in range(cfg["input_partitions"])]
+    committed = {tp.partition: tp.offset for tp in c.committed(tps, 30)}
+    ends = {p: c.get_watermark_offsets(TopicPartition(cfg["input"], p), timeout=30)[1]
+            for p in range(cfg["input_partitions"])}
+    c.close()
+    return {"output_records": len(recs), "duplicates": duplicates, "losses": losses,
+            "order_violations": order_violations, "aborted_visible": aborted_visible,
+            "offsets_match": committed == ends, "committed_offsets": committed, "input_ends": ends,
+            "max_e2e_latency_ms": max_latency}
+
+
+def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
+    """Seed, copy, verify. ``chaos(elapsed_s)`` is called about every 0.2 s while copying."""
+    create_topics(cfg["bootstrap"], {cfg["input"]: cfg["input_partitions"], cfg["output"]: cfg["output_partitions"]})
+    t0 = time.monotonic()
+    seed(cfg["bootstrap"], cfg["input"], cfg["messages"], cfg["input_partitions"])
+    echo(f"seeded {cfg['messages']} messages in {time.monotonic() - t0:.1f}s")
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    stats = ctx.Queue()
+    procs = [ctx.Process(target=copier, args=(i, cfg, stop, stats), daemon=True) for i in range(cfg["copiers"])]
+    for p in procs:
+        p.start()
+    progress: dict[int, tuple[int, int, int]] = {}
+    aborted_tags: set[str] = set()
+    fatal: list[str] = []
+    commit_ms: list[float] = []
+    t_copy = time.monotonic()
+    last_print = 0.0
+    done = set()
+
+    def drain_stats():
+        while True:
+            try:
+                item = stats.get_nowait()
+            except Exception:  # noqa: BLE001 — queue.Empty
+                return
+            kind = item[0]
+            if kind == "progress":
+                progress[item[1]] = item[2:5]
+            elif kind == "aborted":
+                aborted_tags.add(item[1])
+            elif kind == "fatal":
+                fatal.append(item[1])
+            elif kind == "done":
+                progress[item[1]] = item[2:5]
+                commit_ms.extend(item[5])
+                done.add(item[1])
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    mon = Consumer({"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "enable.auto.commit": False})
+    tps = [TopicPartition(cfg["input"], p) for p in range(cfg["input_partitions"])]
+    try:
+        while time.monotonic() - t_copy < cfg["timeout"]:
+            drain_stats()
+            if chaos is not None:
+                chaos(time.monotonic() - t_copy)
+            now = time.monotonic()
+            if now - last_print >= 1.0:
+                last_print = now
+                try:
+                    committed = sum(max(tp.offset, 0) for tp in mon.committed(tps, 10))
+                except Exception:  # noqa: BLE001 — coordinator moving
+                    committed = -1
+                c = sum(x[0] for x in progress.values())
+                a = sum(x[1] for x in progress.values())
+                echo(f"  [{now - t_copy:6.1f}s] committed offsets {committed}/{cfg['messages']}  "
+                     f"txns committed {c} aborted {a}", err=True)
+                if committed >= cfg["messages"]:
+                    break
+            if fatal:
+                break
+            time.sleep(0.2)
+    finally:
+        mon.close()
+        stop.set()
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+        drain_stats()
+    copy_s = time.monotonic() - t_copy
+    result = verify(cfg, aborted_tags)
+    result.update({
+        "messages": cfg["messages"], "copiers": cfg["copiers"], "seed": cfg["seed"],
+        "transactions_committed": sum(x[0] for x in progress.values()),
+        "transactions_aborted": sum(x[1] for x in progress.values()),
+        "copy_seconds": round(copy_s, 2), "msgs_per_s": round(cfg["messages"] / copy_s, 1) if copy_s else 0,
+        "commit_p99_ms": round(sorted(commit_ms)[int(len(commit_ms) * 0.99)] if commit_ms else 0, 2),
+        "fatal": fatal,
+    })
+    result["ok"] = (result["duplicates"] == 0 and result["losses"] == 0 and result["order_violations"] == 0
+                    and result["aborted_visible"] == 0 and result["offsets_match"] and not fatal)
+    return result
+
+
+def print_summary(result: dict) -> None:
+    rows = [
+        ("messages", result["messages"], True),
+        ("transactions committed", result["transactions_committed"], True),
+        ("transactions aborted (deliberate or forced)", result["transactions_aborted"], True),
+        ("output records (read_committed)", result["output_records"], True),
+        ("duplicates", result["duplicates"], result["duplicates"] == 0),
+        ("losses", result["losses"], result["losses"] == 0),
+        ("order violations", result["order_violations"], result["order_violations"] == 0),
+        ("aborted records visible", result["aborted_visible"], result["aborted_visible"] == 0),
+        ("committed offsets == input end", result["offsets_match"], result["offsets_match"]),
+        ("max end-to-end latency (ms)", result["max_e2e_latency_ms"], True),
+        ("copy throughput (msgs/s)", result["msgs_per_s"], True),
+        ("commit_transaction p99 (ms)", result["commit_p99_ms"], True),
+    ]
+    width = max(len(r[0]) for r in rows)
+    click.echo("-" * (width + 24))
+    for name, value, good in rows:
+        click.echo(f"{name:<{width}}  {str(value):>12}  {'ok' if good else 'FAILED'}")
+    click.echo("-" * (width + 24))
+    click.echo("EXACTLY-ONCE HELD" if result["ok"] else f"GUARANTEE BROKEN (seed {result['seed']})")
+
+
+def launch_cluster(n: int, data: Path):
+    """A fresh kaas cluster through the supervisor, on free ports."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.procs import ClusterProcess  # noqa: E402 — the project's own launcher
+
+    return ClusterProcess(data, n).start()
+
+
+@click.group()
+def cli() -> None:
+    """Exactly-once harness for kaas (or any Kafka cluster)."""
+
+
+@cli.command()
+@click.option("--bootstrap", default=None, help="Bootstrap servers of a running cluster.")
+@click.option("--start-cluster", type=int, default=0, help="Start a fresh kaas cluster of this many brokers.")
+@click.option("--messages", type=int, default=10000, show_default=True)
+@click.option("--copiers", type=int, default=3, show_default=True)
+@click.option("--commit-every", type=int, default=100, show_default=True, help="Messages per transaction (max).")
+@click.option("--abort-every", type=int, default=10, show_default=True,
+              help="Abort about one transaction in this many (0: never).")
+@click.option("--input-partitions", type=int, default=6, show_default=True)
+@click.option("--output-partitions", type=int, default=6, show_default=True)
+@click.option("--timeout", type=float, default=300, show_default=True)
+@click.option("--seed", type=int, default=None, help="Random seed (printed).")
+def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, input_partitions,
+        output_partitions, timeout, seed) -> None:
+    """Seed, copy with transactions, verify; exit 0 only if exactly-once held."""
+    seed = seed if seed is not None else random.randrange(1 << 30)
+    cluster = None
+    tmp = None
+    if start_cluster:
+        tmp = Path(tempfile.mkdtemp(prefix="kaas-eos-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+        cluster = launch_cluster(start_cluster, tmp / "data")
+        bootstrap = cluster.bootstrap
+    if not bootstrap:
+        raise click.UsageError("give --bootstrap or --start-cluster")
+    run_id = uuid.uuid4().hex[:8]
+    cfg = {"bootstrap": bootstrap, "messages": messages, "copiers": copiers, "commit_every": commit_every,
+           "abort_every": abort_every, "input_partitions": input_partitions,
+           "output_partitions": output_partitions, "timeout": timeout, "seed": seed,
+           "input": f"eos-in-{run_id}", "output": f"eos-out-{run_id}", "group": f"{GROUP_PREFIX}-{run_id}"}
+    click.echo(f"eos harness: seed={seed} bootstrap={bootstrap}")
+    try:
+        result = run_harness(cfg)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+    print_summary(result)
+    click.echo(json.dumps({k: v for k, v in result.items() if k not in ("committed_offsets", "input_ends")}))
+    sys.exit(0 if result["ok"] else 1)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    cli()
