@@ -292,6 +292,8 @@ class GroupCoordinator:
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict]:
         self.check_owner(group_id)
+        if group_id not in self.groups and not self.store.path(group_id).exists():
+            return ErrorCode.group_id_not_found, {}
         e = self._entry(group_id)
         g = await self._offsets(e)
         subscribed = set()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import weakref
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -59,6 +60,8 @@ __all__ = [
 ]
 
 log = structlog.get_logger()
+
+Described = tuple[str, ErrorCode, dtxn.TxnDescription | None]
 
 SWEEP_INTERVAL_MS = 10_000
 """Reaper + reconcile tick (Apache transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
@@ -131,7 +134,8 @@ class TxnCoordinator:
         self._verified: dict[int, dict[tuple[int, str, int], Any]] = {}
         # highest fenced epoch per pid seen in any fence log (applied on takeover too)
         self._fences: dict[int, int] = {}
-        self._fenced_parts: set[int] = set()
+        self._fenced_parts: weakref.WeakSet[Any] = weakref.WeakSet()  # partitions seen by a fence poll
+        self._fence_reader: FenceReader | None = None
         self._corrupt: dict[Any, str] = {}
         self._marker_wake = trio.Event()
         self.stats = {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
@@ -247,7 +251,11 @@ class TxnCoordinator:
         topics = self.broker.topics
         meta = topics.get(topic)
         if meta is None:
-            topics.refresh()
+            try:
+                topics.refresh()
+            except (OSError, CorruptState) as exc:
+                log.warning("txn_topics_unreadable", error=str(exc))
+                return True  # unsure: keep the marker owed rather than drop it
             meta = topics.get(topic)
         return meta is not None and 0 <= partition < meta.partitions
 
@@ -311,6 +319,7 @@ class TxnCoordinator:
         queue entries for peer-led partitions. True when all are dispatched."""
         local: list[Any] = []
         remote: dict[int, set[tuple[str, int]]] = defaultdict(set)
+        complete = True  # False: a partition has no leader right now; place the rest anyway
         for topic, partition in sorted(wm.partitions):
             leader, part = self._led(topic, partition)
             if part is not None:
@@ -323,7 +332,7 @@ class TxnCoordinator:
             else:
                 log.warning("txn_marker_no_leader", transactional_id=wm.transactional_id,
                             topic=topic, partition=partition)
-                return False
+                complete = False
         failed = await self._write_local_markers(local, wm.producer_id, wm.producer_epoch, wm.commit)
         if failed:
             return False
@@ -348,7 +357,7 @@ class TxnCoordinator:
                 await _hit("endtxn.after_enqueue")
             except KaasError:
                 return False
-        return True
+        return complete
 
     async def _offset_hook(self, hook: OffsetHook, wm: WriteMarkers) -> bool:
         """Commit/discard staged offsets: directly for local groups, queued otherwise."""
@@ -392,8 +401,8 @@ class TxnCoordinator:
                 await _hit("endtxn.before_complete")
                 await self._persist(slot, effect.meta)
                 log.debug("txn_completed", transactional_id=wm.transactional_id, state=effect.meta.state.value,
-                         producer_id=wm.producer_id, producer_epoch=wm.producer_epoch,
-                         partitions=len(wm.partitions), groups=len(wm.groups))
+                          producer_id=wm.producer_id, producer_epoch=wm.producer_epoch,
+                          partitions=len(wm.partitions), groups=len(wm.groups))
             elif isinstance(effect, Reply):
                 return effect.error_code
         return res.error_code
@@ -428,47 +437,60 @@ class TxnCoordinator:
         log.info("producer_fenced", producer_id=producer_id, producer_epoch=producer_epoch, partitions=applied)
 
     async def serve_fences(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Poll the other brokers' fence logs every 500 ms; apply new bumps to led partitions,
-        and every bump ever seen to partitions this broker newly took over."""
+        """Poll the other brokers' fence logs every 500 ms (see ``poll_fences``)."""
+        await self.load_fences()
+        task_status.started()
+        while True:
+            await self.poll_fences()
+            await trio.sleep(FENCE_POLL_S)
+
+    async def load_fences(self) -> None:
+        """Read every fence log (this broker's own too) to know the highest fenced epoch of
+        each pid; later polls read only the other brokers' new lines."""
         directory = self.broker.layout.producer_fences
         everything = FenceReader(directory)
         for rec in await trio.to_thread.run_sync(everything.poll):
             if rec.producer_epoch > self._fences.get(rec.producer_id, -1):
                 self._fences[rec.producer_id] = rec.producer_epoch
         own = self.broker.layout.fence_log(self.broker.id).name
-        reader = FenceReader(directory, skip=frozenset({self.broker.id}),
-                             offsets={k: v for k, v in everything.offsets.items() if k != own})
-        task_status.started()
-        while True:
-            now = now_ms()
-            try:
-                records = await trio.to_thread.run_sync(reader.poll)
-            except OSError as exc:
-                log.warning("fence_logs_unreadable", error=str(exc))
-                records = []
-            for name, line in reader.errors:
-                log.error("fence_log_bad_line", file=name, line=line)
-            reader.errors.clear()
-            for rec in records:
-                n = self._apply_fence(rec.producer_id, rec.producer_epoch, now)
-                log.debug("producer_fence_applied", producer_id=rec.producer_id,
-                          producer_epoch=rec.producer_epoch, partitions=n)
-            self._fence_new_partitions(now)
-            await trio.sleep(FENCE_POLL_S)
+        self._fence_reader = FenceReader(directory, skip=frozenset({self.broker.id}),
+                                         offsets={k: v for k, v in everything.offsets.items() if k != own})
+
+    async def poll_fences(self) -> None:
+        """Apply the bumps new in the other brokers' fence logs to the partitions this broker
+        leads, and every bump ever seen to partitions it took over since the last poll."""
+        if self._fence_reader is None:
+            await self.load_fences()
+        reader = self._fence_reader
+        assert reader is not None
+        now = now_ms()
+        try:
+            records = await trio.to_thread.run_sync(reader.poll)
+        except OSError as exc:
+            log.warning("fence_logs_unreadable", error=str(exc))
+            records = []
+        for name, line in reader.errors:
+            log.error("fence_log_bad_line", file=name, line=line)
+        reader.errors.clear()
+        for rec in records:
+            n = self._apply_fence(rec.producer_id, rec.producer_epoch, now)
+            log.debug("producer_fence_applied", producer_id=rec.producer_id,
+                      producer_epoch=rec.producer_epoch, partitions=n)
+        self._fence_new_partitions(now)
 
     def _fence_new_partitions(self, now: int) -> None:
-        led = {id(p): p for p in list(self.broker.partitions.values()) if not p.closed}
-        for key, part in led.items():
-            if key in self._fenced_parts:
+        led = [p for p in list(self.broker.partitions.values()) if not p.closed]
+        for part in led:
+            if part in self._fenced_parts:
                 continue
             for entry in list(part.log.producers):
                 epoch = self._fences.get(entry.producer_id)
                 if epoch is not None and epoch > entry.epoch:
                     part.log.producers.fence(entry.producer_id, epoch, now_ms=now)
-        self._fenced_parts = set(led)
+            self._fenced_parts.add(part)
         for pid in list(self._verified):
             verified = self._verified[pid]
-            for k in [k for k, p in verified.items() if id(p) not in led]:
+            for k in [k for k, p in verified.items() if p.closed]:
                 del verified[k]
             if not verified:
                 del self._verified[pid]
@@ -557,9 +579,13 @@ class TxnCoordinator:
                     and await self._markers_pending(meta.producer_id)):
                 raise KaasError(ErrorCode.concurrent_transactions, "markers of the last transaction are queued")
             was_ongoing = meta is not None and meta.state is TxnState.Ongoing
-            res = dtxn.init_producer_id(
-                meta, transactional_id, timeout_ms, self.broker.settings.transaction_max_timeout_ms,
-                producer_id, producer_epoch, now_ms(), self.broker.allocate_pid, version)
+            try:
+                res = dtxn.init_producer_id(
+                    meta, transactional_id, timeout_ms, self.broker.settings.transaction_max_timeout_ms,
+                    producer_id, producer_epoch, now_ms(), self.broker.allocate_pid, version)
+            except OSError as exc:  # the PID block file could not be written
+                log.error("pid_block_write_failed", error=str(exc))
+                raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
             if was_ongoing and res.meta is not None:
                 log.info("txn_fenced_aborting", transactional_id=transactional_id,
                          producer_id=res.meta.producer_id, producer_epoch=res.meta.producer_epoch)
@@ -570,7 +596,7 @@ class TxnCoordinator:
             assert reply is not None
             if res.meta is not None:
                 log.debug("txn_producer_initialised", transactional_id=transactional_id,
-                         producer_id=reply.producer_id, producer_epoch=reply.producer_epoch)
+                          producer_id=reply.producer_id, producer_epoch=reply.producer_epoch)
             return reply.producer_id, reply.producer_epoch
 
     async def _begin_guard(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> bool:
@@ -646,9 +672,9 @@ class TxnCoordinator:
             return ErrorCode.invalid_producer_epoch
         return ErrorCode.none
 
-    async def describe(self, transactional_ids: Iterable[str]) -> list[tuple[str, ErrorCode, dtxn.TxnDescription | None]]:
+    async def describe(self, transactional_ids: Iterable[str]) -> list[Described]:
         """DescribeTransactions (65): per id, (id, code, description or None)."""
-        out: list[tuple[str, ErrorCode, dtxn.TxnDescription | None]] = []
+        out: list[Described] = []
         for txn_id in transactional_ids:
             try:
                 slot = self.owned_slot(txn_id)
@@ -704,7 +730,7 @@ class TxnCoordinator:
             self._marker_wake = trio.Event()
             try:
                 await self.apply_queue()
-            except OSError as exc:
+            except (OSError, CorruptState) as exc:
                 log.warning("txn_marker_queue_failed", error=str(exc))
             with trio.move_on_after(MARKER_POLL_S):
                 await self._marker_wake.wait()
@@ -831,6 +857,9 @@ class TxnCoordinator:
                     [wm] = dtxn.pending_dispatches(dtxn.SlotState({transactional_id: meta}))
                     self.stats["reconciled"] += 1
                     code = await self._finish(slot, wm)
+                    if code == ErrorCode.none:
+                        log.info("txn_reconciled", transactional_id=transactional_id, commit=wm.commit,
+                                 producer_id=wm.producer_id, producer_epoch=wm.producer_epoch)
                 else:
                     return
             if code != ErrorCode.none:

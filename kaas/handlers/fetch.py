@@ -72,7 +72,8 @@ async def handle(ctx, req) -> dict:
     deadline = trio.current_time() + max(0.0, max_wait)
     while True:
         responses, total, errors = _collect(ctx, req, True)
-        if total >= max(req.min_bytes, 1) or errors or trio.current_time() >= deadline:
+        # Like Apache: min_bytes <= 0 answers at once, even with no data.
+        if total >= req.min_bytes or errors or trio.current_time() >= deadline:
             break
         with trio.move_on_at(deadline):
             await ctx.broker.wait_for_data()

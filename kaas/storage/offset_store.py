@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kaas.errors import CorruptState
 from kaas.storage import atomic
-from kaas.storage.paths import decode_name, encode_name
+from kaas.storage.paths import decode_name, encode_name, is_digest_name
 
 TP = tuple[str, int]
 
@@ -102,5 +102,13 @@ class OffsetStore:
             return out
         for n in names:
             if n.endswith(".json") and not n.startswith("."):
-                out.append(decode_name(n[:-5]))
+                if is_digest_name(n[:-5]):
+                    try:
+                        obj = atomic.read_json(self.dir / n)
+                        if obj is not None:
+                            out.append(str(obj["group_id"]))
+                    except (CorruptState, KeyError):
+                        continue
+                else:
+                    out.append(decode_name(n[:-5]))
         return out

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import urllib.parse
 from pathlib import Path
+
+
+MAX_ENCODED = 200
 
 
 class Layout:
@@ -65,11 +69,20 @@ def encode_name(name: str) -> str:
     """A file-name-safe, reversible encoding of an arbitrary id (group ids may hold '/')."""
     if name == "":
         return "%"
-    enc = urllib.parse.quote(name, safe="-_")
-    return enc.replace(".", "%2E")
+    enc = urllib.parse.quote(name, safe="-_").replace(".", "%2E")
+    if len(enc) > MAX_ENCODED:
+        # Too long for a file name: a readable prefix plus a digest of the whole id. Such a
+        # name is not reversible; readers take the id from the file's own content.
+        enc = enc[:120] + "~" + hashlib.sha256(name.encode()).hexdigest()
+    return enc
+
+
+def is_digest_name(enc: str) -> bool:
+    return "~" in enc
 
 
 def decode_name(enc: str) -> str:
+    """The id of an ``encode_name`` result (not for digest names: see ``is_digest_name``)."""
     if enc == "%":
         return ""
     return urllib.parse.unquote(enc)

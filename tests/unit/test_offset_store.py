@@ -181,3 +181,16 @@ def test_group_offsets_json_is_stable():
     assert obj["pending"] == {"3": {"a": {"0": [9, -1, "", -1]}}}
     back = GroupOffsets.from_json(json.loads(json.dumps(obj)), "x")
     assert back.offsets == g.offsets and back.pending == g.pending and back.generation == 4
+
+
+def test_very_long_group_ids_get_short_distinct_file_names(tmp_path):
+    from kaas.storage.offset_store import GroupOffsets, OffsetStore
+
+    store = OffsetStore(tmp_path, fsync=False)
+    a, b = "é" * 300, "é" * 299 + "x"
+    for gid in (a, b):
+        store.save(GroupOffsets(gid))
+        assert len(store.path(gid).name) < 255
+    assert store.path(a) != store.path(b)
+    assert sorted(store.list_groups()) == sorted([a, b])
+    assert store.load(a).group_id == a
