@@ -17,7 +17,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import configs, failpoints
+from kaas import configs, failpoints, txn_coordinator
 from kaas.domain import routing
 from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import CorruptState, KaasError
@@ -217,6 +217,7 @@ class Broker:
         await nursery.start(self.cluster.serve)
         nursery.start_soon(self._retention_loop)
         await nursery.start(self.groups.serve_timers)
+        txn_coordinator.install(self, nursery)
 
     async def drain_wait(self, timeout: float = 5.0) -> None:
         """SIGTERM: flag draining so the controller moves our keys away, and wait (bounded)

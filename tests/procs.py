@@ -75,11 +75,13 @@ def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Pop
 class BrokerProcess:
     """One `kaas broker` process on a free port and a data directory."""
 
-    def __init__(self, data: Path, broker_id: int = 0, port: int | None = None, extra: list[str] | None = None):
+    def __init__(self, data: Path, broker_id: int = 0, port: int | None = None, extra: list[str] | None = None,
+                 env: dict[str, str] | None = None):
         self.data = Path(data)
         self.broker_id = broker_id
         self.port = port or free_port()
         self.extra = list(extra or [])
+        self.env = dict(env or {})
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data / "run" / f"test-broker-{broker_id}.log"
 
@@ -93,7 +95,7 @@ class BrokerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kaas.cli", "broker", "--id", str(self.broker_id), "--data", str(self.data),
              "--listen", f"127.0.0.1:{self.port}", *self.extra],
-            stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **self.env},
         )
         logf.close()
         wait_ready("127.0.0.1", self.port, proc=self.proc)
@@ -140,8 +142,10 @@ def send_signal_by_pidfile(data: Path, broker_id: int, sig: int) -> int:
 class ClusterProcess:
     """`kaas cluster` (the supervisor) running N brokers on consecutive free ports."""
 
-    def __init__(self, data: Path, brokers: int = 3, extra: list[str] | None = None):
+    def __init__(self, data: Path, brokers: int = 3, extra: list[str] | None = None,
+                 env: dict[str, str] | None = None):
         self.data = Path(data)
+        self.env = dict(env or {})
         self.n = brokers
         self.base_port = free_ports(brokers)
         self.extra = list(extra or [])
@@ -163,7 +167,8 @@ class ClusterProcess:
                 "--base-port", str(self.base_port), "--restart-delay", "0.5"]
         if self.extra:
             argv += ["--", *self.extra]
-        self.proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env={**os.environ, **self.env})
         logf.close()
         for port in self.ports:
             wait_ready("127.0.0.1", port, timeout=timeout, proc=self.proc)

@@ -120,8 +120,13 @@ def test_tricky_group_names_get_distinct_safe_files(tmp_path):
 @settings(deadline=None)
 @given(st.text())
 def test_encode_name_round_trip_and_safe(name):
+    from kaas.storage.paths import is_digest_name
+
     enc = encode_name(name)
-    assert decode_name(enc) == name
+    if is_digest_name(enc):  # too long to spell out: a prefix plus a digest, read from the file
+        assert len(enc) < 255
+    else:
+        assert decode_name(enc) == name
     assert SAFE.match(enc)
     assert not enc.startswith(".")
 

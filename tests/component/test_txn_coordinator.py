@@ -1,0 +1,385 @@
+"""``TxnCoordinator`` over a tmp data directory shared by several fake brokers: real
+partition logs and slot files, a scripted cluster view (leaders, liveness, owners).
+
+Covers what a single-broker integration test cannot reach: peer-led markers through the
+queue, forwarding after a leadership move, claims of a dead broker's queue, the offset
+hook of a group coordinated elsewhere, the fence-log broadcast, the begin guard while
+markers are queued, dispatch failure + reconcile, the reaper, and KIP-890 verification.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import trio
+from kio.schema.errors import ErrorCode
+
+from kaas.broker import Partition
+from kaas.domain.routing import txn_slot
+from kaas.domain.txn import TxnState
+from kaas.errors import KaasError
+from kaas.settings import Settings
+from kaas.storage.partition_log import LogConfig, PartitionLog
+from kaas.storage.paths import Layout
+from kaas.txn_coordinator import TxnCoordinator
+from kaas.wire import batch as wb
+
+V = 3  # request version used for AddPartitions/EndTxn (PRODUCER_FENCED from v2)
+
+
+@dataclass
+class World:
+    topics: dict[str, int] = field(default_factory=lambda: {"t": 3})
+    leaders: dict[tuple[str, int], int] = field(default_factory=dict)
+    alive: set[int] = field(default_factory=lambda: {0, 1, 2})
+    slot_owner: int = 0
+    group_owners: dict[str, int] = field(default_factory=dict)
+    pids: itertools.count = field(default_factory=lambda: itertools.count(1000))
+
+
+class FakeGroups:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, bool]] = []
+
+    async def complete_txn(self, group: str, producer_id: int, commit: bool) -> None:
+        self.calls.append((group, producer_id, commit))
+
+
+class FakeBroker:
+    def __init__(self, world: World, broker_id: int, data: Path) -> None:
+        self.world = world
+        self.id = broker_id
+        self.settings = Settings(broker_id=broker_id, data=data, fsync=False)
+        self.layout = Layout(data)
+        self.layout.ensure()
+        self.topics = SimpleNamespace(
+            get=lambda name: SimpleNamespace(partitions=world.topics[name]) if name in world.topics else None,
+            refresh=lambda: None)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.groups = FakeGroups()
+        self.txn: TxnCoordinator | None = None
+        self.cluster = SimpleNamespace(lease_valid=lambda: True)
+
+    # cluster view
+    def leader(self, topic: str, index: int) -> tuple[int, int]:
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            return self.id, part.epoch
+        owner = self.world.leaders.get((topic, index), -1)
+        return (owner, 1) if owner in self.world.alive and owner != self.id else (-1, 1)
+
+    def owns_slot(self, slot: int) -> bool:
+        return self.world.slot_owner == self.id
+
+    def txn_owner(self, txn_id: str) -> int:
+        return self.world.slot_owner
+
+    def group_owner(self, group: str) -> int:
+        return self.world.group_owners.get(group, 0)
+
+    def owns_group(self, group: str) -> bool:
+        return self.group_owner(group) == self.id
+
+    def alive_brokers(self) -> list[int]:
+        return sorted(self.world.alive)
+
+    def registered_brokers(self) -> list[int]:
+        return [0, 1, 2]
+
+    def allocate_pid(self) -> int:
+        return next(self.world.pids)
+
+    # what Partition needs
+    def notify_data(self) -> None:
+        pass
+
+    def check_before_ack(self, part: Partition) -> None:
+        part.check_open()
+
+    def stats_fsync(self, seconds: float) -> None:
+        pass
+
+    async def verify_txn_partition(self, part, transactional_id, header) -> None:
+        assert self.txn is not None
+        await self.txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch,
+                                        part.topic, part.index)
+
+    # test controls
+    def lead(self, topic: str, index: int) -> Partition:
+        plog = PartitionLog(self.layout.partition_dir(topic, index), LogConfig(fsync=False))
+        plog.open()
+        part = Partition(topic, index, plog, self)
+        self.partitions[(topic, index)] = part
+        self.world.leaders[(topic, index)] = self.id
+        return part
+
+    def unlead(self, topic: str, index: int) -> None:
+        part = self.partitions.pop((topic, index))
+        part.closed = True
+        part.log.close()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    world = World()
+    brokers = [FakeBroker(world, i, tmp_path) for i in range(3)]
+    for b in brokers:
+        b.txn = TxnCoordinator(b)
+    yield world, brokers
+    for b in brokers:
+        for key in list(b.partitions):
+            b.unlead(*key)
+
+
+async def produce(part: Partition, txn_id: str, pid: int, epoch: int, seq: int = 0, n: int = 2):
+    raw = wb.build_batch(attributes=wb.ATTR_TRANSACTIONAL, base_timestamp=1000, producer_id=pid,
+                         producer_epoch=epoch, base_sequence=seq, records=[(None, b"v")] * n)
+    res = await part.produce(raw, wb.validate_produce(raw, 1 << 20), txn_id)
+    await part.wait_durable(res.next_offset)
+    return res
+
+
+def state_of(b: FakeBroker, txn_id: str):
+    return b.txn.store.load(txn_slot(txn_id)).get(txn_id)
+
+
+def open_txn(part: Partition) -> bool:
+    return part.last_stable_offset < part.high_watermark
+
+
+async def begin(c: TxnCoordinator, txn_id: str, parts, timeout_ms: int = 60_000) -> tuple[int, int]:
+    pid, epoch = await c.init_producer_id(txn_id, timeout_ms, -1, -1, 4)
+    assert await c.add_partitions(txn_id, pid, epoch, parts, V) == ErrorCode.none
+    return pid, epoch
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+async def test_peer_led_marker_goes_through_the_queue(cluster):
+    world, (b0, b1, _b2) = cluster
+    p0, p1 = b0.lead("t", 0), b1.lead("t", 1)
+    pid, epoch = await begin(b0.txn, "x", [("t", 0), ("t", 1)])
+    await produce(p0, "x", pid, epoch)
+    await produce(p1, "x", pid, epoch)  # verified by b1 from b0's slot file
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
+    assert state_of(b0, "x").state is TxnState.CompleteCommit
+    assert not open_txn(p0)  # self-led marker written before answering
+    assert open_txn(p1)  # peer-led: queued only
+    assert [p.name for p in b0.txn.queue.list(1)] == [f"{pid}-{epoch}-1.json"]
+    # the next transaction may not begin while the marker is queued
+    assert await b0.txn.add_partitions("x", pid, epoch, [("t", 0)], V) == ErrorCode.concurrent_transactions
+    await b1.txn.apply_queue()
+    assert not open_txn(p1) and b0.txn.queue.list(1) == []
+    assert await b0.txn.add_partitions("x", pid, epoch, [("t", 0)], V) == ErrorCode.none
+    assert state_of(b0, "x").txn_seq == 2
+
+
+async def test_entry_for_a_moved_partition_is_forwarded(cluster):
+    world, (b0, b1, b2) = cluster
+    b0.lead("t", 0)
+    p1 = b1.lead("t", 1)
+    b1.lead("t", 2)
+    pid, epoch = await begin(b0.txn, "x", [("t", 1), ("t", 2)])
+    await produce(p1, "x", pid, epoch)
+    assert await b0.txn.end_txn("x", pid, epoch, False, V) == ErrorCode.none
+    b1.unlead("t", 1)
+    moved = b2.lead("t", 1)  # recovery keeps the open transaction
+    assert open_txn(moved)
+    await b1.txn.apply_queue()
+    assert b1.txn.queue.list(1) == []  # t-2 done, t-1 forwarded
+    [fwd] = b1.txn.queue.list(2)
+    assert fwd.name.startswith(f"{pid}-{epoch}-1.f1-")
+    assert b1.txn.queue.read(fwd).partitions == {("t", 1)}
+    await b2.txn.apply_queue()
+    assert not open_txn(moved) and b2.txn.queue.list(2) == []
+    assert moved.aborted_transactions(0, moved.high_watermark) == [{"producer_id": pid, "first_offset": 0}]
+
+
+async def test_dead_brokers_queue_is_claimed(cluster):
+    world, (b0, b1, b2) = cluster
+    b0.lead("t", 0)
+    p1 = b1.lead("t", 1)
+    pid, epoch = await begin(b0.txn, "x", [("t", 1)])
+    await produce(p1, "x", pid, epoch)
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
+    # broker 1 dies; broker 2 takes t-1 over and claims the queue
+    b1.unlead("t", 1)
+    world.alive.discard(1)
+    p1 = b2.lead("t", 1)
+    await b2.txn.apply_queue()
+    assert b2.txn.queue.list(1) == [] and b2.txn.queue.list(2) == []
+    assert not open_txn(p1)
+
+
+async def test_offset_hook_for_a_group_coordinated_elsewhere(cluster):
+    world, (b0, b1, _b2) = cluster
+    world.group_owners.update({"local": 0, "remote": 1})
+    p0 = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "x", [("t", 0)])
+    for g in ("local", "remote"):
+        assert await b0.txn.add_offsets("x", pid, epoch, g, V) == ErrorCode.none
+    await produce(p0, "x", pid, epoch)
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
+    assert b0.groups.calls == [("local", pid, True)]
+    assert [p.name for p in b0.txn.queue.list(1)] == [f"{pid}-{epoch}-1.groups.json"]
+    await b1.txn.apply_queue()
+    assert b1.groups.calls == [("remote", pid, True)] and b0.txn.queue.list(1) == []
+
+
+async def test_dispatch_failure_leaves_prepared_and_reconcile_finishes(cluster):
+    world, (b0, b1, _b2) = cluster
+    p0 = b0.lead("t", 0)
+    world.leaders[("t", 1)] = 7  # a leader nobody knows alive: no leader
+    pid, epoch = await begin(b0.txn, "x", [("t", 0), ("t", 1)])
+    await produce(p0, "x", pid, epoch)
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.coordinator_not_available
+    assert state_of(b0, "x").state is TxnState.PrepareCommit
+    assert not open_txn(p0)  # self-led markers go first
+    # the producer retries while still prepared: re-driven, still failing
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.coordinator_not_available
+    assert await b0.txn.end_txn("x", pid, epoch, False, V) == ErrorCode.invalid_txn_state
+    b1.lead("t", 1)
+    await b0.txn.sweep()
+    assert state_of(b0, "x").state is TxnState.CompleteCommit
+    assert len(b0.txn.queue.list(1)) == 1
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none  # idempotent retry
+    # markers were not duplicated on t-0: one data batch + one marker
+    assert p0.high_watermark == 3
+
+
+async def test_fence_broadcast_reaches_peer_partitions(cluster):
+    world, (b0, b1, b2) = cluster
+    p1 = b1.lead("t", 1)
+    pid, epoch = await begin(b0.txn, "x", [("t", 1)])
+    await produce(p1, "x", pid, epoch)
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
+    await b1.txn.apply_queue()
+    await b1.txn.load_fences()
+    pid2, epoch2 = await b0.txn.init_producer_id("x", 60_000, -1, -1, 4)
+    assert (pid2, epoch2) == (pid, epoch + 1)
+    assert b0.layout.fence_log(0).read_text().strip() == f'{{"pid":{pid},"epoch":{epoch + 1}}}'
+    assert p1.log.producers.get(pid).epoch == epoch
+    await b1.txn.poll_fences()
+    assert p1.log.producers.get(pid).epoch == epoch + 1
+    # a zombie batch at the old epoch is refused on the peer's partition
+    with pytest.raises(KaasError) as exc:
+        await produce(p1, "x", pid, epoch, seq=2)
+    assert exc.value.code == ErrorCode.invalid_producer_epoch
+    # a broker that takes a partition over later applies every fence it has seen
+    b1.unlead("t", 1)
+    moved = b2.lead("t", 1)
+    moved.log.producers._entries[pid].epoch = epoch  # as if the snapshot predated the bump
+    await b2.txn.poll_fences()
+    assert moved.log.producers.get(pid).epoch == epoch + 1
+
+
+async def test_init_while_ongoing_aborts_first(cluster):
+    world, (b0, _b1, _b2) = cluster
+    p0 = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "x", [("t", 0)])
+    await produce(p0, "x", pid, epoch)
+    with pytest.raises(KaasError) as exc:
+        await b0.txn.init_producer_id("x", 60_000, -1, -1, 4)
+    assert exc.value.code == ErrorCode.concurrent_transactions
+    meta = state_of(b0, "x")
+    assert meta.state is TxnState.CompleteAbort and meta.producer_epoch == epoch + 1
+    assert not open_txn(p0) and p0.aborted_transactions(0, 10) == [{"producer_id": pid, "first_offset": 0}]
+    assert await b0.txn.init_producer_id("x", 60_000, -1, -1, 4) == (pid, epoch + 2)
+    # the zombie is fenced on the partition and at the coordinator
+    with pytest.raises(KaasError) as exc:
+        await produce(p0, "x", pid, epoch, seq=2)
+    assert exc.value.code == ErrorCode.invalid_producer_epoch
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.producer_fenced
+    assert await b0.txn.end_txn("x", pid, epoch, True, 1) == ErrorCode.invalid_producer_epoch
+
+
+async def test_reaper_aborts_and_bumps(cluster):
+    world, (b0, _b1, _b2) = cluster
+    p0 = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "x", [("t", 0)], timeout_ms=1)
+    await produce(p0, "x", pid, epoch)
+    await trio.sleep(0.01)
+    await b0.txn.sweep()
+    meta = state_of(b0, "x")
+    assert meta.state is TxnState.CompleteAbort and meta.producer_epoch == epoch + 1
+    assert not open_txn(p0)
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.producer_fenced
+
+
+async def test_sweep_is_ownership_gated(cluster):
+    world, (b0, b1, _b2) = cluster
+    p0 = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "x", [("t", 0)], timeout_ms=1)
+    await produce(p0, "x", pid, epoch)
+    await trio.sleep(0.01)
+    await b1.txn.sweep()  # broker 1 owns no slot
+    assert state_of(b0, "x").state is TxnState.Ongoing
+    with pytest.raises(KaasError) as exc:
+        await b1.txn.end_txn("x", pid, epoch, True, V)
+    assert exc.value.code == ErrorCode.not_coordinator
+
+
+async def test_kip890_verification(cluster):
+    world, (b0, b1, _b2) = cluster
+    p0, p1 = b0.lead("t", 0), b1.lead("t", 1)
+    pid, epoch = await begin(b0.txn, "x", [("t", 0)])
+    with pytest.raises(KaasError) as exc:  # t-1 was never added: a hanging transaction
+        await produce(p1, "x", pid, epoch)
+    assert exc.value.code == ErrorCode.invalid_txn_state
+    with pytest.raises(KaasError) as exc:
+        await produce(p0, "other", pid, epoch)
+    assert exc.value.code == ErrorCode.invalid_txn_state
+    await produce(p0, "x", pid, epoch)
+    await produce(p0, "x", pid, epoch, seq=2)  # open here: no slot read needed
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
+    with pytest.raises(KaasError) as exc:  # committed: the next batch needs a new AddPartitions
+        await produce(p0, "x", pid, epoch, seq=4)
+    assert exc.value.code == ErrorCode.invalid_txn_state
+
+
+async def test_corrupt_slot_refuses_service_and_is_kept(cluster):
+    world, (b0, _b1, _b2) = cluster
+    path = b0.txn.store.path(txn_slot("x"))
+    path.write_text("{garbage")
+    with pytest.raises(KaasError) as exc:
+        await b0.txn.init_producer_id("x", 60_000, -1, -1, 4)
+    assert exc.value.code == ErrorCode.coordinator_not_available
+    await b0.txn.sweep()
+    assert path.read_text() == "{garbage"
+
+
+async def test_ids_sharing_a_slot_never_lose_each_others_updates(cluster):
+    world, (b0, _b1, _b2) = cluster
+    b0.lead("t", 0)
+    slot = txn_slot("a0")
+    ids = [f"a{i}" for i in range(2000) if txn_slot(f"a{i}") == slot][:8]
+    assert len(ids) == 8
+
+    async def one(txn_id: str) -> None:
+        pid, epoch = await b0.txn.init_producer_id(txn_id, 60_000, -1, -1, 4)
+        for _ in range(3):
+            assert await b0.txn.add_partitions(txn_id, pid, epoch, [("t", 0)], V) == ErrorCode.none
+            assert await b0.txn.end_txn(txn_id, pid, epoch, True, V) == ErrorCode.none
+
+    async with trio.open_nursery() as nursery:
+        for txn_id in ids:
+            nursery.start_soon(one, txn_id)
+    state = b0.txn.store.load(slot)
+    assert sorted(state.entries) == sorted(ids)
+    assert all(m.state is TxnState.CompleteCommit and m.txn_seq == 3 for m in state.entries.values())
+
+
+def test_sweep_interval_env(monkeypatch):
+    from kaas import txn_coordinator as tc
+
+    monkeypatch.delenv(tc.SWEEP_ENV, raising=False)
+    assert tc.sweep_interval_ms() == tc.SWEEP_INTERVAL_MS == 10_000
+    monkeypatch.setenv(tc.SWEEP_ENV, "250")
+    assert tc.sweep_interval_ms() == 250
+    monkeypatch.setenv(tc.SWEEP_ENV, "nope")
+    assert tc.sweep_interval_ms() == 10_000
