@@ -51,7 +51,7 @@ def copier(idx: int, cfg: dict, stop, stats) -> None:
     })
     producer = Producer({
         "bootstrap.servers": cfg["bootstrap"], "transactional.id": f"{cfg['group']}-copier-{idx}",
-        "transaction.timeout.ms": 30000, "linger.ms": 5, "acks": "all", "message.timeout.ms": 60000,
+        "transaction.timeout.ms": 30000, "linger.ms": 5, "acks": "all", "message.timeout.ms": 30000,
     })
     producer.init_transactions(60)
     consumer.subscribe([cfg["input"]])
@@ -262,6 +262,10 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
                      f"txns committed {c} aborted {a}", err=True)
                 if committed >= cfg["messages"]:
                     break
+            for i, p in enumerate(procs):
+                if p.exitcode not in (None, 0) and i not in done:
+                    fatal.append(f"copier {i} died with exit code {p.exitcode}")
+                    done.add(i)
             if fatal:
                 break
             time.sleep(0.2)
