@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Chaos scenarios: the EOS harness on a fresh 3-broker kaas cluster while brokers die.
+
+    python scripts/chaos.py run --scenario all --messages 4000 --seed 7
+    python scripts/chaos.py run --scenario endtxn-failpoints
+
+Scenarios (each reproducible from its seed, printed on failure):
+  endtxn-failpoints  SIGKILL (os._exit at a failpoint) the transaction coordinators at each
+                     EndTxn step in turn: after_prepare, after_local_markers, after_enqueue,
+                     before_complete
+  random-kills       SIGKILL a random broker every few seconds
+  pause-coordinator  SIGSTOP a broker past the session timeout, then SIGCONT it
+  kill-controller    SIGKILL the controller, twice
+  kill-all           SIGKILL every broker at once; the supervisor restarts them all
+
+Exit status 0 only when exactly-once held in every scenario run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import click
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import eos_harness  # noqa: E402
+from kaas import failpoints  # noqa: E402
+from tests.procs import ClusterProcess  # noqa: E402
+
+ENDTXN_POINTS = ("endtxn.after_prepare", "endtxn.after_local_markers", "endtxn.after_enqueue",
+                 "endtxn.before_complete")
+
+
+def controller_of(data: Path) -> int:
+    cdir = data / "__cluster" / "controller"
+    n = max(int(p.name[6:]) for p in cdir.glob("epoch-*"))
+    return int(json.loads((cdir / f"epoch-{n}").read_text())["broker_id"])
+
+
+class Chaos:
+    """Calls faults into a running cluster on a schedule; every fault is logged."""
+
+    def __init__(self, scenario: str, cluster: ClusterProcess, rnd: random.Random, echo) -> None:
+        self.scenario = scenario
+        self.cluster = cluster
+        self.rnd = rnd
+        self.echo = echo
+        self.next_at = 3.0
+        self.step = 0
+        self.paused: tuple[int, float] | None = None
+        self.faults: list[str] = []
+
+    def log(self, what: str) -> None:
+        self.faults.append(what)
+        self.echo(f"  chaos: {what}", err=True)
+
+    def _kill(self, bid: int) -> None:
+        try:
+            self.cluster.kill(bid)
+            self.log(f"SIGKILL broker {bid}")
+        except (OSError, ValueError) as exc:
+            self.log(f"could not kill broker {bid}: {exc}")
+
+    def __call__(self, elapsed: float) -> None:
+        if self.paused is not None and elapsed >= self.paused[1]:
+            bid = self.paused[0]
+            try:
+                self.cluster.signal(bid, signal.SIGCONT)
+            except OSError:
+                pass
+            self.log(f"SIGCONT broker {bid}")
+            self.paused = None
+        if elapsed < self.next_at:
+            return
+        s = self.scenario
+        if s == "endtxn-failpoints":
+            if self.step < len(ENDTXN_POINTS):
+                point = ENDTXN_POINTS[self.step]
+                for bid in range(self.cluster.n):
+                    failpoints.arm(self.cluster.data / "run", bid, {point: {"action": "crash", "count": 1}})
+                self.log(f"armed {point} (crash) on every broker")
+                self.step += 1
+                self.next_at = elapsed + 5.0
+        elif s == "random-kills":
+            if self.step < 4:
+                self._kill(self.rnd.randrange(self.cluster.n))
+                self.step += 1
+                self.next_at = elapsed + self.rnd.uniform(3.0, 6.0)
+        elif s == "pause-coordinator":
+            if self.step < 1:
+                bid = self.rnd.randrange(self.cluster.n)
+                self.cluster.signal(bid, signal.SIGSTOP)
+                self.log(f"SIGSTOP broker {bid} for 6 s (session timeout 3 s)")
+                self.paused = (bid, elapsed + 6.0)
+                self.step += 1
+                self.next_at = elapsed + 10.0
+        elif s == "kill-controller":
+            if self.step < 2:
+                self._kill(controller_of(self.cluster.data))
+                self.step += 1
+                self.next_at = elapsed + 6.0
+        elif s == "kill-all":
+            if self.step < 1:
+                for bid in range(self.cluster.n):
+                    self._kill(bid)
+                self.step += 1
+                self.next_at = elapsed + 1000
+
+
+SCENARIOS = ("endtxn-failpoints", "random-kills", "pause-coordinator", "kill-controller", "kill-all")
+
+
+def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo) -> dict:
+    rnd = random.Random(seed)
+    tmp = Path(tempfile.mkdtemp(prefix="kaas-chaos-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"}).start()
+    run_id = uuid.uuid4().hex[:8]
+    cfg = {"bootstrap": cluster.bootstrap, "messages": messages, "copiers": copiers, "commit_every": 50,
+           "abort_every": 10, "input_partitions": 6, "output_partitions": 6, "timeout": timeout, "seed": seed,
+           "input": f"chaos-in-{run_id}", "output": f"chaos-out-{run_id}", "group": f"chaos-{run_id}"}
+    chaos = Chaos(scenario, cluster, rnd, echo)
+    t0 = time.monotonic()
+    try:
+        result = eos_harness.run_harness(cfg, chaos=chaos, echo=echo)
+    finally:
+        for bid in range(cluster.n):
+            failpoints.disarm(cluster.data / "run", bid)
+            try:
+                cluster.signal(bid, signal.SIGCONT)
+            except (OSError, ValueError):
+                pass
+        cluster.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    result.update({"scenario": scenario, "faults": chaos.faults, "seconds": round(time.monotonic() - t0, 1)})
+    return result
+
+
+@click.group()
+def cli() -> None:
+    """Chaos scenarios over the exactly-once harness."""
+
+
+@cli.command()
+@click.option("--scenario", type=click.Choice([*SCENARIOS, "all"]), default="all", show_default=True)
+@click.option("--seed", type=int, default=None, help="Random seed (printed; reuse it to replay).")
+@click.option("--messages", type=int, default=4000, show_default=True)
+@click.option("--copiers", type=int, default=2, show_default=True)
+@click.option("--timeout", type=float, default=150, show_default=True, help="Per scenario, seconds.")
+def run(scenario: str, seed: int | None, messages: int, copiers: int, timeout: float) -> None:
+    """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
+    seed = seed if seed is not None else random.randrange(1 << 30)
+    names = SCENARIOS if scenario == "all" else (scenario,)
+    results = []
+    for i, name in enumerate(names):
+        s = seed + i
+        click.echo(f"== scenario {name} (seed {s})")
+        r = run_scenario(name, s, messages, copiers, timeout, click.echo)
+        results.append(r)
+        if not r["ok"]:
+            click.echo(f"!! scenario {name} FAILED — replay with: scripts/chaos.py run --scenario {name} --seed {s}")
+    click.echo(f"{'scenario':<20} {'seed':>11} {'faults':>6} {'txn ok':>7} {'aborted':>7} {'dups':>5} "
+               f"{'lost':>5} {'aborted visible':>15} {'offsets':>7} {'secs':>6}  result")
+    for r in results:
+        click.echo(f"{r['scenario']:<20} {r['seed']:>11} {len(r['faults']):>6} {r['transactions_committed']:>7} "
+                   f"{r['transactions_aborted']:>7} {r['duplicates']:>5} {r['losses']:>5} {r['aborted_visible']:>15} "
+                   f"{str(r['offsets_match']):>7} {r['seconds']:>6}  {'ok' if r['ok'] else 'FAILED'}")
+    for r in results:
+        click.echo(json.dumps({k: v for k, v in r.items() if k not in ("committed_offsets", "input_ends")}))
+    sys.exit(0 if all(r["ok"] for r in results) else 1)
+
+
+if __name__ == "__main__":
+    cli()
