@@ -81,6 +81,15 @@ def cluster(brokers, data, base_port, host, first_id, restart_delay, broker_args
                    restart_delay=restart_delay, broker_args=list(broker_args))
 
 
+def _register_tools() -> None:
+    from kaas.txn_cli import txn
+
+    cli.add_command(txn)
+
+
+_register_tools()
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="kaas")
 

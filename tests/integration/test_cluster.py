@@ -339,7 +339,7 @@ def test_idempotent_producer_exactly_once_across_leader_kills(cluster):
 
 
 def _init_pid(port: int) -> int:
-    from tests.wire_client import WireClient
+    from kaas.client import WireClient
 
     with WireClient("127.0.0.1", port) as wc:
         r = wc.call(22, 4, {"transactional_id": None, "transaction_timeout": 60000})

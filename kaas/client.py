@@ -1,4 +1,5 @@
-"""A minimal blocking Kafka protocol client built on kio, for tests that speak raw APIs."""
+"""A minimal blocking Kafka protocol client built on kio: the operator tools and the tests
+speak raw APIs with it."""
 
 from __future__ import annotations
 
@@ -26,13 +27,18 @@ class WireClient:
     def __exit__(self, *exc):
         self.close()
 
-    def call(self, api_key: int, version: int, body: dict):
+    def call_raw(self, api_key: int, version: int, body: dict) -> bytes:
+        """Send a request and return the response body bytes (after the header), for the
+        few responses kio cannot decode (e.g. a -1 timestamp Apache also sends)."""
+        return self._exchange(api_key, version, body)[1]
+
+    def _exchange(self, api_key: int, version: int, body: dict):
         req_cls = load_request_schema(api_key, version)
         hdr_cls = req_cls.__header_schema__
         self.corr += 1
         buf = io.BytesIO()
         entity_writer(hdr_cls)(buf, hdr_cls(request_api_key=api_key, request_api_version=version,
-                                            correlation_id=self.corr, client_id="kaas-tests"))
+                                            correlation_id=self.corr, client_id="kaas-tools"))
         entity_writer(req_cls)(buf, build(req_cls, body))
         data = buf.getvalue()
         self.sock.sendall(struct.pack(">i", len(data)) + data)
@@ -41,7 +47,11 @@ class WireClient:
         resp_cls = load_response_schema(api_key, version)
         header, off = entity_reader(resp_cls.__header_schema__)(payload, 0)
         assert header.correlation_id == self.corr
-        return entity_reader(resp_cls)(payload, off)[0]
+        return resp_cls, payload[off:]
+
+    def call(self, api_key: int, version: int, body: dict):
+        resp_cls, body_bytes = self._exchange(api_key, version, body)
+        return entity_reader(resp_cls)(body_bytes, 0)[0]
 
     def _recv(self, n: int) -> bytes:
         out = b""

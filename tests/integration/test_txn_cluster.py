@@ -1,0 +1,536 @@
+"""Transactions on a real 3-broker cluster started through the supervisor (issue 6,
+seed "Transactions & idempotence", DESIGN sections 4, 7 and 9).
+
+Everything is placed on purpose: the transaction coordinator of a transactional id is the
+owner of its slot in ``__cluster/assignment.json`` ("txn_slots"), the group coordinator is
+``routing.coordinator_for(group, [0, 1, 2], [0, 1, 2])``, partition leaders come from
+Metadata. Ids are picked by searching names whose owner is the broker wanted, partitions by
+their leader, so the marker queue, the offset-hook queue and the cross-broker fence
+broadcast are all on the path being tested.
+
+1. KIP-447 consume-process-produce-commit with the input partition, the output partitions,
+   the group coordinator and the transaction coordinator spread over the brokers.
+2. Zombie fencing across brokers, including a partition led by a broker the new producer
+   never touched.
+3. The transaction coordinator SIGKILLed (a ``crash`` failpoint) at each step of EndTxn,
+   commit and abort: the transaction ends in the direction asked, exactly once, on every
+   partition, with its staged offsets.
+
+(A dead broker's marker queue being claimed is covered by
+``test_transactions.py::test_three_brokers_sigkill_a_partition_leader``.)
+
+One cluster serves the module: the crash tests kill only through failpoints, the
+supervisor restarts the broker, and every test waits for a healthy cluster first.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kaas import failpoints
+from kaas.domain import routing
+from tests.procs import ClusterProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+BROKERS = [0, 1, 2]
+SWEEP_ENV = {"KAAS_TXN_SWEEP_MS": "500"}
+PARTS = 6  # per topic: the balancer spreads them, two per broker
+
+CRASH_POINTS = [
+    "endtxn.after_prepare",
+    "endtxn.after_local_markers",
+    "endtxn.after_enqueue",
+    "endtxn.before_complete",
+]
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = ClusterProcess(tmp_path_factory.mktemp("txn-cluster") / "data", 3, env=SWEEP_ENV,
+                       extra=["--group-initial-rebalance-delay-ms", "0"]).start()
+    try:
+        wait_healthy(c)
+        yield c
+    finally:
+        for bid in BROKERS:
+            failpoints.disarm(c.data / "run", bid)
+        c.stop()
+
+
+# ----------------------------------------------------------------------------- placement
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+def assignment(data: Path) -> dict:
+    try:
+        return json.loads((data / "__cluster" / "assignment.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def expected_slots() -> dict[int, int]:
+    return routing.slot_owners(BROKERS, BROKERS)
+
+
+def wait_healthy(c: ClusterProcess, timeout: float = 30.0) -> None:
+    """All three brokers in Metadata and the all-alive placement of the txn slots written
+    (and then one group-coordinator session: a freshly started coordinator answers
+    COORDINATOR_LOAD_IN_PROGRESS for one session timeout)."""
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+
+    def ok() -> bool:
+        try:
+            if sorted(admin.list_topics(timeout=5).brokers) != BROKERS:
+                return False
+        except KafkaException:
+            return False
+        slots = assignment(c.data).get("txn_slots", {})
+        return {int(s): o for s, o in slots.items()} == expected_slots()
+
+    wait_for(ok, timeout, "a healthy 3-broker cluster", interval=0.2)
+
+
+def txn_owner(data: Path, txn_id: str) -> int:
+    return int(assignment(data)["txn_slots"][str(routing.txn_slot(txn_id))])
+
+
+def pick_txn_id(data: Path, prefix: str, owner: int) -> str:
+    """A fresh transactional id whose slot the broker ``owner`` coordinates."""
+    slots = {int(s): o for s, o in assignment(data)["txn_slots"].items()}
+    tag = uuid.uuid4().hex[:6]
+    for i in range(10_000):
+        name = f"{prefix}-{tag}-{i}"
+        if slots[routing.txn_slot(name)] == owner:
+            return name
+    raise AssertionError(f"no transactional id for broker {owner}")
+
+
+def group_owner(group: str) -> int:
+    return routing.coordinator_for(group, BROKERS, BROKERS)
+
+
+def pick_group(prefix: str, owner: int) -> str:
+    tag = uuid.uuid4().hex[:6]
+    for i in range(10_000):
+        name = f"{prefix}-{tag}-{i}"
+        if group_owner(name) == owner:
+            return name
+    raise AssertionError(f"no group id for broker {owner}")
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = PARTS) -> dict[int, int]:
+    """Create a topic; returns {leader broker: a partition it leads} once every broker leads one."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
+
+    def led() -> dict[int, int] | None:
+        md = admin.list_topics(name, timeout=5).topics[name]
+        if len(md.partitions) != partitions or any(pm.leader < 0 for pm in md.partitions.values()):
+            return None
+        by_leader: dict[int, int] = {}
+        for p in sorted(md.partitions):
+            by_leader.setdefault(md.partitions[p].leader, p)
+        return by_leader if sorted(by_leader) == BROKERS else None
+
+    return wait_for(led, 20, f"leaders of {name} on every broker", interval=0.2)
+
+
+# ----------------------------------------------------------------------------- clients
+
+
+def txn_producer(bootstrap: str, txn_id: str, **conf) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+                     "transaction.timeout.ms": 60000, **conf})
+
+
+def read(bootstrap: str, topic: str, partitions: list[int], isolation: str, timeout: float = 20.0) -> list:
+    """Every message up to the end (the LSO for read_committed) of the given partitions."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
+                  "isolation.level": isolation, "enable.auto.commit": False,
+                  "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    out, eof = [], set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(eof) < len(partitions) and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(m.partition())
+                    continue
+                raise AssertionError(m.error())
+            out.append(m)
+    finally:
+        c.close()
+    assert len(eof) == len(partitions), f"no EOF on every partition of {topic} within {timeout}s"
+    return out
+
+
+def values(msgs) -> list[bytes]:
+    return [m.value() for m in msgs]
+
+
+def by_partition(msgs) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {}
+    for m in msgs:
+        out.setdefault(m.partition(), []).append(m.value())
+    return out
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """OffsetFetch with require_stable (librdkafka's read_committed): staged offsets of an
+    open transaction make it retry until they are committed or discarded."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+                  "enable.auto.commit": False})
+    try:
+        return {tp.partition: tp.offset
+                for tp in c.committed([TopicPartition(topic, p) for p in partitions], timeout=20)}
+    finally:
+        c.close()
+
+
+def group_metadata(bootstrap: str, group: str):
+    """A group's ConsumerGroupMetadata (no member: generation -1), for
+    send_offsets_to_transaction from a producer that is not itself consuming."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return c.consumer_group_metadata()
+    finally:
+        c.close()
+
+
+def slot_entry(data: Path, txn_id: str) -> dict | None:
+    path = data / "__cluster" / "txn_state" / f"slot-{routing.txn_slot(txn_id)}.json"
+    try:
+        return json.loads(path.read_text())["transactions"].get(txn_id)
+    except FileNotFoundError:
+        return None
+
+
+def queued_for_pid(data: Path, producer_id: int) -> list[Path]:
+    root = data / "__cluster" / "marker_queue"
+    return [f for f in root.glob("to-*/*.json") if f.name.startswith(f"{producer_id}-")] if root.exists() else []
+
+
+# ----------------------------------------------------------------------------- 1. KIP-447
+
+
+def test_consume_process_produce_across_brokers(cluster):
+    """Input partition on broker I, output partitions on every broker, group coordinator G,
+    transaction coordinator T, with T, G and I three different brokers: the output holds
+    every input exactly once under read_committed, committed offsets advance only with
+    committed transactions, and the aborted round is visible to read_uncommitted only."""
+    bs, data = cluster.bootstrap, cluster.data
+    T, G, I = 0, 1, 2
+    tag = uuid.uuid4().hex[:6]
+    src, dst = f"eos-in-{tag}", f"eos-out-{tag}"
+    src_led = create_topic(bs, src)
+    dst_led = create_topic(bs, dst)
+    in_part = src_led[I]
+    out_parts = [dst_led[b] for b in BROKERS]  # one led by T itself, two by peers
+    txn_id = pick_txn_id(data, "eos", T)
+    group = pick_group("eos-group", G)
+    assert txn_owner(data, txn_id) == T and group_owner(group) == G
+
+    n = 60
+    plain = Producer({"bootstrap.servers": bs, "enable.idempotence": True})
+    for i in range(n):
+        plain.produce(src, value=f"m{i}".encode(), partition=in_part)
+    assert plain.flush(15) == 0
+
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.subscribe([src])
+    producer = txn_producer(bs, txn_id)
+    producer.init_transactions(30)
+    done, rounds, aborted_rounds = 0, 0, 0
+    deadline = time.monotonic() + 60
+    try:
+        while done < n and time.monotonic() < deadline:
+            msgs = [m for m in consumer.consume(10, 0.5) if not m.error()]
+            if not msgs:
+                continue
+            assert {m.partition() for m in msgs} == {in_part}
+            rounds += 1
+            before = committed(bs, group, src, [in_part])[in_part]
+            producer.begin_transaction()
+            for m in msgs:
+                seq = int(m.value()[1:])
+                producer.produce(dst, value=b"out-" + m.value(), partition=out_parts[seq % 3])
+            next_offset = msgs[-1].offset() + 1
+            producer.send_offsets_to_transaction([TopicPartition(src, in_part, next_offset)],
+                                                 consumer.consumer_group_metadata(), 20)
+            if rounds == 2:
+                producer.flush(15)  # the records reach the logs before the abort
+                producer.abort_transaction(30)
+                aborted_rounds += 1
+                assert committed(bs, group, src, [in_part])[in_part] == before
+                # rewind to the committed position, as an EOS application must
+                consumer.seek(TopicPartition(src, in_part, before if before >= 0 else OFFSET_BEGINNING))
+                continue
+            producer.commit_transaction(30)
+            assert committed(bs, group, src, [in_part])[in_part] == next_offset
+            done = next_offset
+    finally:
+        consumer.close()
+    assert aborted_rounds == 1 and done == n, (aborted_rounds, done)
+    assert committed(bs, group, src, [in_part]) == {in_part: n}
+    out = read(bs, dst, out_parts, "read_committed")
+    assert sorted(values(out)) == sorted(f"out-m{i}".encode() for i in range(n))
+    # each output went to its partition: markers landed on the coordinator's own partition
+    # and, through the marker queue, on both peers'
+    for m in out:
+        assert m.partition() == out_parts[int(m.value()[5:]) % 3]
+    uncommitted = values(read(bs, dst, out_parts, "read_uncommitted"))
+    assert len(uncommitted) > n and set(uncommitted) == set(values(out))
+
+
+# ----------------------------------------------------------------------------- 2. fencing
+
+
+def _raw_txn_produce(port: int, topic: str, partition: int, txn_id: str, producer_id: int,
+                     producer_epoch: int, sequence: int) -> int:
+    """A transactional Produce v9 straight to a partition leader (no AddPartitionsToTxn
+    first): the broker's own fence, not the client's, must refuse a zombie."""
+    import datetime
+
+    from kaas.wire.batch import ATTR_TRANSACTIONAL, build_batch
+    from tests.wire_client import WireClient
+
+    batch = build_batch(attributes=ATTR_TRANSACTIONAL, base_timestamp=int(time.time() * 1000),
+                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=sequence,
+                        records=[(None, b"zombie-raw")])
+    with WireClient("127.0.0.1", port) as wc:
+        r = wc.call(0, 9, {"transactional_id": txn_id, "acks": -1, "timeout": datetime.timedelta(seconds=10),
+                           "topic_data": [{"name": topic, "partition_data": [{"index": partition,
+                                                                             "records": batch}]}]})
+    (t,) = r.responses
+    (p,) = t.partition_responses
+    return int(p.error_code)
+
+
+def test_zombie_fenced_across_brokers(cluster):
+    """Producer A of id X (coordinator T) writes to partitions led by T and by a peer; B
+    with the same X calls init_transactions. A is fenced everywhere, including on a
+    partition led by the third broker that B never touched; B's transactions work."""
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    bs, data = cluster.bootstrap, cluster.data
+    T, peer, third = 0, 1, 2
+    topic = f"fence-{uuid.uuid4().hex[:6]}"
+    led = create_topic(bs, topic)
+    p_t, p_peer, p_third = led[T], led[peer], led[third]
+    parts = [p_t, p_peer, p_third]
+    txn_id = pick_txn_id(data, "fence", T)
+    assert txn_owner(data, txn_id) == T
+
+    zombie = txn_producer(bs, txn_id)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()  # a committed transaction on all three: every leader knows A's pid
+    for p in parts:
+        zombie.produce(topic, value=b"first", partition=p)
+    zombie.commit_transaction(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, value=b"open", partition=p_t)
+    zombie.produce(topic, value=b"open", partition=p_peer)
+    assert zombie.flush(15) == 0  # an ongoing transaction on two brokers' partitions
+    entry = slot_entry(data, txn_id)
+    assert entry["state"] == "Ongoing"
+    a_pid, a_epoch = entry["producer_id"], entry["producer_epoch"]
+
+    successor = txn_producer(bs, txn_id)
+    successor.init_transactions(30)  # aborts A's transaction (epoch + 1), then epoch + 2
+    entry = slot_entry(data, txn_id)
+    assert entry["producer_id"] == a_pid and entry["producer_epoch"] == a_epoch + 2
+
+    # the cross-broker fence broadcast: every leader, the third one included, has A's pid
+    # at the successor's epoch although the successor never wrote there
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        def epochs():
+            states = admin.describe_producers([KTopicPartition(topic, p) for p in parts])
+            got = {tp.partition: {s.producer_epoch for s in st.active_producers
+                                  if s.producer_id == a_pid} for tp, st in states.items()}
+            return got if all(e == {a_epoch + 2} for e in got.values()) else None
+
+        wait_for(epochs, 10, "the fence on every partition leader", interval=0.3)
+    finally:
+        admin.close()
+
+    # every leader refuses A's epoch by itself (a raw Produce continuing A's sequences, no
+    # AddPartitionsToTxn first): its two partitions and the third broker's
+    for broker, part, seq in ((T, p_t, 2), (peer, p_peer, 2), (third, p_third, 1)):
+        code = _raw_txn_produce(cluster.ports[broker], topic, part, txn_id, a_pid, a_epoch, seq)
+        assert code in (ErrorCodes.INVALID_PRODUCER_EPOCH, ErrorCodes.PRODUCER_FENCED), (broker, code)
+
+    # A through librdkafka: producing to the third broker's partition is fatal (fenced),
+    # and so is everything after
+    zombie.produce(topic, value=b"zombie-third", partition=p_third)
+    with pytest.raises(KafkaException) as exc:
+        zombie.flush(15)
+    err = exc.value.args[0]
+    assert err.fatal() and err.code() == KafkaError._FENCED, err
+    with pytest.raises(KafkaException):
+        zombie.produce(topic, value=b"zombie-own", partition=p_t)
+        zombie.flush(15)
+    with pytest.raises(KafkaException) as exc:
+        zombie.commit_transaction(15)
+    err = exc.value.args[0]
+    assert err.fatal() or err.code() == KafkaError._FENCED, err
+
+    for round_ in range(2):
+        successor.begin_transaction()
+        for p in parts:
+            successor.produce(topic, value=f"successor-{round_}".encode(), partition=p)
+        successor.commit_transaction(30)
+    got = by_partition(read(bs, topic, parts, "read_committed"))
+    for p in parts:
+        assert got[p] == [b"first", b"successor-0", b"successor-1"], (p, got[p])
+    everything = values(read(bs, topic, parts, "read_uncommitted"))
+    assert not [v for v in everything if v.startswith(b"zombie")], "a zombie record reached a log"
+    assert everything.count(b"open") == 2  # A's aborted records: in the log, never committed
+
+
+class ErrorCodes:
+    INVALID_PRODUCER_EPOCH = 47
+    PRODUCER_FENCED = 90
+
+
+# ----------------------------------------------------------------------------- 3. crashes
+
+
+def _armed_count(c: ClusterProcess, broker_id: int) -> int:
+    return c.broker_log(broker_id).count("failpoints_armed")
+
+
+def _end(p: Producer, commit: bool, timeout: float = 60.0) -> tuple[str, list[str]]:
+    """commit_transaction / abort_transaction the way confluent documents it: retry a
+    retriable error, abort after an abortable one; a fatal error ends the producer.
+    Returns the outcome ("committed", "aborted" or "fatal") and the errors seen."""
+    errors: list[str] = []
+    deadline = time.monotonic() + timeout
+    op = p.commit_transaction if commit else p.abort_transaction
+    while True:
+        try:
+            op(30)
+            return ("committed" if op == p.commit_transaction else "aborted"), errors
+        except KafkaException as exc:
+            err = exc.args[0]
+            errors.append(f"{err.name()}: {err.str()}")
+            if err.fatal():
+                return "fatal", errors
+            if time.monotonic() > deadline:
+                raise
+            if err.retriable():
+                continue
+            if err.txn_requires_abort() and op == p.commit_transaction:
+                op = p.abort_transaction
+                continue
+            raise
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_coordinator_crash_mid_endtxn(cluster, point, commit):
+    bs, data = cluster.bootstrap, cluster.data
+    wait_healthy(cluster)
+    case = CRASH_POINTS.index(point) * 2 + (0 if commit else 1)
+    T = case % 3  # the coordinator: every broker takes a turn
+    O = (T + 1) % 3  # leads the other partition of the transaction
+    G = (T + 2) % 3  # coordinates the group whose offsets the transaction commits
+    short = point.split(".")[1].replace("_", "-")
+    topic = f"crash-{short}-{'c' if commit else 'a'}-{uuid.uuid4().hex[:4]}"
+    led = create_topic(bs, topic)
+    p_t, p_o = led[T], led[O]
+    txn_id = pick_txn_id(data, f"crash-{short}", T)
+    group = pick_group(f"crash-{short}", G)
+    gmd = group_metadata(bs, group)
+
+    p = txn_producer(bs, txn_id)
+    p.init_transactions(30)
+    p.begin_transaction()  # a committed baseline: records and offset 5
+    p.produce(topic, value=b"base", partition=p_t)
+    p.produce(topic, value=b"base", partition=p_o)
+    p.send_offsets_to_transaction([TopicPartition(topic, p_t, 5)], gmd, 20)
+    p.commit_transaction(30)
+    assert committed(bs, group, topic, [p_t]) == {p_t: 5}
+
+    p.begin_transaction()
+    crash_vals = [f"x-{i}".encode() for i in range(10)]
+    for i, v in enumerate(crash_vals):
+        p.produce(topic, value=v, partition=p_t if i % 2 == 0 else p_o)
+    assert p.flush(15) == 0
+    p.send_offsets_to_transaction([TopicPartition(topic, p_t, 10)], gmd, 20)
+
+    old_pid = cluster.pid(T)
+    armed = _armed_count(cluster, T)
+    failpoints.arm(data / "run", T, {point: {"action": "crash", "count": 1}})
+    try:
+        wait_for(lambda: _armed_count(cluster, T) > armed, 10, f"{point} armed on broker {T}")
+        outcome, errors = _end(p, commit)
+        cluster.wait_restarted(T, old_pid)
+    finally:
+        failpoints.disarm(data / "run", T)
+    print(f"\n{point} commit={commit} T={T}: {outcome} {errors}")
+    log_text = cluster.broker_log(T)
+    assert f"name={point}" in log_text or f'"name": "{point}"' in log_text, f"{point} never fired"
+    assert cluster.pid(T) != old_pid
+
+    # Every crash point lies after the Prepare* state was persisted: the direction is
+    # decided, the restarted coordinator (client retry or reconcile) must finish it.
+    if commit:
+        assert outcome in ("committed", "fatal"), (outcome, errors)  # never "aborted" but committed
+    else:
+        assert outcome in ("aborted", "fatal"), (outcome, errors)
+    wait_for(lambda: (slot_entry(data, txn_id) or {}).get("state") == ("CompleteCommit" if commit
+                                                                          else "CompleteAbort"),
+             30, f"{txn_id} to complete")
+
+    # the same transactional id goes on: a next transaction on both partitions
+    if outcome == "fatal":
+        p = txn_producer(bs, txn_id)
+        p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"after", partition=p_t)
+    p.produce(topic, value=b"after", partition=p_o)
+    p.commit_transaction(30)
+
+    got = by_partition(read(bs, topic, [p_t, p_o], "read_committed"))
+    if commit:
+        want_t = [b"base"] + crash_vals[0::2] + [b"after"]
+        want_o = [b"base"] + crash_vals[1::2] + [b"after"]
+    else:
+        want_t = want_o = [b"base", b"after"]
+    assert got.get(p_t) == want_t, ("coordinator-led", outcome, errors)
+    assert got.get(p_o) == want_o, ("peer-led", outcome, errors)
+    assert committed(bs, group, topic, [p_t]) == {p_t: 10 if commit else 5}
+    # read_uncommitted: each record once in the log (no duplicate from a retried EndTxn)
+    raw = values(read(bs, topic, [p_t, p_o], "read_uncommitted"))
+    assert sorted(raw) == sorted([b"base"] * 2 + crash_vals + [b"after"] * 2)
+    entry = slot_entry(data, txn_id)
+    assert entry["state"] == "CompleteCommit"
+    wait_for(lambda: not queued_for_pid(data, entry["producer_id"]), 15, "the marker queue to drain")
