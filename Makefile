@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install cluster test test-unit test-int bench clean
+.PHONY: install cluster test test-unit test-int bench eos chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,7 +30,13 @@ test-int: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
 
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py all
+	$(BIN)/python scripts/bench.py compare --messages 200000 --rounds 3
+
+eos: $(STAMP)
+	$(BIN)/python scripts/eos_harness.py run --start-cluster 3 --messages 5000 --copiers 3
+
+chaos: $(STAMP)
+	$(BIN)/python scripts/chaos.py run --scenario all --messages 4000
 
 clean:
 	rm -rf $(VENV) $(DATA)

@@ -35,6 +35,7 @@ from pathlib import Path
 import msgpack
 from kio.schema.errors import ErrorCode
 
+from kaas import failpoints
 from kaas.domain.producer_state import ProducerStateTable
 from kaas.errors import CorruptState, KaasError
 from kaas.storage import atomic
@@ -159,6 +160,7 @@ class PartitionLog:
                                f"asked to open at epoch {epoch} below the manifest's {prev_epoch}")
         self.epoch = epoch
         self._write_manifest(high_watermark=manifest.get("high_watermark", 0) if manifest else 0)
+        failpoints.hit("takeover.after_manifest")
         replay_from = self._load_snapshot()
         self._recover(self._replay, replay_from)
         if replay_from > self.log_end_offset:
@@ -211,6 +213,7 @@ class PartitionLog:
 
     def write_snapshot(self) -> None:
         """Persist the producer state as of the log end (on roll and relinquish)."""
+        failpoints.hit("snapshot.before_write")
         data = msgpack.packb({"format": 1, "offset": self.log_end_offset,
                               "producers": self.producers.to_snapshot()})
         atomic.write_bytes(self.path / "producer-state.snapshot", data, fsync=self.config.fsync)
