@@ -266,7 +266,8 @@ class Broker:
 
     async def _close_partition(self, part: Partition) -> None:
         part.closed = True
-        self.partitions.pop((part.topic, part.index), None)
+        if self.partitions.get((part.topic, part.index)) is part:
+            del self.partitions[(part.topic, part.index)]
         try:
             await trio.to_thread.run_sync(part.log.close)
         except OSError as exc:  # e.g. the topic directory was deleted under us

@@ -396,6 +396,11 @@ class PartitionLog:
         if self.segments:
             old = self.active
             if old.next_offset == old.base_offset and old.epoch == self.epoch:
+                # An empty segment of our own epoch (a restart at the same epoch): reuse it,
+                # opened for appending (recovery leaves segments closed or read-only).
+                self._close_fd(old)
+                old.fd = os.open(old.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+                old.created_ms = int(time.time() * 1000)
                 return old
             if old.fd >= 0 and self.config.fsync:
                 os.fsync(old.fd)

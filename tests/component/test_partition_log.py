@@ -963,3 +963,25 @@ def test_open_transaction_holds_lso_across_reopen(tmp_path, how):
     assert log2.aborted_in(m.base + 1, log2.log_end_offset) == []
     assert log2.last_stable_offset() == log2.log_end_offset
     log2.close()
+
+
+def test_reopen_at_the_same_epoch_appends_to_the_reused_empty_segment(tmp_path):
+    """A broker restarted before its peers noticed keeps its epoch: the empty segment of
+    that epoch is reused and must be writable (it was an EBADF once)."""
+    from kaas.storage.partition_log import LogConfig, PartitionLog
+    from kaas.wire import batch as wb
+
+    cfg = LogConfig(fsync=False)
+    log1 = PartitionLog(tmp_path, cfg)
+    log1.open(3)
+    log1.close()
+    log2 = PartitionLog(tmp_path, cfg)
+    assert log2.open(3) == 3
+    rec = wb.build_batch(records=[(b"k", b"v")])
+    res = log2.append(rec, wb.validate_produce(rec, 1 << 20))
+    assert res.base_offset == 0 and log2.log_end_offset == 1
+    log2.close()
+    log3 = PartitionLog(tmp_path, cfg)
+    log3.open(3)
+    assert [h.base_offset for h, _ in log3.batches()] == [0]
+    log3.close()
