@@ -318,7 +318,7 @@ def _raw_txn_produce(port: int, topic: str, partition: int, txn_id: str, produce
     import datetime
 
     from kaas.wire.batch import ATTR_TRANSACTIONAL, build_batch
-    from tests.wire_client import WireClient
+    from kaas.client import WireClient
 
     batch = build_batch(attributes=ATTR_TRANSACTIONAL, base_timestamp=int(time.time() * 1000),
                         producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=sequence,
@@ -453,84 +453,147 @@ def _end(p: Producer, commit: bool, timeout: float = 60.0) -> tuple[str, list[st
             raise
 
 
+class CrashCase:
+    """A transaction of id X (coordinator T) over a partition led by T and one led by O,
+    committing offsets of a group coordinated by G; a committed baseline transaction
+    (records "base", offset 5) precedes the one that the crash interrupts (records x-0..9,
+    offset 10)."""
+
+    def __init__(self, c: ClusterProcess, name: str, T: int, O: int, G: int) -> None:
+        self.c, self.T = c, T
+        bs, data = c.bootstrap, c.data
+        self.topic = f"{name}-{uuid.uuid4().hex[:4]}"
+        led = create_topic(bs, self.topic)
+        self.p_t, self.p_o = led[T], led[O]
+        self.txn_id = pick_txn_id(data, name, T)
+        self.group = pick_group(name, G)
+        assert txn_owner(data, self.txn_id) == T and group_owner(self.group) == G
+        self.gmd = group_metadata(bs, self.group)
+        self.vals = [f"x-{i}".encode() for i in range(10)]
+        self.p = txn_producer(bs, self.txn_id)
+        self.p.init_transactions(30)
+        self._txn([b"base", b"base"], 5)
+        self.p.commit_transaction(30)
+        assert committed(bs, self.group, self.topic, [self.p_t]) == {self.p_t: 5}
+        self._txn(self.vals, 10)
+        assert self.p.flush(15) == 0
+
+    def _txn(self, vals: list[bytes], offset: int) -> None:
+        self.p.begin_transaction()
+        for i, v in enumerate(vals):
+            self.p.produce(self.topic, value=v, partition=self.p_t if i % 2 == 0 else self.p_o)
+        self.p.send_offsets_to_transaction([TopicPartition(self.topic, self.p_t, offset)], self.gmd, 20)
+
+    def arm(self, point: str) -> None:
+        armed = _armed_count(self.c, self.T)
+        failpoints.arm(self.c.data / "run", self.T, {point: {"action": "crash", "count": 1}})
+        wait_for(lambda: _armed_count(self.c, self.T) > armed, 10, f"{point} armed on broker {self.T}")
+
+    def check(self, point: str, commit: bool, outcome: str, errors: list[str]) -> None:
+        """The transaction ended in the direction asked, exactly once, on both partitions,
+        with its offsets; nothing is left prepared or queued; the id works on."""
+        c, bs, data = self.c, self.c.bootstrap, self.c.data
+        log_text = c.broker_log(self.T)
+        assert f"name={point}" in log_text or f'"name": "{point}"' in log_text, f"{point} never fired"
+        # Every crash point lies after the Prepare* state was persisted: the direction is
+        # decided, and a client told "aborted" after asking to commit (or the reverse)
+        # would be lied to.
+        assert outcome in ("committed" if commit else "aborted", "fatal"), (outcome, errors)
+        want_state = "CompleteCommit" if commit else "CompleteAbort"
+        wait_for(lambda: (slot_entry(data, self.txn_id) or {}).get("state") == want_state,
+                 30, f"{self.txn_id} to reach {want_state}")
+        p = self.p
+        if outcome == "fatal":
+            p = txn_producer(bs, self.txn_id)
+            p.init_transactions(30)
+        p.begin_transaction()  # the same transactional id goes on
+        p.produce(self.topic, value=b"after", partition=self.p_t)
+        p.produce(self.topic, value=b"after", partition=self.p_o)
+        p.commit_transaction(30)
+
+        got = by_partition(read(bs, self.topic, [self.p_t, self.p_o], "read_committed"))
+        mid_t, mid_o = (self.vals[0::2], self.vals[1::2]) if commit else ([], [])
+        assert got.get(self.p_t) == [b"base", *mid_t, b"after"], ("coordinator-led", outcome, errors)
+        assert got.get(self.p_o) == [b"base", *mid_o, b"after"], ("peer-led", outcome, errors)
+        assert committed(bs, self.group, self.topic, [self.p_t]) == {self.p_t: 10 if commit else 5}
+        # read_uncommitted: every record once in the log (a retried EndTxn duplicated nothing)
+        raw = values(read(bs, self.topic, [self.p_t, self.p_o], "read_uncommitted"))
+        assert sorted(raw) == sorted([b"base"] * 2 + self.vals + [b"after"] * 2)
+        entry = slot_entry(data, self.txn_id)
+        assert entry["state"] == "CompleteCommit"
+        wait_for(lambda: not queued_for_pid(data, entry["producer_id"]), 15, "the marker queue to drain")
+
+
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_coordinator_crash_mid_endtxn(cluster, point, commit):
-    bs, data = cluster.bootstrap, cluster.data
+    """The coordinator dies at ``point`` (SIGKILL-equivalent), the supervisor restarts it,
+    librdkafka retries EndTxn against it (or its startup reconcile finishes first)."""
     wait_healthy(cluster)
     case = CRASH_POINTS.index(point) * 2 + (0 if commit else 1)
-    T = case % 3  # the coordinator: every broker takes a turn
-    O = (T + 1) % 3  # leads the other partition of the transaction
-    G = (T + 2) % 3  # coordinates the group whose offsets the transaction commits
+    T = case % 3  # every broker takes a turn as the coordinator
     short = point.split(".")[1].replace("_", "-")
-    topic = f"crash-{short}-{'c' if commit else 'a'}-{uuid.uuid4().hex[:4]}"
-    led = create_topic(bs, topic)
-    p_t, p_o = led[T], led[O]
-    txn_id = pick_txn_id(data, f"crash-{short}", T)
-    group = pick_group(f"crash-{short}", G)
-    gmd = group_metadata(bs, group)
-
-    p = txn_producer(bs, txn_id)
-    p.init_transactions(30)
-    p.begin_transaction()  # a committed baseline: records and offset 5
-    p.produce(topic, value=b"base", partition=p_t)
-    p.produce(topic, value=b"base", partition=p_o)
-    p.send_offsets_to_transaction([TopicPartition(topic, p_t, 5)], gmd, 20)
-    p.commit_transaction(30)
-    assert committed(bs, group, topic, [p_t]) == {p_t: 5}
-
-    p.begin_transaction()
-    crash_vals = [f"x-{i}".encode() for i in range(10)]
-    for i, v in enumerate(crash_vals):
-        p.produce(topic, value=v, partition=p_t if i % 2 == 0 else p_o)
-    assert p.flush(15) == 0
-    p.send_offsets_to_transaction([TopicPartition(topic, p_t, 10)], gmd, 20)
-
+    tc = CrashCase(cluster, f"crash-{short}-{'c' if commit else 'a'}", T, (T + 1) % 3, (T + 2) % 3)
     old_pid = cluster.pid(T)
-    armed = _armed_count(cluster, T)
-    failpoints.arm(data / "run", T, {point: {"action": "crash", "count": 1}})
     try:
-        wait_for(lambda: _armed_count(cluster, T) > armed, 10, f"{point} armed on broker {T}")
-        outcome, errors = _end(p, commit)
+        tc.arm(point)
+        outcome, errors = _end(tc.p, commit)
         cluster.wait_restarted(T, old_pid)
     finally:
-        failpoints.disarm(data / "run", T)
-    print(f"\n{point} commit={commit} T={T}: {outcome} {errors}")
-    log_text = cluster.broker_log(T)
-    assert f"name={point}" in log_text or f'"name": "{point}"' in log_text, f"{point} never fired"
+        failpoints.disarm(cluster.data / "run", T)
     assert cluster.pid(T) != old_pid
+    tc.check(point, commit, outcome, errors)
 
-    # Every crash point lies after the Prepare* state was persisted: the direction is
-    # decided, the restarted coordinator (client retry or reconcile) must finish it.
-    if commit:
-        assert outcome in ("committed", "fatal"), (outcome, errors)  # never "aborted" but committed
-    else:
-        assert outcome in ("aborted", "fatal"), (outcome, errors)
-    wait_for(lambda: (slot_entry(data, txn_id) or {}).get("state") == ("CompleteCommit" if commit
-                                                                          else "CompleteAbort"),
-             30, f"{txn_id} to complete")
 
-    # the same transactional id goes on: a next transaction on both partitions
-    if outcome == "fatal":
-        p = txn_producer(bs, txn_id)
-        p.init_transactions(30)
-    p.begin_transaction()
-    p.produce(topic, value=b"after", partition=p_t)
-    p.produce(topic, value=b"after", partition=p_o)
-    p.commit_transaction(30)
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_coordinator_crash_slot_moves(cluster, commit):
+    """The coordinator of the transaction and of the group dies after its local markers
+    and its restarted process is held stopped past the session timeout: the slot and the
+    group move to a survivor, which finishes the prepared transaction (client retry or
+    reconcile) from the slot and offsets files alone; then the broker comes back."""
+    import os
+    import signal
 
-    got = by_partition(read(bs, topic, [p_t, p_o], "read_committed"))
-    if commit:
-        want_t = [b"base"] + crash_vals[0::2] + [b"after"]
-        want_o = [b"base"] + crash_vals[1::2] + [b"after"]
-    else:
-        want_t = want_o = [b"base", b"after"]
-    assert got.get(p_t) == want_t, ("coordinator-led", outcome, errors)
-    assert got.get(p_o) == want_o, ("peer-led", outcome, errors)
-    assert committed(bs, group, topic, [p_t]) == {p_t: 10 if commit else 5}
-    # read_uncommitted: each record once in the log (no duplicate from a retried EndTxn)
-    raw = values(read(bs, topic, [p_t, p_o], "read_uncommitted"))
-    assert sorted(raw) == sorted([b"base"] * 2 + crash_vals + [b"after"] * 2)
-    entry = slot_entry(data, txn_id)
-    assert entry["state"] == "CompleteCommit"
-    wait_for(lambda: not queued_for_pid(data, entry["producer_id"]), 15, "the marker queue to drain")
+    wait_healthy(cluster)
+    T, O = (2, 0) if commit else (1, 2)
+    tc = CrashCase(cluster, f"moved-{'c' if commit else 'a'}", T, O, T)
+    old_pid = cluster.pid(T)
+    stopped = None
+    try:
+        tc.arm("endtxn.after_local_markers")
+        result: dict = {}
+
+        def end() -> None:
+            result["r"] = _end(tc.p, commit)
+
+        import threading
+
+        t = threading.Thread(target=end, daemon=True)
+        t.start()
+        # hold the restarted process stopped (before it heartbeats) until the slot moved
+        stopped = wait_for(lambda: _new_pid(cluster, T, old_pid), 20, "the restart", interval=0.01)
+        os.kill(stopped, signal.SIGSTOP)
+        slot = routing.txn_slot(tc.txn_id)
+        wait_for(lambda: assignment(cluster.data).get("txn_slots", {}).get(str(slot), T) != T,
+                 20, "the slot to move", interval=0.1)
+        t.join(60)
+        assert "r" in result, "commit/abort did not return while the coordinator was away"
+        outcome, errors = result["r"]
+        mover = txn_owner(cluster.data, tc.txn_id)
+        wait_for(lambda: (slot_entry(cluster.data, tc.txn_id) or {}).get("state", "").startswith("Complete"),
+                 20, "the new coordinator to complete the transaction")
+    finally:
+        failpoints.disarm(cluster.data / "run", T)
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+    assert mover not in (T, -1)
+    wait_healthy(cluster)
+    tc.check("endtxn.after_local_markers", commit, outcome, errors)
+
+
+def _new_pid(c: ClusterProcess, broker_id: int, old_pid: int) -> int | None:
+    try:
+        pid = c.pid(broker_id)
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if pid != old_pid else None
