@@ -17,7 +17,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import configs, failpoints, txn_coordinator
+from kaas import configs, failpoints, metrics, txn_coordinator
 from kaas.domain import routing
 from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import CorruptState, KaasError
@@ -109,7 +109,12 @@ class Partition:
                 await failpoints.hit_async("append.after_write_before_fsync")
                 if self.log.config.fsync and fds:
                     t0 = time.perf_counter()
-                    await trio.to_thread.run_sync(_fsync_all, fds)
+                    if self.broker.memory_backed:
+                        # tmpfs: fsync is a no-op syscall; a worker-thread round trip would
+                        # cost more than it (measured: ~25% of broker CPU under produce load)
+                        _fsync_all(fds)
+                    else:
+                        await trio.to_thread.run_sync(_fsync_all, fds)
                     self.broker.stats_fsync(time.perf_counter() - t0)
                 if end > self.log.durable_offset:
                     self.log.durable_offset = end
@@ -168,6 +173,23 @@ class Partition:
         return ProduceResult(res.base_offset, res.next_offset, False)
 
 
+def fs_type(path) -> str:
+    """The file system type of the mount holding ``path`` (from /proc/self/mountinfo)."""
+    target = os.path.realpath(path)
+    best, kind = "", ""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                mount_point = left.split()[4]
+                if (target == mount_point or target.startswith(mount_point.rstrip("/") + "/")) \
+                        and len(mount_point) >= len(best):
+                    best, kind = mount_point, right.split()[0]
+    except OSError:
+        return ""
+    return kind
+
+
 def _fsync_all(fds: list[int]) -> None:
     for fd in fds:
         os.fsync(fd)
@@ -189,6 +211,7 @@ class Broker:
         self.id = settings.broker_id
         self.layout = Layout(settings.data)
         self.layout.ensure()
+        self.memory_backed = fs_type(self.layout.data) in ("tmpfs", "ramfs")
         self.topics = TopicStore(self.layout.topics, fsync=settings.fsync)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._data_event = trio.Event()
@@ -247,8 +270,10 @@ class Broker:
         try:
             t0 = time.monotonic()
             epoch = await trio.to_thread.run_sync(plog.open, epoch)
+            took = time.monotonic() - t0
             self.takeovers += 1
-            self.takeover_seconds += time.monotonic() - t0
+            self.takeover_seconds += took
+            metrics.observe_takeover(took)
         except (CorruptState, OSError) as exc:
             log.error("partition_takeover_failed", topic=meta.name, partition=index, error=str(exc))
             return None
@@ -483,6 +508,7 @@ class Broker:
     def stats_fsync(self, seconds: float) -> None:
         self.fsync_count += 1
         self.fsync_seconds += seconds
+        metrics.observe_fsync(seconds)
 
     # ------------------------------------------------------------------ background
 

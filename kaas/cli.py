@@ -29,22 +29,33 @@ def cli() -> None:
               help="Create unknown topics on Metadata/Produce (auto.create.topics.enable).")
 @click.option("--num-partitions", type=int, default=1, show_default=True,
               help="Partitions of an auto-created topic (num.partitions).")
-@click.option("--segment-bytes", type=int, default=128 * 1024 * 1024, show_default=True)
-@click.option("--retention-ms", type=int, default=7 * 24 * 3600 * 1000, show_default=True)
-@click.option("--retention-bytes", type=int, default=-1, show_default=True)
-@click.option("--retention-check-ms", type=int, default=30_000, show_default=True)
-@click.option("--max-request-size", type=int, default=100 * 1024 * 1024, show_default=True)
-@click.option("--message-max-bytes", type=int, default=1024 * 1024 + 12, show_default=True)
+@click.option("--segment-bytes", type=int, default=128 * 1024 * 1024, show_default=True,
+              help="Roll a new log segment at this size (segment.bytes).")
+@click.option("--retention-ms", type=int, default=7 * 24 * 3600 * 1000, show_default=True,
+              help="Delete closed segments older than this (retention.ms; -1 = forever).")
+@click.option("--retention-bytes", type=int, default=-1, show_default=True,
+              help="Delete old segments beyond this partition size (retention.bytes; -1 = no limit).")
+@click.option("--retention-check-ms", type=int, default=30_000, show_default=True,
+              help="How often retention runs (log.retention.check.interval.ms).")
+@click.option("--max-request-size", type=int, default=100 * 1024 * 1024, show_default=True,
+              help="Largest request frame accepted (socket.request.max.bytes).")
+@click.option("--message-max-bytes", type=int, default=1024 * 1024 + 12, show_default=True,
+              help="Largest record batch accepted (message.max.bytes).")
 @click.option("--session-timeout-ms", type=int, default=3000, show_default=True,
               help="Broker liveness timeout on the shared volume.")
-@click.option("--transaction-max-timeout-ms", type=int, default=15 * 60 * 1000, show_default=True)
-@click.option("--producer-id-expiration-ms", type=int, default=24 * 3600 * 1000, show_default=True)
-@click.option("--group-initial-rebalance-delay-ms", type=int, default=3000, show_default=True)
+@click.option("--transaction-max-timeout-ms", type=int, default=15 * 60 * 1000, show_default=True,
+              help="Largest transaction.timeout.ms a producer may ask for.")
+@click.option("--producer-id-expiration-ms", type=int, default=24 * 3600 * 1000, show_default=True,
+              help="Forget idle producers' idempotence state after this (producer.id.expiration.ms).")
+@click.option("--group-initial-rebalance-delay-ms", type=int, default=3000, show_default=True,
+              help="Wait for more members before the first rebalance of an empty group.")
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
               help="fsync appends for acks=all and state files (leave on outside of tests).")
+@click.option("--metrics-port", type=int, default=0, show_default=True,
+              help="Serve Prometheus /metrics over HTTP on this port of the listen host (0 = off).")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
 @click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["debug", "info", "warning", "error"]))
+              type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")
 def broker(broker_id, data, listen, advertise, log_json, log_level, **opts) -> None:
     """Run one broker process."""
     import trio
@@ -66,25 +77,36 @@ def broker(broker_id, data, listen, advertise, log_json, log_level, **opts) -> N
 
 @cli.command()
 @click.option("--brokers", type=int, default=1, show_default=True, help="Number of brokers to run.")
-@click.option("--data", type=click.Path(path_type=Path), default=Path("./data"), show_default=True)
+@click.option("--data", type=click.Path(path_type=Path), default=Path("./data"), show_default=True,
+              help="Shared data directory.")
 @click.option("--base-port", type=int, default=9092, show_default=True, help="Port of broker 0; broker i uses +i.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Listen and advertise host.")
 @click.option("--first-id", type=int, default=0, show_default=True,
               help="Id of the first broker (several supervisors on several hosts use disjoint ranges).")
-@click.option("--restart-delay", type=float, default=1.0, show_default=True)
+@click.option("--restart-delay", type=float, default=1.0, show_default=True,
+              help="Seconds before a broker that died is restarted.")
+@click.option("--metrics-base-port", type=int, default=0, show_default=True,
+              help="Prometheus port of broker 0; broker i gets +i (passed as --metrics-port; 0 = off).")
 @click.argument("broker_args", nargs=-1, type=click.UNPROCESSED)
-def cluster(brokers, data, base_port, host, first_id, restart_delay, broker_args) -> None:
+def cluster(brokers, data, base_port, host, first_id, restart_delay, metrics_base_port, broker_args) -> None:
     """Supervise N brokers over one data directory (extra args go to every broker)."""
     from cluster.supervisor import run_supervisor
 
     run_supervisor(brokers=brokers, data=data, base_port=base_port, host=host, first_id=first_id,
-                   restart_delay=restart_delay, broker_args=list(broker_args))
+                   restart_delay=restart_delay, metrics_base_port=metrics_base_port,
+                   broker_args=list(broker_args))
 
 
 def _register_tools() -> None:
+    from kaas.tools.groups import groups
+    from kaas.tools.inspect_data import inspect
+    from kaas.tools.topics import topics
     from kaas.txn_cli import txn
 
     cli.add_command(txn)
+    cli.add_command(topics)
+    cli.add_command(groups)
+    cli.add_command(inspect)
 
 
 _register_tools()

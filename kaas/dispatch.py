@@ -4,11 +4,13 @@ decided here, so handlers only ever see well-formed requests of a version they d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 import structlog
 from kio.schema.errors import ErrorCode
 
+from kaas import metrics
 from kaas.handlers import REGISTRY, Context, versions_table
 from kaas.wire import codec
 from kaas.wire.build import build
@@ -43,6 +45,7 @@ class Prepared:
     ctx: Context | None = None
     body: Any = None
     response: bytes | None = None
+    size: int = 0  # request frame bytes on the wire (size prefix included), for metrics
 
 
 def prepare(broker, frame: bytes, peer: str) -> Prepared:
@@ -66,19 +69,27 @@ def prepare(broker, frame: bytes, peer: str) -> Prepared:
     except codec.DecodeError as exc:
         raise CloseConnection(f"api_key {api_key} v{version}: {exc}") from None
     ctx = Context(broker, api_key, version, corr, req.client_id, peer)
-    return Prepared(api_key, version, corr, handler, ctx, req.body)
+    return Prepared(api_key, version, corr, handler, ctx, req.body, None, len(frame) + 4)
 
 
 async def execute(p: Prepared) -> bytes | None:
     """Run a prepared request. Returns the framed response, or None (acks=0)."""
     if p.handler is None:
         return p.response
-    result = await p.handler.module.handle(p.ctx, p.body)
-    if result is None:
-        return None
-    if isinstance(result, dict):
-        result = build(codec.response_class(p.api_key, p.version), result)
-    return codec.encode_response(p.api_key, p.version, p.corr, result)
+    t0 = perf_counter()
+    out = None
+    try:
+        result = await p.handler.module.handle(p.ctx, p.body)
+        if result is not None:
+            if isinstance(result, dict):
+                result = build(codec.response_class(p.api_key, p.version), result)
+            out = codec.encode_response(p.api_key, p.version, p.corr, result)
+        return out
+    except Exception:
+        metrics.record_error(p.api_key)
+        raise
+    finally:
+        metrics.record_request(p.api_key, p.size, out, perf_counter() - t0)
 
 
 async def dispatch(broker, frame: bytes, peer: str) -> bytes | None:

@@ -11,6 +11,7 @@ import click
 from kio.schema.errors import ErrorCode
 
 from kaas.client import WireClient
+from kaas.tools.output import table
 
 
 def _brokers(bootstrap: str) -> list[tuple[int, str, int]]:
@@ -34,14 +35,6 @@ def _coordinator(bootstrap: str, txn_id: str) -> tuple[str, int]:
         if r.error_code == ErrorCode.none:
             return r.host, r.port
     raise click.ClickException(f"no coordinator found for {txn_id!r}")
-
-
-def table(rows: list[dict], columns: list[str]) -> str:
-    widths = {c: max([len(c)] + [len(str(r.get(c, ""))) for r in rows]) for c in columns}
-    lines = ["  ".join(c.upper().ljust(widths[c]) for c in columns)]
-    for r in rows:
-        lines.append("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns))
-    return "\n".join(lines)
 
 
 @click.group("txn")

@@ -37,6 +37,11 @@ class Handler:
     def name(self) -> str:
         return self.module.__name__.rsplit(".", 1)[-1]
 
+    @property
+    def api_name(self) -> str:
+        """Kafka's name of the API, e.g. ``ApiVersions``, ``AddPartitionsToTxn``."""
+        return getattr(self.module, "API_NAME", None) or "".join(w.capitalize() for w in self.name.split("_"))
+
 
 @dataclass(slots=True)
 class Context:

@@ -21,6 +21,10 @@ async def serve_broker(settings: Settings, *, task_status=trio.TASK_STATUS_IGNOR
     broker.connections = 0
     async with trio.open_nursery() as root:
         await broker.start(root)
+        if settings.metrics_port:
+            from kaas.metrics import serve_metrics
+
+            await root.start(serve_metrics, broker, settings.listen_host, settings.metrics_port)
         listeners = await trio.open_tcp_listeners(settings.listen_port, host=settings.listen_host)
         bound = listeners[0].socket.getsockname()[:2]
         async with trio.open_nursery() as conns:

@@ -1,0 +1,359 @@
+"""Prometheus metrics of one broker process, served on ``--metrics-port`` (0 = off).
+
+The hot path never touches prometheus_client: a request adds to plain integers and a
+bucket list in this module (everything runs on the trio thread, so no locks are needed),
+and a custom collector turns them into metric families at scrape time. Gauges (partitions
+led, producer states, transactions, marker queue depth, ...) are read from the ``Broker``
+object when Prometheus scrapes; the few that need the shared volume (slot files, the
+marker queue) are read in a worker thread just before the exposition is rendered.
+
+Metrics (all prefixed ``kaas_``):
+
+========================================  =========  ==========================================
+name                                      type       meaning
+========================================  =========  ==========================================
+requests_total{api}                       counter    requests answered (or acks=0) per API
+request_errors_total{api}                 counter    requests whose handler raised (a bug)
+request_duration_seconds{api}             histogram  decode-to-encoded-response time (long-poll
+                                                     fetches include their wait)
+request_bytes_total{api}                  counter    request frame bytes received (bytes in)
+response_bytes_total{api}                 counter    response frame bytes sent (bytes out)
+partitions_led                            gauge      partitions this broker leads
+producer_states                           gauge      idempotence entries over led partitions
+transactions_open                         gauge      Ongoing transactions of owned slots
+transactions_prepared                     gauge      PrepareCommit/PrepareAbort (markers owed)
+txn_slots_owned                           gauge      transaction slots this broker coordinates
+marker_queue_depth                        gauge      files in ``marker_queue/to-<self>``
+fsync_seconds                             histogram  group-commit fsync latency
+partition_takeovers_total                 counter    partitions opened (taken over)
+partition_takeover_seconds                histogram  time to open (recover) one partition
+connections                               gauge      open client connections
+controller / draining                     gauge      1 when this broker is controller / draining
+brokers_alive                             gauge      live brokers as seen by this one
+txn_coordinator_events_total{event}       counter    markers written, queue entries applied, ...
+broker_info{broker_id,cluster_id,...}     gauge      1, with identifying labels
+========================================  =========  ==========================================
+
+plus the standard ``process_*``, ``python_gc_*`` and ``python_info`` collectors.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import structlog
+import trio
+
+log = structlog.get_logger()
+
+try:
+    from importlib.metadata import version as _dist_version
+
+    __version__ = _dist_version("kaas")
+except Exception:  # not installed (running from a checkout)
+    __version__ = "unknown"
+
+LATENCY_BOUNDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                  1.0, 2.5, 5.0, 10.0, 30.0)
+FSYNC_BOUNDS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                0.5, 1.0, 2.5, 5.0)
+TAKEOVER_BOUNDS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Histogram:
+    """A fixed-bucket histogram: ``observe`` is one bisect and two additions."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """Prometheus buckets: (le, cumulative count), ending with +Inf."""
+        out = []
+        acc = 0
+        for bound, n in zip((*self.bounds, float("inf")), self.counts):
+            acc += n
+            out.append(("+Inf" if bound == float("inf") else repr(float(bound)), acc))
+        return out
+
+
+class ApiStats:
+    __slots__ = ("name", "requests", "errors", "bytes_in", "bytes_out", "latency")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.requests = 0
+        self.errors = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.latency = Histogram(LATENCY_BOUNDS)
+
+
+# Process-wide (one broker per process). Keys: Kafka api keys.
+API: dict[int, ApiStats] = {}
+FSYNC = Histogram(FSYNC_BOUNDS)
+TAKEOVER = Histogram(TAKEOVER_BOUNDS)
+
+
+def _api(api_key: int) -> ApiStats:
+    from kaas.handlers import REGISTRY
+
+    h = REGISTRY.get(api_key)
+    s = API[api_key] = ApiStats(h.api_name if h is not None else f"Api{api_key}")
+    return s
+
+
+def record_request(api_key: int, size_in: int, response: bytes | None, seconds: float) -> None:
+    """One request answered (called by ``dispatch.execute``)."""
+    s = API.get(api_key) or _api(api_key)
+    s.requests += 1
+    s.bytes_in += size_in
+    if response is not None:
+        s.bytes_out += len(response)
+    s.latency.observe(seconds)
+
+
+def record_error(api_key: int) -> None:
+    s = API.get(api_key) or _api(api_key)
+    s.errors += 1
+
+
+def reset() -> None:
+    """Forget every count (tests)."""
+    global FSYNC, TAKEOVER
+    API.clear()
+    FSYNC = Histogram(FSYNC_BOUNDS)
+    TAKEOVER = Histogram(TAKEOVER_BOUNDS)
+
+
+def observe_fsync(seconds: float) -> None:
+    FSYNC.observe(seconds)
+
+
+def observe_takeover(seconds: float) -> None:
+    TAKEOVER.observe(seconds)
+
+
+# ---------------------------------------------------------------------- collector
+
+
+class BrokerCollector:
+    """Turns this module's counters and the broker's state into metric families."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        # Refreshed in a worker thread before each scrape (see ``refresh``).
+        self.marker_queue_depth = 0
+        self.txn_open = 0
+        self.txn_prepared = 0
+        self.txn_slots_owned = 0
+        self.txn_slots_unreadable = 0
+
+    async def refresh(self) -> None:
+        """Read what lives on the shared volume (marker queue, owned slot files)."""
+        b = self.broker
+        txn = b.txn
+        if txn is None:
+            return
+        from kaas.domain.routing import TXN_SLOTS
+
+        owned = [slot for slot in range(TXN_SLOTS) if b.owns_slot(slot)]
+        self.txn_slots_owned = len(owned)
+        self.marker_queue_depth, self.txn_open, self.txn_prepared, self.txn_slots_unreadable = \
+            await trio.to_thread.run_sync(partial(_volume_stats, txn, b.id, owned))
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                            HistogramMetricFamily)
+
+        b = self.broker
+        apis = sorted(API.values(), key=lambda s: s.name)
+        req = CounterMetricFamily("kaas_requests", "Requests handled, per Kafka API.", labels=["api"])
+        err = CounterMetricFamily("kaas_request_errors", "Requests whose handler raised.", labels=["api"])
+        bin_ = CounterMetricFamily("kaas_request_bytes", "Request frame bytes received (bytes in).",
+                                   labels=["api"])
+        bout = CounterMetricFamily("kaas_response_bytes", "Response frame bytes sent (bytes out).",
+                                   labels=["api"])
+        lat = HistogramMetricFamily("kaas_request_duration_seconds",
+                                    "Time from decoded request to encoded response.", labels=["api"])
+        for s in apis:
+            req.add_metric([s.name], s.requests)
+            err.add_metric([s.name], s.errors)
+            bin_.add_metric([s.name], s.bytes_in)
+            bout.add_metric([s.name], s.bytes_out)
+            lat.add_metric([s.name], s.latency.cumulative(), s.latency.total)
+        yield from (req, err, bin_, bout, lat)
+
+        parts = list(b.partitions.values())
+        yield _gauge("kaas_partitions_led", "Partitions this broker leads.", len(parts))
+        yield _gauge("kaas_producer_states", "Producer (idempotence) entries over led partitions.",
+                     sum(len(p.log.producers) for p in parts))
+        yield _gauge("kaas_transactions_open", "Ongoing transactions of the slots this broker owns.",
+                     self.txn_open)
+        yield _gauge("kaas_transactions_prepared",
+                     "Prepared (PrepareCommit/PrepareAbort) transactions of the slots this broker owns.",
+                     self.txn_prepared)
+        yield _gauge("kaas_txn_slots_owned", "Transaction slots this broker coordinates.", self.txn_slots_owned)
+        yield _gauge("kaas_txn_slots_unreadable", "Owned slot files that did not parse at the last scrape.",
+                     self.txn_slots_unreadable)
+        yield _gauge("kaas_marker_queue_depth", "Files in this broker's marker queue.", self.marker_queue_depth)
+
+        fs = HistogramMetricFamily("kaas_fsync_seconds", "Group-commit fsync latency.")
+        fs.add_metric([], FSYNC.cumulative(), FSYNC.total)
+        yield fs
+        yield CounterMetricFamily("kaas_partition_takeovers", "Partitions taken over (opened).",
+                                  value=getattr(b, "takeovers", 0))
+        tk = HistogramMetricFamily("kaas_partition_takeover_seconds", "Time to open (recover) one partition.")
+        tk.add_metric([], TAKEOVER.cumulative(), TAKEOVER.total)
+        yield tk
+
+        yield _gauge("kaas_connections", "Open client connections.", getattr(b, "connections", 0))
+        cluster = b.cluster
+        yield _gauge("kaas_controller", "1 when this broker is the controller.", int(bool(cluster.is_controller)))
+        yield _gauge("kaas_controller_epoch", "Highest controller epoch seen.", cluster.controller_epoch)
+        yield _gauge("kaas_draining", "1 while this broker drains (SIGTERM).", int(bool(b.draining)))
+        yield _gauge("kaas_brokers_alive", "Live brokers as seen by this one.", len(cluster.alive()))
+        yield CounterMetricFamily("kaas_controller_failovers", "Controller failovers handled.",
+                                  value=getattr(cluster, "failovers", 0))
+        if b.txn is not None:
+            ev = CounterMetricFamily("kaas_txn_coordinator_events", "Transaction coordinator events.",
+                                     labels=["event"])
+            for name, value in sorted(b.txn.stats.items()):
+                ev.add_metric([name], value)
+            yield ev
+        info = GaugeMetricFamily("kaas_broker_info", "Identifies the broker.",
+                                 labels=["broker_id", "cluster_id", "version"])
+        info.add_metric([str(b.id), b.settings.cluster_id, __version__], 1)
+        yield info
+
+
+def _gauge(name: str, doc: str, value: float) -> Any:
+    from prometheus_client.core import GaugeMetricFamily
+
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _volume_stats(txn: Any, broker_id: int, owned: list[int]) -> tuple[int, int, int, int]:
+    """(marker queue depth, open, prepared, unreadable slots); runs in a worker thread."""
+    from kaas.domain.txn import TxnState
+
+    try:
+        depth = len(txn.queue.list(broker_id))
+    except OSError:
+        depth = 0
+    open_ = prepared = bad = 0
+    for slot in owned:
+        try:
+            state = txn.store.load(slot)
+        except Exception:  # CorruptState/OSError: reported by the coordinator itself
+            bad += 1
+            continue
+        for meta in state.entries.values():
+            if meta.state is TxnState.Ongoing:
+                open_ += 1
+            elif meta.state.is_prepared:
+                prepared += 1
+    return depth, open_, prepared, bad
+
+
+def make_registry(broker: Any) -> tuple[Any, BrokerCollector]:
+    """A fresh CollectorRegistry for this process: the broker collector plus process,
+    platform and GC collectors."""
+    from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+
+    registry = CollectorRegistry(auto_describe=False)
+    collector = BrokerCollector(broker)
+    registry.register(collector)
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry, collector
+
+
+# ---------------------------------------------------------------------- HTTP endpoint
+
+_MAX_HEAD = 16 * 1024
+
+
+async def serve_metrics(broker: Any, host: str, port: int, *,
+                        task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve ``GET /metrics`` (HTTP/1.0-style, one request per connection) forever."""
+    registry, collector = make_registry(broker)
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound = listeners[0].socket.getsockname()[:2]
+    log.info("metrics_listening", host=bound[0], port=bound[1])
+    task_status.started(bound)
+    await trio.serve_listeners(partial(_handle, registry, collector), listeners)
+
+
+async def _handle(registry: Any, collector: BrokerCollector, stream: trio.SocketStream) -> None:
+    from prometheus_client.exposition import choose_encoder
+
+    try:
+        with trio.move_on_after(10):
+            head = b""
+            while b"\r\n\r\n" not in head and b"\n\n" not in head:
+                chunk = await stream.receive_some(4096)
+                if not chunk:
+                    return
+                head += chunk
+                if len(head) > _MAX_HEAD:
+                    await _reply(stream, 431, b"request header too large\n")
+                    return
+            lines = head.decode("latin-1").split("\n")
+            line = lines[0].strip().split()
+            accept = next((h.split(":", 1)[1].strip() for h in lines[1:] if h.lower().startswith("accept:")), "")
+            if len(line) < 2:
+                await _reply(stream, 400, b"bad request\n")
+                return
+            method, target = line[0], line[1].split("?", 1)[0]
+            if method not in ("GET", "HEAD"):
+                await _reply(stream, 405, b"method not allowed\n")
+                return
+            if target == "/healthz":
+                await _reply(stream, 200, b"ok\n", head_only=method == "HEAD")
+                return
+            if target not in ("/metrics", "/"):
+                await _reply(stream, 404, b"not found; try /metrics\n")
+                return
+            try:
+                await collector.refresh()
+                encoder, content_type = choose_encoder(accept)  # text 0.0.4 unless OpenMetrics is asked for
+                body = encoder(registry)
+            except Exception as exc:  # never take the broker down for a scrape
+                log.exception("metrics_scrape_failed", error=repr(exc))
+                await _reply(stream, 500, f"scrape failed: {exc!r}\n".encode())
+                return
+            await _reply(stream, 200, body, content_type=content_type, head_only=method == "HEAD")
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        pass
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(1):
+            await stream.aclose()
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            431: "Request Header Fields Too Large", 500: "Internal Server Error"}
+
+
+async def _reply(stream: trio.SocketStream, status: int, body: bytes, *,
+                 content_type: str = "text/plain; charset=utf-8", head_only: bool = False) -> None:
+    head = (f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\n"
+            f"Content-Type: {content_type}\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode("latin-1")
+    await stream.send_all(head if head_only else head + body)

@@ -1,0 +1,162 @@
+"""Wire-protocol plumbing shared by ``kaas topics`` and ``kaas groups``: bootstrap, a pool
+of connections per broker, metadata, coordinator look-up, retries of retriable errors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from kio.schema.errors import ErrorCode
+
+from kaas.client import WireClient
+
+T = TypeVar("T")
+
+RETRIABLE = frozenset({
+    ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator, ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+    ErrorCode.unknown_leader_epoch, ErrorCode.request_timed_out,
+})
+
+
+def code_name(code: int) -> str:
+    """The Kafka name of an error code (``UNKNOWN_TOPIC_OR_PARTITION``)."""
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return f"ERROR_{code}"
+
+
+class RetriableError(Exception):
+    """A retriable Kafka error: the caller's ``retry`` tries again until its deadline."""
+
+    def __init__(self, code: int, what: str) -> None:
+        super().__init__(f"{what}: {code_name(code)}")
+        self.code = code
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for hp in bootstrap.split(","):
+        hp = hp.strip()
+        if not hp:
+            continue
+        host, _, port = hp.rpartition(":")
+        if not host or not port.isdigit():
+            raise click.BadParameter(f"{hp!r} is not HOST:PORT", param_hint="--bootstrap")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise click.BadParameter("no HOST:PORT given", param_hint="--bootstrap")
+    return out
+
+
+class Cluster:
+    """Connections to the brokers of one cluster, opened lazily and closed on exit.
+
+    Args:
+        bootstrap: ``HOST:PORT[,HOST:PORT...]``.
+        timeout: socket timeout per request, seconds.
+    """
+
+    def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.timeout = timeout
+        self._conns: dict[tuple[str, int], WireClient] = {}
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.controller_id = -1
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for wc in self._conns.values():
+            try:
+                wc.close()
+            except OSError:
+                pass
+        self._conns.clear()
+
+    def call_at(self, addr: tuple[str, int], api_key: int, version: int, body: dict) -> Any:
+        """One request to the broker at ``addr``; a broken connection is reopened once."""
+        for attempt in (0, 1):
+            wc = self._conns.get(addr)
+            try:
+                if wc is None:
+                    wc = self._conns[addr] = WireClient(addr[0], addr[1], timeout=self.timeout)
+                return wc.call(api_key, version, body)
+            except OSError as exc:
+                bad = self._conns.pop(addr, None)
+                if bad is not None:
+                    bad.close()
+                if attempt:
+                    raise click.ClickException(f"broker {addr[0]}:{addr[1]}: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def call(self, broker_id: int, api_key: int, version: int, body: dict) -> Any:
+        if broker_id not in self.brokers:
+            self.metadata([])
+        if broker_id not in self.brokers:
+            raise RetriableError(ErrorCode.leader_not_available, f"broker {broker_id} is not in the metadata")
+        return self.call_at(self.brokers[broker_id], api_key, version, body)
+
+    def call_any(self, api_key: int, version: int, body: dict) -> Any:
+        """One request to the first bootstrap (or known) broker that answers."""
+        last: Exception | None = None
+        for addr in list(dict.fromkeys([*self.brokers.values(), *self.bootstrap])):
+            try:
+                return self.call_at(addr, api_key, version, body)
+            except click.ClickException as exc:
+                last = exc
+        raise click.ClickException(f"no broker answered: {last.message if last else 'none given'}")
+
+    def metadata(self, topics: list[str] | None) -> Any:
+        """Metadata v12 for ``topics`` (None: every topic; []: none), never auto-creating.
+        Refreshes the broker list and the controller id."""
+        md = self.call_any(3, 12, {
+            "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        self.brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
+        self.controller_id = md.controller_id
+        return md
+
+    def broker_ids(self) -> list[int]:
+        if not self.brokers:
+            self.metadata([])
+        return sorted(self.brokers)
+
+    def group_coordinator(self, group: str) -> int:
+        """The broker id coordinating ``group`` (FindCoordinator v3, key type 0)."""
+        r = self.call_any(10, 3, {"key": group, "key_type": 0})
+        if r.error_code != ErrorCode.none:
+            if r.error_code in RETRIABLE:
+                raise RetriableError(r.error_code, f"FindCoordinator({group})")
+            raise click.ClickException(f"FindCoordinator({group}): {code_name(r.error_code)}")
+        self.brokers.setdefault(r.node_id, (r.host, r.port))
+        self.brokers[r.node_id] = (r.host, r.port)
+        return r.node_id
+
+
+def retry(fn: Callable[[], T], timeout: float = 15.0) -> T:
+    """Call ``fn`` until it stops raising ``RetriableError`` or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except RetriableError as exc:
+            if time.monotonic() > deadline:
+                raise click.ClickException(str(exc)) from None
+            time.sleep(0.2)
+
+
+def bootstrap_option(f):
+    return click.option("--bootstrap", "--bootstrap-server", "bootstrap", required=True,
+                        envvar="KAAS_BOOTSTRAP", help="HOST:PORT[,HOST:PORT...] of any broker(s).")(f)
+
+
+def json_option(f):
+    return click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout, for scripts.")(f)

@@ -1,0 +1,321 @@
+"""``kaas groups list|describe|reset-offsets``: consumer groups over the wire protocol, like
+Kafka's kafka-consumer-groups tool.
+
+``describe`` asks the group's coordinator (FindCoordinator) for its members
+(DescribeGroups) and committed offsets (OffsetFetch) and each partition's leader for the
+log end (ListOffsets latest) to compute the lag. ``reset-offsets`` commits new offsets with
+OffsetCommit at generation -1, which the coordinator accepts only while the group is
+Empty; like Kafka it refuses up front for a group with members, and only plans (prints)
+unless ``--execute`` is given.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import click
+from kio.schema.errors import ErrorCode
+
+from kaas.tools._wire import RETRIABLE, Cluster, RetriableError, bootstrap_option, code_name, json_option, retry
+from kaas.tools.output import emit, table
+
+EARLIEST, LATEST = -2, -1
+INACTIVE = ("Empty", "Dead")
+
+
+def decode_assignment(data: bytes) -> list[tuple[str, int]] | None:
+    """The partitions of a consumer-protocol assignment (ConsumerProtocolAssignment v0-3),
+    or None when the bytes are not one."""
+    if not data:
+        return []
+    try:
+        pos = 2  # version
+        (n,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        out = []
+        for _ in range(max(n, 0)):
+            (ln,) = struct.unpack_from(">h", data, pos)
+            pos += 2
+            topic = bytes(data[pos:pos + ln]).decode()
+            pos += ln
+            (k,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            for _ in range(max(k, 0)):
+                out.append((topic, struct.unpack_from(">i", data, pos)[0]))
+                pos += 4
+        return sorted(out)
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def _describe_group(c: Cluster, group: str) -> tuple[int, object]:
+    def attempt():
+        coord = c.group_coordinator(group)
+        r = c.call(coord, 15, 5, {"groups": [group], "include_authorized_operations": False})
+        g = r.groups[0]
+        if g.error_code in RETRIABLE:
+            raise RetriableError(g.error_code, f"DescribeGroups({group})")
+        if g.error_code != ErrorCode.none:
+            raise click.ClickException(f"DescribeGroups({group}): {code_name(g.error_code)}")
+        return coord, g
+    return retry(attempt)
+
+
+def _committed(c: Cluster, coord: int, group: str) -> dict[tuple[str, int], int]:
+    def attempt():
+        r = c.call(coord, 9, 7, {"group_id": group, "topics": None, "require_stable": False})
+        if r.error_code in RETRIABLE:
+            raise RetriableError(r.error_code, f"OffsetFetch({group})")
+        if r.error_code != ErrorCode.none:
+            raise click.ClickException(f"OffsetFetch({group}): {code_name(r.error_code)}")
+        out = {}
+        for t in r.topics:
+            for p in t.partitions:
+                if p.error_code == ErrorCode.none and p.committed_offset >= 0:
+                    out[(t.name, p.partition_index)] = p.committed_offset
+        return out
+    return retry(attempt)
+
+
+def _leaders(c: Cluster, topics: list[str]) -> dict[tuple[str, int], int]:
+    out = {}
+    if not topics:
+        return out
+    md = c.metadata(sorted(set(topics)))
+    for t in md.topics:
+        for p in t.partitions:
+            out[(t.name, p.partition_index)] = p.leader_id
+    return out
+
+
+def _list_offsets(c: Cluster, partitions: list[tuple[str, int]], spec: int) -> dict[tuple[str, int], int | None]:
+    """ListOffsets (earliest -2 or latest -1, read_uncommitted) for each partition at its
+    leader. A partition without a leader or with an error maps to None."""
+    out: dict[tuple[str, int], int | None] = dict.fromkeys(partitions)
+    todo = set(partitions)
+
+    def attempt():
+        leaders = _leaders(c, sorted({t for t, _ in todo}))
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in sorted(todo):
+            leader = leaders.get(tp, -1)
+            if leader is None or leader < 0:
+                if tp not in leaders:
+                    todo.discard(tp)  # unknown topic or partition: no log end
+                    continue
+                raise RetriableError(ErrorCode.leader_not_available, f"{tp[0]}-{tp[1]}")
+            by_leader.setdefault(leader, []).append(tp)
+        retriable = None
+        for leader, tps in by_leader.items():
+            topics: dict[str, list[dict]] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append({"partition_index": p, "current_leader_epoch": -1, "timestamp": spec})
+            r = c.call(leader, 2, 7, {"replica_id": -1, "isolation_level": 0,
+                                      "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            for t in r.topics:
+                for p in t.partitions:
+                    tp = (t.name, p.partition_index)
+                    if p.error_code == ErrorCode.none:
+                        out[tp] = p.offset
+                        todo.discard(tp)
+                    elif p.error_code in RETRIABLE:
+                        retriable = RetriableError(p.error_code, f"ListOffsets {tp[0]}-{tp[1]}")
+                    else:
+                        todo.discard(tp)
+        if retriable is not None:
+            raise retriable
+    retry(attempt)
+    return out
+
+
+@click.group("groups")
+def groups() -> None:
+    """List and describe consumer groups, reset their offsets (over the wire protocol)."""
+
+
+@groups.command("list")
+@click.option("--state", "states", multiple=True, help="Only groups in these states (Stable, Empty, ...).")
+@bootstrap_option
+@json_option
+def list_(states: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
+    """Every group of every broker's coordinator (ListGroups on each broker)."""
+    rows: dict[str, dict] = {}
+    with Cluster(bootstrap) as c:
+        for bid in c.broker_ids():
+            def attempt(bid=bid):
+                r = c.call(bid, 16, 4, {"states_filter": list(states)})
+                if r.error_code in RETRIABLE:
+                    raise RetriableError(r.error_code, f"ListGroups at broker {bid}")
+                if r.error_code != ErrorCode.none:
+                    raise click.ClickException(f"ListGroups at broker {bid}: {code_name(r.error_code)}")
+                return r
+            for g in retry(attempt).groups:
+                rows.setdefault(g.group_id, {"group_id": g.group_id, "state": g.group_state,
+                                             "protocol_type": g.protocol_type, "coordinator": bid})
+    out = sorted(rows.values(), key=lambda r: r["group_id"])
+    emit(out, as_json, lambda: table(out, ["group_id", "state", "protocol_type", "coordinator"]))
+
+
+@groups.command()
+@click.argument("group")
+@bootstrap_option
+@json_option
+def describe(group: str, bootstrap: str, as_json: bool) -> None:
+    """Members, assignment, committed offset, log end and lag per partition of GROUP."""
+    with Cluster(bootstrap) as c:
+        coord, g = _describe_group(c, group)
+        committed = _committed(c, coord, group)
+        members = []
+        owner: dict[tuple[str, int], dict] = {}
+        for m in g.members:
+            parts = decode_assignment(m.member_assignment) if g.protocol_type == "consumer" else None
+            mem = {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                   "client_host": m.client_host,
+                   "assignment": None if parts is None else [{"topic": t, "partition": p} for t, p in parts]}
+            members.append(mem)
+            for t, p in parts or ():
+                owner[(t, p)] = mem
+        tps = sorted(set(committed) | set(owner))
+        log_end = _list_offsets(c, tps, LATEST)
+        addr = c.brokers.get(coord, ("", -1))
+    offsets = []
+    for tp in tps:
+        cur, end, mem = committed.get(tp), log_end.get(tp), owner.get(tp)
+        offsets.append({"group": group, "topic": tp[0], "partition": tp[1], "current_offset": cur,
+                        "log_end_offset": end,
+                        "lag": end - cur if cur is not None and end is not None else None,
+                        "consumer_id": mem["member_id"] if mem else None,
+                        "host": mem["client_host"] if mem else None,
+                        "client_id": mem["client_id"] if mem else None})
+    out = {"group_id": group, "state": g.group_state, "protocol_type": g.protocol_type, "protocol": g.protocol_data,
+           "coordinator": {"id": coord, "host": addr[0], "port": addr[1]}, "members": members, "offsets": offsets}
+
+    def human() -> list[str]:
+        lines = [f"Group: {group}\tState: {g.group_state}\tCoordinator: {coord} ({addr[0]}:{addr[1]})\t"
+                 f"Protocol: {g.protocol_type or '-'}/{g.protocol_data or '-'}\tMembers: {len(members)}"]
+        if g.group_state == "Dead" and not offsets:
+            lines.append(f"Consumer group '{group}' does not exist.")
+            return lines
+        lines += ["", table(offsets, ["group", "topic", "partition", "current_offset", "log_end_offset", "lag",
+                                      "consumer_id", "host", "client_id"])]
+        if members:
+            mrows = [{**m, "partitions": len(m["assignment"] or []),
+                      "assignment": ",".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"] or []) or None}
+                     for m in members]
+            lines += ["", table(mrows, ["member_id", "group_instance_id", "client_id", "client_host", "partitions",
+                                        "assignment"])]
+        return lines
+
+    emit(out, as_json, human)
+
+
+def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
+    """``TOPIC`` or ``TOPIC:P,P,...`` (kafka-consumer-groups syntax)."""
+    topic, sep, parts = spec.partition(":")
+    if not sep:
+        return topic, None
+    try:
+        return topic, sorted({int(p) for p in parts.split(",") if p.strip()})
+    except ValueError:
+        raise click.BadParameter(f"{spec!r} is not TOPIC or TOPIC:P,P", param_hint="--topic") from None
+
+
+@groups.command("reset-offsets")
+@click.argument("group")
+@click.option("--topic", "topic_specs", multiple=True, metavar="TOPIC[:P,P...]",
+              help="Topic (optionally some partitions) to reset; repeatable.")
+@click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
+@click.option("--to-earliest", is_flag=True, help="Reset to the log start.")
+@click.option("--to-latest", is_flag=True, help="Reset to the log end.")
+@click.option("--to-offset", type=int, default=None, help="Reset to this offset (clamped to the log's range).")
+@click.option("--shift-by", type=int, default=None, help="Move the committed offset by N (clamped).")
+@click.option("--execute", is_flag=True, help="Commit the new offsets (default: only show the plan).")
+@click.option("--dry-run", is_flag=True, help="Only show the plan (the default).")
+@bootstrap_option
+@json_option
+def reset_offsets(group: str, topic_specs: tuple[str, ...], all_topics: bool, to_earliest: bool, to_latest: bool,
+                  to_offset: int | None, shift_by: int | None, execute: bool, dry_run: bool, bootstrap: str,
+                  as_json: bool) -> None:
+    """Reset GROUP's committed offsets; the group must have no members (Empty or Dead)."""
+    modes = {"earliest": to_earliest, "latest": to_latest, "offset": to_offset is not None,
+             "shift": shift_by is not None}
+    chosen = [m for m, on in modes.items() if on]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by")
+    if bool(topic_specs) == all_topics:
+        raise click.UsageError("give --topic (repeatable) or --all-topics")
+    if execute and dry_run:
+        raise click.UsageError("--execute and --dry-run exclude each other")
+    how = chosen[0]
+    with Cluster(bootstrap) as c:
+        coord, g = _describe_group(c, group)
+        if g.group_state not in INACTIVE:
+            raise click.ClickException(f"Assignments can only be reset if the group '{group}' is inactive, "
+                                       f"but the current state is {g.group_state}.")
+        committed = _committed(c, coord, group)
+        tps: set[tuple[str, int]] = set()
+        if all_topics:
+            tps = set(committed)
+        else:
+            wanted = [_parse_topic(s) for s in topic_specs]
+            md = c.metadata(sorted({t for t, _ in wanted}))
+            counts = {}
+            for t in md.topics:
+                if t.error_code != ErrorCode.none:
+                    raise click.ClickException(f"topic {t.name}: {code_name(t.error_code)}")
+                counts[t.name] = len(t.partitions)
+            for topic, parts in wanted:
+                for p in parts if parts is not None else range(counts[topic]):
+                    if not 0 <= p < counts[topic]:
+                        raise click.ClickException(f"topic {topic} has no partition {p}")
+                    tps.add((topic, p))
+        order = sorted(tps)
+        earliest = _list_offsets(c, order, EARLIEST)
+        latest = _list_offsets(c, order, LATEST)
+        plan = []
+        for tp in order:
+            lo, hi, cur = earliest.get(tp), latest.get(tp), committed.get(tp)
+            if lo is None or hi is None:
+                raise click.ClickException(f"no offsets for {tp[0]}-{tp[1]} (no leader?)")
+            if how == "earliest":
+                new = lo
+            elif how == "latest":
+                new = hi
+            elif how == "offset":
+                new = min(max(to_offset, lo), hi)
+            else:
+                if cur is None:
+                    raise click.ClickException(f"--shift-by: {tp[0]}-{tp[1]} has no committed offset")
+                new = min(max(cur + shift_by, lo), hi)
+            plan.append({"group": group, "topic": tp[0], "partition": tp[1], "current_offset": cur,
+                         "new_offset": new, "log_start_offset": lo, "log_end_offset": hi})
+        if execute and plan:
+            topics: dict[str, list[dict]] = {}
+            for r in plan:
+                topics.setdefault(r["topic"], []).append({"partition_index": r["partition"],
+                                                          "committed_offset": r["new_offset"],
+                                                          "committed_leader_epoch": -1, "committed_metadata": ""})
+            body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                    "group_instance_id": None, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+
+            def commit():
+                node = c.group_coordinator(group)
+                r = c.call(node, 8, 8, body)
+                errors = {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions
+                          if p.error_code != ErrorCode.none}
+                if any(code in RETRIABLE for code in errors.values()):
+                    raise RetriableError(next(iter(errors.values())), f"OffsetCommit({group})")
+                return errors
+            errors = retry(commit)
+            if errors:
+                detail = ", ".join(f"{t}-{p}: {code_name(code)}" for (t, p), code in sorted(errors.items()))
+                raise click.ClickException(f"OffsetCommit({group}) failed: {detail}")
+    out = {"group_id": group, "state": g.group_state, "executed": bool(execute), "offsets": plan}
+
+    def human() -> list[str]:
+        lines = [table(plan, ["group", "topic", "partition", "current_offset", "new_offset"])]
+        if not execute:
+            lines.append("(dry run: nothing committed; add --execute to commit these offsets)")
+        return lines
+
+    emit(out, as_json, human)

@@ -1,0 +1,549 @@
+"""``kaas inspect log|slots|cluster``: offline inspectors of a data directory, like Kafka's
+kafka-dump-log. They read ``--data DIR`` directly (a stopped cluster, or a live one: every
+state file is replaced by rename, so a read sees an old or a new version).
+
+Invariants:
+    - nothing under ``--data`` is ever written, created, renamed, truncated or deleted:
+      files are opened ``O_RDONLY`` and read with ``pread``; no storage class that writes
+      (``PartitionLog.open`` writes the manifest) is instantiated;
+    - a file that does not parse is reported as such (``error``), never skipped silently
+      and never "repaired".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import msgpack
+
+from kaas.domain.assignment import Assignment
+from kaas.domain.txn import SlotState
+from kaas.storage.paths import Layout, decode_name, is_digest_name
+from kaas.wire import batch as wb
+from kaas.tools.output import cell, emit, section, table
+
+SEGMENT_RE = re.compile(r"^(\d{20})-e(\d+)\.log$")
+SLOT_RE = re.compile(r"^slot-(\d+)\.json$")
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+CONTROL_NAMES = {wb.CONTROL_ABORT: "ABORT", wb.CONTROL_COMMIT: "COMMIT"}
+
+
+# ------------------------------------------------------------------ read-only file access
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The whole file, opened read-only; None when it does not exist."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        chunks = []
+        pos = 0
+        while True:
+            chunk = os.pread(fd, 1 << 20, pos)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            pos += len(chunk)
+    finally:
+        os.close(fd)
+
+
+def read_json(path: Path) -> tuple[Any, str | None]:
+    """(parsed object, None), (None, None) when absent, or (None, error text)."""
+    try:
+        data = read_bytes(path)
+    except OSError as exc:
+        return None, f"unreadable: {exc}"
+    if data is None:
+        return None, None
+    try:
+        return json.loads(data), None
+    except ValueError as exc:
+        return None, f"invalid JSON: {exc}"
+
+
+def listdir(path: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+
+
+def size_of(path: Path) -> int:
+    st = stat(path)
+    return st.st_size if st else 0
+
+
+def _data_option(f):
+    return click.option("--data", required=True, type=click.Path(path_type=Path, exists=True, file_okay=False),
+                        help="The data directory (read only, never written).")(f)
+
+
+def _json_option(f):
+    return click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout, for scripts.")(f)
+
+
+@click.group("inspect")
+def inspect() -> None:
+    """Read a data directory offline (never writes it): logs, txn slots, cluster state."""
+
+
+# ------------------------------------------------------------------ log
+
+
+def iter_batches(path: Path) -> Iterator[tuple[int, wb.BatchHeader, bytes] | tuple[str, int, int]]:
+    """Yield ``(position, header, batch bytes)`` for each whole batch of a segment file,
+    then ``("end", position, file size)``: bytes from ``position`` on are a torn tail."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        while size - pos >= wb.HEADER_SIZE:
+            head = os.pread(fd, wb.HEADER_SIZE, pos)
+            if len(head) < wb.HEADER_SIZE:
+                break
+            h = wb.parse_header(head)
+            if h.batch_length < wb.HEADER_SIZE - wb.LOG_OVERHEAD or pos + h.size > size:
+                break
+            body = os.pread(fd, h.size, pos)
+            if len(body) < h.size:
+                break
+            yield pos, h, body
+            pos += h.size
+        yield "end", pos, size
+    finally:
+        os.close(fd)
+
+
+def _segments(pdir: Path) -> list[dict]:
+    """Segment files of a partition with recovery's view of them: a segment is dead when a
+    segment of a higher epoch starts at or before its base; a live segment's bytes at or
+    past the next live segment's base are dead (late writes of a deposed leader)."""
+    segs = []
+    for name in listdir(pdir):
+        m = SEGMENT_RE.match(name)
+        if m:
+            segs.append({"file": name, "base_offset": int(m.group(1)), "epoch": int(m.group(2))})
+    segs.sort(key=lambda s: (s["base_offset"], s["epoch"]))
+    top = -1
+    i = 0
+    while i < len(segs):
+        j = i
+        while j < len(segs) and segs[j]["base_offset"] == segs[i]["base_offset"]:
+            j += 1
+        top = max(top, segs[j - 1]["epoch"])
+        for s in segs[i:j]:
+            s["dead"] = s["epoch"] < top
+        i = j
+    live = [s for s in segs if not s["dead"]]
+    for k, s in enumerate(live):
+        s["limit"] = live[k + 1]["base_offset"] if k + 1 < len(live) else None
+    for s in segs:
+        s.setdefault("limit", None)
+    return segs
+
+
+def _txnidx(path: Path) -> tuple[list | None, str | None]:
+    data = read_bytes(path)
+    if data is None:
+        return None, None
+    try:
+        return [{"marker_offset": a, "producer_id": b, "first_offset": c} for a, b, c in msgpack.unpackb(data)], None
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        return None, f"corrupt: {exc}"
+
+
+def _snapshot(path: Path) -> dict | None:
+    data = read_bytes(path)
+    if data is None:
+        return None
+    try:
+        obj = msgpack.unpackb(data, strict_map_key=False)
+        return {"offset": obj["offset"], "producers": len(obj["producers"]), "format": obj.get("format")}
+    except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+        return {"error": f"corrupt: {exc}"}
+
+
+def _flags(b: dict) -> str:
+    out = []
+    if b["transactional"]:
+        out.append("TXN")
+    if b["control"]:
+        out.append(f"CONTROL:{b['control_type'] or '?'}")
+    if b["codec"] != "none":
+        out.append(b["codec"])
+    if b["dead"]:
+        out.append("DEAD")
+    return " ".join(out)
+
+
+@inspect.command("log")
+@click.argument("topic")
+@click.argument("partition", type=int)
+@_data_option
+@click.option("--start-offset", type=int, default=0, show_default=True, help="Skip batches that end before this offset.")
+@click.option("--limit", type=int, default=None, help="Show at most this many batches.")
+@_json_option
+def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int | None, as_json: bool) -> None:
+    """Every record batch of TOPIC PARTITION: offsets, position, size, producer, sequence,
+    transactional/control flags (COMMIT/ABORT), CRC check, segment and its epoch."""
+    layout = Layout(data)
+    pdir = layout.partition_dir(topic, partition)
+    if not pdir.is_dir():
+        known = [f"{t}/{p}" for t in listdir(layout.data) for p in listdir(layout.data / t)
+                 if not t.startswith(".")]
+        raise click.ClickException(f"no partition directory {pdir} (present: {', '.join(known) or 'none'})")
+    manifest, manifest_err = read_json(pdir / "manifest.json")
+    segments = _segments(pdir)
+    batches: list[dict] = []
+    truncated = False
+    for seg in segments:
+        path = pdir / seg["file"]
+        seg["size"] = size_of(path)
+        seg["has_idx"] = (pdir / (seg["file"][:-4] + ".idx")).exists()
+        seg["aborted_txns"], seg["txnidx_error"] = _txnidx(pdir / (seg["file"][:-4] + ".txnidx"))
+        seg.update(batches=0, bad_crc=0, next_offset=seg["base_offset"], torn_bytes=0, recoverable_bytes=None)
+        expected = seg["base_offset"]
+        for item in iter_batches(path):
+            if item[0] == "end":
+                _, pos, size = item
+                seg["torn_bytes"] = size - pos
+                if seg["recoverable_bytes"] is None:
+                    seg["recoverable_bytes"] = pos
+                break
+            pos, h, body = item
+            ok = wb.crc_ok(body, 0, h)
+            dead = seg["dead"] or (seg["limit"] is not None and h.base_offset >= seg["limit"])
+            if seg["recoverable_bytes"] is None and (h.magic != 2 or h.base_offset != expected or not ok or dead):
+                seg["recoverable_bytes"] = pos  # where a takeover's recovery would cut
+            expected = h.next_offset
+            seg["batches"] += 1
+            seg["bad_crc"] += 0 if ok else 1
+            seg["next_offset"] = h.next_offset
+            if h.last_offset < start_offset or truncated:
+                continue
+            if limit is not None and len(batches) >= limit:
+                truncated = True
+                continue
+            try:
+                ctype = wb.control_type(body, 0, h) if h.is_control else None
+            except (IndexError, ValueError):
+                ctype = -1
+            batches.append({
+                "base_offset": h.base_offset, "last_offset": h.last_offset, "count": h.records_count,
+                "position": pos, "size": h.size, "segment": seg["file"], "segment_epoch": seg["epoch"],
+                "partition_leader_epoch": h.leader_epoch, "magic": h.magic, "attributes": h.attributes,
+                "codec": CODECS.get(h.codec, str(h.codec)), "transactional": h.is_transactional,
+                "control": h.is_control,
+                "control_type": CONTROL_NAMES.get(ctype, "UNKNOWN") if ctype is not None else None,
+                "producer_id": h.producer_id, "producer_epoch": h.producer_epoch,
+                "base_sequence": h.base_sequence, "base_timestamp": h.base_timestamp,
+                "max_timestamp": h.max_timestamp, "crc": f"{h.crc:08x}", "crc_ok": ok, "dead": dead,
+            })
+    out = {"topic": topic, "partition": partition, "directory": str(pdir), "manifest": manifest,
+           "manifest_error": manifest_err, "snapshot": _snapshot(pdir / "producer-state.snapshot"),
+           "segments": segments, "batches": batches, "truncated": truncated}
+
+    def human() -> list[str]:
+        m = manifest or {}
+        lines = [f"Partition: {topic}-{partition}\tDir: {pdir}",
+                 f"Manifest: " + (manifest_err or (f"epoch {m.get('epoch')}  log_start_offset "
+                                                   f"{m.get('log_start_offset')}  high_watermark "
+                                                   f"{m.get('high_watermark')}" if manifest else "(none)")),
+                 f"Snapshot: {cell(out['snapshot'])}", ""]
+        lines.append(table(segments, ["file", "epoch", "base_offset", "next_offset", "size", "batches", "bad_crc",
+                                      "torn_bytes", "dead", "has_idx"]))
+        for s in segments:
+            if s["aborted_txns"]:
+                lines.append(f"  {s['file']}: aborted txns " + ", ".join(
+                    f"pid {a['producer_id']} from {a['first_offset']} (marker {a['marker_offset']})"
+                    for a in s["aborted_txns"]))
+            if s["txnidx_error"]:
+                lines.append(f"  {s['file']}: txnidx {s['txnidx_error']}")
+        lines.append("")
+        rows = [{**b, "offsets": f"{b['base_offset']}-{b['last_offset']}", "flags": _flags(b),
+                 "crc_ok": "ok" if b["crc_ok"] else "BAD"} for b in batches]
+        lines.append(table(rows, ["offsets", "count", "position", "size", "producer_id", "producer_epoch",
+                                  "base_sequence", "flags", "crc_ok", "partition_leader_epoch", "segment"]))
+        if truncated:
+            lines.append(f"(stopped after --limit {limit} batches)")
+        return lines
+
+    emit(out, as_json, human)
+
+
+# ------------------------------------------------------------------ slots
+
+
+@inspect.command("slots")
+@_data_option
+@click.option("--state", "states", multiple=True, help="Only transactions in these states.")
+@_json_option
+def slots(data: Path, states: tuple[str, ...], as_json: bool) -> None:
+    """Every transaction slot file: transactional ids, state, producer id and epoch,
+    partitions. Files that do not parse are reported as corrupt."""
+    layout = Layout(data)
+    files = []
+    stray = []
+    for name in listdir(layout.txn_state):
+        m = SLOT_RE.match(name)
+        if not m:
+            stray.append(name)
+            continue
+        path = layout.txn_state / name
+        st = stat(path)
+        entry: dict[str, Any] = {"slot": int(m.group(1)), "file": name, "size": st.st_size if st else None,
+                                 "age_s": round(time.time() - st.st_mtime, 1) if st else None,
+                                 "ok": True, "error": None, "transactions": []}
+        obj, err = read_json(path)
+        if err is None and obj is None:
+            continue  # vanished between listing and reading
+        if err is None:
+            try:
+                state = SlotState.from_json(obj)
+            except ValueError as exc:
+                err = str(exc)
+        if err is not None:
+            entry.update(ok=False, error=err)
+        else:
+            for tid, meta in sorted(state.entries.items()):
+                if states and meta.state.value not in states:
+                    continue
+                entry["transactions"].append({
+                    "transactional_id": tid, "state": meta.state.value, "producer_id": meta.producer_id,
+                    "producer_epoch": meta.producer_epoch, "last_producer_id": meta.last_producer_id,
+                    "last_producer_epoch": meta.last_producer_epoch, "timeout_ms": meta.timeout_ms,
+                    "partitions": [f"{t}-{p}" for t, p in sorted(meta.partitions)], "groups": sorted(meta.groups),
+                    "ongoing_since_ms": meta.ongoing_since_ms, "last_update_ms": meta.last_update_ms,
+                    "txn_seq": meta.txn_seq})
+        files.append(entry)
+    files.sort(key=lambda e: e["slot"])
+    out = {"directory": str(layout.txn_state), "slots": files, "other_files": stray,
+           "corrupt": [e["file"] for e in files if not e["ok"]]}
+
+    def human() -> list[str]:
+        rows = [{"slot": e["slot"], **t} for e in files for t in e["transactions"]]
+        lines = [table(rows, ["slot", "transactional_id", "state", "producer_id", "producer_epoch", "timeout_ms",
+                              "partitions", "groups"])]
+        for e in files:
+            if not e["ok"]:
+                lines.append(f"CORRUPT {e['file']}: {e['error']}")
+        lines.append(f"({len(files)} slot files, {len(rows)} transactional ids, {len(out['corrupt'])} corrupt)")
+        return lines
+
+    emit(out, as_json, human)
+
+
+# ------------------------------------------------------------------ cluster
+
+
+def _queue_parts(name: str) -> tuple[str, str] | None:
+    if name.startswith(".") or not name.endswith(".json"):
+        return None
+    base, _, tag = name[:-5].partition(".")
+    if base.count("-") < 2:
+        return None
+    return base, tag
+
+
+@inspect.command("cluster")
+@_data_option
+@click.option("--session-timeout-ms", type=int, default=3000, show_default=True,
+              help="A heartbeat file older than this is shown as stale.")
+@_json_option
+def cluster(data: Path, session_timeout_ms: int, as_json: bool) -> None:
+    """Assignment (version, controller epoch, leader per partition), controller epoch files,
+    broker heartbeats, marker queue depths, fence logs, PID blocks, topics and groups."""
+    layout = Layout(data)
+    now = time.time()
+
+    def age(path: Path) -> float | None:
+        st = stat(path)
+        return round(now - st.st_mtime, 1) if st else None
+
+    # assignment
+    obj, err = read_json(layout.assignment)
+    assignment: dict[str, Any] = {"present": obj is not None or err is not None, "error": err}
+    asg = None
+    if obj is not None:
+        try:
+            asg = Assignment.from_json(obj)
+        except ValueError as exc:
+            assignment["error"] = str(exc)
+    if asg is not None:
+        slot_owners: dict[str, int] = {}
+        for owner in asg.txn_slots.values():
+            slot_owners[str(owner)] = slot_owners.get(str(owner), 0) + 1
+        assignment.update(version=asg.version, controller_epoch=asg.controller_epoch, brokers=list(asg.brokers),
+                          age_s=age(layout.assignment), txn_slot_owners=slot_owners,
+                          partitions={t: [{"leader": p.leader, "epoch": p.epoch} for p in row]
+                                      for t, row in sorted(asg.partitions.items())})
+
+    # controller epoch files
+    controllers = []
+    for name in listdir(layout.controller):
+        if not name.startswith("epoch-") or not name[6:].isdigit():
+            continue
+        cobj, cerr = read_json(layout.controller / name)
+        controllers.append({"epoch": int(name[6:]), "file": name, "age_s": age(layout.controller / name),
+                            "broker_id": cobj.get("broker_id") if isinstance(cobj, dict) else None, "error": cerr})
+    controllers.sort(key=lambda c: c["epoch"])
+    current = controllers[-1] if controllers else None
+
+    # broker heartbeats
+    brokers = []
+    for name in listdir(layout.brokers):
+        if not (name.startswith("kaas-") and name.endswith(".json")):
+            continue
+        path = layout.brokers / name
+        bobj, berr = read_json(path)
+        a = age(path)
+        row = {"file": name, "broker_id": None, "counter": None, "address": None, "pid": None,
+               "applied_version": None, "draining": None, "controller_epoch": None, "age_s": a,
+               "stale": a is not None and a * 1000 > session_timeout_ms, "error": berr}
+        if isinstance(bobj, dict):
+            row.update(broker_id=bobj.get("broker_id"), counter=bobj.get("counter"),
+                       address=f"{bobj.get('host')}:{bobj.get('port')}", pid=bobj.get("pid"),
+                       applied_version=bobj.get("applied_version"), draining=bobj.get("draining"),
+                       controller_epoch=bobj.get("controller_epoch"))
+        brokers.append(row)
+    brokers.sort(key=lambda r: (r["broker_id"] is None, r["broker_id"] or 0, r["file"]))
+
+    # marker queues
+    queues = []
+    for name in listdir(layout.marker_queue):
+        if not name.startswith("to-"):
+            continue
+        qdir = layout.marker_queue / name
+        entries = taken = other = 0
+        for f in listdir(qdir):
+            parts = _queue_parts(f)
+            if parts is None:
+                other += 1
+            elif parts[1].startswith("w"):
+                taken += 1
+            else:
+                entries += 1
+        oldest = max((age(qdir / f) or 0 for f in listdir(qdir) if _queue_parts(f)), default=None)
+        queues.append({"broker_id": int(name[3:]) if name[3:].isdigit() else name, "depth": entries + taken,
+                       "waiting": entries, "taken": taken, "other_files": other, "oldest_age_s": oldest})
+
+    # fence logs
+    fences = []
+    for name in listdir(layout.producer_fences):
+        if not (name.startswith("kaas-") and name.endswith(".log")):
+            continue
+        raw = read_bytes(layout.producer_fences / name) or b""
+        fences.append({"file": name, "broker_id": int(name[5:-4]) if name[5:-4].isdigit() else None,
+                       "bytes": len(raw), "lines": raw.count(b"\n"), "partial_tail": bool(raw) and not raw.endswith(b"\n"),
+                       "age_s": age(layout.producer_fences / name)})
+
+    # PID blocks
+    pid_blocks = []
+    for name in listdir(layout.producer_ids):
+        if not (name.startswith("kaas-") and name.endswith(".json")):
+            continue
+        pobj, perr = read_json(layout.producer_ids / name)
+        pid_blocks.append({"file": name, "broker_id": pobj.get("broker_id") if isinstance(pobj, dict) else None,
+                           "block_end": pobj.get("block_end") if isinstance(pobj, dict) else None, "error": perr})
+
+    # topics, with the partition directories' manifests
+    topics = []
+    for name in listdir(layout.topics):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        tobj, terr = read_json(layout.topics / name)
+        topic = name[:-5]
+        row: dict[str, Any] = {"name": topic, "topic_id": None, "partitions": None, "configs": None, "error": terr}
+        if isinstance(tobj, dict):
+            row.update(topic_id=tobj.get("topic_id"), partitions=tobj.get("partitions"), configs=tobj.get("configs"))
+        topics.append(row)
+    partitions = []
+    on_disk = {t for t in listdir(layout.data) if not t.startswith(".")}
+    for t in sorted(on_disk | {r["name"] for r in topics} | set(asg.partitions if asg else ())):
+        nums = {int(p) for p in listdir(layout.data / t) if p.isdigit()}
+        if asg and t in asg.partitions:
+            nums |= set(range(len(asg.partitions[t])))
+        for p in sorted(nums):
+            leader = asg.leader_of(t, p) if asg else None
+            m, merr = read_json(layout.partition_dir(t, p) / "manifest.json")
+            segs = [f for f in listdir(layout.partition_dir(t, p)) if SEGMENT_RE.match(f)]
+            partitions.append({
+                "topic": t, "partition": p, "leader": leader.leader if leader else None,
+                "leader_epoch": leader.epoch if leader else None,
+                "manifest_epoch": m.get("epoch") if isinstance(m, dict) else None,
+                "high_watermark": m.get("high_watermark") if isinstance(m, dict) else None,
+                "log_start_offset": m.get("log_start_offset") if isinstance(m, dict) else None,
+                "segments": len(segs),
+                "bytes": sum(size_of(layout.partition_dir(t, p) / f) for f in segs),
+                "error": merr})
+
+    # consumer groups (committed offsets files)
+    groups = []
+    for name in listdir(layout.consumer_offsets):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        gobj, gerr = read_json(layout.consumer_offsets / name)
+        gid = gobj.get("group_id") if isinstance(gobj, dict) else (None if is_digest_name(name[:-5]) else
+                                                                    decode_name(name[:-5]))
+        row = {"group_id": gid, "file": name, "generation": None, "committed_partitions": None,
+               "pending_producers": None, "error": gerr, "age_s": age(layout.consumer_offsets / name)}
+        if isinstance(gobj, dict):
+            try:
+                row.update(generation=gobj.get("generation"),
+                           committed_partitions=sum(len(v) for v in gobj.get("offsets", {}).values()),
+                           pending_producers=len(gobj.get("pending", {})))
+            except (TypeError, AttributeError) as exc:
+                row["error"] = f"bad offsets file: {exc!r}"
+        groups.append(row)
+
+    out = {"directory": str(data), "assignment": assignment, "controller": {
+        "epoch": current["epoch"] if current else None, "broker_id": current["broker_id"] if current else None,
+        "epoch_files": controllers}, "brokers": brokers, "marker_queues": queues, "fence_logs": fences,
+        "pid_blocks": pid_blocks, "topics": topics, "partitions": partitions, "groups": groups}
+
+    def human() -> list[str]:
+        a = assignment
+        if a.get("error"):
+            head = f"Assignment: CORRUPT {a['error']}"
+        elif not a["present"]:
+            head = "Assignment: (none)"
+        else:
+            head = (f"Assignment: version {a['version']}  controller_epoch {a['controller_epoch']}  brokers "
+                    f"{cell(a['brokers'])}  txn slots per owner {cell([f'{k}:{v}' for k, v in sorted(a['txn_slot_owners'].items())])}"
+                    f"  age {a['age_s']}s")
+        ctrl = out["controller"]
+        lines = [head, f"Controller: broker {cell(ctrl['broker_id'])} at epoch {cell(ctrl['epoch'])} "
+                       f"({len(controllers)} epoch files)", ""]
+        lines += [section("Brokers", table(brokers, ["broker_id", "counter", "address", "pid", "applied_version",
+                                                     "draining", "controller_epoch", "age_s", "stale", "error"])), ""]
+        lines += [section("Partitions", table(partitions, ["topic", "partition", "leader", "leader_epoch",
+                                                           "manifest_epoch", "high_watermark", "log_start_offset",
+                                                           "segments", "bytes", "error"])), ""]
+        lines += [section("Topics", table([{**t, "configs": ",".join(f"{k}={v}" for k, v in sorted((t["configs"] or {}).items())) or None}
+                                           for t in topics], ["name", "topic_id", "partitions", "configs", "error"])), ""]
+        lines += [section("Marker queues", table(queues, ["broker_id", "depth", "waiting", "taken", "other_files",
+                                                          "oldest_age_s"])), ""]
+        lines += [section("Fence logs", table(fences, ["broker_id", "bytes", "lines", "partial_tail", "age_s"])), ""]
+        lines += [section("PID blocks", table(pid_blocks, ["broker_id", "block_end", "error"])), ""]
+        lines += [section("Groups", table(groups, ["group_id", "generation", "committed_partitions",
+                                                   "pending_producers", "age_s", "error"]))]
+        return lines
+
+    emit(out, as_json, human)

@@ -1,0 +1,158 @@
+"""``kaas topics list|describe|create|delete``: topics over the wire protocol, like Kafka's
+kafka-topics tool (Metadata, CreateTopics, DeleteTopics, DescribeConfigs)."""
+
+from __future__ import annotations
+
+import click
+from kio.schema.errors import ErrorCode
+
+from kaas.tools._wire import Cluster, bootstrap_option, code_name, json_option
+from kaas.tools.output import cell, emit, table
+
+TOPIC_RESOURCE = 2
+SOURCE_TOPIC = 1  # DescribeConfigs config_source of a per-topic override
+
+
+def _topic_rows(md) -> list[dict]:
+    out = []
+    for t in md.topics:
+        parts = sorted(t.partitions, key=lambda p: p.partition_index)
+        out.append({
+            "name": t.name, "topic_id": str(t.topic_id) if t.topic_id else None,
+            "error": code_name(t.error_code) if t.error_code != ErrorCode.none else None,
+            "internal": t.is_internal, "partition_count": len(parts),
+            "partitions": [{"partition": p.partition_index, "leader": p.leader_id, "leader_epoch": p.leader_epoch,
+                            "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes),
+                            "error": code_name(p.error_code) if p.error_code != ErrorCode.none else None}
+                           for p in parts],
+        })
+    out.sort(key=lambda r: r["name"] or "")
+    return out
+
+
+def _parse_configs(items: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--config")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@click.group("topics")
+def topics() -> None:
+    """List, describe, create and delete topics (over the wire protocol)."""
+
+
+@topics.command("list")
+@bootstrap_option
+@json_option
+def list_(bootstrap: str, as_json: bool) -> None:
+    """Every topic with its partition count and topic id."""
+    with Cluster(bootstrap) as c:
+        rows = [{k: r[k] for k in ("name", "partition_count", "topic_id")} for r in _topic_rows(c.metadata(None))]
+    emit(rows, as_json, lambda: table(rows, ["name", "partition_count", "topic_id"]))
+
+
+@topics.command()
+@click.argument("names", nargs=-1, metavar="[TOPIC]...")
+@bootstrap_option
+@json_option
+def describe(names: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
+    """Partitions (leader, leader epoch), topic id and config overrides of TOPICs (all topics
+    when none is named)."""
+    with Cluster(bootstrap) as c:
+        rows = _topic_rows(c.metadata(list(names) if names else None))
+        missing = [r["name"] for r in rows if r["error"]]
+        if missing:
+            errs = ", ".join(f"{r['name']} ({r['error']})" for r in rows if r["error"])
+            raise click.ClickException(f"cannot describe {errs}")
+        if rows:
+            res = c.call_any(32, 4, {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": r["name"],
+                                                     "configuration_keys": None} for r in rows],
+                                     "include_synonyms": False, "include_documentation": False})
+            by_name = {x.resource_name: x for x in res.results}
+            for r in rows:
+                cfg = by_name.get(r["name"])
+                if cfg is None or cfg.error_code != ErrorCode.none:
+                    r["configs"] = None
+                    r["configs_error"] = code_name(cfg.error_code) if cfg is not None else "NO_ANSWER"
+                else:
+                    r["configs"] = {e.name: e.value for e in cfg.configs if e.config_source == SOURCE_TOPIC}
+
+    def human() -> list[str]:
+        out = []
+        for r in rows:
+            cfg = r.get("configs")
+            cfg_text = ",".join(f"{k}={v}" for k, v in sorted(cfg.items())) if cfg else (
+                f"({r['configs_error']})" if cfg is None else "")
+            out.append(f"Topic: {r['name']}\tTopicId: {r['topic_id']}\tPartitionCount: {r['partition_count']}\t"
+                       f"ReplicationFactor: 1\tConfigs: {cfg_text}")
+            prow = [{"topic": r["name"], **p} for p in r["partitions"]]
+            out.append(table(prow, ["topic", "partition", "leader", "leader_epoch", "replicas", "isr", "error"]))
+            out.append("")
+        return out[:-1] if out else ["(no topics)"]
+
+    emit(rows, as_json, human)
+
+
+@topics.command()
+@click.argument("name", metavar="TOPIC")
+@click.option("--partitions", type=int, default=-1, show_default="broker's num.partitions",
+              help="Number of partitions.")
+@click.option("--replication-factor", type=int, default=-1,
+              help="Accepted for compatibility: kaas keeps one copy (1 or -1).")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config override (repeatable).")
+@click.option("--if-not-exists", is_flag=True, help="Succeed when the topic exists already.")
+@click.option("--validate-only", is_flag=True, help="Check the request without creating the topic.")
+@bootstrap_option
+@json_option
+def create(name: str, partitions: int, replication_factor: int, configs: tuple[str, ...], if_not_exists: bool,
+           validate_only: bool, bootstrap: str, as_json: bool) -> None:
+    """Create TOPIC (CreateTopics)."""
+    cfg = _parse_configs(configs)
+    with Cluster(bootstrap) as c:
+        c.metadata([])
+        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
+                            "assignments": [], "configs": [{"name": k, "value": v} for k, v in cfg.items()]}],
+                "timeout": 30000, "validate_only": validate_only}
+        target = c.controller_id if c.controller_id in c.brokers else None
+        r = c.call(target, 19, 7, body) if target is not None else c.call_any(19, 7, body)
+    t = r.topics[0]
+    if t.error_code == ErrorCode.topic_already_exists and if_not_exists:
+        out = {"name": name, "created": False, "exists": True, "topic_id": None, "partitions": None, "configs": cfg}
+        emit(out, as_json, lambda: f"Topic {name} exists already.")
+        return
+    if t.error_code != ErrorCode.none:
+        msg = f": {t.error_message}" if t.error_message else ""
+        raise click.ClickException(f"cannot create topic {name}: {code_name(t.error_code)}{msg}")
+    out = {"name": name, "created": not validate_only, "exists": False,
+           "topic_id": str(t.topic_id) if t.topic_id else None, "partitions": t.num_partitions, "configs": cfg}
+    emit(out, as_json, lambda: (f"Validated topic {name}." if validate_only else
+                                f"Created topic {name} ({t.num_partitions} partitions, id {cell(out['topic_id'])})."))
+
+
+@topics.command()
+@click.argument("names", nargs=-1, required=True, metavar="TOPIC...")
+@click.option("--if-exists", is_flag=True, help="Succeed for a topic that does not exist.")
+@bootstrap_option
+@json_option
+def delete(names: tuple[str, ...], if_exists: bool, bootstrap: str, as_json: bool) -> None:
+    """Delete TOPICs (DeleteTopics)."""
+    with Cluster(bootstrap) as c:
+        c.metadata([])
+        body = {"topics": [{"name": n, "topic_id": None} for n in names], "timeout": 30000}
+        target = c.controller_id if c.controller_id in c.brokers else None
+        r = c.call(target, 20, 6, body) if target is not None else c.call_any(20, 6, body)
+    rows, failed = [], []
+    for x in r.responses:
+        code = x.error_code
+        row = {"name": x.name, "topic_id": str(x.topic_id) if x.topic_id else None,
+               "deleted": code == ErrorCode.none, "error": None if code == ErrorCode.none else code_name(code)}
+        rows.append(row)
+        if code != ErrorCode.none and not (if_exists and code == ErrorCode.unknown_topic_or_partition):
+            failed.append(f"{x.name} ({code_name(code)})")
+    emit(rows, as_json, lambda: table(rows, ["name", "deleted", "error", "topic_id"]))
+    if failed:
+        raise click.ClickException(f"cannot delete {', '.join(failed)}")
