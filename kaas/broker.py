@@ -299,6 +299,14 @@ class Broker:
             log.warning("partition_close_failed", topic=part.topic, partition=part.index, error=str(exc))
         log.info("partition_relinquish", topic=part.topic, partition=part.index, epoch=part.epoch)
 
+    async def run_io(self, fn, *args):
+        """Run blocking file work: in a worker thread on a real disk, inline on tmpfs where
+        the thread round trip costs more than the (memory-speed) file operation."""
+        if self.memory_backed:
+            await trio.lowlevel.checkpoint()
+            return fn(*args)
+        return await trio.to_thread.run_sync(fn, *args)
+
     def allocate_pid(self) -> int:
         return self.pids.allocate()
 

@@ -75,7 +75,7 @@ class GroupCoordinator:
         """The group's offsets, loaded from its file on first use (after a takeover too)."""
         if e.offsets is None:
             try:
-                e.offsets = await trio.to_thread.run_sync(self.store.load, e.group.group_id)
+                e.offsets = await self.broker.run_io(self.store.load, e.group.group_id)
                 e.error = None
             except CorruptState as exc:
                 if e.error is None:
@@ -87,7 +87,7 @@ class GroupCoordinator:
     async def _save(self, e: _Entry) -> None:
         if e.offsets is not None:
             self.check_owner(e.group.group_id)
-            await trio.to_thread.run_sync(self.store.save, e.offsets)
+            await self.broker.run_io(self.store.save, e.offsets)
 
     def unload(self, group_id: str) -> None:
         """This broker stopped coordinating the group: answer parked requests, forget it."""
@@ -224,7 +224,7 @@ class GroupCoordinator:
                 return code
             self._deliver(e.group.mark_dead(now_ms(), ErrorCode.coordinator_not_available))
             del self.groups[group_id]
-        await trio.to_thread.run_sync(self.store.delete, group_id)
+        await self.broker.run_io(self.store.delete, group_id)
         log.info("group_deleted", group=group_id)
         return ErrorCode.none
 

@@ -200,7 +200,7 @@ class TxnCoordinator:
 
     async def _load(self, slot: int) -> dtxn.SlotState:
         try:
-            state = await trio.to_thread.run_sync(self.store.load, slot)
+            state = await self.broker.run_io(self.store.load, slot)
         except (CorruptState, OSError) as exc:
             self._report_corrupt(("slot", slot), exc)
             raise KaasError(ErrorCode.coordinator_not_available,
@@ -217,7 +217,7 @@ class TxnCoordinator:
             state = await self._load(slot)
             await _hit("slot.before_write")
             try:
-                await trio.to_thread.run_sync(self.store.save, slot, state.with_entry(meta))
+                await self.broker.run_io(self.store.save, slot, state.with_entry(meta))
             except OSError as exc:
                 log.error("txn_slot_write_failed", slot=slot, error=str(exc))
                 raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
@@ -245,7 +245,7 @@ class TxnCoordinator:
 
     async def _markers_pending(self, producer_id: int) -> bool:
         try:
-            return bool(await trio.to_thread.run_sync(self.queue.pending_for_pid, producer_id))
+            return bool(await self.broker.run_io(self.queue.pending_for_pid, producer_id))
         except OSError as exc:
             log.warning("txn_marker_queue_unreadable", error=str(exc))
             return True
@@ -347,7 +347,7 @@ class TxnCoordinator:
             entry = MarkerEntry(wm.transactional_id, wm.producer_id, wm.producer_epoch, wm.commit,
                                 self.coordinator_epoch, frozenset(partitions), frozenset(), wm.txn_seq)
             try:
-                await trio.to_thread.run_sync(self.queue.enqueue, broker_id, entry)
+                await self.broker.run_io(self.queue.enqueue, broker_id, entry)
             except OSError as exc:
                 log.warning("txn_marker_enqueue_failed", to_broker=broker_id, error=str(exc))
                 return False
@@ -382,7 +382,7 @@ class TxnCoordinator:
             entry = MarkerEntry(wm.transactional_id, hook.producer_id, wm.producer_epoch, hook.commit,
                                 self.coordinator_epoch, frozenset(), frozenset(groups), wm.txn_seq)
             try:
-                await trio.to_thread.run_sync(self.queue.enqueue_groups, broker_id, entry)
+                await self.broker.run_io(self.queue.enqueue_groups, broker_id, entry)
             except OSError as exc:
                 log.warning("txn_offset_hook_enqueue_failed", to_broker=broker_id, error=str(exc))
                 return False
@@ -433,7 +433,7 @@ class TxnCoordinator:
         """Cross-partition fence here, then the broadcast through this broker's fence log."""
         applied = self._apply_fence(producer_id, producer_epoch, now_ms())
         try:
-            await trio.to_thread.run_sync(self.fence_log.append, producer_id, producer_epoch)
+            await self.broker.run_io(self.fence_log.append, producer_id, producer_epoch)
         except OSError as exc:
             log.error("fence_log_append_failed", error=str(exc))
             raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
@@ -452,7 +452,7 @@ class TxnCoordinator:
         each pid; later polls read only the other brokers' new lines."""
         directory = self.broker.layout.producer_fences
         everything = FenceReader(directory)
-        for rec in await trio.to_thread.run_sync(everything.poll):
+        for rec in await self.broker.run_io(everything.poll):
             if rec.producer_epoch > self._fences.get(rec.producer_id, -1):
                 self._fences[rec.producer_id] = rec.producer_epoch
         own = self.broker.layout.fence_log(self.broker.id).name
@@ -468,7 +468,7 @@ class TxnCoordinator:
         assert reader is not None
         now = now_ms()
         try:
-            records = await trio.to_thread.run_sync(reader.poll)
+            records = await self.broker.run_io(reader.poll)
         except OSError as exc:
             log.warning("fence_logs_unreadable", error=str(exc))
             records = []
@@ -536,7 +536,7 @@ class TxnCoordinator:
                 return
         slot = txn_slot(transactional_id)
         try:
-            state = await trio.to_thread.run_sync(self.store.load, slot)
+            state = await self.broker.run_io(self.store.load, slot)
         except (CorruptState, OSError) as exc:
             self._report_corrupt(("slot", slot), exc)
             raise KaasError(ErrorCode.kafka_storage_error, f"transaction slot {slot} is unreadable") from None
@@ -755,28 +755,28 @@ class TxnCoordinator:
                 return None
             return st.st_ino, st.st_mtime_ns, st.st_size
 
-        return await trio.to_thread.run_sync(stat)
+        return await self.broker.run_io(stat)
 
     async def apply_queue(self) -> None:
         """One pass of the watcher: claim dead brokers' queues, then apply own entries."""
         me = self.broker.id
         alive = set(self.broker.alive_brokers())
         if me in alive:
-            for broker_id in await trio.to_thread.run_sync(self.queue.queues):
+            for broker_id in await self.broker.run_io(self.queue.queues):
                 if broker_id != me and broker_id not in alive:
-                    won = await trio.to_thread.run_sync(self.queue.claim, broker_id, me)
+                    won = await self.broker.run_io(self.queue.claim, broker_id, me)
                     if won:
                         log.info("txn_markers_claimed", from_broker=broker_id, entries=len(won))
-        for path in await trio.to_thread.run_sync(self.queue.list, me):
+        for path in await self.broker.run_io(self.queue.list, me):
             await self._apply_entry(path)
 
     async def _apply_entry(self, path: Any) -> None:
         me = self.broker.id
-        taken = await trio.to_thread.run_sync(self.queue.take, path)
+        taken = await self.broker.run_io(self.queue.take, path)
         if taken is None:
             return
         try:
-            entry = await trio.to_thread.run_sync(self.queue.read, taken)
+            entry = await self.broker.run_io(self.queue.read, taken)
         except CorruptState as exc:
             self._report_corrupt(("marker", str(taken)), exc)
             return
@@ -814,7 +814,7 @@ class TxnCoordinator:
                 keep_groups.add(group)
         for broker_id, (parts, groups) in sorted(forward.items()):
             try:
-                await trio.to_thread.run_sync(self.queue.forward, broker_id, entry.only(parts, groups), me)
+                await self.broker.run_io(self.queue.forward, broker_id, entry.only(parts, groups), me)
             except OSError as exc:
                 log.warning("txn_marker_forward_failed", to_broker=broker_id, error=str(exc))
                 keep_parts.update(parts)
@@ -825,13 +825,13 @@ class TxnCoordinator:
         remaining = entry.only(keep_parts, keep_groups)
         await failpoints.hit_async("marker.after_apply_before_delete")
         if remaining.empty:
-            await trio.to_thread.run_sync(self.queue.delete, taken)
+            await self.broker.run_io(self.queue.delete, taken)
             self.stats["entries_applied"] += 1
             log.debug("txn_marker_entry_applied", transactional_id=entry.transactional_id,
                       producer_id=entry.producer_id, commit=entry.commit, partitions=len(entry.partitions),
                       groups=len(entry.groups))
         elif remaining != entry:
-            await trio.to_thread.run_sync(self.queue.rewrite, taken, remaining)
+            await self.broker.run_io(self.queue.rewrite, taken, remaining)
 
     # ------------------------------------------------------------------ reaper + reconcile
 

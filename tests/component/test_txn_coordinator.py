@@ -63,6 +63,10 @@ class FakeBroker:
         self.groups = FakeGroups()
         self.txn: TxnCoordinator | None = None
         self.cluster = SimpleNamespace(lease_valid=lambda: True)
+        self.memory_backed = False
+
+    async def run_io(self, fn, *args):
+        return await trio.to_thread.run_sync(fn, *args)
 
     # cluster view
     def leader(self, topic: str, index: int) -> tuple[int, int]:
