@@ -540,62 +540,58 @@ class PartitionLog:
         return ReadResult(b"", offset, offset)
 
     def _read_segment(self, seg: Segment, offset: int, max_bytes: int, limit: int, min_one: bool):
+        """Whole batches of one segment from the one holding ``offset``: the batches are
+        contiguous on disk, so headers are scanned to find the byte range and the range is
+        returned as one slice (no per-batch copies, no join)."""
         fd = self._fd(seg)
         size = seg.size
         pos = seg.lookup(offset)
-        out: list[bytes] = []
-        total = 0
+        start = end = -1
         first = -1
         nxt = offset
-        while pos < size:
-            want = min(max(_READ_CHUNK, max_bytes - total + wb.HEADER_SIZE), size - pos)
+        chunk = b""
+        chunk_pos = pos
+        done = False
+        while pos < size and not done:
+            want = min(max(_READ_CHUNK, max_bytes + wb.HEADER_SIZE), size - pos)
             chunk = os.pread(fd, want, pos)
-            if not chunk:
+            chunk_pos = pos
+            if len(chunk) < wb.HEADER_SIZE:
                 break
             p = 0
-            progressed = False
             while len(chunk) - p >= wb.HEADER_SIZE:
                 h = wb.parse_header(chunk, p)
-                if h.base_offset >= limit:
-                    return self._result(out, first, nxt, offset)
+                if h.base_offset >= limit or pos + p + h.size > size:
+                    done = True
+                    break
                 if h.next_offset <= offset:
                     p += h.size
-                    progressed = True
                     continue
-                if total + h.size > max_bytes and (total or not min_one):
-                    return self._result(out, first, nxt, offset)
-                if p + h.size > len(chunk):
-                    if p == 0:
-                        body = os.pread(fd, h.size, pos)
-                        if len(body) < h.size:
-                            return self._result(out, first, nxt, offset)
-                        out.append(body)
-                        total += h.size
-                        if first < 0:
-                            first = h.base_offset
-                        nxt = h.next_offset
-                        p = h.size
-                        progressed = True
+                taken = end - start if start >= 0 else 0
+                if taken + h.size > max_bytes and (taken or not min_one):
+                    done = True
                     break
-                out.append(chunk[p:p + h.size])
-                total += h.size
-                if first < 0:
+                if start < 0:
+                    start = pos + p
                     first = h.base_offset
+                end = pos + p + h.size
                 nxt = h.next_offset
                 p += h.size
-                progressed = True
-            if not progressed:
-                break
             pos += p
-        if not out and seg.next_offset <= offset:
-            return None
-        return self._result(out, first, nxt, offset)
-
-    @staticmethod
-    def _result(out: list[bytes], first: int, nxt: int, offset: int) -> ReadResult:
-        if not out:
+            if p == 0:
+                break
+        if start < 0:
+            if seg.next_offset <= offset:
+                return None
             return ReadResult(b"", offset, offset)
-        return ReadResult(b"".join(out), first, nxt)
+        if start >= chunk_pos and end <= chunk_pos + len(chunk):
+            data = memoryview(chunk)[start - chunk_pos:end - chunk_pos]
+        else:
+            data = os.pread(fd, end - start, start)
+            if len(data) < end - start:  # truncated under us: return what is whole
+                data = data[:0]
+                return ReadResult(b"", offset, offset)
+        return ReadResult(data, first, nxt)
 
     def batches(self, start_offset: int = 0):
         """Yield (header, bytes) for every batch from ``start_offset`` (for tools and tests)."""
@@ -604,8 +600,9 @@ class PartitionLog:
             res = self.read(offset, 1 << 20, self.log_end_offset)
             if not res.records:
                 return
-            for pos, h in wb.iter_headers(res.records):
-                yield h, res.records[pos:pos + h.size]
+            recs = bytes(res.records)
+            for pos, h in wb.iter_headers(recs):
+                yield h, recs[pos:pos + h.size]
             offset = res.next_offset
 
     # ------------------------------------------------------------------ offsets

@@ -278,7 +278,7 @@ def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int |
                 lines.append(f"  {s['file']}: txnidx {s['txnidx_error']}")
         lines.append("")
         rows = [{**b, "offsets": f"{b['base_offset']}-{b['last_offset']}", "flags": _flags(b),
-                 "crc_ok": "ok" if b["crc_ok"] else "BAD"} for b in batches]
+                 "crc_ok": "ok" if b["crc_ok"] else "MISMATCH"} for b in batches]
         lines.append(table(rows, ["offsets", "count", "position", "size", "producer_id", "producer_epoch",
                                   "base_sequence", "flags", "crc_ok", "partition_leader_epoch", "segment"]))
         if truncated:

@@ -83,7 +83,7 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
     write_body(buf, body)
     out = buf.getbuffer()
     struct.pack_into(">i", out, 0, len(out) - 4)
-    return bytes(out)
+    return out  # a view of the encoded bytes: no copy on the way to the socket
 
 
 def response_class(api_key: int, version: int) -> type:
