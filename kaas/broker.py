@@ -220,6 +220,7 @@ class Broker:
         self.fsync_count = 0
         self.fsync_seconds = 0.0
         self.draining = False
+        self.stopping = False
         self.connections = 0
         self.txn = None
         self.groups = GroupCoordinator(self)
@@ -252,10 +253,14 @@ class Broker:
                 await trio.sleep(0.1)
 
     async def close(self) -> None:
+        """Relinquish every partition; after this the broker takes nothing over again."""
+        self.stopping = True
         for part in list(self.partitions.values()):
             await self._close_partition(part)
 
     async def take_over(self, meta: TopicMeta, index: int, epoch: int) -> Partition | None:
+        if self.stopping or self.draining:
+            return None
         return await self._open_partition(meta, index, epoch)
 
     async def relinquish(self, part: Partition) -> None:
@@ -277,9 +282,9 @@ class Broker:
         except (CorruptState, OSError) as exc:
             log.error("partition_takeover_failed", topic=meta.name, partition=index, error=str(exc))
             return None
-        if key in self.partitions:  # raced with another opener
+        if key in self.partitions or self.stopping:  # raced with another opener, or shutting down
             await trio.to_thread.run_sync(plog.close)
-            return self.partitions[key]
+            return self.partitions.get(key)
         if plog.snapshot_error:
             log.error("producer_snapshot_unreadable_rebuilt_from_log", topic=meta.name, partition=index,
                       error=plog.snapshot_error)

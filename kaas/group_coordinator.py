@@ -198,7 +198,9 @@ class GroupCoordinator:
         self.check_owner(group_id)
         e = self._entry(group_id, create=False)
         if e is None:
-            return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": []}
+            # Known only by its offsets file (not loaded here since a restart or move): Empty.
+            state = "Empty" if self.store.path(group_id).exists() else "Dead"
+            return {"group_id": group_id, "state": state, "protocol_type": "", "protocol": "", "members": []}
         return e.group.describe()
 
     def list_groups(self) -> list[dict]:

@@ -88,9 +88,12 @@ def _leaders(c: Cluster, topics: list[str]) -> dict[tuple[str, int], int]:
     return out
 
 
-def _list_offsets(c: Cluster, partitions: list[tuple[str, int]], spec: int) -> dict[tuple[str, int], int | None]:
+def _list_offsets(c: Cluster, partitions: list[tuple[str, int]], spec: int,
+                  strict: bool = True) -> dict[tuple[str, int], int | None]:
     """ListOffsets (earliest -2 or latest -1, read_uncommitted) for each partition at its
-    leader. A partition without a leader or with an error maps to None."""
+    leader. A partition of an unknown topic, or with a non-retriable error, maps to None;
+    one still without a leader after the retries fails the command, or maps to None when
+    not ``strict``."""
     out: dict[tuple[str, int], int | None] = dict.fromkeys(partitions)
     todo = set(partitions)
 
@@ -124,7 +127,11 @@ def _list_offsets(c: Cluster, partitions: list[tuple[str, int]], spec: int) -> d
                         todo.discard(tp)
         if retriable is not None:
             raise retriable
-    retry(attempt)
+    try:
+        retry(attempt, timeout=15.0 if strict else 5.0)
+    except click.ClickException:
+        if strict:
+            raise
     return out
 
 
@@ -176,7 +183,7 @@ def describe(group: str, bootstrap: str, as_json: bool) -> None:
             for t, p in parts or ():
                 owner[(t, p)] = mem
         tps = sorted(set(committed) | set(owner))
-        log_end = _list_offsets(c, tps, LATEST)
+        log_end = _list_offsets(c, tps, LATEST, strict=False)
         addr = c.brokers.get(coord, ("", -1))
     offsets = []
     for tp in tps:

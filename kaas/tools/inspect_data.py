@@ -25,9 +25,11 @@ import msgpack
 
 from kaas.domain.assignment import Assignment
 from kaas.domain.txn import SlotState
+from kaas.errors import CorruptState
 from kaas.storage.paths import Layout, decode_name, is_digest_name
-from kaas.wire import batch as wb
+from kaas.storage.topics import TopicMeta
 from kaas.tools.output import cell, emit, section, table
+from kaas.wire import batch as wb
 
 SEGMENT_RE = re.compile(r"^(\d{20})-e(\d+)\.log$")
 SLOT_RE = re.compile(r"^slot-(\d+)\.json$")
@@ -197,7 +199,8 @@ def _flags(b: dict) -> str:
 @click.argument("topic")
 @click.argument("partition", type=int)
 @_data_option
-@click.option("--start-offset", type=int, default=0, show_default=True, help="Skip batches that end before this offset.")
+@click.option("--start-offset", type=int, default=0, show_default=True,
+              help="Skip batches that end before this offset.")
 @click.option("--limit", type=int, default=None, help="Show at most this many batches.")
 @_json_option
 def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int | None, as_json: bool) -> None:
@@ -353,13 +356,190 @@ def slots(data: Path, states: tuple[str, ...], as_json: bool) -> None:
 # ------------------------------------------------------------------ cluster
 
 
+class _Ages:
+    """File ages against one "now" taken when the command starts."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self, path: Path) -> float | None:
+        st = stat(path)
+        return round(self.now - st.st_mtime, 1) if st else None
+
+
+def _named(directory: Path, prefix: str, suffix: str) -> list[tuple[str, str]]:
+    """(file name, middle part) of the files ``<prefix><middle><suffix>`` of a directory."""
+    return [(n, n[len(prefix):len(n) - len(suffix)]) for n in listdir(directory)
+            if n.startswith(prefix) and n.endswith(suffix) and len(n) > len(prefix) + len(suffix)]
+
+
+def _as_int(text: str) -> int | str:
+    return int(text) if text.isdigit() else text
+
+
+def _assignment(layout: Layout, age: _Ages) -> tuple[dict, Assignment | None]:
+    obj, err = read_json(layout.assignment)
+    out: dict[str, Any] = {"present": obj is not None or err is not None, "error": err}
+    if obj is None:
+        return out, None
+    try:
+        asg = Assignment.from_json(obj)
+    except ValueError as exc:
+        out["error"] = str(exc)
+        return out, None
+    owners: dict[str, int] = {}
+    for owner in asg.txn_slots.values():
+        owners[str(owner)] = owners.get(str(owner), 0) + 1
+    out.update(version=asg.version, controller_epoch=asg.controller_epoch, brokers=list(asg.brokers),
+               age_s=age(layout.assignment), txn_slot_owners=owners,
+               partitions={t: [{"leader": p.leader, "epoch": p.epoch} for p in row]
+                           for t, row in sorted(asg.partitions.items())})
+    return out, asg
+
+
+def _controllers(layout: Layout, age: _Ages) -> list[dict]:
+    out = []
+    for name, n in _named(layout.controller, "epoch-", ""):
+        if not n.isdigit():
+            continue
+        obj, err = read_json(layout.controller / name)
+        out.append({"epoch": int(n), "file": name, "age_s": age(layout.controller / name),
+                    "broker_id": obj.get("broker_id") if isinstance(obj, dict) else None, "error": err})
+    return sorted(out, key=lambda c: c["epoch"])
+
+
+def _heartbeats(layout: Layout, age: _Ages, session_timeout_ms: int) -> list[dict]:
+    out = []
+    for name, _ in _named(layout.brokers, "kaas-", ".json"):
+        path = layout.brokers / name
+        obj, err = read_json(path)
+        a = age(path)
+        row = {"file": name, "broker_id": None, "counter": None, "address": None, "pid": None,
+               "applied_version": None, "draining": None, "controller_epoch": None, "age_s": a,
+               "stale": a is not None and a * 1000 > session_timeout_ms, "error": err}
+        if isinstance(obj, dict):
+            row.update(broker_id=obj.get("broker_id"), counter=obj.get("counter"),
+                       address=f"{obj.get('host')}:{obj.get('port')}", pid=obj.get("pid"),
+                       applied_version=obj.get("applied_version"), draining=obj.get("draining"),
+                       controller_epoch=obj.get("controller_epoch"))
+        out.append(row)
+    return sorted(out, key=lambda r: (not isinstance(r["broker_id"], int), r["broker_id"] or 0, r["file"]))
+
+
 def _queue_parts(name: str) -> tuple[str, str] | None:
+    """(base, tag) of a marker queue entry name (``storage.markers`` naming), else None."""
     if name.startswith(".") or not name.endswith(".json"):
         return None
     base, _, tag = name[:-5].partition(".")
     if base.count("-") < 2:
         return None
     return base, tag
+
+
+def _marker_queues(layout: Layout, age: _Ages) -> list[dict]:
+    out = []
+    for name, b in _named(layout.marker_queue, "to-", ""):
+        qdir = layout.marker_queue / name
+        waiting = taken = other = 0
+        ages = []
+        for f in listdir(qdir):
+            parts = _queue_parts(f)
+            if parts is None:
+                other += 1
+                continue
+            if parts[1].startswith("w"):
+                taken += 1
+            else:
+                waiting += 1
+            ages.append(age(qdir / f) or 0.0)
+        out.append({"broker_id": _as_int(b), "depth": waiting + taken, "waiting": waiting, "taken": taken,
+                    "other_files": other, "oldest_age_s": max(ages, default=None)})
+    return out
+
+
+def _fence_logs(layout: Layout, age: _Ages) -> list[dict]:
+    out = []
+    for name, b in _named(layout.producer_fences, "kaas-", ".log"):
+        raw = read_bytes(layout.producer_fences / name) or b""
+        out.append({"file": name, "broker_id": _as_int(b), "bytes": len(raw), "lines": raw.count(b"\n"),
+                    "partial_tail": bool(raw) and not raw.endswith(b"\n"),
+                    "age_s": age(layout.producer_fences / name)})
+    return out
+
+
+def _pid_blocks(layout: Layout) -> list[dict]:
+    out = []
+    for name, b in _named(layout.producer_ids, "kaas-", ".json"):
+        obj, err = read_json(layout.producer_ids / name)
+        ok = isinstance(obj, dict)
+        out.append({"file": name, "broker_id": obj.get("broker_id", _as_int(b)) if ok else _as_int(b),
+                    "block_end": obj.get("block_end") if ok else None, "error": err})
+    return out
+
+
+def _topics(layout: Layout) -> list[dict]:
+    out = []
+    for name, topic in _named(layout.topics, "", ".json"):
+        if name.startswith("."):
+            continue
+        obj, err = read_json(layout.topics / name)
+        row: dict[str, Any] = {"name": topic, "topic_id": None, "partitions": None, "configs": None, "error": err}
+        if obj is not None:
+            try:
+                meta = TopicMeta.from_json(obj, str(layout.topics / name))
+                row.update(topic_id=str(meta.topic_id), partitions=meta.partitions, configs=meta.configs)
+            except (CorruptState, AttributeError) as exc:
+                row["error"] = str(exc)
+        out.append(row)
+    return out
+
+
+def _partitions(layout: Layout, asg: Assignment | None, topics: list[dict]) -> list[dict]:
+    """Every partition named by the assignment or present on disk, with its manifest."""
+    out = []
+    names = {t for t in listdir(layout.data) if not t.startswith(".")} | {r["name"] for r in topics}
+    names |= set(asg.partitions) if asg else set()
+    for t in sorted(names):
+        nums = {int(p) for p in listdir(layout.data / t) if p.isdigit()}
+        if asg and t in asg.partitions:
+            nums |= set(range(len(asg.partitions[t])))
+        for p in sorted(nums):
+            pdir = layout.partition_dir(t, p)
+            leader = asg.leader_of(t, p) if asg else None
+            m, err = read_json(pdir / "manifest.json")
+            m = m if isinstance(m, dict) else {}
+            segs = [f for f in listdir(pdir) if SEGMENT_RE.match(f)]
+            out.append({"topic": t, "partition": p, "leader": leader.leader if leader else None,
+                        "leader_epoch": leader.epoch if leader else None, "manifest_epoch": m.get("epoch"),
+                        "high_watermark": m.get("high_watermark"), "log_start_offset": m.get("log_start_offset"),
+                        "segments": len(segs), "bytes": sum(size_of(pdir / f) for f in segs), "error": err})
+    return out
+
+
+def _groups(layout: Layout, age: _Ages) -> list[dict]:
+    out = []
+    for name, enc in _named(layout.consumer_offsets, "", ".json"):
+        if name.startswith("."):
+            continue
+        obj, err = read_json(layout.consumer_offsets / name)
+        row = {"group_id": None if is_digest_name(enc) else decode_name(enc), "file": name, "generation": None,
+               "committed_partitions": None, "pending_producers": None, "error": err,
+               "age_s": age(layout.consumer_offsets / name)}
+        if isinstance(obj, dict):
+            try:
+                row.update(group_id=obj["group_id"], generation=obj.get("generation"),
+                           committed_partitions=sum(len(v) for v in obj.get("offsets", {}).values()),
+                           pending_producers=len(obj.get("pending", {})))
+            except (KeyError, TypeError, AttributeError) as exc:
+                row["error"] = f"bad offsets file: {exc!r}"
+        out.append(row)
+    return out
+
+
+def _kv(d: Any) -> str | None:
+    if not isinstance(d, dict) or not d:
+        return None
+    return ",".join(f"{k}={v}" for k, v in sorted(d.items()))
 
 
 @inspect.command("cluster")
@@ -371,152 +551,16 @@ def cluster(data: Path, session_timeout_ms: int, as_json: bool) -> None:
     """Assignment (version, controller epoch, leader per partition), controller epoch files,
     broker heartbeats, marker queue depths, fence logs, PID blocks, topics and groups."""
     layout = Layout(data)
-    now = time.time()
-
-    def age(path: Path) -> float | None:
-        st = stat(path)
-        return round(now - st.st_mtime, 1) if st else None
-
-    # assignment
-    obj, err = read_json(layout.assignment)
-    assignment: dict[str, Any] = {"present": obj is not None or err is not None, "error": err}
-    asg = None
-    if obj is not None:
-        try:
-            asg = Assignment.from_json(obj)
-        except ValueError as exc:
-            assignment["error"] = str(exc)
-    if asg is not None:
-        slot_owners: dict[str, int] = {}
-        for owner in asg.txn_slots.values():
-            slot_owners[str(owner)] = slot_owners.get(str(owner), 0) + 1
-        assignment.update(version=asg.version, controller_epoch=asg.controller_epoch, brokers=list(asg.brokers),
-                          age_s=age(layout.assignment), txn_slot_owners=slot_owners,
-                          partitions={t: [{"leader": p.leader, "epoch": p.epoch} for p in row]
-                                      for t, row in sorted(asg.partitions.items())})
-
-    # controller epoch files
-    controllers = []
-    for name in listdir(layout.controller):
-        if not name.startswith("epoch-") or not name[6:].isdigit():
-            continue
-        cobj, cerr = read_json(layout.controller / name)
-        controllers.append({"epoch": int(name[6:]), "file": name, "age_s": age(layout.controller / name),
-                            "broker_id": cobj.get("broker_id") if isinstance(cobj, dict) else None, "error": cerr})
-    controllers.sort(key=lambda c: c["epoch"])
-    current = controllers[-1] if controllers else None
-
-    # broker heartbeats
-    brokers = []
-    for name in listdir(layout.brokers):
-        if not (name.startswith("kaas-") and name.endswith(".json")):
-            continue
-        path = layout.brokers / name
-        bobj, berr = read_json(path)
-        a = age(path)
-        row = {"file": name, "broker_id": None, "counter": None, "address": None, "pid": None,
-               "applied_version": None, "draining": None, "controller_epoch": None, "age_s": a,
-               "stale": a is not None and a * 1000 > session_timeout_ms, "error": berr}
-        if isinstance(bobj, dict):
-            row.update(broker_id=bobj.get("broker_id"), counter=bobj.get("counter"),
-                       address=f"{bobj.get('host')}:{bobj.get('port')}", pid=bobj.get("pid"),
-                       applied_version=bobj.get("applied_version"), draining=bobj.get("draining"),
-                       controller_epoch=bobj.get("controller_epoch"))
-        brokers.append(row)
-    brokers.sort(key=lambda r: (r["broker_id"] is None, r["broker_id"] or 0, r["file"]))
-
-    # marker queues
-    queues = []
-    for name in listdir(layout.marker_queue):
-        if not name.startswith("to-"):
-            continue
-        qdir = layout.marker_queue / name
-        entries = taken = other = 0
-        for f in listdir(qdir):
-            parts = _queue_parts(f)
-            if parts is None:
-                other += 1
-            elif parts[1].startswith("w"):
-                taken += 1
-            else:
-                entries += 1
-        oldest = max((age(qdir / f) or 0 for f in listdir(qdir) if _queue_parts(f)), default=None)
-        queues.append({"broker_id": int(name[3:]) if name[3:].isdigit() else name, "depth": entries + taken,
-                       "waiting": entries, "taken": taken, "other_files": other, "oldest_age_s": oldest})
-
-    # fence logs
-    fences = []
-    for name in listdir(layout.producer_fences):
-        if not (name.startswith("kaas-") and name.endswith(".log")):
-            continue
-        raw = read_bytes(layout.producer_fences / name) or b""
-        fences.append({"file": name, "broker_id": int(name[5:-4]) if name[5:-4].isdigit() else None,
-                       "bytes": len(raw), "lines": raw.count(b"\n"), "partial_tail": bool(raw) and not raw.endswith(b"\n"),
-                       "age_s": age(layout.producer_fences / name)})
-
-    # PID blocks
-    pid_blocks = []
-    for name in listdir(layout.producer_ids):
-        if not (name.startswith("kaas-") and name.endswith(".json")):
-            continue
-        pobj, perr = read_json(layout.producer_ids / name)
-        pid_blocks.append({"file": name, "broker_id": pobj.get("broker_id") if isinstance(pobj, dict) else None,
-                           "block_end": pobj.get("block_end") if isinstance(pobj, dict) else None, "error": perr})
-
-    # topics, with the partition directories' manifests
-    topics = []
-    for name in listdir(layout.topics):
-        if not name.endswith(".json") or name.startswith("."):
-            continue
-        tobj, terr = read_json(layout.topics / name)
-        topic = name[:-5]
-        row: dict[str, Any] = {"name": topic, "topic_id": None, "partitions": None, "configs": None, "error": terr}
-        if isinstance(tobj, dict):
-            row.update(topic_id=tobj.get("topic_id"), partitions=tobj.get("partitions"), configs=tobj.get("configs"))
-        topics.append(row)
-    partitions = []
-    on_disk = {t for t in listdir(layout.data) if not t.startswith(".")}
-    for t in sorted(on_disk | {r["name"] for r in topics} | set(asg.partitions if asg else ())):
-        nums = {int(p) for p in listdir(layout.data / t) if p.isdigit()}
-        if asg and t in asg.partitions:
-            nums |= set(range(len(asg.partitions[t])))
-        for p in sorted(nums):
-            leader = asg.leader_of(t, p) if asg else None
-            m, merr = read_json(layout.partition_dir(t, p) / "manifest.json")
-            segs = [f for f in listdir(layout.partition_dir(t, p)) if SEGMENT_RE.match(f)]
-            partitions.append({
-                "topic": t, "partition": p, "leader": leader.leader if leader else None,
-                "leader_epoch": leader.epoch if leader else None,
-                "manifest_epoch": m.get("epoch") if isinstance(m, dict) else None,
-                "high_watermark": m.get("high_watermark") if isinstance(m, dict) else None,
-                "log_start_offset": m.get("log_start_offset") if isinstance(m, dict) else None,
-                "segments": len(segs),
-                "bytes": sum(size_of(layout.partition_dir(t, p) / f) for f in segs),
-                "error": merr})
-
-    # consumer groups (committed offsets files)
-    groups = []
-    for name in listdir(layout.consumer_offsets):
-        if not name.endswith(".json") or name.startswith("."):
-            continue
-        gobj, gerr = read_json(layout.consumer_offsets / name)
-        gid = gobj.get("group_id") if isinstance(gobj, dict) else (None if is_digest_name(name[:-5]) else
-                                                                    decode_name(name[:-5]))
-        row = {"group_id": gid, "file": name, "generation": None, "committed_partitions": None,
-               "pending_producers": None, "error": gerr, "age_s": age(layout.consumer_offsets / name)}
-        if isinstance(gobj, dict):
-            try:
-                row.update(generation=gobj.get("generation"),
-                           committed_partitions=sum(len(v) for v in gobj.get("offsets", {}).values()),
-                           pending_producers=len(gobj.get("pending", {})))
-            except (TypeError, AttributeError) as exc:
-                row["error"] = f"bad offsets file: {exc!r}"
-        groups.append(row)
-
-    out = {"directory": str(data), "assignment": assignment, "controller": {
-        "epoch": current["epoch"] if current else None, "broker_id": current["broker_id"] if current else None,
-        "epoch_files": controllers}, "brokers": brokers, "marker_queues": queues, "fence_logs": fences,
-        "pid_blocks": pid_blocks, "topics": topics, "partitions": partitions, "groups": groups}
+    age = _Ages()
+    assignment, asg = _assignment(layout, age)
+    controllers = _controllers(layout, age)
+    current = controllers[-1] if controllers else {"epoch": None, "broker_id": None}
+    topics = _topics(layout)
+    out = {"directory": str(data), "assignment": assignment,
+           "controller": {"epoch": current["epoch"], "broker_id": current["broker_id"], "epoch_files": controllers},
+           "brokers": _heartbeats(layout, age, session_timeout_ms), "marker_queues": _marker_queues(layout, age),
+           "fence_logs": _fence_logs(layout, age), "pid_blocks": _pid_blocks(layout), "topics": topics,
+           "partitions": _partitions(layout, asg, topics), "groups": _groups(layout, age)}
 
     def human() -> list[str]:
         a = assignment
@@ -525,25 +569,27 @@ def cluster(data: Path, session_timeout_ms: int, as_json: bool) -> None:
         elif not a["present"]:
             head = "Assignment: (none)"
         else:
-            head = (f"Assignment: version {a['version']}  controller_epoch {a['controller_epoch']}  brokers "
-                    f"{cell(a['brokers'])}  txn slots per owner {cell([f'{k}:{v}' for k, v in sorted(a['txn_slot_owners'].items())])}"
-                    f"  age {a['age_s']}s")
-        ctrl = out["controller"]
-        lines = [head, f"Controller: broker {cell(ctrl['broker_id'])} at epoch {cell(ctrl['epoch'])} "
-                       f"({len(controllers)} epoch files)", ""]
-        lines += [section("Brokers", table(brokers, ["broker_id", "counter", "address", "pid", "applied_version",
-                                                     "draining", "controller_epoch", "age_s", "stale", "error"])), ""]
-        lines += [section("Partitions", table(partitions, ["topic", "partition", "leader", "leader_epoch",
-                                                           "manifest_epoch", "high_watermark", "log_start_offset",
-                                                           "segments", "bytes", "error"])), ""]
-        lines += [section("Topics", table([{**t, "configs": ",".join(f"{k}={v}" for k, v in sorted((t["configs"] or {}).items())) or None}
-                                           for t in topics], ["name", "topic_id", "partitions", "configs", "error"])), ""]
-        lines += [section("Marker queues", table(queues, ["broker_id", "depth", "waiting", "taken", "other_files",
-                                                          "oldest_age_s"])), ""]
-        lines += [section("Fence logs", table(fences, ["broker_id", "bytes", "lines", "partial_tail", "age_s"])), ""]
-        lines += [section("PID blocks", table(pid_blocks, ["broker_id", "block_end", "error"])), ""]
-        lines += [section("Groups", table(groups, ["group_id", "generation", "committed_partitions",
-                                                   "pending_producers", "age_s", "error"]))]
+            owners = cell([f"{k}:{v}" for k, v in sorted(a["txn_slot_owners"].items())])
+            head = (f"Assignment: version {a['version']}  controller_epoch {a['controller_epoch']}  "
+                    f"brokers {cell(a['brokers'])}  txn slots per owner {owners}  age {a['age_s']}s")
+        blocks = [
+            ("Brokers", out["brokers"], ["broker_id", "counter", "address", "pid", "applied_version", "draining",
+                                         "controller_epoch", "age_s", "stale", "error"]),
+            ("Partitions", out["partitions"], ["topic", "partition", "leader", "leader_epoch", "manifest_epoch",
+                                               "high_watermark", "log_start_offset", "segments", "bytes", "error"]),
+            ("Topics", [{**t, "configs": _kv(t["configs"])} for t in topics],
+             ["name", "topic_id", "partitions", "configs", "error"]),
+            ("Marker queues", out["marker_queues"], ["broker_id", "depth", "waiting", "taken", "other_files",
+                                                     "oldest_age_s"]),
+            ("Fence logs", out["fence_logs"], ["broker_id", "bytes", "lines", "partial_tail", "age_s"]),
+            ("PID blocks", out["pid_blocks"], ["broker_id", "block_end", "error"]),
+            ("Groups", out["groups"], ["group_id", "generation", "committed_partitions", "pending_producers",
+                                       "age_s", "error"]),
+        ]
+        lines = [head, f"Controller: broker {cell(current['broker_id'])} at epoch {cell(current['epoch'])} "
+                       f"({len(controllers)} epoch files)"]
+        for title, rows, cols in blocks:
+            lines += ["", section(title, table(rows, cols))]
         return lines
 
     emit(out, as_json, human)
