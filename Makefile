@@ -2,12 +2,13 @@
 N ?= 3
 DATA ?= ./data
 PORT ?= 9092
+METRICS ?= 0
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install cluster test test-unit test-int bench eos chaos clean
+.PHONY: install cluster test test-unit test-int bench eos chaos docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,7 +19,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 cluster: $(STAMP)
-	$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT)
+	$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT) --metrics-base-port $(METRICS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests
@@ -37,6 +38,10 @@ eos: $(STAMP)
 
 chaos: $(STAMP)
 	$(BIN)/python scripts/chaos.py run --scenario all --messages 4000
+
+docs: $(STAMP)
+	$(BIN)/python scripts/compat_matrix.py
+	$(BIN)/python scripts/config_reference.py
 
 clean:
 	rm -rf $(VENV) $(DATA)

@@ -20,6 +20,7 @@ from pathlib import Path
 class Child:
     broker_id: int
     port: int
+    metrics_port: int = 0
     proc: subprocess.Popen | None = None
     died_at: float | None = None
     restarts: int = 0
@@ -43,12 +44,14 @@ def _write_pid(path: Path, pid: int) -> None:
 
 class Supervisor:
     def __init__(self, *, brokers: int, data: Path, base_port: int, host: str = "127.0.0.1",
-                 first_id: int = 0, restart_delay: float = 1.0, broker_args: list[str] | None = None) -> None:
+                 first_id: int = 0, restart_delay: float = 1.0, broker_args: list[str] | None = None,
+                 metrics_base_port: int = 0) -> None:
         self.data = Path(data).resolve()
         self.host = host
         self.restart_delay = restart_delay
         self.broker_args = list(broker_args or [])
-        self.children = [Child(first_id + i, base_port + i) for i in range(brokers)]
+        self.children = [Child(first_id + i, base_port + i, metrics_base_port + i if metrics_base_port else 0)
+                         for i in range(brokers)]
         self.stopping = False
 
     @property
@@ -60,14 +63,18 @@ class Supervisor:
         run.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "kaas.cli", "broker", "--id", str(child.broker_id),
                 "--data", str(self.data), "--listen", f"{self.host}:{child.port}",
-                "--advertise", f"{self.host}:{child.port}", *self.broker_args]
+                "--advertise", f"{self.host}:{child.port}"]
+        if child.metrics_port:
+            argv += ["--metrics-port", str(child.metrics_port)]
+        argv += self.broker_args
         logf = open(log_file(self.data, child.broker_id), "ab")
         child.proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       start_new_session=True)
         logf.close()
         child.died_at = None
         _write_pid(pid_file(self.data, child.broker_id), child.proc.pid)
-        self._say(f"broker {child.broker_id} started pid={child.proc.pid} port={child.port}")
+        metrics = f" metrics=http://{self.host}:{child.metrics_port}/metrics" if child.metrics_port else ""
+        self._say(f"broker {child.broker_id} started pid={child.proc.pid} port={child.port}{metrics}")
 
     def _say(self, msg: str) -> None:
         print(f"[kaas-cluster] {msg}", file=sys.stderr, flush=True)

@@ -69,7 +69,7 @@ def prepare(broker, frame: bytes, peer: str) -> Prepared:
     except codec.DecodeError as exc:
         raise CloseConnection(f"api_key {api_key} v{version}: {exc}") from None
     ctx = Context(broker, api_key, version, corr, req.client_id, peer)
-    return Prepared(api_key, version, corr, handler, ctx, req.body, None, len(frame) + 4)
+    return Prepared(api_key, version, corr, handler, ctx, req.body, size=len(frame) + 4)
 
 
 async def execute(p: Prepared) -> bytes | None:

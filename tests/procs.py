@@ -143,8 +143,9 @@ class ClusterProcess:
     """`kaas cluster` (the supervisor) running N brokers on consecutive free ports."""
 
     def __init__(self, data: Path, brokers: int = 3, extra: list[str] | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, supervisor_args: list[str] | None = None):
         self.data = Path(data)
+        self.supervisor_args = list(supervisor_args or [])
         self.env = dict(env or {})
         self.n = brokers
         self.base_port = free_ports(brokers)
@@ -164,7 +165,7 @@ class ClusterProcess:
         self.data.mkdir(parents=True, exist_ok=True)
         logf = open(self.log_path, "ab")
         argv = [sys.executable, "-m", "kaas.cli", "cluster", "--brokers", str(self.n), "--data", str(self.data),
-                "--base-port", str(self.base_port), "--restart-delay", "0.5"]
+                "--base-port", str(self.base_port), "--restart-delay", "0.5", *self.supervisor_args]
         if self.extra:
             argv += ["--", *self.extra]
         self.proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

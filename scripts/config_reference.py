@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Generate the configuration reference of README.rst from the click command objects of
+``kaas broker`` and ``kaas cluster`` (every option, its default and its environment
+variable), so the README never drifts from ``--help``.
+
+    python scripts/config_reference.py           # rewrite the generated part of README.rst
+    python scripts/config_reference.py --check   # exit 1 when README.rst is out of date
+    python scripts/config_reference.py --print   # print the reference only
+
+Only the text between the two marker comments is generated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import click  # noqa: E402
+
+DOC = ROOT / "README.rst"
+BEGIN = ".. BEGIN GENERATED: scripts/config_reference.py (do not edit by hand)"
+END = ".. END GENERATED: scripts/config_reference.py"
+ENV_PREFIX = "KAAS"
+COMMANDS = ("broker", "cluster")
+
+
+def rst_table(header: list[str], rows: list[list[str]]) -> str:
+    """A reStructuredText simple table (the last column may run past its rule)."""
+    widths = [max(len(c) for c in col) for col in zip(header, *rows)]
+    rule = "  ".join("=" * w for w in widths)
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    return "\n".join([rule, line(header), rule, *(line(r) for r in rows), rule])
+
+
+def _flag(p: click.Option) -> str:
+    names = " / ".join(["/".join(p.opts), *(["/".join(p.secondary_opts)] if p.secondary_opts else [])])
+    if p.is_flag or p.count:
+        return f"``{names}``"
+    if isinstance(p.type, click.Choice):
+        metavar = "{" + "|".join(map(str, p.type.choices)) + "}"
+    else:
+        metavar = {"integer": "INT", "float": "FLOAT", "path": "PATH", "text": "TEXT"}.get(p.type.name, p.type.name.upper())
+    return f"``{names} {metavar}``"
+
+
+def _default(p: click.Option, ctx: click.Context) -> str:
+    d = p.get_default(ctx, call=True)
+    if p.is_flag and p.secondary_opts:  # --x/--no-x
+        return f"``{p.opts[0] if d else p.secondary_opts[0]}``"
+    if p.is_flag:
+        return "on" if d else "off"
+    if d is None:
+        return "none"
+    if isinstance(d, Path):
+        d = d.as_posix() if d.is_absolute() or d.as_posix().startswith(".") else f"./{d.as_posix()}"
+    return f"``{d}``"
+
+
+def _help(p: click.Parameter) -> str:
+    text = " ".join((getattr(p, "help", None) or "").split())
+    return text or "-"
+
+
+def command_reference(name: str) -> str:
+    from kaas.cli import cli
+
+    cmd = cli.commands[name]
+    ctx = click.Context(cmd, info_name=name)
+    prefix = f"{ENV_PREFIX}_{name.upper()}"
+    rows = []
+    odd_env = []
+    for p in cmd.params:
+        if isinstance(p, click.Option):
+            if p.hidden or p.name == "help":
+                continue
+            env = p.envvar or f"{prefix}_{p.name.upper()}"  # click's auto_envvar_prefix rule
+            if env != f"{prefix}_{p.opts[0].lstrip('-').replace('-', '_').upper()}":
+                odd_env.append(f"``{p.opts[0]}`` is ``{env}``")
+            rows.append([_flag(p), _default(p, ctx), _help(p)])
+        elif isinstance(p, click.Argument):
+            metavar = p.name.upper() + ("..." if p.nargs == -1 else "")
+            rows.append([f"``{metavar}``", "none", "Arguments after ``--`` are passed to every broker."])
+    summary = (cmd.help or "").strip().splitlines()[0]
+    title = f"``kaas {name}``"
+    env_note = (f"Every option can also be set in the environment as ``{prefix}_<OPTION>`` (upper case, "
+                f"dashes as underscores; a command-line flag wins)")
+    env_note += f", except that {', '.join(odd_env)}." if odd_env else "."
+    return "\n".join([title, "-" * len(title), "", summary, "",
+                      rst_table(["option", "default", "meaning"], rows), "", env_note, ""])
+
+
+def reference() -> str:
+    """The generated block (markers excluded)."""
+    return "\n".join(command_reference(n) for n in COMMANDS)
+
+
+def render(current: str) -> str:
+    block = f"{BEGIN}\n\n{reference()}\n{END}\n"
+    if BEGIN in current and END in current:
+        head, rest = current.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        return head + block + tail.removeprefix("\n")
+    sep = "" if not current or current.endswith("\n\n") else ("\n" if current.endswith("\n") else "\n\n")
+    return current + sep + block
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the document is out of date")
+    ap.add_argument("--print", dest="print_only", action="store_true", help="print the reference and exit")
+    ap.add_argument("--doc", type=Path, default=DOC, help="the document (default: README.rst)")
+    args = ap.parse_args(argv)
+    if args.print_only:
+        sys.stdout.write(reference())
+        return 0
+    current = args.doc.read_text() if args.doc.exists() else ""
+    wanted = render(current)
+    if args.check:
+        if current == wanted:
+            return 0
+        sys.stderr.writelines(difflib.unified_diff(current.splitlines(True), wanted.splitlines(True),
+                                                   str(args.doc), "from kaas.cli"))
+        sys.stderr.write(f"\n{args.doc} is out of date: run python scripts/config_reference.py\n")
+        return 1
+    if current != wanted:
+        args.doc.write_text(wanted)
+        print(f"wrote {args.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
