@@ -42,7 +42,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import failpoints
+from kaas import dirwatch, failpoints
 from kaas.domain import txn as dtxn
 from kaas.domain.routing import TXN_SLOTS, txn_slot
 from kaas.domain.txn import Fence, OffsetHook, Persist, Reply, TxnMetadata, TxnResult, TxnState, WriteMarkers
@@ -70,6 +70,8 @@ SWEEP_INTERVAL_MS = 10_000
 SWEEP_ENV = "KAAS_TXN_SWEEP_MS"
 MARKER_POLL_S = 2.0
 MARKER_STAT_S = 0.05
+BEGIN_WAIT_S = 0.25  # how long a new transaction waits for the last one's queued markers
+BEGIN_POLL_S = 0.002
 FENCE_POLL_S = 0.5
 
 
@@ -152,7 +154,23 @@ class TxnCoordinator:
             await nursery.start(self.serve_fences)
             nursery.start_soon(self.serve_markers)
             nursery.start_soon(self.serve_sweeps)
+            nursery.start_soon(self.serve_queue_doorbell)
             task_status.started()
+
+    async def serve_queue_doorbell(self) -> None:
+        """Wake the marker watcher as soon as an entry lands in ``to-<self>/`` (inotify on a
+        local data directory; on NFS this sees nothing and the stat poll does the work).
+        A commit touching a peer-led partition then costs the peer a millisecond, not a poll
+        interval, before the producer's next transaction may begin."""
+        watch = dirwatch.open_watch(self.broker.layout.marker_dir(self.broker.id))
+        if watch is None:
+            return
+        try:
+            while True:
+                await watch.wait()
+                self.wake_markers()
+        finally:
+            watch.close()
 
     def wake_markers(self) -> None:
         """Run the marker watcher now (after enqueueing to this broker's own queue)."""
@@ -603,9 +621,20 @@ class TxnCoordinator:
             return reply.producer_id, reply.producer_epoch
 
     async def _begin_guard(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> bool:
-        """True when a new transaction may not begin yet (markers of the last one queued)."""
-        return (meta is not None and meta.producer_id == producer_id and meta.producer_epoch == producer_epoch
-                and meta.state.can_begin and await self._markers_pending(producer_id))
+        """True when a new transaction may not begin yet (markers of the last one queued).
+
+        Instead of answering CONCURRENT_TRANSACTIONS at once (librdkafka then retries after
+        20 ms, or 100 ms for AddOffsetsToTxn), wait up to ``BEGIN_WAIT_S`` for the peers to
+        apply the markers: they are normally done within a few milliseconds."""
+        if not (meta is not None and meta.producer_id == producer_id and meta.producer_epoch == producer_epoch
+                and meta.state.can_begin):
+            return False
+        deadline = trio.current_time() + BEGIN_WAIT_S
+        while await self._markers_pending(producer_id):
+            if trio.current_time() >= deadline:
+                return True
+            await trio.sleep(BEGIN_POLL_S)
+        return False
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[tuple[str, int]], version: int) -> ErrorCode:
