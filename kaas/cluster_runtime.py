@@ -318,7 +318,10 @@ class ClusterRuntime:
             if meta is None or pl is None:
                 continue
             await broker.take_over(meta, key[1], pl.epoch)
-        # 4. groups whose coordinator moved away
+        # 4. coordinator state of keys that are not ours any more
+        if broker.txn is not None and hasattr(broker.txn, "drop_unowned_slots"):
+            broker.txn.drop_unowned_slots()
+        # groups whose coordinator moved away
         for gid in list(broker.groups.groups):
             if not broker.owns_group(gid):
                 broker.groups.unload(gid)

@@ -142,6 +142,7 @@ class TxnCoordinator:
         self._fenced_parts: weakref.WeakSet[Any] = weakref.WeakSet()  # partitions seen by a fence poll
         self._fence_reader: FenceReader | None = None
         self._corrupt: dict[Any, str] = {}
+        self._slot_cache: dict[int, dtxn.SlotState] = {}
         self._marker_wake = trio.Event()
         self.stats = {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
                       "reaped": 0, "reconciled": 0}
@@ -216,7 +217,24 @@ class TxnCoordinator:
             self._corrupt[key] = str(exc)
             log.error("txn_state_unreadable", key=str(key), error=str(exc))
 
-    async def _load(self, slot: int) -> dtxn.SlotState:
+    def forget_cache(self) -> None:
+        """Drop every cached slot (our lease lapsed: another broker may have written)."""
+        self._slot_cache.clear()
+
+    def drop_unowned_slots(self) -> None:
+        """Called after each assignment is applied: forget slots that are not ours any more,
+        so a slot that comes back is read afresh from the file its interim owner wrote."""
+        for slot in [s for s in self._slot_cache if not self.broker.owns_slot(s)]:
+            del self._slot_cache[slot]
+
+    async def _load(self, slot: int, *, fill_cache: bool = False) -> dtxn.SlotState:
+        """The slot's state. The coordinator is the slot file's only writer, so while it owns
+        the slot its last write is the file's content: served from memory, read from the file
+        on the first use after a takeover. Only callers holding the slot lock fill the cache
+        (``fill_cache``): a read racing a write must not put an older state back."""
+        cached = self._slot_cache.get(slot)
+        if cached is not None and self.broker.owns_slot(slot):
+            return cached
         try:
             state = await self.broker.run_io(self.store.load, slot)
         except (CorruptState, OSError) as exc:
@@ -225,6 +243,8 @@ class TxnCoordinator:
                             f"transaction slot {slot} is unreadable") from None
         if self._corrupt.pop(("slot", slot), None) is not None:
             log.info("txn_slot_readable_again", slot=slot)
+        if fill_cache and self.broker.owns_slot(slot):
+            self._slot_cache[slot] = state
         return state
 
     async def _get(self, slot: int, transactional_id: str) -> TxnMetadata | None:
@@ -232,13 +252,19 @@ class TxnCoordinator:
 
     async def _persist(self, slot: int, meta: TxnMetadata) -> None:
         async with self._slot_locks[slot]:
-            state = await self._load(slot)
+            state = await self._load(slot, fill_cache=True)
             await _hit("slot.before_write")
+            new_state = state.with_entry(meta)
             try:
-                await self.broker.run_io(self.store.save, slot, state.with_entry(meta))
+                await self.broker.run_io(self.store.save, slot, new_state)
             except OSError as exc:
+                self._slot_cache.pop(slot, None)
                 log.error("txn_slot_write_failed", slot=slot, error=str(exc))
                 raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+            except BaseException:
+                self._slot_cache.pop(slot, None)  # unknown whether the file changed
+                raise
+            self._slot_cache[slot] = new_state
         log.debug("txn_state", transactional_id=meta.transactional_id, state=meta.state.value,
                   producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, txn_seq=meta.txn_seq)
 

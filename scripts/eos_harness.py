@@ -133,17 +133,26 @@ def seed(bootstrap: str, topic: str, n: int, partitions: int) -> None:
         raise click.ClickException("seeding did not complete")
 
 
-def create_topics(bootstrap: str, specs: dict[str, int]) -> None:
+def create_topics(bootstrap: str, specs: dict[str, int], timeout: float = 90.0) -> None:
+    """Create the topics, retrying while a fresh cluster is still electing its controller."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futs = admin.create_topics([NewTopic(t, n, 1) for t, n in specs.items()])
-    for t, f in futs.items():
-        try:
-            f.result(30)
-        except Exception as exc:  # noqa: BLE001 — an existing topic is fine
-            if "already exists" not in str(exc).lower() and "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise
+    deadline = time.monotonic() + timeout
+    pending = dict(specs)
+    while pending:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        futs = admin.create_topics([NewTopic(t, n, 1) for t, n in pending.items()])
+        for t, f in futs.items():
+            try:
+                f.result(15)
+                pending.pop(t, None)
+            except Exception as exc:  # noqa: BLE001 — an existing topic is fine; else retry
+                if "already exists" in str(exc).lower() or "TOPIC_ALREADY_EXISTS" in str(exc):
+                    pending.pop(t, None)
+                elif time.monotonic() > deadline:
+                    raise click.ClickException(f"could not create topic {t}: {exc}") from None
+        if pending:
+            time.sleep(1.0)
 
 
 def read_output(bootstrap: str, topic: str, partitions: int, isolation: str, deadline: float) -> list:
