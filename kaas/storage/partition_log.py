@@ -132,6 +132,8 @@ class PartitionLog:
         # aborted transactions: (marker offset, producer id, first offset), sorted by marker
         self.aborted: list[tuple[int, int, int]] = []
         self.snapshot_error: str | None = None
+        self._manifest_stamp: tuple[int, int, int] | None = None
+        self._manifest_cached_epoch = -1
 
     # ------------------------------------------------------------------ open / recover
 
@@ -246,8 +248,20 @@ class PartitionLog:
         return atomic.read_json(Path(path) / "manifest.json")
 
     def manifest_epoch(self) -> int:
+        """The epoch in manifest.json as on the volume now. A stat decides whether the file
+        changed since the last read (the check-before-ack runs on every acks=all produce)."""
+        path = self.path / "manifest.json"
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return -1
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp == self._manifest_stamp:
+            return self._manifest_cached_epoch
         m = self.read_manifest(self.path)
-        return m["epoch"] if m else -1
+        epoch = m["epoch"] if m else -1
+        self._manifest_stamp, self._manifest_cached_epoch = stamp, epoch
+        return epoch
 
     def _write_manifest(self, *, high_watermark: int | None = None) -> None:
         atomic.write_json(self.path / "manifest.json", {
