@@ -31,7 +31,7 @@ test-int: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
 
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py compare --messages 200000 --rounds 3
+	$(BIN)/python scripts/bench.py suite
 
 eos: $(STAMP)
 	$(BIN)/python scripts/eos_harness.py run --start-cluster 3 --messages 5000 --copiers 3
