@@ -363,7 +363,11 @@ class Broker:
         return None if owner < 0 else owner
 
     def owns_slot(self, slot: int) -> bool:
-        return self.slot_owner(slot) == self.id
+        """This broker coordinates the slot and may write its file: it is the assigned
+        owner and holds a write lease. A broker resumed after a pause answers requests
+        from its socket backlog before it applies the new assignment; without the lease
+        check it could write a slot file its successor already owns."""
+        return self.slot_owner(slot) == self.id and self.cluster.lease_valid()
 
     def txn_owner(self, transactional_id: str) -> int | None:
         return self.slot_owner(routing.txn_slot(transactional_id))
