@@ -34,7 +34,7 @@ import re
 import time
 import weakref
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -669,13 +669,9 @@ class TxnCoordinator:
         Raises:
             KaasError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
         """
-        slot = self.owned_slot(transactional_id)
-        async with self._locked(transactional_id):
-            meta = await self._get(slot, transactional_id)
-            if await self._begin_guard(meta, producer_id, producer_epoch):
-                return ErrorCode.concurrent_transactions
-            res = dtxn.add_partitions(meta, producer_id, producer_epoch, partitions, now_ms(), version)
-            return await self._carry_out(slot, res)
+        return await self._add(transactional_id, producer_id, producer_epoch,
+                               lambda meta: dtxn.add_partitions(meta, producer_id, producer_epoch, partitions,
+                                                                now_ms(), version))
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
                           version: int) -> ErrorCode:
@@ -684,13 +680,20 @@ class TxnCoordinator:
         Raises:
             KaasError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
         """
+        return await self._add(transactional_id, producer_id, producer_epoch,
+                               lambda meta: dtxn.add_offsets(meta, producer_id, producer_epoch, group_id,
+                                                             now_ms(), version))
+
+    async def _add(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                   step: Callable[[TxnMetadata | None], TxnResult]) -> ErrorCode:
+        """The shared shape of AddPartitions/AddOffsets: under the id's lock, wait for the last
+        transaction's markers (the begin guard), then run the domain ``step`` and carry it out."""
         slot = self.owned_slot(transactional_id)
         async with self._locked(transactional_id):
             meta = await self._get(slot, transactional_id)
             if await self._begin_guard(meta, producer_id, producer_epoch):
                 return ErrorCode.concurrent_transactions
-            res = dtxn.add_offsets(meta, producer_id, producer_epoch, group_id, now_ms(), version)
-            return await self._carry_out(slot, res)
+            return await self._carry_out(slot, step(meta))
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                       version: int) -> ErrorCode:
