@@ -331,8 +331,13 @@ class Broker:
         return out
 
     def controller_id(self) -> int:
+        """The controller as Metadata reports it: always a broker of the same response's
+        broker list (librdkafka waits for a named controller it cannot reach until its next
+        metadata refresh, minutes away). Any broker can serve the admin APIs."""
         owner = self.cluster.controller_id
-        return owner if owner is not None else self.id
+        if owner is not None and any(b.node_id == owner for b in self.brokers()):
+            return owner
+        return self.id
 
     @property
     def controller_epoch(self) -> int:

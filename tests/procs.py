@@ -173,7 +173,28 @@ class ClusterProcess:
         logf.close()
         for port in self.ports:
             wait_ready("127.0.0.1", port, timeout=timeout, proc=self.proc)
+        self.wait_formed(timeout)
         return self
+
+    def wait_formed(self, timeout: float = 30.0) -> None:
+        """Wait until every broker's Metadata lists all N brokers and names a controller."""
+        from kaas.client import WireClient
+
+        deadline = time.monotonic() + timeout
+        pending = set(self.ports)
+        while pending and time.monotonic() < deadline:
+            for port in sorted(pending):
+                try:
+                    with WireClient("127.0.0.1", port, timeout=2.0) as wc:
+                        md = wc.call(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                             "include_topic_authorized_operations": False})
+                    ids = {b.node_id for b in md.brokers}
+                    if len(ids) >= self.n and md.controller_id in ids:
+                        pending.discard(port)
+                except OSError:
+                    pass
+            if pending:
+                time.sleep(0.1)
 
     def pid(self, broker_id: int) -> int:
         return int((self.data / "run" / f"kaas-{broker_id}.pid").read_text().strip())
