@@ -12,8 +12,6 @@ Only the text between the two marker comments is generated.
 
 from __future__ import annotations
 
-import argparse
-import difflib
 import sys
 from pathlib import Path
 
@@ -21,24 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import docgen  # noqa: E402  (scripts/docgen.py, beside this file)
+
 import click  # noqa: E402
 
 DOC = ROOT / "README.rst"
-BEGIN = ".. BEGIN GENERATED: scripts/config_reference.py (do not edit by hand)"
-END = ".. END GENERATED: scripts/config_reference.py"
 ENV_PREFIX = "KAAS"
 COMMANDS = ("broker", "cluster")
-
-
-def rst_table(header: list[str], rows: list[list[str]]) -> str:
-    """A reStructuredText simple table (the last column may run past its rule)."""
-    widths = [max(len(c) for c in col) for col in zip(header, *rows)]
-    rule = "  ".join("=" * w for w in widths)
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
-
-    return "\n".join([rule, line(header), rule, *(line(r) for r in rows), rule])
 
 
 def _flag(p: click.Option) -> str:
@@ -95,7 +82,7 @@ def command_reference(name: str) -> str:
                 f"dashes as underscores; a command-line flag wins)")
     env_note += f", except that {', '.join(odd_env)}." if odd_env else "."
     return "\n".join([title, "-" * len(title), "", summary, "",
-                      rst_table(["option", "default", "meaning"], rows), "", env_note, ""])
+                      docgen.rst_table(["option", "default", "meaning"], rows), "", env_note, ""])
 
 
 def reference() -> str:
@@ -104,37 +91,12 @@ def reference() -> str:
 
 
 def render(current: str) -> str:
-    block = f"{BEGIN}\n\n{reference()}\n{END}\n"
-    if BEGIN in current and END in current:
-        head, rest = current.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        return head + block + tail.removeprefix("\n")
-    sep = "" if not current or current.endswith("\n\n") else ("\n" if current.endswith("\n") else "\n\n")
-    return current + sep + block
-
+    """``current`` with the generated block replaced (or appended when it has no markers)."""
+    return docgen.splice(current, "config_reference.py", reference())
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if the document is out of date")
-    ap.add_argument("--print", dest="print_only", action="store_true", help="print the reference and exit")
-    ap.add_argument("--doc", type=Path, default=DOC, help="the document (default: README.rst)")
-    args = ap.parse_args(argv)
-    if args.print_only:
-        sys.stdout.write(reference())
-        return 0
-    current = args.doc.read_text() if args.doc.exists() else ""
-    wanted = render(current)
-    if args.check:
-        if current == wanted:
-            return 0
-        sys.stderr.writelines(difflib.unified_diff(current.splitlines(True), wanted.splitlines(True),
-                                                   str(args.doc), "from kaas.cli"))
-        sys.stderr.write(f"\n{args.doc} is out of date: run python scripts/config_reference.py\n")
-        return 1
-    if current != wanted:
-        args.doc.write_text(wanted)
-        print(f"wrote {args.doc}")
-    return 0
+    return docgen.main(argv, description=__doc__.split("\n\n")[0], script="config_reference.py", doc=DOC,
+                       generate=reference, source="from kaas.cli")
 
 
 if __name__ == "__main__":
