@@ -3,11 +3,16 @@
 
     {"endtxn.after_prepare": {"action": "crash"},
      "append.after_write_before_fsync": {"action": "pause", "ms": 2000},
-     "marker.after_apply_before_delete": {"action": "error", "count": 1}}
+     "marker.after_apply_before_delete": {"action": "error", "count": 1},
+     "marker.before_append": {"action": "drop", "match": {"commit": false}}}
 
 Actions: ``crash`` (``os._exit(137)``, as abrupt as SIGKILL), ``pause`` (sleep N ms; in trio
-code use ``await hit_async``), ``error`` (raise OSError, like a failing disk). ``count``
-limits how many hits fire (default: unlimited). A crash failpoint is consumed by the
+code use ``await hit_async``), ``error`` (raise OSError, like a failing disk), ``drop``
+(``hit`` returns True and the caller skips the operation as if it had succeeded: a
+deliberately broken broker, for showing that the checkers catch it; only points whose
+caller honours it, see ``DROPPABLE``). ``count`` limits how many hits fire (default:
+unlimited); ``match`` fires only when the point's context (keyword arguments of ``hit``)
+has those values. A crash failpoint is consumed by the
 process that dies, so the restarted broker does not crash again: the file is renamed to
 ``.fired`` before exiting.
 
@@ -39,7 +44,9 @@ NAMES = (
     "snapshot.before_write",
     "slot.before_write",
     "takeover.after_manifest",
+    "marker.before_append",
 )
+DROPPABLE = ("marker.before_append",)
 
 
 def configure(run_dir: Path, broker_id: int) -> None:
@@ -74,9 +81,12 @@ def reload() -> None:
         log.error("failpoints_unreadable", path=str(_path), error=str(exc))
 
 
-def _take(name: str) -> dict | None:
+def _take(name: str, context: dict) -> dict | None:
     spec = _armed.get(name)
     if spec is None:
+        return None
+    match = spec.get("match")
+    if match and any(context.get(k) != v for k, v in match.items()):
         return None
     count = spec.get("count")
     if count is not None:
@@ -86,23 +96,24 @@ def _take(name: str) -> dict | None:
     return spec
 
 
-def hit(name: str) -> None:
-    """Fire the failpoint ``name`` if armed (synchronous code)."""
+def hit(name: str, **context) -> bool:
+    """Fire the failpoint ``name`` if armed (synchronous code). True: drop the operation."""
     if not _armed:
-        return
-    spec = _take(name)
+        return False
+    spec = _take(name, context)
     if spec is None:
-        return
+        return False
     _fire(name, spec)
     if spec.get("action") == "pause":
         time.sleep(spec.get("ms", 1000) / 1000)
+    return spec.get("action") == "drop"
 
 
 async def hit_async(name: str) -> None:
     """Fire the failpoint ``name`` if armed (trio code: a pause does not block the loop)."""
     if not _armed:
         return
-    spec = _take(name)
+    spec = _take(name, {})
     if spec is None:
         return
     _fire(name, spec)

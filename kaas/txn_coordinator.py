@@ -326,6 +326,10 @@ class TxnCoordinator:
             # marker's: a marker would change nothing (a retry, or a partition added
             # without data). Only wait for what is already written to be durable.
             return part.log.log_end_offset
+        if failpoints.hit("marker.before_append", commit=commit, topic=part.topic, partition=part.index):
+            log.error("txn_marker_dropped_by_failpoint", topic=part.topic, partition=part.index,
+                      producer_id=producer_id, commit=commit)
+            return part.log.log_end_offset
         res = part.append_control(producer_id, producer_epoch, commit, self.coordinator_epoch)
         if res is None:
             return part.log.log_end_offset

@@ -7,7 +7,7 @@
 Scenarios (each reproducible from its seed, printed on failure):
   endtxn-failpoints  SIGKILL (os._exit at a failpoint) the transaction coordinators at each
                      EndTxn step in turn: after_prepare, after_local_markers, after_enqueue,
-                     before_complete
+                     before_complete, twice over
   random-kills       SIGKILL a random broker every few seconds
   pause-coordinator  SIGSTOP a broker past the session timeout, then SIGCONT it
   kill-controller    SIGKILL the controller, twice
@@ -41,6 +41,9 @@ from tests.procs import ClusterProcess  # noqa: E402
 
 ENDTXN_POINTS = ("endtxn.after_prepare", "endtxn.after_local_markers", "endtxn.after_enqueue",
                  "endtxn.before_complete")
+ROUNDS = 2  # endtxn-failpoints cycles through the points this many times
+ARM_WAIT_S = 8.0  # a point not hit within this long is skipped
+SETTLE_S = 2.0  # after a crash, before arming the next point
 
 
 def controller_of(data: Path) -> int:
@@ -60,6 +63,7 @@ class Chaos:
         self.next_at = 3.0
         self.step = 0
         self.paused: tuple[int, float] | None = None
+        self.armed: tuple[str, float] | None = None  # (failpoint, when armed)
         self.faults: list[str] = []
 
     def log(self, what: str) -> None:
@@ -72,6 +76,33 @@ class Chaos:
             self.log(f"SIGKILL broker {bid}")
         except (OSError, ValueError) as exc:
             self.log(f"could not kill broker {bid}: {exc}")
+
+    def _endtxn_step(self, elapsed: float) -> None:
+        """Arm the next EndTxn failpoint on every broker; once a broker crashed on it (its
+        file is renamed ``.fired``), or it did not fire within ``ARM_WAIT_S``, disarm and
+        arm the next one ``SETTLE_S`` later, cycling through the points ``ROUNDS`` times."""
+        run = self.cluster.data / "run"
+        n = self.cluster.n
+        if self.armed is not None:
+            point, since = self.armed
+            fired = [b for b in range(n) if (run / f"failpoints-{b}.fired").exists()]
+            if not fired and elapsed - since < ARM_WAIT_S:
+                return
+            for b in range(n):
+                failpoints.disarm(run, b)
+                (run / f"failpoints-{b}.fired").unlink(missing_ok=True)
+            self.log(f"broker {fired} crashed at {point}" if fired else f"{point} did not fire in {ARM_WAIT_S} s")
+            self.armed = None
+            self.step += 1
+            self.next_at = elapsed + SETTLE_S
+            return
+        if self.step >= ROUNDS * len(ENDTXN_POINTS):
+            return
+        point = ENDTXN_POINTS[self.step % len(ENDTXN_POINTS)]
+        for b in range(n):
+            failpoints.arm(run, b, {point: {"action": "crash", "count": 1}})
+        self.log(f"armed {point} (crash) on every broker")
+        self.armed = (point, elapsed)
 
     def __call__(self, elapsed: float) -> None:
         if self.paused is not None and elapsed >= self.paused[1]:
@@ -86,13 +117,7 @@ class Chaos:
             return
         s = self.scenario
         if s == "endtxn-failpoints":
-            if self.step < len(ENDTXN_POINTS):
-                point = ENDTXN_POINTS[self.step]
-                for bid in range(self.cluster.n):
-                    failpoints.arm(self.cluster.data / "run", bid, {point: {"action": "crash", "count": 1}})
-                self.log(f"armed {point} (crash) on every broker")
-                self.step += 1
-                self.next_at = elapsed + 5.0
+            self._endtxn_step(elapsed)
         elif s == "random-kills":
             if self.step < 4:
                 self._kill(self.rnd.randrange(self.cluster.n))
@@ -122,13 +147,16 @@ class Chaos:
 SCENARIOS = ("endtxn-failpoints", "random-kills", "pause-coordinator", "kill-controller", "kill-all")
 
 
-def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo) -> dict:
+def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
+                 duration: float = 0) -> dict:
+    """One scenario on a fresh cluster. ``duration``: pace the copiers so the copy takes about
+    this long (the faults must land while transactions run), 0 for full speed."""
     rnd = random.Random(seed)
     tmp = Path(tempfile.mkdtemp(prefix="kaas-chaos-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
     cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"}).start()
     run_id = uuid.uuid4().hex[:8]
-    cfg = {"bootstrap": cluster.bootstrap, "messages": messages, "copiers": copiers, "commit_every": 50,
-           "abort_every": 10, "input_partitions": 6, "output_partitions": 6, "timeout": timeout, "seed": seed,
+    cfg = {"bootstrap": cluster.bootstrap, "messages": messages, "copiers": copiers, "commit_every": 25,
+           "abort_every": 10, "rate": messages / (copiers * duration) if duration else 0, "input_partitions": 6, "output_partitions": 6, "timeout": timeout, "seed": seed,
            "input": f"chaos-in-{run_id}", "output": f"chaos-out-{run_id}", "group": f"chaos-{run_id}"}
     chaos = Chaos(scenario, cluster, rnd, echo)
     t0 = time.monotonic()
@@ -157,8 +185,10 @@ def cli() -> None:
 @click.option("--seed", type=int, default=None, help="Random seed (printed; reuse it to replay).")
 @click.option("--messages", type=int, default=4000, show_default=True)
 @click.option("--copiers", type=int, default=2, show_default=True)
+@click.option("--duration", type=float, default=40, show_default=True,
+              help="Pace the copiers so each copy takes about this many seconds (0: full speed).")
 @click.option("--timeout", type=float, default=150, show_default=True, help="Per scenario, seconds.")
-def run(scenario: str, seed: int | None, messages: int, copiers: int, timeout: float) -> None:
+def run(scenario: str, seed: int | None, messages: int, copiers: int, duration: float, timeout: float) -> None:
     """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     names = SCENARIOS if scenario == "all" else (scenario,)
@@ -166,9 +196,11 @@ def run(scenario: str, seed: int | None, messages: int, copiers: int, timeout: f
     for i, name in enumerate(names):
         s = seed + i
         click.echo(f"== scenario {name} (seed {s})")
-        r = run_scenario(name, s, messages, copiers, timeout, click.echo)
+        r = run_scenario(name, s, messages, copiers, timeout, click.echo, duration)
         results.append(r)
         if not r["ok"]:
+            for line in r["violations"] + [f"fatal: {f}" for f in r["fatal"]]:
+                click.echo(f"   {line}")
             click.echo(f"!! scenario {name} FAILED — replay with: scripts/chaos.py run --scenario {name} --seed {s}")
     click.echo(f"{'scenario':<20} {'seed':>11} {'faults':>6} {'txn ok':>7} {'aborted':>7} {'dups':>5} "
                f"{'lost':>5} {'aborted visible':>15} {'offsets':>7} {'secs':>6}  result")

@@ -28,10 +28,12 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import defaultdict
 from pathlib import Path
 
 import click
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kaas.domain import checker  # noqa: E402 — the project's history checker
 
 GROUP_PREFIX = "eos-harness"
 
@@ -58,11 +60,41 @@ def copier(idx: int, cfg: dict, stop, stats) -> None:
     committed = aborted = copied = 0
     commit_ms: list[float] = []
     txn_no = 0
+
+    def retrying(call):
+        """A retriable error (a timeout while a coordinator moves) means: call again."""
+        while True:
+            try:
+                return call()
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+
+    def rewind(msgs) -> None:
+        """After an abort, consume the batch again: seek each partition back to the batch's
+        first offset in it. (Not to ``committed()``: while the coordinator moves that can
+        answer with a per-partition error and no offset, which is not "from the start".) A
+        partition no longer assigned is skipped; its new owner starts from the committed
+        offset."""
+        first: dict[int, int] = {}
+        for m in msgs:
+            first.setdefault(m.partition(), m.offset())
+        for p, o in first.items():
+            try:
+                consumer.seek(TopicPartition(cfg["input"], p, o))
+            except KafkaException:
+                pass
+
+    rate = cfg.get("rate", 0)  # messages/s for this copier, 0: as fast as it goes
+    next_at = time.monotonic()
     try:
         while not stop.is_set():
+            if rate:
+                time.sleep(max(0.0, next_at - time.monotonic()))
             msgs = [m for m in consumer.consume(cfg["commit_every"], 0.5) if not m.error()]
             if not msgs:
                 continue
+            next_at = max(next_at, time.monotonic() - 1.0) + (len(msgs) / rate if rate else 0)
             txn_no += 1
             abort = cfg["abort_every"] > 0 and rnd.random() < 1.0 / cfg["abort_every"]
             tag = f"{idx}:{txn_no}"
@@ -78,33 +110,28 @@ def copier(idx: int, cfg: dict, stop, stats) -> None:
                 for m in msgs:
                     positions[m.partition()] = m.offset() + 1
                 offsets = [TopicPartition(cfg["input"], p, o) for p, o in positions.items()]
-                producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+                retrying(lambda: producer.send_offsets_to_transaction(
+                    offsets, consumer.consumer_group_metadata(), 30))
                 if abort:
-                    producer.abort_transaction(30)
+                    retrying(lambda: producer.abort_transaction(30))
                     aborted += 1
                     stats.put(("aborted", tag))
-                    # rewind to what the group committed so the batch is copied again
-                    for tp in consumer.committed([TopicPartition(cfg["input"], p) for p in positions], 30):
-                        consumer.seek(TopicPartition(cfg["input"], tp.partition, tp.offset if tp.offset >= 0 else 0))
+                    rewind(msgs)
                 else:
                     t0 = time.perf_counter()
-                    producer.commit_transaction(30)
+                    retrying(lambda: producer.commit_transaction(30))
                     commit_ms.append((time.perf_counter() - t0) * 1000)
                     committed += 1
                     copied += len(msgs)
             except KafkaException as exc:
                 err = exc.args[0]
-                if err.txn_requires_abort():
-                    producer.abort_transaction(30)
-                    aborted += 1
-                    stats.put(("aborted", tag))
-                    for tp in consumer.committed([TopicPartition(cfg["input"], p) for p in positions], 30):
-                        consumer.seek(TopicPartition(cfg["input"], tp.partition, tp.offset if tp.offset >= 0 else 0))
-                elif err.retriable():
-                    continue
-                else:
+                if not err.txn_requires_abort():
                     stats.put(("fatal", f"copier {idx}: {err}"))
                     raise
+                retrying(lambda: producer.abort_transaction(30))
+                aborted += 1
+                stats.put(("aborted", tag))
+                rewind(msgs)
             stats.put(("progress", idx, committed, aborted, copied))
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError._FENCED:
@@ -116,21 +143,29 @@ def copier(idx: int, cfg: dict, stop, stats) -> None:
 
 # ---------------------------------------------------------------------------- phases
 
-def seed(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+def seed(bootstrap: str, topic: str, n: int, partitions: int) -> set[int]:
+    """Write the N input values; returns the values the broker acknowledged."""
     from confluent_kafka import Producer
+
+    acked: set[int] = set()
+
+    def on_delivery(err, msg) -> None:
+        if err is None:
+            acked.add(int(msg.value()))
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
     for i in range(n):
         while True:
             try:
-                p.produce(topic, value=str(i).encode(), partition=i % partitions)
+                p.produce(topic, value=str(i).encode(), partition=i % partitions, on_delivery=on_delivery)
                 break
             except BufferError:
                 p.poll(0.05)
         if i % 5000 == 0:
             p.poll(0)
-    if p.flush(120) != 0:
-        raise click.ClickException("seeding did not complete")
+    if p.flush(120) != 0 or len(acked) != n:
+        raise click.ClickException(f"seeding did not complete: {len(acked)}/{n} acknowledged")
+    return acked
 
 
 def create_topics(bootstrap: str, specs: dict[str, int], timeout: float = 90.0) -> None:
@@ -176,46 +211,48 @@ def read_output(bootstrap: str, topic: str, partitions: int, isolation: str, dea
 
 
 def verify(cfg: dict, aborted_tags: set[str]) -> dict:
+    """Read the output back (read_committed) and check the history with ``kaas.domain.checker``:
+    every seeded value exactly once, nothing of an aborted transaction, each input
+    partition's order kept in the output, and the group's offsets at the input end."""
     from confluent_kafka import Consumer, TopicPartition
 
     deadline = time.monotonic() + cfg["timeout"]
     recs = read_output(cfg["bootstrap"], cfg["output"], cfg["output_partitions"], "read_committed", deadline)
-    seen: dict[int, int] = defaultdict(int)
-    order_violations = 0
-    last_io: dict[int, int] = {}
-    aborted_visible = 0
+    reads = []
     max_latency = 0
-    for _part, _off, v, ts in recs:
-        seq = int(v["v"])
-        seen[seq] += 1
-        if v["tag"] in aborted_tags:
-            aborted_visible += 1
-        if seen[seq] == 1:
-            if v["io"] < last_io.get(v["ip"], -1):
-                order_violations += 1
-            last_io[v["ip"]] = v["io"]
+    for part, off, v, ts in recs:
+        reads.append(checker.Read(int(v["v"]), part, off, stream=f"in-{v['ip']}", order=v["io"], txn=v["tag"]))
         if ts > 0 and v["ts"] > 0:
             max_latency = max(max_latency, ts - v["ts"])
-    n = cfg["messages"]
-    duplicates = sum(c - 1 for c in seen.values() if c > 1)
-    losses = sum(1 for i in range(n) if seen.get(i, 0) == 0)
+    writes = [checker.Write(i) for i in range(cfg["messages"])]
+    report = checker.check(writes, reads, aborted_tags)
     c = Consumer({"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "enable.auto.commit": False})
     tps = [TopicPartition(cfg["input"], p) for p in range(cfg["input_partitions"])]
-    committed = {tp.partition: tp.offset for tp in c.committed(tps, 30)}
+    committed: dict[int, int] = {}
+    for _ in range(30):  # a coordinator still moving answers per-partition errors: ask again
+        got = c.committed(tps, 30)
+        committed = {tp.partition: tp.offset for tp in got}
+        if not any(tp.error for tp in got):
+            break
+        time.sleep(1)
     ends = {p: c.get_watermark_offsets(TopicPartition(cfg["input"], p), timeout=30)[1]
             for p in range(cfg["input_partitions"])}
     c.close()
-    return {"output_records": len(recs), "duplicates": duplicates, "losses": losses,
-            "order_violations": order_violations, "aborted_visible": aborted_visible,
-            "offsets_match": committed == ends, "committed_offsets": committed, "input_ends": ends,
-            "max_e2e_latency_ms": max_latency}
+    violations = report.violations()
+    if committed != ends:
+        violations.append(f"committed offsets {committed} != input end offsets {ends}")
+    return {"output_records": len(recs), "duplicates": report.duplicate_count, "losses": len(report.lost),
+            "order_violations": len(report.non_monotonic), "aborted_visible": len(report.aborted_reads),
+            "phantoms": len(report.phantoms), "offsets_match": committed == ends,
+            "committed_offsets": committed, "input_ends": ends, "max_e2e_latency_ms": max_latency,
+            "violations": violations}
 
 
 def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
     """Seed, copy, verify. ``chaos(elapsed_s)`` is called about every 0.2 s while copying."""
     create_topics(cfg["bootstrap"], {cfg["input"]: cfg["input_partitions"], cfg["output"]: cfg["output_partitions"]})
     t0 = time.monotonic()
-    seed(cfg["bootstrap"], cfg["input"], cfg["messages"], cfg["input_partitions"])
+    seed(cfg["bootstrap"], cfg["input"], cfg["messages"], cfg["input_partitions"])  # raises unless all acked
     echo(f"seeded {cfg['messages']} messages in {time.monotonic() - t0:.1f}s")
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
@@ -297,7 +334,8 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
         "fatal": fatal,
     })
     result["ok"] = (result["duplicates"] == 0 and result["losses"] == 0 and result["order_violations"] == 0
-                    and result["aborted_visible"] == 0 and result["offsets_match"] and not fatal)
+                    and result["aborted_visible"] == 0 and result["phantoms"] == 0 and result["offsets_match"]
+                    and not fatal)
     return result
 
 
@@ -311,6 +349,7 @@ def print_summary(result: dict) -> None:
         ("losses", result["losses"], result["losses"] == 0),
         ("order violations", result["order_violations"], result["order_violations"] == 0),
         ("aborted records visible", result["aborted_visible"], result["aborted_visible"] == 0),
+        ("phantom records (never written)", result["phantoms"], result["phantoms"] == 0),
         ("committed offsets == input end", result["offsets_match"], result["offsets_match"]),
         ("max end-to-end latency (ms)", result["max_e2e_latency_ms"], True),
         ("copy throughput (msgs/s)", result["msgs_per_s"], True),
@@ -321,6 +360,10 @@ def print_summary(result: dict) -> None:
     for name, value, good in rows:
         click.echo(f"{name:<{width}}  {str(value):>12}  {'ok' if good else 'FAILED'}")
     click.echo("-" * (width + 24))
+    for line in result["violations"]:
+        click.echo(f"  {line}")
+    for line in result["fatal"]:
+        click.echo(f"  fatal: {line}")
     click.echo("EXACTLY-ONCE HELD" if result["ok"] else f"GUARANTEE BROKEN (seed {result['seed']})")
 
 
@@ -347,10 +390,11 @@ def cli() -> None:
               help="Abort about one transaction in this many (0: never).")
 @click.option("--input-partitions", type=int, default=6, show_default=True)
 @click.option("--output-partitions", type=int, default=6, show_default=True)
+@click.option("--rate", type=float, default=0, help="Messages/s per copier (0: unlimited).")
 @click.option("--timeout", type=float, default=300, show_default=True)
 @click.option("--seed", type=int, default=None, help="Random seed (printed).")
 def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, input_partitions,
-        output_partitions, timeout, seed) -> None:
+        output_partitions, rate, timeout, seed) -> None:
     """Seed, copy with transactions, verify; exit 0 only if exactly-once held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     cluster = None
@@ -364,7 +408,7 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
     run_id = uuid.uuid4().hex[:8]
     cfg = {"bootstrap": bootstrap, "messages": messages, "copiers": copiers, "commit_every": commit_every,
            "abort_every": abort_every, "input_partitions": input_partitions,
-           "output_partitions": output_partitions, "timeout": timeout, "seed": seed,
+           "output_partitions": output_partitions, "rate": rate, "timeout": timeout, "seed": seed,
            "input": f"eos-in-{run_id}", "output": f"eos-out-{run_id}", "group": f"{GROUP_PREFIX}-{run_id}"}
     click.echo(f"eos harness: seed={seed} bootstrap={bootstrap}")
     try:

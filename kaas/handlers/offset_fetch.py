@@ -13,13 +13,17 @@ VERSIONS = (1, 9)
 
 
 async def _one(ctx, group_id: str, topics, require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+    """(group-level error, topics). A group-level error (NOT_COORDINATOR, LOAD_IN_PROGRESS,
+    ...) comes with no partitions from v2 on, as in Apache: clients then retry the whole
+    request. Partitions each carrying the error would reach the application as per-partition
+    errors with no offset, which a consumer can mistake for "nothing committed"."""
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
         committed, pending = await ctx.broker.groups.fetch(group_id, wanted, require_stable)
     except KaasError as exc:
-        if topics is None:
+        if topics is None or ctx.api_version >= 2:
             return exc.code, []
         return exc.code, [{"name": t.name, "partitions": [
             {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",

@@ -31,6 +31,15 @@ def test_error_action_raises_with_count_limit(tmp_path):
     failpoints.hit("endtxn.after_prepare")  # not armed
 
 
+def test_drop_action_fires_only_on_matching_context_and_counts(tmp_path):
+    failpoints.arm(tmp_path, 7, {"marker.before_append": {"action": "drop", "count": 1, "match": {"commit": False}}})
+    failpoints.reload()
+    assert failpoints.hit("marker.before_append", commit=True) is False  # no match: not consumed
+    assert failpoints.hit("marker.before_append", commit=False) is True
+    assert failpoints.hit("marker.before_append", commit=False) is False  # exhausted
+    assert "marker.before_append" in failpoints.DROPPABLE
+
+
 def test_other_broker_file_is_ignored(tmp_path):
     failpoints.arm(tmp_path, 8, {"slot.before_write": {"action": "error"}})
     failpoints.reload()
