@@ -246,6 +246,8 @@ class Broker:
     async def drain_wait(self, timeout: float = 5.0) -> None:
         """SIGTERM: flag draining so the controller moves our keys away, and wait (bounded)
         until we lead nothing while still serving; the caller then relinquishes the rest."""
+        if self.txn is not None and hasattr(self.txn, "flush_slots"):
+            await self.txn.flush_slots()  # deferred Complete* states, while we own the slots
         self.draining = True
         self.cluster.wake()
         with trio.move_on_after(timeout):

@@ -71,7 +71,7 @@ SWEEP_ENV = "KAAS_TXN_SWEEP_MS"
 MARKER_POLL_S = 2.0
 MARKER_STAT_S = 0.05
 BEGIN_WAIT_S = 0.25  # how long a new transaction waits for the last one's queued markers
-BEGIN_POLL_S = 0.002
+BEGIN_POLL_S = 0.002  # the longest pause between two looks at the queue (first: 0.2 ms)
 FENCE_POLL_S = 0.5
 
 
@@ -143,6 +143,7 @@ class TxnCoordinator:
         self._fence_reader: FenceReader | None = None
         self._corrupt: dict[Any, str] = {}
         self._slot_cache: dict[int, dtxn.SlotState] = {}
+        self._unwritten: set[int] = set()  # slots whose cached state is newer than the file
         self._marker_wake = trio.Event()
         self.stats = {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
                       "reaped": 0, "reconciled": 0}
@@ -220,12 +221,14 @@ class TxnCoordinator:
     def forget_cache(self) -> None:
         """Drop every cached slot (our lease lapsed: another broker may have written)."""
         self._slot_cache.clear()
+        self._unwritten.clear()
 
     def drop_unowned_slots(self) -> None:
         """Called after each assignment is applied: forget slots that are not ours any more,
         so a slot that comes back is read afresh from the file its interim owner wrote."""
         for slot in [s for s in self._slot_cache if not self.broker.owns_slot(s)]:
             del self._slot_cache[slot]
+            self._unwritten.discard(slot)
 
     async def _load(self, slot: int, *, fill_cache: bool = False) -> dtxn.SlotState:
         """The slot's state. The coordinator is the slot file's only writer, so while it owns
@@ -250,23 +253,54 @@ class TxnCoordinator:
     async def _get(self, slot: int, transactional_id: str) -> TxnMetadata | None:
         return (await self._load(slot)).get(transactional_id)
 
-    async def _persist(self, slot: int, meta: TxnMetadata) -> None:
+    async def _persist(self, slot: int, meta: TxnMetadata, *, deferred: bool = False) -> None:
+        """Write ``meta`` into its slot file (tmp + fsync + rename).
+
+        ``deferred`` (only for the Complete* transition): update the owner's in-memory slot
+        and leave the file write to the next write of the slot (normally the producer's
+        next AddPartitions) or to the sweep. The durability pivot is Prepare*: a crash
+        before the Complete* reaches the file leaves Prepare*, which the next owner
+        finishes again in the same direction (markers and the offset hook are idempotent),
+        so the outcome the client was told cannot change. One file write per transaction
+        saved."""
         async with self._slot_locks[slot]:
             state = await self._load(slot, fill_cache=True)
-            await _hit("slot.before_write")
             new_state = state.with_entry(meta)
+            if deferred and slot in self._slot_cache:
+                self._slot_cache[slot] = new_state
+                self._unwritten.add(slot)
+                return
+            await _hit("slot.before_write")
             try:
                 await self.broker.run_io(self.store.save, slot, new_state)
             except OSError as exc:
                 self._slot_cache.pop(slot, None)
+                self._unwritten.discard(slot)
                 log.error("txn_slot_write_failed", slot=slot, error=str(exc))
                 raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
             except BaseException:
                 self._slot_cache.pop(slot, None)  # unknown whether the file changed
+                self._unwritten.discard(slot)
                 raise
             self._slot_cache[slot] = new_state
+            self._unwritten.discard(slot)
         log.debug("txn_state", transactional_id=meta.transactional_id, state=meta.state.value,
                   producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, txn_seq=meta.txn_seq)
+
+    async def flush_slots(self) -> None:
+        """Write the slots whose last change (a Complete*) is only in memory."""
+        for slot in sorted(self._unwritten):
+            async with self._slot_locks[slot]:
+                state = self._slot_cache.get(slot)
+                if slot not in self._unwritten or state is None or not self.broker.owns_slot(slot):
+                    self._unwritten.discard(slot)
+                    continue
+                try:
+                    await self.broker.run_io(self.store.save, slot, state)
+                except (OSError, KaasError) as exc:
+                    log.warning("txn_slot_flush_failed", slot=slot, error=str(exc))
+                    continue
+                self._unwritten.discard(slot)
 
     async def _carry_out(self, slot: int, res: TxnResult) -> ErrorCode:
         """Carry out a result's effects in order; returns the code to answer with."""
@@ -450,7 +484,7 @@ class TxnCoordinator:
                     return ErrorCode.coordinator_not_available
             elif isinstance(effect, Persist):
                 await _hit("endtxn.before_complete")
-                await self._persist(slot, effect.meta)
+                await self._persist(slot, effect.meta, deferred=True)
                 log.debug("txn_completed", transactional_id=wm.transactional_id, state=effect.meta.state.value,
                           producer_id=wm.producer_id, producer_epoch=wm.producer_epoch,
                           partitions=len(wm.partitions), groups=len(wm.groups))
@@ -583,11 +617,15 @@ class TxnCoordinator:
             if cached is part:
                 return
         slot = txn_slot(transactional_id)
-        try:
-            state = await self.broker.run_io(self.store.load, slot)
-        except (CorruptState, OSError) as exc:
-            self._report_corrupt(("slot", slot), exc)
-            raise KaasError(ErrorCode.kafka_storage_error, f"transaction slot {slot} is unreadable") from None
+        if self.broker.owns_slot(slot) and slot in self._slot_cache:
+            # this broker coordinates the id: its cached slot is the file's content
+            state = self._slot_cache[slot]
+        else:
+            try:
+                state = await self.broker.run_io(self.store.load, slot)
+            except (CorruptState, OSError) as exc:
+                self._report_corrupt(("slot", slot), exc)
+                raise KaasError(ErrorCode.kafka_storage_error, f"transaction slot {slot} is unreadable") from None
         meta = state.get(transactional_id)
         if meta is None:
             raise KaasError(ErrorCode.invalid_txn_state, f"unknown transactional id {transactional_id!r}")
@@ -660,10 +698,12 @@ class TxnCoordinator:
                 and meta.state.can_begin):
             return False
         deadline = trio.current_time() + BEGIN_WAIT_S
+        pause = BEGIN_POLL_S / 10  # a peer usually applies a marker within a millisecond
         while await self._markers_pending(producer_id):
             if trio.current_time() >= deadline:
                 return True
-            await trio.sleep(BEGIN_POLL_S)
+            await trio.sleep(pause)
+            pause = min(pause * 2, BEGIN_POLL_S)
         return False
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -905,7 +945,9 @@ class TxnCoordinator:
             await trio.sleep(self.sweep_ms / 1000)
 
     async def sweep(self) -> None:
-        """One pass: abort timed-out Ongoing entries, finish every prepared one."""
+        """One pass: write deferred Complete* states, abort timed-out Ongoing entries, finish
+        every prepared one."""
+        await self.flush_slots()
         for slot in range(TXN_SLOTS):
             if not self.broker.owns_slot(slot):
                 continue

@@ -21,6 +21,27 @@ log = structlog.get_logger()
 MAX_IN_FLIGHT = 64
 _conn_ids = itertools.count(1)
 
+# Requests that never park (no long poll, no rebalance wait, no group-commit batching with
+# their neighbours) and so may run in the reader task itself when nothing else of the
+# connection is in flight: no task to spawn, no slot, no writer hand-off. On a
+# transactional producer's coordinator connection (one request at a time) that is a
+# third of each request's cost. Produce, Fetch, JoinGroup, SyncGroup and the topic
+# admin requests keep the concurrent path.
+INLINE_APIS = frozenset({
+    2,  # ListOffsets
+    3,  # Metadata
+    8, 9,  # OffsetCommit, OffsetFetch
+    10,  # FindCoordinator
+    12, 13,  # Heartbeat, LeaveGroup
+    15, 16,  # DescribeGroups, ListGroups
+    18,  # ApiVersions
+    22,  # InitProducerId
+    23,  # OffsetForLeaderEpoch
+    24, 25, 26, 28,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+    32,  # DescribeConfigs
+    60, 61, 65, 66,  # DescribeCluster, DescribeProducers, DescribeTransactions, ListTransactions
+})
+
 
 class _Slot:
     __slots__ = ("done", "data", "close")
@@ -56,6 +77,7 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
     slots: deque[_Slot] = deque()
     have_slot = trio.Event()
     limit = trio.Semaphore(MAX_IN_FLIGHT)
+    send_lock = trio.Lock()  # the writer and the inline path both send; in order
     broker.connections += 1
     closing = False
 
@@ -66,7 +88,7 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
             closing = True
             log.warning(event, peer=peer, conn_id=conn_id, **kw)
 
-    async def run(prepared: Prepared, slot: _Slot) -> None:
+    async def answer(prepared: Prepared, slot: _Slot) -> None:
         try:
             slot.data = await execute(prepared)
         except CloseConnection as exc:
@@ -74,6 +96,10 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
         except Exception as exc:  # a bug: never take the broker down with it
             log.exception("request_failed", peer=peer, conn_id=conn_id, error=repr(exc))
             slot.close = f"internal error: {exc!r}"
+
+    async def run(prepared: Prepared, slot: _Slot) -> None:
+        try:
+            await answer(prepared, slot)
         finally:
             limit.release()
             slot.done.set()
@@ -87,19 +113,20 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
             await slots[0].done.wait()
             # Send every response that is ready, in order, with one syscall: a pipelining
             # client (librdkafka keeps up to 5 produce requests in flight) gets them together.
-            out = []
-            while slots and slots[0].done.is_set():
-                slot = slots.popleft()
-                if slot.close is not None:
-                    if out:
-                        await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
-                    close_once("connection_closed_protocol_error", reason=slot.close)
-                    cancel.cancel()
-                    return
-                if slot.data is not None:
-                    out.append(slot.data)
-            if out:
-                await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
+            async with send_lock:
+                out = []
+                while slots and slots[0].done.is_set():
+                    slot = slots.popleft()
+                    if slot.close is not None:
+                        if out:
+                            await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
+                        close_once("connection_closed_protocol_error", reason=slot.close)
+                        cancel.cancel()
+                        return
+                    if slot.data is not None:
+                        out.append(slot.data)
+                if out:
+                    await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
 
     try:
         async with trio.open_nursery() as nursery:
@@ -122,6 +149,19 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
                             slots.append(slot)
                             have_slot.set()
                             await trio.sleep_forever()
+                        if not slots and prepared.api_key in INLINE_APIS:
+                            # Nothing earlier is unanswered (the writer pops under the send
+                            # lock), so answering here keeps the order.
+                            slot = _Slot()
+                            await answer(prepared, slot)
+                            async with send_lock:
+                                if slot.close is not None:
+                                    close_once("connection_closed_protocol_error", reason=slot.close)
+                                    nursery.cancel_scope.cancel()
+                                    return
+                                if slot.data is not None:
+                                    await stream.send_all(slot.data)
+                            continue
                         await limit.acquire()
                         slot = _Slot()
                         slots.append(slot)

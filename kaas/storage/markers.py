@@ -171,8 +171,11 @@ class MarkerQueue:
         return self.root / f"to-{broker_id}"
 
     def _write(self, path: Path, entry: MarkerEntry) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_json(path, entry.to_json(), fsync=self.fsync)
+        try:
+            atomic.write_json(path, entry.to_json(), fsync=self.fsync)
+        except FileNotFoundError:  # the queue's first entry
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic.write_json(path, entry.to_json(), fsync=self.fsync)
         return path
 
     def enqueue(self, broker_id: int, entry: MarkerEntry) -> Path:

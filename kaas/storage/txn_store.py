@@ -82,5 +82,9 @@ class TxnStore:
         """
         if not self.owns(slot):
             raise KaasError(ErrorCode.not_coordinator, f"transaction slot {slot} is not owned here")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        atomic.write_json(self.path(slot), state.to_json(), fsync=self.fsync)
+        path = self.path(slot)
+        try:
+            atomic.write_json(path, state.to_json(), fsync=self.fsync)
+        except FileNotFoundError:  # first write into a fresh data directory
+            self.dir.mkdir(parents=True, exist_ok=True)
+            atomic.write_json(path, state.to_json(), fsync=self.fsync)

@@ -402,6 +402,36 @@ def test_requests_pipelined_after_a_protocol_error_are_not_executed(seeded):
     assert not any(v == b"must-not-be-written" for _, v in read_all(broker))
 
 
+def test_pipelined_responses_keep_request_order_around_a_long_poll(broker):
+    """A quick request (answered in the reader task when nothing is in flight) pipelined
+    behind a long-poll Fetch is answered after it, and a quick one before it at once."""
+    from kio.schema.fetch.v4 import request as freq
+    from kio.schema.types import BrokerId, TopicName
+
+    produce(broker, [b"x"])
+    hdr_cls = freq.FetchRequest.__header_schema__
+    req = freq.FetchRequest(
+        replica_id=BrokerId(-1), max_wait=datetime.timedelta(milliseconds=800), min_bytes=1,
+        max_bytes=1 << 20, isolation_level=0,
+        topics=(freq.FetchTopic(topic=TopicName(TOPIC), partitions=(
+            freq.FetchPartition(partition=0, fetch_offset=1, partition_max_bytes=1 << 20),)),))
+    buf = io.BytesIO()
+    entity_writer(hdr_cls)(buf, hdr_cls(request_api_key=1, request_api_version=4, correlation_id=2,
+                                        client_id="order"))
+    entity_writer(freq.FetchRequest)(buf, req)
+    s = connect(broker)
+    t0 = time.monotonic()
+    s.sendall(framed(header_v1(18, 0, 1)) + framed(buf.getvalue()) + framed(header_v1(18, 0, 3)))
+    got = []
+    for _ in range(3):
+        frame = recv_frame(s)
+        got.append((struct.unpack_from(">i", frame)[0], round(time.monotonic() - t0, 2)))
+    s.close()
+    assert [corr for corr, _ in got] == [1, 2, 3], got
+    assert got[2][1] >= 0.6, got  # the ApiVersions behind the long poll waited for it
+    assert broker.alive()
+
+
 def test_fetch_with_min_bytes_zero_answers_at_once(broker):
     """An edge value rather than bad input: min_bytes=0 means "do not wait" (Apache)."""
     from kio.schema.fetch.v4 import request as freq
