@@ -58,6 +58,8 @@ class ClusterRuntime:
         self.lease_until = 0.0
         self.started = time.monotonic()
         self.assignment: Assignment | None = None
+        self._assignment_stamp: tuple[int, int, int] | None = None
+        self._assignment_parsed: Assignment | None = None
         self.controller_epoch = 0  # highest epoch file seen
         self.is_controller = False
         self.controller_id: int | None = None
@@ -113,11 +115,23 @@ class ClusterRuntime:
     async def _tick(self) -> None:
         t0 = time.monotonic()
         await trio.to_thread.run_sync(self._read_peers)
-        await self._elect()
-        if self.is_controller:
-            await self._control()
-        await self._apply_assignment()
+        try:
+            await self._elect()
+            if self.is_controller:
+                await self._control()
+            await self._apply_assignment()
+        finally:
+            self._unload_moved_groups()
         await self._heartbeat(t0)
+
+    def _unload_moved_groups(self) -> None:
+        """Forget groups whose coordinator is now another broker, on every tick whatever
+        else the tick did: a group that comes back must be read afresh from the file its
+        interim coordinator wrote, never served from a cache of an earlier ownership."""
+        broker = self.broker
+        for gid in list(broker.groups.groups):
+            if not broker.owns_group(gid):
+                broker.groups.unload(gid)
 
     # ------------------------------------------------------------------ heartbeats
 
@@ -253,6 +267,17 @@ class ClusterRuntime:
                  alive=self.alive(), partitions=sum(len(v) for v in new.partitions.values()))
 
     def _read_assignment_file(self) -> Assignment | None:
+        """The assignment as last written. Parsed again only when a stat shows a new file
+        (every write is a rename of a new inode; with 1,000 partitions the parse is the
+        biggest part of an idle broker's tick). Needs ``actimeo=0`` on NFS, as the README
+        says for the heartbeats."""
+        try:
+            st = os.stat(self.layout.assignment)
+        except FileNotFoundError:
+            return None
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp == self._assignment_stamp and self._assignment_parsed is not None:
+            return self._assignment_parsed
         try:
             obj = atomic.read_json(self.layout.assignment)
         except CorruptState as exc:
@@ -261,9 +286,11 @@ class ClusterRuntime:
         if obj is None:
             return None
         try:
-            return Assignment.from_json(obj)
+            parsed = Assignment.from_json(obj)
         except ValueError as exc:
             raise CorruptState(str(self.layout.assignment), str(exc)) from None
+        self._assignment_stamp, self._assignment_parsed = stamp, parsed
+        return parsed
 
     # ------------------------------------------------------------------ apply
 
@@ -321,7 +348,3 @@ class ClusterRuntime:
         # 4. coordinator state of keys that are not ours any more
         if broker.txn is not None and hasattr(broker.txn, "drop_unowned_slots"):
             broker.txn.drop_unowned_slots()
-        # groups whose coordinator moved away
-        for gid in list(broker.groups.groups):
-            if not broker.owns_group(gid):
-                broker.groups.unload(gid)

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas.domain.group import Group, GroupState, JoinReply, SyncReply
 from kaas.errors import CorruptState, KaasError
-from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore
+from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
 
 log = structlog.get_logger()
 
@@ -87,7 +87,14 @@ class GroupCoordinator:
     async def _save(self, e: _Entry) -> None:
         if e.offsets is not None:
             self.check_owner(e.group.group_id)
-            await self.broker.run_io(self.store.save, e.offsets)
+            try:
+                await self.broker.run_io(self.store.save, e.offsets)
+            except StaleOffsets as exc:
+                # Another broker wrote the file since we read it: our copy (with this
+                # request's change) is dropped, the client retries, we re-read.
+                log.error("group_offsets_stale", group=e.group.group_id, error=str(exc))
+                e.offsets = None
+                raise KaasError(ErrorCode.not_coordinator, "group file changed by another coordinator") from None
 
     def unload(self, group_id: str) -> None:
         """This broker stopped coordinating the group: answer parked requests, forget it."""

@@ -18,8 +18,9 @@ from typing import Any
 from kaas.errors import CorruptState
 
 
-def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Atomically replace ``path`` with ``data``."""
+def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> int:
+    """Atomically replace ``path`` with ``data``. Returns the new file's inode number (a
+    writer can later tell whether the file is still the one it wrote, see ``file_id``)."""
     tmp = path.with_name(f".{path.name}.{_writer_id()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -29,11 +30,22 @@ def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
             view = view[n:]
         if fsync:
             os.fsync(fd)
+        ino = os.fstat(fd).st_ino
     finally:
         os.close(fd)
     os.replace(tmp, path)
     if fsync:
         fsync_dir(path.parent)
+    return ino
+
+
+def file_id(path: Path) -> int | None:
+    """The inode number of ``path`` (None when absent). Every whole-file write makes a new
+    inode, so an unchanged id means nobody replaced the file since it was read or written."""
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
 
 
 def _writer_id() -> str:
@@ -48,9 +60,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_json(path: Path, obj: dict, *, fsync: bool = True) -> None:
-    """Atomically write ``obj`` (which must carry ``format``) as JSON."""
-    write_bytes(path, json.dumps(obj, separators=(",", ":"), sort_keys=True).encode(), fsync=fsync)
+def write_json(path: Path, obj: dict, *, fsync: bool = True) -> int:
+    """Atomically write ``obj`` (which must carry ``format``) as JSON. Returns the inode."""
+    return write_bytes(path, json.dumps(obj, separators=(",", ":"), sort_keys=True).encode(), fsync=fsync)
 
 
 def read_json(path: Path) -> dict | None:
@@ -59,10 +71,34 @@ def read_json(path: Path) -> dict | None:
     Raises:
         CorruptState: the file exists but does not parse as a JSON object with a format.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = read_bytes_id(path)[0]
+    if data is None:
         return None
+    return parse_json(path, data)
+
+
+def read_bytes_id(path: Path) -> tuple[bytes | None, int | None]:
+    """(content, inode number) of one open of ``path``; (None, None) when absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None, None
+    try:
+        ino = os.fstat(fd).st_ino
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks), ino
+
+
+def parse_json(path: Path, data: bytes) -> dict:
+    """Parse a kaas state object read from ``path``.
+
+    Raises:
+        CorruptState: not JSON, or not an object with a format field.
+    """
     try:
         obj = json.loads(data)
     except ValueError as exc:

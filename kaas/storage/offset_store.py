@@ -42,6 +42,7 @@ class GroupOffsets:
     offsets: dict[TP, Committed] = field(default_factory=dict)
     pending: dict[int, dict[TP, Committed]] = field(default_factory=dict)  # pid -> staged
     generation: int = 0
+    file_id: int | None = field(default=None, compare=False)  # inode read or last written
 
     def to_json(self) -> dict:
         def enc(d: dict[TP, Committed]) -> dict:
@@ -65,6 +66,14 @@ class GroupOffsets:
             raise CorruptState(path, f"bad offsets file: {exc!r}") from None
 
 
+class StaleOffsets(Exception):
+    """A group's file changed under a coordinator holding it in memory."""
+
+    def __init__(self, path: str, expected: int | None, found: int | None) -> None:
+        super().__init__(f"{path}: expected file {expected}, found {found}")
+        self.path = path
+
+
 class OffsetStore:
     def __init__(self, directory: Path, *, fsync: bool = True) -> None:
         self.dir = Path(directory)
@@ -76,17 +85,29 @@ class OffsetStore:
     def load(self, group_id: str) -> GroupOffsets:
         """Read a group's file afresh. Missing → empty. Raises CorruptState when unreadable."""
         p = self.path(group_id)
-        obj = atomic.read_json(p)
-        if obj is None:
+        data, ino = atomic.read_bytes_id(p)
+        if data is None:
             return GroupOffsets(group_id)
-        g = GroupOffsets.from_json(obj, str(p))
+        g = GroupOffsets.from_json(atomic.parse_json(p, data), str(p))
         if g.group_id != group_id:
             raise CorruptState(str(p), f"holds group {g.group_id!r}, expected {group_id!r}")
+        g.file_id = ino
         return g
 
     def save(self, g: GroupOffsets) -> None:
+        """Write ``g`` over the version it was read from (or last written as).
+
+        Raises:
+            StaleOffsets: the file was replaced (or removed) since: another broker
+                coordinated the group meanwhile, so ``g`` is a stale copy and must be
+                re-read, not written over that broker's changes.
+        """
+        path = self.path(g.group_id)
+        current = atomic.file_id(path)
+        if current != g.file_id:
+            raise StaleOffsets(str(path), g.file_id, current)
         g.generation += 1
-        atomic.write_json(self.path(g.group_id), g.to_json(), fsync=self.fsync)
+        g.file_id = atomic.write_json(path, g.to_json(), fsync=self.fsync)
 
     def delete(self, group_id: str) -> None:
         try:

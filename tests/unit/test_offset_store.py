@@ -199,3 +199,26 @@ def test_very_long_group_ids_get_short_distinct_file_names(tmp_path):
     assert store.path(a) != store.path(b)
     assert sorted(store.list_groups()) == sorted([a, b])
     assert store.load(a).group_id == a
+
+
+def test_a_stale_copy_is_not_written_over_another_writers_file(tmp_path):
+    from kaas.storage.offset_store import StaleOffsets
+
+    a, b = OffsetStore(tmp_path, fsync=False), OffsetStore(tmp_path, fsync=False)
+    mine = a.load("g")
+    mine.offsets[("t", 0)] = Committed(5)
+    a.save(mine)
+    theirs = b.load("g")  # the group moved to broker b, which commits
+    theirs.offsets[("t", 0)] = Committed(9)
+    b.save(theirs)
+    mine.offsets[("t", 1)] = Committed(1)  # broker a still holds its old copy
+    with pytest.raises(StaleOffsets):
+        a.save(mine)
+    assert a.load("g").offsets[("t", 0)].offset == 9  # b's write survived
+    again = a.load("g")  # re-read, then write: fine
+    again.offsets[("t", 1)] = Committed(1)
+    a.save(again)
+    assert b.load("g").offsets == {("t", 0): Committed(9), ("t", 1): Committed(1)}
+    b.delete("g")
+    with pytest.raises(StaleOffsets):  # deleted under us counts as changed
+        a.save(again)
