@@ -35,6 +35,7 @@ class _Entry:
     offsets: GroupOffsets | None = None
     error: str | None = None
     lock: trio.Lock = field(default_factory=trio.Lock)
+    persisted: tuple | None = None  # (state, generation) of the membership on file
 
 
 class GroupCoordinator:
@@ -62,14 +63,64 @@ class GroupCoordinator:
             raise KaasError(ErrorCode.coordinator_load_in_progress, "joining the cluster")
 
     def _entry(self, group_id: str, create: bool = True) -> _Entry | None:
+        """The group in memory; else, with ``create``, the group as its file left it: a
+        Stable membership is restored (same generation, members and assignments, sessions
+        restarted), so consumers carry on across a coordinator move without a rebalance.
+        Without ``create`` only a group whose file holds a stable membership is loaded."""
         e = self.groups.get(group_id)
-        if e is None and create:
-            s = self.broker.settings
-            e = _Entry(Group(group_id, initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
-                             min_session_timeout_ms=s.group_min_session_timeout_ms,
-                             max_session_timeout_ms=s.group_max_session_timeout_ms, now_ms=now_ms()))
-            self.groups[group_id] = e
+        if e is not None:
+            return e
+        s = self.broker.settings
+        settings = {"initial_rebalance_delay_ms": s.group_initial_rebalance_delay_ms,
+                    "min_session_timeout_ms": s.group_min_session_timeout_ms,
+                    "max_session_timeout_ms": s.group_max_session_timeout_ms}
+        offsets = None
+        try:
+            offsets = self.store.load(group_id)  # small; memory speed on tmpfs
+        except CorruptState:
+            pass  # reported, and refused, by _offsets()
+        except OSError as exc:
+            log.warning("group_file_unreadable", group=group_id, error=str(exc))
+        group = None
+        snap = offsets.membership if offsets is not None else None
+        if snap is not None and snap.get("state") == GroupState.STABLE.value:
+            try:
+                group = Group.restore(group_id, snap, now_ms=now_ms(), **settings)
+                log.info("group_restored", group=group_id, generation=group.generation_id,
+                         members=len(group.members))
+            except ValueError as exc:
+                log.error("group_membership_unreadable", group=group_id, error=str(exc))
+        if group is None:
+            if not create:
+                return None
+            group = Group(group_id, now_ms=now_ms(), **settings)
+        e = _Entry(group, offsets=offsets)
+        if snap is not None:
+            e.persisted = (snap.get("state"), snap.get("generation"))
+        self.groups[group_id] = e
         return e
+
+    async def _persist_membership(self, e: _Entry) -> None:
+        """Keep the group's stable membership (or its being Empty again) on file, once per
+        change. A group that never had a generation writes nothing (reading a group must
+        not create its file)."""
+        g = e.group
+        if g.state not in (GroupState.STABLE, GroupState.EMPTY):
+            return
+        key = (g.state.value, g.generation_id)
+        if key == e.persisted or (g.state is GroupState.EMPTY and e.persisted is None and g.generation_id == 0):
+            return
+        try:
+            async with e.lock:
+                # re-checked under the lock: a DeleteGroups meanwhile must not be undone
+                if self.groups.get(g.group_id) is not e or (g.state.value, g.generation_id) != key:
+                    return
+                offsets = await self._offsets(e)
+                offsets.membership = g.snapshot()
+                await self._save(e)
+            e.persisted = key
+        except KaasError as exc:
+            log.warning("group_membership_not_saved", group=g.group_id, error=exc.code.name)
 
     async def _offsets(self, e: _Entry) -> GroupOffsets:
         """The group's offsets, loaded from its file on first use (after a takeover too)."""
@@ -149,6 +200,9 @@ class GroupCoordinator:
                     if e.group.state is not before:
                         log.info("group_state", group=gid, state=e.group.state.value,
                                  generation=e.group.generation_id)
+            for e in list(self.groups.values()):
+                if self.broker.owns_group(e.group.group_id) and self.broker.cluster.lease_valid():
+                    await self._persist_membership(e)
 
     # ------------------------------------------------------------------ membership
 
@@ -180,6 +234,8 @@ class GroupCoordinator:
                                protocol_type, protocol_name)
         if e.group.state is not before:
             log.info("group_state", group=group_id, state=e.group.state.value, generation=e.group.generation_id)
+            # as Apache: the new generation is on file before its assignments are handed out
+            await self._persist_membership(e)
         return await self._park(key, effects)
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
@@ -231,8 +287,10 @@ class GroupCoordinator:
             code = e.group.delete_check()
             if code != ErrorCode.none and not (code == ErrorCode.group_id_not_found and exists_on_disk):
                 return code
-            self._deliver(e.group.mark_dead(now_ms(), ErrorCode.coordinator_not_available))
-            del self.groups[group_id]
+            async with e.lock:  # not while a write of this group is under way
+                self._deliver(e.group.mark_dead(now_ms(), ErrorCode.coordinator_not_available))
+                if self.groups.get(group_id) is e:
+                    del self.groups[group_id]
         await self.broker.run_io(self.store.delete, group_id)
         log.info("group_deleted", group=group_id)
         return ErrorCode.none

@@ -15,12 +15,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import crc32c
+
 from kaas.errors import CorruptState
 
 
-def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> int:
-    """Atomically replace ``path`` with ``data``. Returns the new file's inode number (a
-    writer can later tell whether the file is still the one it wrote, see ``file_id``)."""
+def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
+    """Atomically replace ``path`` with ``data``."""
     tmp = path.with_name(f".{path.name}.{_writer_id()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -30,20 +31,26 @@ def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> int:
             view = view[n:]
         if fsync:
             os.fsync(fd)
-        ino = os.fstat(fd).st_ino
     finally:
         os.close(fd)
     os.replace(tmp, path)
     if fsync:
         fsync_dir(path.parent)
-    return ino
 
 
-def file_id(path: Path) -> int | None:
-    """The inode number of ``path`` (None when absent). Every whole-file write makes a new
-    inode, so an unchanged id means nobody replaced the file since it was read or written."""
+def content_id(data: bytes | None) -> tuple[int, int] | None:
+    """(length, crc32c) of a file's content, None for no file: what a writer remembers of
+    the version it read or wrote, to tell later whether anybody replaced it (inode numbers
+    and timestamps are not enough: file systems reuse inodes, and mtime is coarse)."""
+    if data is None:
+        return None
+    return len(data), crc32c.crc32c(data)
+
+
+def file_content_id(path: Path) -> tuple[int, int] | None:
+    """``content_id`` of the file as it is now."""
     try:
-        return os.stat(path).st_ino
+        return content_id(path.read_bytes())
     except FileNotFoundError:
         return None
 
@@ -60,9 +67,14 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_json(path: Path, obj: dict, *, fsync: bool = True) -> int:
-    """Atomically write ``obj`` (which must carry ``format``) as JSON. Returns the inode."""
-    return write_bytes(path, json.dumps(obj, separators=(",", ":"), sort_keys=True).encode(), fsync=fsync)
+def json_bytes(obj: dict) -> bytes:
+    """The canonical encoding of a state object."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+def write_json(path: Path, obj: dict, *, fsync: bool = True) -> None:
+    """Atomically write ``obj`` (which must carry ``format``) as JSON."""
+    write_bytes(path, json_bytes(obj), fsync=fsync)
 
 
 def read_json(path: Path) -> dict | None:
@@ -71,26 +83,11 @@ def read_json(path: Path) -> dict | None:
     Raises:
         CorruptState: the file exists but does not parse as a JSON object with a format.
     """
-    data = read_bytes_id(path)[0]
-    if data is None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
         return None
     return parse_json(path, data)
-
-
-def read_bytes_id(path: Path) -> tuple[bytes | None, int | None]:
-    """(content, inode number) of one open of ``path``; (None, None) when absent."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None, None
-    try:
-        ino = os.fstat(fd).st_ino
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks), ino
 
 
 def parse_json(path: Path, data: bytes) -> dict:

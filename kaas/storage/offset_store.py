@@ -42,7 +42,8 @@ class GroupOffsets:
     offsets: dict[TP, Committed] = field(default_factory=dict)
     pending: dict[int, dict[TP, Committed]] = field(default_factory=dict)  # pid -> staged
     generation: int = 0
-    file_id: int | None = field(default=None, compare=False)  # inode read or last written
+    membership: dict | None = None  # the group's last stable membership (Group.snapshot())
+    file_id: tuple[int, int] | None = field(default=None, compare=False)  # atomic.content_id read/written
 
     def to_json(self) -> dict:
         def enc(d: dict[TP, Committed]) -> dict:
@@ -50,18 +51,24 @@ class GroupOffsets:
             for (t, p), c in sorted(d.items()):
                 out.setdefault(t, {})[str(p)] = c.to_json()
             return out
-        return {"format": 1, "group_id": self.group_id, "generation": self.generation,
-                "offsets": enc(self.offsets),
-                "pending": {str(pid): enc(d) for pid, d in sorted(self.pending.items())}}
+        out = {"format": 1, "group_id": self.group_id, "generation": self.generation,
+               "offsets": enc(self.offsets),
+               "pending": {str(pid): enc(d) for pid, d in sorted(self.pending.items())}}
+        if self.membership is not None:
+            out["membership"] = self.membership
+        return out
 
     @classmethod
     def from_json(cls, obj: dict, path: str) -> GroupOffsets:
         def dec(d: dict) -> dict[TP, Committed]:
             return {(t, int(p)): Committed.from_json(v) for t, parts in d.items() for p, v in parts.items()}
         try:
+            membership = obj.get("membership")
+            if membership is not None and not isinstance(membership, dict):
+                raise TypeError("membership is not an object")
             return cls(obj["group_id"], dec(obj.get("offsets", {})),
                        {int(pid): dec(d) for pid, d in obj.get("pending", {}).items()},
-                       int(obj.get("generation", 0)))
+                       int(obj.get("generation", 0)), membership)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CorruptState(path, f"bad offsets file: {exc!r}") from None
 
@@ -69,7 +76,7 @@ class GroupOffsets:
 class StaleOffsets(Exception):
     """A group's file changed under a coordinator holding it in memory."""
 
-    def __init__(self, path: str, expected: int | None, found: int | None) -> None:
+    def __init__(self, path: str, expected: object, found: object) -> None:
         super().__init__(f"{path}: expected file {expected}, found {found}")
         self.path = path
 
@@ -85,13 +92,14 @@ class OffsetStore:
     def load(self, group_id: str) -> GroupOffsets:
         """Read a group's file afresh. Missing → empty. Raises CorruptState when unreadable."""
         p = self.path(group_id)
-        data, ino = atomic.read_bytes_id(p)
-        if data is None:
+        try:
+            data = p.read_bytes()
+        except FileNotFoundError:
             return GroupOffsets(group_id)
         g = GroupOffsets.from_json(atomic.parse_json(p, data), str(p))
         if g.group_id != group_id:
             raise CorruptState(str(p), f"holds group {g.group_id!r}, expected {group_id!r}")
-        g.file_id = ino
+        g.file_id = atomic.content_id(data)
         return g
 
     def save(self, g: GroupOffsets) -> None:
@@ -103,11 +111,13 @@ class OffsetStore:
                 re-read, not written over that broker's changes.
         """
         path = self.path(g.group_id)
-        current = atomic.file_id(path)
+        current = atomic.file_content_id(path)
         if current != g.file_id:
             raise StaleOffsets(str(path), g.file_id, current)
         g.generation += 1
-        g.file_id = atomic.write_json(path, g.to_json(), fsync=self.fsync)
+        data = atomic.json_bytes(g.to_json())
+        atomic.write_bytes(path, data, fsync=self.fsync)
+        g.file_id = atomic.content_id(data)
 
     def delete(self, group_id: str) -> None:
         try:

@@ -250,10 +250,18 @@ def test_two_supervisors_form_one_cluster(tmp_path):
         wait_ready("127.0.0.1", b.base_port, proc=b.proc)
         bootstrap = f"{a.bootstrap},127.0.0.1:{b.base_port}"
         admin = AdminClient({"bootstrap.servers": bootstrap})
+        # every broker learns of the others from the heartbeat files on its own tick, so
+        # ask each one until all three list all three
+        ports = [a.base_port, a.base_port + 1, b.base_port]
+        seen: dict[int, list[int]] = {}
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and len(admin.list_topics(timeout=5).brokers) < 3:
+        while time.monotonic() < deadline:
+            seen = {port: sorted(AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+                                 .list_topics(timeout=5).brokers) for port in ports}
+            if all(v == [0, 1, 2] for v in seen.values()):
+                break
             time.sleep(0.3)
-        assert sorted(admin.list_topics(timeout=5).brokers) == [0, 1, 2]
+        assert all(v == [0, 1, 2] for v in seen.values()), seen
         admin.create_topics([NewTopic("two-hosts", 6, 1)])["two-hosts"].result(15)
         md = admin.list_topics("two-hosts", timeout=5)
         leaders = {pm.leader for pm in md.topics["two-hosts"].partitions.values()}

@@ -743,3 +743,50 @@ def test_corrupt_offsets_file_is_refused_not_reset(own_broker, kind):
     stat_after = os.stat(bad_file)
     assert (stat_after.st_ino, stat_after.st_mtime_ns) == (stat_before.st_ino, stat_before.st_mtime_ns)
     assert own_broker.alive()
+
+
+def test_a_restarted_coordinator_keeps_the_group_without_a_rebalance(own_broker):
+    """The stable membership is on file: after a SIGKILL and restart of its coordinator
+    the group carries on (same member, same generation, no revoke or lost assignment), as
+    a consumer of Apache Kafka sees across a coordinator failover."""
+    bs = own_broker.bootstrap
+    topic, group = uniq("keep"), uniq("keep-group")
+    create_topic(bs, topic, 2)
+    produce(bs, topic, 2, 3, "a")
+    events: list[str] = []
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+    c.subscribe([topic], on_assign=lambda _c, ps: events.append(f"assign {len(ps)}"),
+                on_revoke=lambda _c, ps: events.append(f"revoke {len(ps)}"),
+                on_lost=lambda _c, ps: events.append(f"lost {len(ps)}"))
+    admin = AdminClient({"bootstrap.servers": bs})
+    try:
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 6 and time.monotonic() < deadline:
+            got += sum(1 for m in c.consume(10, 0.2) if not m.error())
+        assert got == 6 and events == ["assign 2"], events
+        before = admin.describe_consumer_groups([group])[group].result(10)
+        assert before.state == ConsumerGroupState.STABLE
+
+        own_broker.kill()
+        own_broker.start()
+        produce(bs, topic, 2, 3, "b")
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 6 and time.monotonic() < deadline:
+            got += sum(1 for m in c.consume(10, 0.2) if not m.error())
+        end = time.monotonic() + 3  # heartbeats keep going to the restarted coordinator
+        while time.monotonic() < end:
+            c.poll(0.2)
+        assert got == 6
+        assert events == ["assign 2"], events  # no rebalance
+        admin = AdminClient({"bootstrap.servers": bs})  # the old one backs off its reconnects
+        after = admin.describe_consumer_groups([group])[group].result(10)
+        assert after.state == ConsumerGroupState.STABLE
+        assert [m.member_id for m in after.members] == [m.member_id for m in before.members]
+        assert "group_restored" in own_broker.log_path.read_text()
+    finally:
+        c.close()
+    gone = admin.describe_consumer_groups([group])[group].result(10)
+    assert gone.state == ConsumerGroupState.EMPTY  # the member left; Empty is on file too

@@ -886,3 +886,64 @@ TestGroupMachine = GroupMachine.TestCase
 def test_stable_group_sizes(n: int):
     g, ids = stable_group(n)
     assert len(g.members) == n and g.leader_id == ids[0]
+
+
+# ---------------------------------------------------------------------------- snapshot / restore
+
+
+def test_a_restored_stable_group_carries_on_with_the_same_generation_and_assignments():
+    g, ids = stable_group(3)
+    snap = g.snapshot()
+    assert snap["state"] == "Stable" and snap["generation"] == 1
+    r = Group.restore("g", snap, now_ms=50_000)
+    assert r.state is GroupState.STABLE and r.generation_id == 1
+    assert r.leader_id == g.leader_id and r.protocol_name == g.protocol_name
+    assert list(r.members) == ids
+    for mid in ids:
+        assert r.members[mid].assignment == g.members[mid].assignment
+        assert r.members[mid].protocols == g.members[mid].protocols
+    # sessions start afresh: nobody expires at once, every member heartbeats on
+    assert r.tick(50_000 + SESSION - 1) == []
+    assert all(r.heartbeat(50_000 + 100, mid, None, 1) is E.none for mid in ids)
+    assert r.heartbeat(50_000 + 100, ids[0], None, 0) is E.illegal_generation
+    assert r.heartbeat(50_000 + 100, "stranger", None, 1) is E.unknown_member_id
+    # the leader's rejoin starts the next generation's rebalance, as before the move
+    join(r, 50_200, ids[0], client="c0", key="rejoin")
+    assert r.state is GroupState.PREPARING_REBALANCE
+    # and a member that stops heartbeating is removed after its session
+    r2 = Group.restore("g", snap, now_ms=0)
+    for mid in ids[1:]:
+        r2.heartbeat(SESSION - 1, mid, None, 1)
+    r2.tick(SESSION + 1)
+    assert ids[0] not in r2.members
+
+
+def test_static_members_are_restored_with_their_instance_ids():
+    g = new_group()
+    mid = only(join(g, 0, client="s", instance="inst-1", key="j")).member_id
+    g.sync(0, mid, "inst-1", 1, {mid: b"A"}, "s")
+    r = Group.restore("g", g.snapshot(), now_ms=1)
+    assert r.static_member_id("inst-1") == mid
+    assert r.heartbeat(2, mid, "inst-1", 1) is E.none
+
+
+def test_only_stable_and_empty_groups_have_a_snapshot():
+    g = new_group()
+    assert g.snapshot() == {"state": "Empty", "generation": 0, "protocol_type": None}
+    two_step(g, 0, client="a")
+    assert g.state is not GroupState.STABLE and g.snapshot() is None
+    e = Group.restore("g", {"state": "Empty", "generation": 7, "protocol_type": "consumer"}, now_ms=0)
+    assert e.state is GroupState.EMPTY and e.generation_id == 7 and e.members == {}
+
+
+@pytest.mark.parametrize("bad", [
+    {},
+    {"state": "Stable", "generation": 1, "protocol": "range", "leader": "x", "members": [{"member_id": "x"}]},
+    {"state": "Stable", "generation": 1, "protocol": "range", "leader": "nobody", "members": [
+        {"member_id": "x", "group_instance_id": None, "client_id": "c", "client_host": "h",
+         "session_timeout_ms": 1, "rebalance_timeout_ms": 1, "protocol_type": "consumer",
+         "protocols": [["range", "zz"]], "assignment": ""}]},
+])
+def test_a_malformed_snapshot_is_refused(bad):
+    with pytest.raises(ValueError):
+        Group.restore("g", bad, now_ms=0)
