@@ -945,9 +945,9 @@ class TxnCoordinator:
             await trio.sleep(self.sweep_ms / 1000)
 
     async def sweep(self) -> None:
-        """One pass: write deferred Complete* states, abort timed-out Ongoing entries, finish
-        every prepared one."""
-        await self.flush_slots()
+        """One pass: abort timed-out Ongoing entries, finish every prepared one, then write
+        the Complete* states left in memory (by clients' EndTxn since the last pass, and by
+        this pass)."""
         for slot in range(TXN_SLOTS):
             if not self.broker.owns_slot(slot):
                 continue
@@ -962,6 +962,7 @@ class TxnCoordinator:
                 meta = state.entries[txn_id]
                 if meta.state.is_prepared or dtxn.timed_out(meta, now):
                     await self._sweep_one(slot, txn_id)
+        await self.flush_slots()
 
     async def _sweep_one(self, slot: int, transactional_id: str) -> None:
         try:

@@ -65,15 +65,20 @@ class Chaos:
         self.paused: tuple[int, float] | None = None
         self.armed: tuple[str, float] | None = None  # (failpoint, when armed)
         self.faults: list[str] = []
+        self.fault_times: list[float] = []
 
-    def log(self, what: str) -> None:
+    def log(self, what: str, at: float | None = None) -> None:
+        """Record a chaos action; ``at`` (wall clock) marks it as a fault whose recovery is
+        measured (kills, crashes, stops)."""
         self.faults.append(what)
+        if at is not None:
+            self.fault_times.append(at)
         self.echo(f"  chaos: {what}", err=True)
 
     def _kill(self, bid: int) -> None:
         try:
             self.cluster.kill(bid)
-            self.log(f"SIGKILL broker {bid}")
+            self.log(f"SIGKILL broker {bid}", time.time())
         except (OSError, ValueError) as exc:
             self.log(f"could not kill broker {bid}: {exc}")
 
@@ -88,10 +93,15 @@ class Chaos:
             fired = [b for b in range(n) if (run / f"failpoints-{b}.fired").exists()]
             if not fired and elapsed - since < ARM_WAIT_S:
                 return
+            # the crash came right after the rename to .fired: its ctime (rename changes it)
+            when = min((run / f"failpoints-{b}.fired").stat().st_ctime for b in fired) if fired else 0.0
             for b in range(n):
                 failpoints.disarm(run, b)
                 (run / f"failpoints-{b}.fired").unlink(missing_ok=True)
-            self.log(f"broker {fired} crashed at {point}" if fired else f"{point} did not fire in {ARM_WAIT_S} s")
+            if fired:
+                self.log(f"broker {fired} crashed at {point}", when)
+            else:
+                self.log(f"{point} did not fire in {ARM_WAIT_S} s")
             self.armed = None
             self.step += 1
             self.next_at = elapsed + SETTLE_S
@@ -127,7 +137,7 @@ class Chaos:
             if self.step < 1:
                 bid = self.rnd.randrange(self.cluster.n)
                 self.cluster.signal(bid, signal.SIGSTOP)
-                self.log(f"SIGSTOP broker {bid} for 6 s (session timeout 3 s)")
+                self.log(f"SIGSTOP broker {bid} for 6 s (session timeout 3 s)", time.time())
                 self.paused = (bid, elapsed + 6.0)
                 self.step += 1
                 self.next_at = elapsed + 10.0
@@ -171,8 +181,24 @@ def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout:
                 pass
         cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    result.update({"scenario": scenario, "faults": chaos.faults, "seconds": round(time.monotonic() - t0, 1)})
+    result.update({"scenario": scenario, "faults": chaos.faults, "seconds": round(time.monotonic() - t0, 1),
+                   "kills": len(chaos.fault_times),
+                   "recovery_s": recovery(chaos.fault_times, result.pop("commit_times"))})
     return result
+
+
+def recovery(faults: list[float], commits: list[float]) -> float | None:
+    """The longest stretch without a committed transaction around any fault: from the last
+    commit before it to the first commit after it (None when no fault had commits on both
+    sides)."""
+    worst = None
+    for t in faults:
+        before = [c for c in commits if c <= t]
+        after = [c for c in commits if c > t]
+        if before and after:
+            gap = after[0] - before[-1]
+            worst = gap if worst is None else max(worst, gap)
+    return None if worst is None else round(worst, 2)
 
 
 @click.group()
@@ -202,12 +228,14 @@ def run(scenario: str, seed: int | None, messages: int, copiers: int, duration: 
             for line in r["violations"] + [f"fatal: {f}" for f in r["fatal"]]:
                 click.echo(f"   {line}")
             click.echo(f"!! scenario {name} FAILED — replay with: scripts/chaos.py run --scenario {name} --seed {s}")
-    click.echo(f"{'scenario':<20} {'seed':>11} {'faults':>6} {'txn ok':>7} {'aborted':>7} {'dups':>5} "
-               f"{'lost':>5} {'aborted visible':>15} {'offsets':>7} {'secs':>6}  result")
+    click.echo(f"{'scenario':<20} {'seed':>11} {'msgs':>6} {'kills':>5} {'recovery s':>10} {'txn ok':>7} "
+               f"{'aborted':>7} {'dups':>5} {'lost':>5} {'aborted visible':>15} {'offsets':>7} {'secs':>6}  result")
     for r in results:
-        click.echo(f"{r['scenario']:<20} {r['seed']:>11} {len(r['faults']):>6} {r['transactions_committed']:>7} "
-                   f"{r['transactions_aborted']:>7} {r['duplicates']:>5} {r['losses']:>5} {r['aborted_visible']:>15} "
-                   f"{str(r['offsets_match']):>7} {r['seconds']:>6}  {'ok' if r['ok'] else 'FAILED'}")
+        rec = "-" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}"
+        click.echo(f"{r['scenario']:<20} {r['seed']:>11} {r['messages']:>6} {r['kills']:>5} {rec:>10} "
+                   f"{r['transactions_committed']:>7} {r['transactions_aborted']:>7} {r['duplicates']:>5} "
+                   f"{r['losses']:>5} {r['aborted_visible']:>15} {str(r['offsets_match']):>7} {r['seconds']:>6}  "
+                   f"{'ok' if r['ok'] else 'FAILED'}")
     for r in results:
         click.echo(json.dumps({k: v for k, v in r.items() if k not in ("committed_offsets", "input_ends")}))
     sys.exit(0 if all(r["ok"] for r in results) else 1)

@@ -49,11 +49,14 @@ def copier(idx: int, cfg: dict, stop, stats) -> None:
         "bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "enable.auto.commit": False,
         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
         "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 60000,
-        "partition.assignment.strategy": "cooperative-sticky",
+        "partition.assignment.strategy": "cooperative-sticky", "reconnect.backoff.max.ms": 1000,
     })
     producer = Producer({
         "bootstrap.servers": cfg["bootstrap"], "transactional.id": f"{cfg['group']}-copier-{idx}",
         "transaction.timeout.ms": 30000, "linger.ms": 5, "acks": "all", "message.timeout.ms": 30000,
+        # librdkafka's default (10 s) would measure its reconnect backoff, not the cluster's
+        # recovery; bench.py's failover runs use the same
+        "reconnect.backoff.max.ms": 1000,
     })
     producer.init_transactions(60)
     consumer.subscribe([cfg["input"]])
@@ -121,6 +124,7 @@ def copier(idx: int, cfg: dict, stop, stats) -> None:
                     t0 = time.perf_counter()
                     retrying(lambda: producer.commit_transaction(30))
                     commit_ms.append((time.perf_counter() - t0) * 1000)
+                    stats.put(("commit_at", time.time()))
                     committed += 1
                     copied += len(msgs)
             except KafkaException as exc:
@@ -264,6 +268,7 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
     aborted_tags: set[str] = set()
     fatal: list[str] = []
     commit_ms: list[float] = []
+    commit_times: list[float] = []  # wall clock of every committed transaction
     t_copy = time.monotonic()
     last_print = 0.0
     done = set()
@@ -281,6 +286,8 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
                 aborted_tags.add(item[1])
             elif kind == "fatal":
                 fatal.append(item[1])
+            elif kind == "commit_at":
+                commit_times.append(item[1])
             elif kind == "done":
                 progress[item[1]] = item[2:5]
                 commit_ms.extend(item[5])
@@ -332,6 +339,7 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
         "copy_seconds": round(copy_s, 2), "msgs_per_s": round(cfg["messages"] / copy_s, 1) if copy_s else 0,
         "commit_p99_ms": round(sorted(commit_ms)[int(len(commit_ms) * 0.99)] if commit_ms else 0, 2),
         "fatal": fatal,
+        "commit_times": sorted(commit_times),
     })
     result["ok"] = (result["duplicates"] == 0 and result["losses"] == 0 and result["order_violations"] == 0
                     and result["aborted_visible"] == 0 and result["phantoms"] == 0 and result["offsets_match"]
@@ -418,7 +426,7 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
             cluster.stop()
             shutil.rmtree(tmp, ignore_errors=True)
     print_summary(result)
-    click.echo(json.dumps({k: v for k, v in result.items() if k not in ("committed_offsets", "input_ends")}))
+    click.echo(json.dumps({k: v for k, v in result.items() if k not in ("committed_offsets", "input_ends", "commit_times")}))
     sys.exit(0 if result["ok"] else 1)
 
 

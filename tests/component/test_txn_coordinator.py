@@ -148,6 +148,14 @@ async def produce(part: Partition, txn_id: str, pid: int, epoch: int, seq: int =
 
 
 def state_of(b: FakeBroker, txn_id: str):
+    """The coordinator's view: its slot in memory (ahead of the file by at most a deferred
+    Complete*), else the file."""
+    slot = txn_slot(txn_id)
+    cached = b.txn._slot_cache.get(slot)
+    return (cached if cached is not None else b.txn.store.load(slot)).get(txn_id)
+
+
+def state_on_file(b: FakeBroker, txn_id: str):
     return b.txn.store.load(txn_slot(txn_id)).get(txn_id)
 
 
@@ -373,9 +381,38 @@ async def test_ids_sharing_a_slot_never_lose_each_others_updates(cluster):
     async with trio.open_nursery() as nursery:
         for txn_id in ids:
             nursery.start_soon(one, txn_id)
+    await b0.txn.flush_slots()  # the last Complete* of each id is written lazily
     state = b0.txn.store.load(slot)
     assert sorted(state.entries) == sorted(ids)
     assert all(m.state is TxnState.CompleteCommit and m.txn_seq == 3 for m in state.entries.values())
+
+
+async def test_complete_is_written_lazily_and_a_new_owner_finishes_the_prepared_file(cluster):
+    """The Complete* write is deferred (Prepare* is the durability pivot): the file shows
+    PrepareCommit until the slot's next write or the sweep; a coordinator that takes the
+    file over in that state finishes it in the same direction without new markers."""
+    world, (b0, b1, _b2) = cluster
+    part = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "lazy", [("t", 0)])
+    assert await b0.txn.end_txn("lazy", pid, epoch, True, V) == ErrorCode.none
+    assert state_of(b0, "lazy").state is TxnState.CompleteCommit
+    assert state_on_file(b0, "lazy").state is TxnState.PrepareCommit
+    markers = b0.txn.stats["markers_written"]
+    end = part.log.log_end_offset
+
+    # a new coordinator over the same files (the old one crashed before flushing)
+    fresh = TxnCoordinator(b0)
+    await fresh.sweep()
+    assert state_on_file(b0, "lazy").state is TxnState.CompleteCommit
+    assert part.log.log_end_offset == end  # no second marker
+    assert fresh.stats["markers_written"] == 0 and b0.txn.stats["markers_written"] == markers
+
+    # the next transaction's first write carries the completed state along
+    pid2, epoch2 = await begin(b0.txn, "lazy2", [("t", 0)])
+    assert await b0.txn.end_txn("lazy2", pid2, epoch2, False, V) == ErrorCode.none
+    assert state_on_file(b0, "lazy2").state is TxnState.PrepareAbort
+    await b0.txn.sweep()
+    assert state_on_file(b0, "lazy2").state is TxnState.CompleteAbort
 
 
 def test_sweep_interval_env(monkeypatch):
