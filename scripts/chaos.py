@@ -9,7 +9,8 @@ Scenarios (each reproducible from its seed, printed on failure):
                      EndTxn step in turn: after_prepare, after_local_markers, after_enqueue,
                      before_complete, twice over
   random-kills       SIGKILL a random broker every few seconds
-  pause-coordinator  SIGSTOP a broker past the session timeout, then SIGCONT it
+  pause-coordinator  SIGSTOP the transaction coordinator of a copier past the session
+                     timeout, then SIGCONT it
   kill-controller    SIGKILL the controller, twice
   kill-all           SIGKILL every broker at once; the supervisor restarts them all
 
@@ -37,6 +38,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import eos_harness  # noqa: E402
 from kaas import failpoints  # noqa: E402
+from kaas.domain.routing import txn_slot  # noqa: E402
 from tests.procs import ClusterProcess  # noqa: E402
 
 ENDTXN_POINTS = ("endtxn.after_prepare", "endtxn.after_local_markers", "endtxn.after_enqueue",
@@ -44,6 +46,7 @@ ENDTXN_POINTS = ("endtxn.after_prepare", "endtxn.after_local_markers", "endtxn.a
 ROUNDS = 2  # endtxn-failpoints cycles through the points this many times
 ARM_WAIT_S = 8.0  # a point not hit within this long is skipped
 SETTLE_S = 2.0  # after a crash, before arming the next point
+FIRST_FAULT_S = 2.0  # after the first committed transaction, before the first fault
 
 
 def controller_of(data: Path) -> int:
@@ -52,15 +55,24 @@ def controller_of(data: Path) -> int:
     return int(json.loads((cdir / f"epoch-{n}").read_text())["broker_id"])
 
 
+def txn_coordinator_of(data: Path, transactional_id: str) -> int:
+    """The broker that owns the transaction slot of ``transactional_id`` (assignment.json)."""
+    a = json.loads((data / "__cluster" / "assignment.json").read_text())
+    return int(a["txn_slots"][str(txn_slot(transactional_id))])
+
+
 class Chaos:
     """Calls faults into a running cluster on a schedule; every fault is logged."""
 
-    def __init__(self, scenario: str, cluster: ClusterProcess, rnd: random.Random, echo) -> None:
+    def __init__(self, scenario: str, cluster: ClusterProcess, rnd: random.Random, echo,
+                 transactional_id: str = "") -> None:
         self.scenario = scenario
         self.cluster = cluster
         self.rnd = rnd
         self.echo = echo
-        self.next_at = 3.0
+        self.next_at = 0.0
+        self.started_at: float | None = None
+        self.transactional_id = transactional_id  # a copier's: pause-coordinator stops its coordinator
         self.step = 0
         self.paused: tuple[int, float] | None = None
         self.armed: tuple[str, float] | None = None  # (failpoint, when armed)
@@ -114,7 +126,14 @@ class Chaos:
         self.log(f"armed {point} (crash) on every broker")
         self.armed = (point, elapsed)
 
-    def __call__(self, elapsed: float) -> None:
+    def __call__(self, elapsed: float, commits: int = 1) -> None:
+        if self.started_at is None:
+            # Faults start once the copiers are in their stride (a first transaction
+            # committed): a fault during their start-up would measure nothing.
+            if commits == 0:
+                return
+            self.started_at = elapsed
+            self.next_at = elapsed + FIRST_FAULT_S
         if self.paused is not None and elapsed >= self.paused[1]:
             bid = self.paused[0]
             try:
@@ -135,9 +154,13 @@ class Chaos:
                 self.next_at = elapsed + self.rnd.uniform(3.0, 6.0)
         elif s == "pause-coordinator":
             if self.step < 1:
-                bid = self.rnd.randrange(self.cluster.n)
+                try:
+                    bid = txn_coordinator_of(self.cluster.data, self.transactional_id)
+                except (OSError, ValueError, KeyError):
+                    bid = self.rnd.randrange(self.cluster.n)
                 self.cluster.signal(bid, signal.SIGSTOP)
-                self.log(f"SIGSTOP broker {bid} for 6 s (session timeout 3 s)", time.time())
+                self.log(f"SIGSTOP broker {bid} (coordinator of {self.transactional_id}) for 6 s "
+                         f"(session timeout 3 s)", time.time())
                 self.paused = (bid, elapsed + 6.0)
                 self.step += 1
                 self.next_at = elapsed + 10.0
@@ -168,7 +191,7 @@ def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout:
     cfg = {"bootstrap": cluster.bootstrap, "messages": messages, "copiers": copiers, "commit_every": 25,
            "abort_every": 10, "rate": messages / (copiers * duration) if duration else 0, "input_partitions": 6, "output_partitions": 6, "timeout": timeout, "seed": seed,
            "input": f"chaos-in-{run_id}", "output": f"chaos-out-{run_id}", "group": f"chaos-{run_id}"}
-    chaos = Chaos(scenario, cluster, rnd, echo)
+    chaos = Chaos(scenario, cluster, rnd, echo, transactional_id=f"{cfg['group']}-copier-0")
     t0 = time.monotonic()
     try:
         result = eos_harness.run_harness(cfg, chaos=chaos, echo=echo)
@@ -180,7 +203,10 @@ def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout:
             except (OSError, ValueError):
                 pass
         cluster.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if os.environ.get("KAAS_CHAOS_KEEP"):
+            echo(f"data directory kept: {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     result.update({"scenario": scenario, "faults": chaos.faults, "seconds": round(time.monotonic() - t0, 1),
                    "kills": len(chaos.fault_times),
                    "recovery_s": recovery(chaos.fault_times, result.pop("commit_times"))})
