@@ -13,6 +13,21 @@ from kio.serial import entity_reader, entity_writer
 from kaas.wire.build import build
 
 
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from a blocking socket.
+
+    Raises:
+        ConnectionError: the peer closed the connection first.
+    """
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return out
+
+
 class WireClient:
     def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
@@ -54,10 +69,4 @@ class WireClient:
         return entity_reader(resp_cls)(body_bytes, 0)[0]
 
     def _recv(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("closed")
-            out += chunk
-        return out
+        return recv_exact(self.sock, n)

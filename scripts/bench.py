@@ -58,6 +58,8 @@ from pathlib import Path
 
 import click
 
+from kaas.client import recv_exact
+
 REPO = Path(__file__).resolve().parent.parent
 PEERS = Path(os.environ.get("KAAS_PEERS", REPO.parent / "shared" / "peers"))
 if not (PEERS / "mock_cluster.py").exists():
@@ -245,8 +247,8 @@ def find_coordinator(bootstrap: str, key: str, key_type: int = 1, timeout: float
                     body = struct.pack(">hhih", 10, 1, 1, len(cid)) + cid + struct.pack(">h", len(kb)) + kb + \
                         struct.pack(">b", key_type)
                     s.sendall(struct.pack(">i", len(body)) + body)
-                    size = struct.unpack(">i", _recv_exact(s, 4))[0]
-                    data = _recv_exact(s, size)
+                    size = struct.unpack(">i", recv_exact(s, 4))[0]
+                    data = recv_exact(s, size)
                 # corr id, throttle, error code, error message (nullable string), node id, host, port
                 off = 8
                 err = struct.unpack_from(">h", data, off)[0]
@@ -261,16 +263,6 @@ def find_coordinator(bootstrap: str, key: str, key_type: int = 1, timeout: float
                 last = exc
         time.sleep(0.2)
     raise click.ClickException(f"no coordinator for {key!r}: {last}")
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise OSError("closed")
-        out += chunk
-    return out
 
 
 # ---------------------------------------------------------------------------- broker CPU and RSS

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from kaas.client import recv_exact
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -43,22 +45,12 @@ def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
         with socket.create_connection((host, port), timeout=timeout) as s:
             body = struct.pack(">hhih", 18, 0, 7, 4) + b"test"
             s.sendall(struct.pack(">i", len(body)) + body)
-            hdr = _recv_exact(s, 4)
+            hdr = recv_exact(s, 4)
             size = struct.unpack(">i", hdr)[0]
-            data = _recv_exact(s, size)
+            data = recv_exact(s, size)
             return struct.unpack(">i", data[:4])[0] == 7 and struct.unpack(">h", data[4:6])[0] == 0
     except OSError:
         return False
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise OSError("closed")
-        out += chunk
-    return out
 
 
 def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:
