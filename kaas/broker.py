@@ -23,6 +23,7 @@ from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import CorruptState, KaasError
 from kaas.cluster_runtime import ClusterRuntime
 from kaas.group_coordinator import GroupCoordinator
+from kaas.net.peer_link import PeerLinks
 from kaas.settings import Settings
 from kaas.storage.partition_log import AppendResult, PartitionLog, ReadResult
 from kaas.storage.paths import Layout
@@ -225,6 +226,7 @@ class Broker:
         self.txn = None
         self.groups = GroupCoordinator(self)
         self.cluster = ClusterRuntime(self)
+        self.peer_links = PeerLinks(self)
         self.takeovers = 0
         self.takeover_seconds = 0.0
         self.pids = PidAllocator(self.layout.pid_block_file(self.id), self.id, fsync=settings.fsync)

@@ -51,6 +51,9 @@ def cli() -> None:
               help="Wait for more members before the first rebalance of an empty group.")
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
               help="fsync appends for acks=all and state files (leave on outside of tests).")
+@click.option("--marker-rpc/--no-marker-rpc", default=True, show_default=True,
+              help="Hand transaction markers to peer leaders with WriteTxnMarkers; off: only through "
+                   "the marker queue on the data directory.")
 @click.option("--metrics-port", type=int, default=0, show_default=True,
               help="Serve Prometheus /metrics over HTTP on this port of the listen host (0 = off).")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")

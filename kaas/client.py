@@ -3,13 +3,13 @@ speak raw APIs with it."""
 
 from __future__ import annotations
 
-import io
 import socket
 import struct
 
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kio.index import load_response_schema
+from kio.serial import entity_reader
 
+from kaas.wire import codec
 from kaas.wire.build import build
 
 
@@ -48,21 +48,14 @@ class WireClient:
         return self._exchange(api_key, version, body)[1]
 
     def _exchange(self, api_key: int, version: int, body: dict):
-        req_cls = load_request_schema(api_key, version)
-        hdr_cls = req_cls.__header_schema__
         self.corr += 1
-        buf = io.BytesIO()
-        entity_writer(hdr_cls)(buf, hdr_cls(request_api_key=api_key, request_api_version=version,
-                                            correlation_id=self.corr, client_id="kaas-tools"))
-        entity_writer(req_cls)(buf, build(req_cls, body))
-        data = buf.getvalue()
-        self.sock.sendall(struct.pack(">i", len(data)) + data)
+        req = build(codec.request_class(api_key, version), body)
+        self.sock.sendall(codec.encode_request(api_key, version, self.corr, "kaas-tools", req))
         size = struct.unpack(">i", self._recv(4))[0]
         payload = self._recv(size)
-        resp_cls = load_response_schema(api_key, version)
-        header, off = entity_reader(resp_cls.__header_schema__)(payload, 0)
-        assert header.correlation_id == self.corr
-        return resp_cls, payload[off:]
+        corr, off = codec.response_header(api_key, version, payload)
+        assert corr == self.corr
+        return load_response_schema(api_key, version), payload[off:]
 
     def call(self, api_key: int, version: int, body: dict):
         resp_cls, body_bytes = self._exchange(api_key, version, body)

@@ -56,6 +56,9 @@ class ClusterRuntime:
         self.peers: dict[int, Peer] = {}
         self.counter = 0
         self.lease_until = 0.0
+        # times the lease was found lapsed: a connection accepted before the last lapse may
+        # hold requests sent before peers declared this broker dead (WriteTxnMarkers checks)
+        self.lapses = 0
         self.started = time.monotonic()
         self.assignment: Assignment | None = None
         self._assignment_raw: bytes | None = None
@@ -178,6 +181,7 @@ class ClusterRuntime:
             # We were paused or starved past our lease: peers may have taken our keys and
             # written their files. Forget cached coordinator state; reload from the volume.
             log.warning("lease_lapsed", late_s=round(time.monotonic() - self.lease_until, 3))
+            self.lapses += 1
             for gid in list(self.broker.groups.groups):
                 self.broker.groups.unload(gid)
             if self.broker.txn is not None and hasattr(self.broker.txn, "forget_cache"):

@@ -11,6 +11,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas import metrics
+from kaas.errors import CloseConnection
 from kaas.handlers import REGISTRY, Context, versions_table
 from kaas.wire import codec
 from kaas.wire.build import build
@@ -18,10 +19,6 @@ from kaas.wire.build import build
 log = structlog.get_logger()
 
 API_VERSIONS = 18
-
-
-class CloseConnection(Exception):
-    """The remote broke the protocol: log once and close this connection."""
 
 
 def _unsupported_api_versions(corr: int) -> bytes:
@@ -48,7 +45,7 @@ class Prepared:
     size: int = 0  # request frame bytes on the wire (size prefix included), for metrics
 
 
-def prepare(broker, frame: bytes, peer: str) -> Prepared:
+def prepare(broker, frame: bytes, peer: str, lapses: int = 0) -> Prepared:
     """Check the key/version and decode one frame, synchronously.
 
     The connection calls this for each frame in arrival order before running it, so a
@@ -68,7 +65,7 @@ def prepare(broker, frame: bytes, peer: str) -> Prepared:
         req = codec.decode_request(frame)
     except codec.DecodeError as exc:
         raise CloseConnection(f"api_key {api_key} v{version}: {exc}") from None
-    ctx = Context(broker, api_key, version, corr, req.client_id, peer)
+    ctx = Context(broker, api_key, version, corr, req.client_id, peer, lapses)
     return Prepared(api_key, version, corr, handler, ctx, req.body, size=len(frame) + 4)
 
 

@@ -1,4 +1,4 @@
-"""The one exception type the domain and storage layers raise."""
+"""The exceptions the domain, storage and handler layers raise."""
 
 from __future__ import annotations
 
@@ -26,3 +26,8 @@ class CorruptState(Exception):
         super().__init__(f"corrupt state file {path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class CloseConnection(Exception):
+    """The remote broke the protocol (or may not be served on this connection): log once
+    and close the connection."""

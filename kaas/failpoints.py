@@ -45,8 +45,9 @@ NAMES = (
     "slot.before_write",
     "takeover.after_manifest",
     "marker.before_append",
+    "marker.before_send",
 )
-DROPPABLE = ("marker.before_append",)
+DROPPABLE = ("marker.before_append", "marker.before_send")
 
 
 def configure(run_dir: Path, broker_id: int) -> None:

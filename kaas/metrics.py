@@ -234,6 +234,8 @@ class BrokerCollector:
                                      labels=["event"])
             for name, value in sorted(b.txn.stats.items()):
                 ev.add_metric([name], value)
+            for name, value in sorted(b.peer_links.stats.items()):
+                ev.add_metric([f"peer_link_{name}"], value)
             yield ev
         info = GaugeMetricFamily("kaas_broker_info", "Identifies the broker.",
                                  labels=["broker_id", "cluster_id", "version"])

@@ -34,6 +34,7 @@ class Settings:
     log_json: bool = False
     log_level: str = "info"
     fsync: bool = True
+    marker_rpc: bool = True
     metrics_port: int = 0  # Prometheus /metrics; 0 = off
     cluster_id: str = "kaas-cluster"
     extra: dict = field(default_factory=dict)

@@ -5,9 +5,11 @@ Carries out the effects of the pure ``domain.txn`` machine on the shared volume:
 * slot files ``txn_state/slot-N.json`` (``storage.txn_store``), read afresh for every
   operation and written only by the slot's owner (``broker.owns_slot``);
 * two-phase EndTxn: Persist Prepare*, write the markers of self-led partitions
-  (``Partition.append_control`` + ``wait_durable``), enqueue the peer-led ones
-  (``storage.markers``), then the Complete* transition with its offset hook; any
-  dispatch failure answers COORDINATOR_NOT_AVAILABLE and leaves the entry prepared;
+  (``Partition.append_control`` + ``wait_durable``), hand the peer-led ones to their
+  leaders with WriteTxnMarkers (``net.peer_link``; ``apply_marker_request`` is the leader's
+  side) and enqueue whatever a link did not deliver (``storage.markers``), then the
+  Complete* transition with its offset hook; any dispatch failure answers
+  COORDINATOR_NOT_AVAILABLE and leaves the entry prepared;
 * fencing: a rejoin's epoch bump is applied to every led partition that knows the pid
   and appended to this broker's fence log (``storage.fences``); peers poll the logs;
 * KIP-890 part 1 produce verification (``verify_partition``);
@@ -34,13 +36,14 @@ import re
 import time
 import weakref
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
+from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic
 
 from kaas import dirwatch, failpoints
 from kaas.domain import txn as dtxn
@@ -146,7 +149,7 @@ class TxnCoordinator:
         self._unwritten: set[int] = set()  # slots whose cached state is newer than the file
         self._marker_wake = trio.Event()
         self.stats = {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
-                      "reaped": 0, "reconciled": 0}
+                      "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -370,10 +373,10 @@ class TxnCoordinator:
         self.stats["markers_written"] += 1
         return res.next_offset
 
-    async def _write_local_markers(self, parts: list[Any], producer_id: int, producer_epoch: int,
-                                   commit: bool) -> list[Any]:
-        """Write markers on led partitions and wait until durable. Returns the failed ones."""
-        failed: list[Any] = []
+    def _append_markers(self, parts: list[Any], producer_id: int, producer_epoch: int, commit: bool,
+                        failed: dict[Any, ErrorCode]) -> list[tuple[Any, int]]:
+        """Append the markers on led partitions, with no await in between. Returns the
+        (partition, offset) pairs to wait durable for; failures go into ``failed``."""
         waits: list[tuple[Any, int]] = []
         for part in parts:
             try:
@@ -381,15 +384,19 @@ class TxnCoordinator:
             except KaasError as exc:
                 log.warning("txn_marker_append_failed", topic=part.topic, partition=part.index,
                             producer_id=producer_id, error=exc.code.name)
-                failed.append(part)
+                failed[part] = exc.code
+        return waits
 
+    async def _await_durable(self, waits: list[tuple[Any, int]], producer_id: int,
+                             failed: dict[Any, ErrorCode]) -> None:
+        """Wait until every (partition, offset) is durable; failures go into ``failed``."""
         async def wait(part: Any, offset: int) -> None:
             try:
                 await part.wait_durable(offset)
             except KaasError as exc:
                 log.warning("txn_marker_not_durable", topic=part.topic, partition=part.index,
                             producer_id=producer_id, error=exc.code.name)
-                failed.append(part)
+                failed[part] = exc.code
 
         if len(waits) == 1:
             await wait(*waits[0])
@@ -397,7 +404,103 @@ class TxnCoordinator:
             async with trio.open_nursery() as nursery:
                 for part, offset in waits:
                     nursery.start_soon(wait, part, offset)
-        return failed
+
+    async def _write_local_markers(self, parts: list[Any], producer_id: int, producer_epoch: int,
+                                   commit: bool) -> list[Any]:
+        """Write markers on led partitions and wait until durable. Returns the failed ones."""
+        failed: dict[Any, ErrorCode] = {}
+        waits = self._append_markers(parts, producer_id, producer_epoch, commit, failed)
+        await self._await_durable(waits, producer_id, failed)
+        return list(failed)
+
+    async def apply_marker_request(self, markers: Sequence[Any]) -> list[dict[tuple[str, int], ErrorCode]]:
+        """WriteTxnMarkers from a peer's coordinator: append every marker on the partitions
+        this broker leads before the first await (so a request is applied when it is read,
+        never later), then wait until they are durable. Per marker, the code of each
+        partition: NONE, NOT_LEADER_OR_FOLLOWER (not led here: the sender queues it),
+        UNKNOWN_TOPIC_OR_PARTITION (no such partition any more), or the append's error."""
+        failed: dict[Any, ErrorCode] = {}
+        codes: list[dict[tuple[str, int], ErrorCode]] = []
+        owed: list[list[Any]] = []
+        waits: list[tuple[Any, int]] = []
+        for m in markers:
+            mine: dict[tuple[str, int], ErrorCode] = {}
+            parts: list[Any] = []
+            for t in m.topics:
+                for index in t.partition_indexes:
+                    _leader, part = self._led(t.name, index)
+                    if part is not None:
+                        parts.append(part)
+                        mine[(t.name, index)] = ErrorCode.none
+                    elif self._partition_exists(t.name, index):
+                        mine[(t.name, index)] = ErrorCode.not_leader_or_follower
+                    else:
+                        mine[(t.name, index)] = ErrorCode.unknown_topic_or_partition
+            waits += self._append_markers(parts, m.producer_id, m.producer_epoch, m.transaction_result, failed)
+            codes.append(mine)
+            owed.append(parts)
+        # one durability wait per partition: the highest offset any marker needs
+        highest: dict[Any, int] = {}
+        for part, offset in waits:
+            highest[part] = max(offset, highest.get(part, 0))
+        await self._await_durable(list(highest.items()), -1, failed)
+        for mine, parts in zip(codes, owed, strict=True):
+            for part in parts:
+                if part in failed:
+                    mine[(part.topic, part.index)] = failed[part]
+        self.stats["marker_requests_applied"] += 1
+        return codes
+
+    async def _send_markers(self, wm: WriteMarkers, remote: dict[int, set[tuple[str, int]]]
+                            ) -> dict[int, set[tuple[str, int]]]:
+        """Hand peer-led markers to their leaders over the peer links. Returns what is still
+        owed, by broker (a failed link, a partition that moved): the caller queues it."""
+        links = getattr(self.broker, "peer_links", None)
+        if links is None or not self.broker.settings.marker_rpc:
+            return remote
+        owed: dict[int, set[tuple[str, int]]] = {}
+
+        async def send(broker_id: int, partitions: set[tuple[str, int]]) -> None:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for topic, index in sorted(partitions):
+                by_topic[topic].append(index)
+            marker = WritableTxnMarker(
+                producer_id=wm.producer_id, producer_epoch=wm.producer_epoch, transaction_result=wm.commit,
+                topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ix))
+                             for t, ix in by_topic.items()),
+                coordinator_epoch=self.coordinator_epoch)
+            try:
+                skip = failpoints.hit("marker.before_send", to_broker=broker_id)
+            except OSError:
+                skip = True
+            res = None if skip else await links.write_markers(broker_id, [marker])
+            if res is None:
+                owed[broker_id] = set(partitions)
+                return
+            left = set()
+            for tp in partitions:
+                code = res[0].get(tp, ErrorCode.unknown_server_error)
+                if code == ErrorCode.none:
+                    continue
+                if code == ErrorCode.unknown_topic_or_partition and not self._partition_exists(*tp):
+                    log.warning("txn_marker_partition_gone", transactional_id=wm.transactional_id,
+                                topic=tp[0], partition=tp[1])
+                    continue
+                left.add(tp)
+            if left:
+                log.info("txn_markers_not_taken", transactional_id=wm.transactional_id, to_broker=broker_id,
+                         partitions=len(left))
+                owed[broker_id] = left
+            self.stats["markers_sent"] += len(partitions) - len(left)
+
+        if len(remote) == 1:
+            [(broker_id, partitions)] = remote.items()
+            await send(broker_id, partitions)
+        else:
+            async with trio.open_nursery() as nursery:
+                for broker_id, partitions in sorted(remote.items()):
+                    nursery.start_soon(send, broker_id, partitions)
+        return owed
 
     async def _dispatch(self, wm: WriteMarkers) -> bool:
         """Place every marker of a prepared transaction: self-led first (durable), then the
@@ -425,7 +528,8 @@ class TxnCoordinator:
             await _hit("endtxn.after_local_markers")
         except KaasError:
             return False
-        for broker_id, partitions in sorted(remote.items()):
+        owed = await self._send_markers(wm, remote) if remote else {}
+        for broker_id, partitions in sorted(owed.items()):
             entry = MarkerEntry(wm.transactional_id, wm.producer_id, wm.producer_epoch, wm.commit,
                                 self.coordinator_epoch, frozenset(partitions), frozenset(), wm.txn_seq)
             try:

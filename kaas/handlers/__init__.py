@@ -22,7 +22,7 @@ _MODULES = (
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "describe_groups",
     "list_groups", "delete_groups", "offset_commit", "offset_fetch", "offset_delete",
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit",
-    "describe_transactions", "list_transactions", "describe_producers",
+    "describe_transactions", "list_transactions", "describe_producers", "write_txn_markers",
 )
 
 
@@ -51,6 +51,7 @@ class Context:
     correlation_id: int
     client_id: str | None
     peer: str
+    lapses: int = 0  # the broker's lease lapses when the connection was accepted
 
 
 def _load() -> dict[int, Handler]:

@@ -38,6 +38,7 @@ INLINE_APIS = frozenset({
     22,  # InitProducerId
     23,  # OffsetForLeaderEpoch
     24, 25, 26, 28,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+    27,  # WriteTxnMarkers: parks for the fsync, but a coordinator's link sends one at a time
     32,  # DescribeConfigs
     60, 61, 65, 66,  # DescribeCluster, DescribeProducers, DescribeTransactions, ListTransactions
 })
@@ -73,6 +74,7 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
         peer = f"{host}:{port}"
     except OSError:
         peer = "?"
+    lapses = broker.cluster.lapses
     decoder = FrameDecoder(broker.settings.max_request_size)
     slots: deque[_Slot] = deque()
     have_slot = trio.Event()
@@ -139,7 +141,7 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
                 try:
                     for frame in decoder.frames():
                         try:
-                            prepared = prepare(broker, frame, peer)
+                            prepared = prepare(broker, frame, peer, lapses)
                         except CloseConnection as exc:
                             # Nothing after a protocol error runs: the writer answers the
                             # earlier requests, then reaches this slot and closes.

@@ -88,3 +88,56 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
 
 def response_class(api_key: int, version: int) -> type:
     return response_io(api_key, version)[0]
+
+
+@cache
+def _request_writers(api_key: int, version: int):
+    cls = load_request_schema(api_key, version)
+    hdr = cls.__header_schema__
+    return cls, hdr, entity_writer(hdr), entity_writer(cls)
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
+    """Frame a request (the client side): size prefix, request header, body. ``body`` is a
+    kio request object of that key and version."""
+    _cls, hdr_cls, write_header, write_body = _request_writers(api_key, version)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    write_header(buf, hdr_cls(request_api_key=api_key, request_api_version=version,
+                              correlation_id=correlation_id, client_id=client_id))
+    write_body(buf, body)
+    out = buf.getbuffer()
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def request_class(api_key: int, version: int) -> type:
+    return _request_writers(api_key, version)[0]
+
+
+@cache
+def _response_readers(api_key: int, version: int):
+    cls = load_response_schema(api_key, version)
+    return cls, entity_reader(cls.__header_schema__), entity_reader(cls)
+
+
+def response_header(api_key: int, version: int, payload: bytes) -> tuple[int, int]:
+    """(correlation id, offset of the body) of a response frame's payload (no size prefix)."""
+    _cls, read_header, _read_body = _response_readers(api_key, version)
+    header, off = read_header(payload, 0)
+    return header.correlation_id, off
+
+
+def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, Any]:
+    """(correlation id, kio response object) of a response frame's payload.
+
+    Raises:
+        DecodeError: the header or body is malformed.
+    """
+    _cls, read_header, read_body = _response_readers(api_key, version)
+    try:
+        header, off = read_header(payload, 0)
+        body, _size = read_body(payload, off)
+    except Exception as exc:  # kio raises assorted errors on bad bytes
+        raise DecodeError(f"malformed response: {type(exc).__name__}: {exc}", api_key, version) from None
+    return header.correlation_id, body

@@ -204,11 +204,19 @@ def test_paused_broker_writes_nothing_after_its_partitions_moved(cluster):
     pid = cluster.signal(victim, signal.SIGSTOP)
     try:
         time.sleep(6)  # well past the 3 s session timeout: its partitions move
-        wait_acks(load, 300)
         tdir = cluster.data / "data" / topic
+
+        def segments(p: int) -> list:
+            return sorted((tdir / str(p)).glob("*.log"), key=lambda f: int(f.stem.split("-e")[1]))
+
+        # normally moved by now; on a loaded machine (or a paused controller) allow more time
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(len(segments(p)) < 2 for p in led):
+            time.sleep(0.2)
+        wait_acks(load, 300)
         before = {}
         for p in led:
-            segs = sorted((tdir / str(p)).glob("*.log"), key=lambda f: int(f.stem.split("-e")[1]))
+            segs = segments(p)
             assert len(segs) >= 2, f"partition {p} was not taken over while the leader was paused"
             for f in segs[:-1]:  # everything but the new leader's segment
                 before[f] = f.read_bytes()

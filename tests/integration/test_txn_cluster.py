@@ -642,7 +642,9 @@ def test_coordinator_crash_then_producer_replaced(cluster):
 
 def test_dead_brokers_marker_queue_is_claimed(cluster):
     """Broker O is stopped right before a commit whose markers (a partition O leads) and
-    offset hook (a group O coordinates) the coordinator T queues for O. O is declared
+    offset hook (a group O coordinates) the coordinator T queues for O (its WriteTxnMarkers
+    link is turned off by a failpoint: a stopped peer is otherwise waited for until it is
+    declared dead, and the markers go to the partition's next leader). O is declared
     dead; a survivor claims O's queue by rename and forwards each part to the partition's
     new leader and the group's new coordinator: the commit becomes visible, the offsets
     commit, and O rejoins with nothing owed."""
@@ -662,6 +664,9 @@ def test_dead_brokers_marker_queue_is_claimed(cluster):
         p.produce(topic, value=v, partition=p_t if i % 2 == 0 else p_o)
     p.send_offsets_to_transaction([TopicPartition(topic, p_o, 3)], group_metadata(bs, group), 20)
     assert p.flush(15) == 0
+    armed = _armed_count(cluster, T)
+    failpoints.arm(data / "run", T, {"marker.before_send": {"action": "drop"}})
+    wait_for(lambda: _armed_count(cluster, T) > armed, 10, "marker.before_send armed")
     pid = cluster.signal(O, signal.SIGSTOP)
     try:
         p.commit_transaction(30)  # well within the session timeout: O still counts as alive
@@ -674,6 +679,7 @@ def test_dead_brokers_marker_queue_is_claimed(cluster):
         assert committed(bs, group, topic, [p_o]) == {p_o: 3}
     finally:
         os.kill(pid, signal.SIGCONT)
+        failpoints.disarm(data / "run", T)
     logs = "".join(cluster.broker_log(b) for b in BROKERS if b != O)
     assert "txn_markers_claimed" in logs
     wait_healthy(cluster)
@@ -684,3 +690,86 @@ def test_dead_brokers_marker_queue_is_claimed(cluster):
     p.commit_transaction(30)
     got = by_partition(read(bs, topic, [p_t, p_o], "read_committed"))
     assert got.get(p_o) == vals[1::2] + [b"after"]
+
+
+# ----------------------------------------------------------------------------- 5. WriteTxnMarkers
+
+
+def _write_markers(wc, producer_id: int, producer_epoch: int, commit: bool,
+                   parts: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+    topics: dict[str, list[int]] = {}
+    for topic, index in parts:
+        topics.setdefault(topic, []).append(index)
+    r = wc.call(27, 1, {"markers": [{
+        "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": commit,
+        "coordinator_epoch": 0,
+        "topics": [{"name": t, "partition_indexes": ix} for t, ix in topics.items()]}]})
+    (m,) = r.markers
+    assert m.producer_id == producer_id
+    return {(t.name, p.partition_index): p.error_code for t in m.topics for p in t.partitions}
+
+
+def test_write_txn_markers_from_a_peer(cluster):
+    """WriteTxnMarkers, the request a coordinator sends a peer leader: the leader appends the
+    marker on the partitions it leads (a COMMIT makes an open transaction's records visible
+    to read_committed at once) and answers NOT_LEADER_OR_FOLLOWER for a partition it does
+    not lead, UNKNOWN_TOPIC_OR_PARTITION for one that does not exist. A commit through the
+    coordinator then finds the partitions' transactions already closed and completes."""
+    from kaas.client import WireClient
+
+    wait_healthy(cluster)
+    bs, data = cluster.bootstrap, cluster.data
+    T, O = 0, 1
+    topic = f"wtm-{uuid.uuid4().hex[:4]}"
+    led = create_topic(bs, topic)
+    txn_id = pick_txn_id(data, "wtm", T)
+    p = txn_producer(bs, txn_id)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"early", partition=led[O])
+    assert p.flush(15) == 0
+    entry = slot_entry(data, txn_id)
+    assert entry["state"] == "Ongoing"
+    assert read(bs, topic, [led[O]], "read_committed", timeout=2) == []
+    with WireClient("127.0.0.1", cluster.ports[O]) as wc:
+        codes = _write_markers(wc, entry["producer_id"], entry["producer_epoch"], True,
+                               [(topic, led[O]), (topic, led[T]), ("no-such-topic", 0)])
+    assert codes == {(topic, led[O]): ErrorCode.none, (topic, led[T]): ErrorCode.not_leader_or_follower,
+                     ("no-such-topic", 0): ErrorCode.unknown_topic_or_partition}
+    assert values(read(bs, topic, [led[O]], "read_committed")) == [b"early"]
+    p.commit_transaction(30)
+    wait_for(lambda: slot_entry(data, txn_id)["state"] == "CompleteCommit", 10, "CompleteCommit on file")
+    p.begin_transaction()
+    p.produce(topic, value=b"next", partition=led[O])
+    p.commit_transaction(30)
+    assert values(read(bs, topic, [led[O]], "read_committed")) == [b"early", b"next"]
+    assert not queued_for_pid(data, entry["producer_id"])  # the peer link carried the markers
+
+
+def test_write_txn_markers_refused_after_a_lease_lapse(cluster):
+    """A broker paused past its write lease closes a WriteTxnMarkers connection accepted
+    before the pause instead of serving it (its sender may have given up on it and queued
+    the same markers), and serves a connection opened afterwards."""
+    from kaas.client import WireClient
+
+    wait_healthy(cluster)
+    bs = cluster.bootstrap
+    O = 2
+    topic = f"lapse-{uuid.uuid4().hex[:4]}"
+    led = create_topic(bs, topic)
+    lapses = cluster.broker_log(O).count("lease_lapsed")
+    old = WireClient("127.0.0.1", cluster.ports[O])
+    try:
+        _write_markers(old, 4242, 0, False, [(topic, led[O])])  # served before the pause
+        pid = cluster.signal(O, signal.SIGSTOP)
+        time.sleep(2.5)  # past the lease (half the 3 s session timeout)
+        os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: cluster.broker_log(O).count("lease_lapsed") > lapses, 15, "the lease lapse")
+        with pytest.raises((OSError, ConnectionError)):
+            _write_markers(old, 4242, 0, False, [(topic, led[O])])
+    finally:
+        old.close()
+    with WireClient("127.0.0.1", cluster.ports[O]) as wc:
+        codes = _write_markers(wc, 4242, 0, False, [(topic, led[O])])
+    assert set(codes) == {(topic, led[O])}
+    wait_healthy(cluster)

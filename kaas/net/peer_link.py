@@ -1,0 +1,181 @@
+"""Connections from this broker to its peers, for WriteTxnMarkers (API 27).
+
+A transaction coordinator hands the COMMIT/ABORT markers of peer-led partitions straight
+to the partition's leader over one TCP connection per peer, as Apache's coordinator does.
+The marker queue on the volume (``storage.markers``) stays the path of last resort: what a
+link cannot deliver (the peer is down, declared dead, answered an error, or closed the
+connection) is queued there by the caller, exactly as before.
+
+Invariants:
+    - one request in flight per link; callers that arrive while it is out are sent
+      together in the next request (one round trip for every transaction that completed
+      meanwhile);
+    - a request is given up only when its connection fails or the cluster view declares
+      the peer dead. A live peer is waited for however slow it is: giving up on it and
+      queueing the same markers could let the late request close the producer's *next*
+      transaction. A peer declared dead has let its write lease lapse, and it refuses
+      requests from connections accepted before the lapse (``handlers.write_txn_markers``);
+    - results are matched to markers by position and producer id; a response that does not
+      match is treated as a failed link.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+import trio
+from kio.schema.errors import ErrorCode
+
+from kaas.wire import codec
+from kaas.wire.framing import FrameDecoder, FramingError
+
+__all__ = ["MARKERS_VERSION", "PeerLinks"]
+
+log = structlog.get_logger()
+
+WRITE_TXN_MARKERS = 27
+MARKERS_VERSION = 1
+CONNECT_TIMEOUT_S = 2.0
+LIVENESS_CHECK_S = 0.5  # how often a waiting request looks whether its peer was declared dead
+MAX_RESPONSE = 64 * 1024 * 1024
+
+MarkerResult = dict[tuple[str, int], ErrorCode]
+
+
+class LinkFailed(Exception):
+    """The request's outcome is unknown to the caller only in the sense that it must not
+    count on it: the peer closed, died, or answered something that does not match."""
+
+
+class _Ask:
+    __slots__ = ("markers", "results", "done")
+
+    def __init__(self, markers: Sequence[Any]) -> None:
+        self.markers = markers
+        self.results: list[MarkerResult] | None = None
+        self.done = False
+
+
+class _Link:
+    """One peer's connection and its queue of callers."""
+
+    def __init__(self, links: PeerLinks, broker_id: int) -> None:
+        self.links = links
+        self.broker_id = broker_id
+        self.stream: trio.SocketStream | None = None
+        self.decoder: FrameDecoder | None = None
+        self.lock = trio.Lock()
+        self.pending: list[_Ask] = []
+        self.corr = 0
+
+    async def ask(self, markers: Sequence[Any]) -> list[MarkerResult] | None:
+        ask = _Ask(markers)
+        self.pending.append(ask)
+        async with self.lock:
+            if ask.done:  # sent with an earlier caller's request
+                return ask.results
+            batch, self.pending = self.pending, []
+            results: list[MarkerResult] | None = None
+            try:
+                results = await self._exchange([m for a in batch for m in a.markers])
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                    FramingError, codec.DecodeError, LinkFailed) as exc:
+                log.warning("peer_link_failed", to_broker=self.broker_id, error=f"{type(exc).__name__}: {exc}")
+                await self.close()
+            except BaseException:  # cancelled mid-exchange: nobody can use this connection now
+                await self.close()
+                for a in batch:
+                    a.done = True
+                raise
+            i = 0
+            for a in batch:
+                n = len(a.markers)
+                a.results = None if results is None else results[i:i + n]
+                a.done = True
+                i += n
+            return ask.results
+
+    async def _connect(self) -> None:
+        peer = self.links.broker.cluster.peers.get(self.broker_id)
+        if peer is None or peer.port <= 0:
+            raise LinkFailed("peer address unknown")
+        with trio.fail_after(CONNECT_TIMEOUT_S):
+            self.stream = await trio.open_tcp_stream(peer.host, peer.port)
+        self.decoder = FrameDecoder(MAX_RESPONSE)
+
+    async def _exchange(self, markers: list[Any]) -> list[MarkerResult]:
+        if self.stream is None:
+            await self._connect()
+        assert self.stream is not None and self.decoder is not None
+        self.corr += 1
+        req = codec.request_class(WRITE_TXN_MARKERS, MARKERS_VERSION)(markers=tuple(markers))
+        await self.stream.send_all(codec.encode_request(WRITE_TXN_MARKERS, MARKERS_VERSION, self.corr,
+                                                        self.links.client_id, req))
+        payload = await self._receive()
+        corr, body = codec.decode_response(WRITE_TXN_MARKERS, MARKERS_VERSION, payload)
+        if corr != self.corr or len(body.markers) != len(markers):
+            raise LinkFailed(f"response does not match the request (correlation {corr}, expected {self.corr})")
+        out: list[MarkerResult] = []
+        for sent, got in zip(markers, body.markers, strict=True):
+            if got.producer_id != sent.producer_id:
+                raise LinkFailed(f"result for producer {got.producer_id}, expected {sent.producer_id}")
+            out.append({(t.name, p.partition_index): p.error_code for t in got.topics for p in t.partitions})
+        return out
+
+    async def _receive(self) -> bytes:
+        """The next response frame; waits as long as the peer is alive."""
+        assert self.stream is not None and self.decoder is not None
+        while True:
+            frames = list(self.decoder.frames())  # drains the decoder (a generator left open would not)
+            if len(frames) > 1:
+                raise LinkFailed("more responses than requests")
+            if frames:
+                return frames[0]
+            with trio.move_on_after(LIVENESS_CHECK_S) as scope:
+                data = await self.stream.receive_some(65536)
+            if scope.cancelled_caught:
+                if self.broker_id not in self.links.broker.cluster.alive():
+                    raise LinkFailed("peer declared dead while the request was out")
+                continue
+            if not data:
+                raise LinkFailed("peer closed the connection")
+            self.decoder.feed(data)
+
+    async def close(self) -> None:
+        stream, self.stream, self.decoder = self.stream, None, None
+        if stream is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+
+
+class PeerLinks:
+    """This broker's links to its peers (``broker.peer_links``), opened on first use."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.client_id = f"kaas-broker-{broker.id}"
+        self._links: dict[int, _Link] = {}
+        self.stats = {"calls": 0, "markers": 0, "failed": 0}
+
+    async def write_markers(self, broker_id: int, markers: Sequence[Any]) -> list[MarkerResult] | None:
+        """Send kio ``WritableTxnMarker`` objects to ``broker_id``.
+
+        Returns:
+            per marker, the error code of each of its partitions; None when the link failed
+            (the caller queues the markers on the volume instead).
+        """
+        link = self._links.get(broker_id)
+        if link is None:
+            link = self._links[broker_id] = _Link(self, broker_id)
+        self.stats["calls"] += 1
+        self.stats["markers"] += len(markers)
+        res = await link.ask(markers)
+        if res is None:
+            self.stats["failed"] += 1
+        return res
+
+    async def aclose(self) -> None:
+        for link in list(self._links.values()):
+            await link.close()
