@@ -310,9 +310,13 @@ class Broker:
 
     async def run_io(self, fn, *args):
         """Run blocking file work: in a worker thread on a real disk, inline on tmpfs where
-        the thread round trip costs more than the (memory-speed) file operation."""
+        the thread round trip costs more than the (memory-speed) file operation.
+
+        Inline means no checkpoint either: a trio checkpoint is a trip through the
+        scheduler (an epoll poll and a task switch, ~20 us here), more than the file
+        operation itself, and a transactional request makes several. Background loops
+        that call this many times in a row yield on their own (``apply_queue``, ``sweep``)."""
         if self.memory_backed:
-            await trio.lowlevel.checkpoint()
             return fn(*args)
         return await trio.to_thread.run_sync(fn, *args)
 

@@ -75,6 +75,8 @@ MARKER_POLL_S = 2.0
 MARKER_STAT_S = 0.05
 BEGIN_WAIT_S = 0.25  # how long a new transaction waits for the last one's queued markers
 BEGIN_POLL_S = 0.002  # the longest pause between two looks at the queue (first: 0.2 ms)
+FINISH_RETRY_S = 0.05  # an early-answered EndTxn's background half retries after this, doubling
+FINISH_RETRY_MAX_S = 1.6  # ... up to this pause; then the sweep takes over
 FENCE_POLL_S = 0.5
 
 
@@ -103,6 +105,20 @@ async def _hit(name: str) -> None:
         await failpoints.hit_async(name)
     except OSError as exc:
         raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+
+
+@asynccontextmanager
+async def _held(lock: trio.Lock) -> AsyncIterator[None]:
+    """Hold ``lock``; when it is free, take it without a checkpoint (a trip through the
+    scheduler costs more than most of what the lock protects on tmpfs)."""
+    try:
+        lock.acquire_nowait()
+    except trio.WouldBlock:
+        await lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def install(broker: Any, nursery: trio.Nursery) -> TxnCoordinator:
@@ -148,14 +164,18 @@ class TxnCoordinator:
         self._slot_cache: dict[int, dtxn.SlotState] = {}
         self._unwritten: set[int] = set()  # slots whose cached state is newer than the file
         self._marker_wake = trio.Event()
+        self._nursery: trio.Nursery | None = None  # for the background half of EndTxn
+        self._inflight: dict[str, trio.Event] = {}  # txn id -> its EndTxn's background half is done
         self.stats = {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
-                      "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0}
+                      "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0,
+                      "answered_before_peer_markers": 0}
 
     # ------------------------------------------------------------------ lifecycle
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the marker watcher, the fence watcher and the reaper/reconcile forever."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             await nursery.start(self.serve_fences)
             nursery.start_soon(self.serve_markers)
             nursery.start_soon(self.serve_sweeps)
@@ -209,7 +229,7 @@ class TxnCoordinator:
             holder = self._id_locks[transactional_id] = [trio.Lock(), 0]
         holder[1] += 1
         try:
-            async with holder[0]:
+            async with _held(holder[0]):
                 yield
         finally:
             holder[1] -= 1
@@ -266,7 +286,7 @@ class TxnCoordinator:
         finishes again in the same direction (markers and the offset hook are idempotent),
         so the outcome the client was told cannot change. One file write per transaction
         saved."""
-        async with self._slot_locks[slot]:
+        async with _held(self._slot_locks[slot]):
             state = await self._load(slot, fill_cache=True)
             new_state = state.with_entry(meta)
             if deferred and slot in self._slot_cache:
@@ -305,8 +325,9 @@ class TxnCoordinator:
                     continue
                 self._unwritten.discard(slot)
 
-    async def _carry_out(self, slot: int, res: TxnResult) -> ErrorCode:
-        """Carry out a result's effects in order; returns the code to answer with."""
+    async def _carry_out(self, slot: int, res: TxnResult, *, answer_early: bool = False) -> ErrorCode:
+        """Carry out a result's effects in order; returns the code to answer with
+        (``answer_early``: see ``_finish``)."""
         for effect in res.effects:
             if isinstance(effect, Persist):
                 await self._persist(slot, effect.meta)
@@ -315,7 +336,7 @@ class TxnCoordinator:
             elif isinstance(effect, Fence):
                 await self._fence(effect.producer_id, effect.producer_epoch)
             elif isinstance(effect, WriteMarkers):
-                code = await self._finish(slot, effect)
+                code = await self._finish(slot, effect, answer_early=answer_early)
                 if res.reply is None:
                     return code
             elif isinstance(effect, Reply):
@@ -502,9 +523,13 @@ class TxnCoordinator:
                     nursery.start_soon(send, broker_id, partitions)
         return owed
 
-    async def _dispatch(self, wm: WriteMarkers) -> bool:
-        """Place every marker of a prepared transaction: self-led first (durable), then the
-        queue entries for peer-led partitions. True when all are dispatched."""
+    async def _dispatch_local(self, wm: WriteMarkers) -> tuple[dict[int, set[tuple[str, int]]], bool] | None:
+        """Write the markers of the self-led partitions of a prepared transaction (durable).
+
+        Returns:
+            (the peer-led partitions by leader, False when a partition has no leader right
+            now), or None when a local marker failed.
+        """
         local: list[Any] = []
         remote: dict[int, set[tuple[str, int]]] = defaultdict(set)
         complete = True  # False: a partition has no leader right now; place the rest anyway
@@ -523,12 +548,19 @@ class TxnCoordinator:
                 complete = False
         failed = await self._write_local_markers(local, wm.producer_id, wm.producer_epoch, wm.commit)
         if failed:
-            return False
+            return None
         try:
             await _hit("endtxn.after_local_markers")
         except KaasError:
-            return False
-        owed = await self._send_markers(wm, remote) if remote else {}
+            return None
+        return remote, complete
+
+    async def _dispatch_remote(self, wm: WriteMarkers, remote: dict[int, set[tuple[str, int]]]) -> bool:
+        """Hand the peer-led markers to their leaders, queueing what a link did not deliver.
+        True when every one was delivered or queued."""
+        if not remote:
+            return True
+        owed = await self._send_markers(wm, remote)
         for broker_id, partitions in sorted(owed.items()):
             entry = MarkerEntry(wm.transactional_id, wm.producer_id, wm.producer_epoch, wm.commit,
                                 self.coordinator_epoch, frozenset(partitions), frozenset(), wm.txn_seq)
@@ -541,12 +573,11 @@ class TxnCoordinator:
                       partitions=len(partitions))
             if broker_id == self.broker.id:
                 self.wake_markers()
-        if remote:
-            try:
-                await _hit("endtxn.after_enqueue")
-            except KaasError:
-                return False
-        return complete
+        try:
+            await _hit("endtxn.after_enqueue")
+        except KaasError:
+            return False
+        return True
 
     async def _offset_hook(self, hook: OffsetHook, wm: WriteMarkers) -> bool:
         """Commit/discard staged offsets: directly for local groups, queued otherwise."""
@@ -576,10 +607,72 @@ class TxnCoordinator:
                 self.wake_markers()
         return True
 
-    async def _finish(self, slot: int, wm: WriteMarkers) -> ErrorCode:
-        """Dispatch a prepared transaction's markers, then complete it (hook + Persist)."""
-        if not await self._dispatch(wm):
+    async def _finish(self, slot: int, wm: WriteMarkers, *, answer_early: bool = False) -> ErrorCode:
+        """Dispatch a prepared transaction's markers, then complete it (hook + Persist).
+
+        ``answer_early`` (EndTxn from a client): once the self-led markers are durable,
+        hand the peer-led ones over and complete in a background task, and answer NONE at
+        once, as Apache answers EndTxn once PrepareCommit/PrepareAbort is written. The
+        Prepare* on file is the decision; every other operation on the id waits for the
+        background task (``_settled``), and it retries, then leaves the rest to the sweep."""
+        placed = await self._dispatch_local(wm)
+        if placed is None:
             return ErrorCode.coordinator_not_available
+        remote, complete = placed
+        if answer_early and complete and remote and self._nursery is not None:
+            done = trio.Event()
+            self._inflight[wm.transactional_id] = done
+            self._nursery.start_soon(self._finish_later, slot, wm, remote, done)
+            self.stats["answered_before_peer_markers"] += 1
+            return ErrorCode.none
+        if not await self._dispatch_remote(wm, remote) or not complete:
+            return ErrorCode.coordinator_not_available
+        return await self._complete(slot, wm)
+
+    async def _finish_later(self, slot: int, wm: WriteMarkers, remote: dict[int, set[tuple[str, int]]],
+                            done: trio.Event) -> None:
+        """The background half of an early-answered EndTxn (see ``_finish``)."""
+        txn_id = wm.transactional_id
+        try:
+            try:
+                ok = await self._dispatch_remote(wm, remote)
+                code = await self._complete(slot, wm) if ok else ErrorCode.coordinator_not_available
+            except KaasError as exc:
+                code = exc.code
+            delay = FINISH_RETRY_S
+            while code != ErrorCode.none and delay <= FINISH_RETRY_MAX_S and self.broker.owns_slot(slot):
+                await trio.sleep(delay)
+                delay *= 2
+                try:
+                    meta = await self._get(slot, txn_id)
+                    if meta is None or not meta.state.is_prepared:
+                        return  # finished by somebody else (a takeover's reconcile)
+                    code = await self._finish(slot, wm)
+                except KaasError as exc:
+                    code = exc.code
+            if code != ErrorCode.none:
+                log.warning("txn_markers_incomplete", transactional_id=txn_id, error=code.name,
+                            note="left prepared for the sweep")
+        finally:
+            if self._inflight.get(txn_id) is done:
+                del self._inflight[txn_id]
+            done.set()
+
+    async def _settled(self, transactional_id: str, timeout: float | None = None) -> bool:
+        """Wait (under the id's lock) until no early-answered EndTxn of this id is still
+        being finished in the background; False when ``timeout`` ran out first."""
+        done = self._inflight.get(transactional_id)
+        if done is None:
+            return True
+        if timeout is None:
+            await done.wait()
+        else:
+            with trio.move_on_after(timeout):
+                await done.wait()
+        return done.is_set()
+
+    async def _complete(self, slot: int, wm: WriteMarkers) -> ErrorCode:
+        """The Complete* transition of a dispatched transaction: offset hook, then Persist."""
         meta = await self._get(slot, wm.transactional_id)
         res = dtxn.complete_end_txn(meta, now_ms(), dispatched=wm)
         for effect in res.effects:
@@ -767,6 +860,8 @@ class TxnCoordinator:
             raise KaasError(ErrorCode.invalid_request, "empty transactional id")
         slot = self.owned_slot(transactional_id)
         async with self._locked(transactional_id):
+            if not await self._settled(transactional_id, BEGIN_WAIT_S):
+                raise KaasError(ErrorCode.concurrent_transactions, "the last EndTxn is still being completed")
             meta = await self._get(slot, transactional_id)
             if (meta is not None and meta.state.can_begin
                     and await self._markers_pending(meta.producer_id)):
@@ -838,6 +933,8 @@ class TxnCoordinator:
         transaction's markers (the begin guard), then run the domain ``step`` and carry it out."""
         slot = self.owned_slot(transactional_id)
         async with self._locked(transactional_id):
+            if not await self._settled(transactional_id, BEGIN_WAIT_S):
+                return ErrorCode.concurrent_transactions
             meta = await self._get(slot, transactional_id)
             if await self._begin_guard(meta, producer_id, producer_epoch):
                 return ErrorCode.concurrent_transactions
@@ -857,12 +954,14 @@ class TxnCoordinator:
         """
         slot = self.owned_slot(transactional_id)
         async with self._locked(transactional_id):
+            if not await self._settled(transactional_id, BEGIN_WAIT_S):
+                return ErrorCode.concurrent_transactions
             meta = await self._get(slot, transactional_id)
             res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, now_ms(), version)
             if res.meta is not None:
                 log.debug("txn_prepared", transactional_id=transactional_id, state=res.meta.state.value,
                           partitions=len(res.meta.partitions), groups=len(res.meta.groups))
-            return await self._carry_out(slot, res)
+            return await self._carry_out(slot, res, answer_early=True)
 
     async def check_txn_offset_commit(self, transactional_id: str, producer_id: int,
                                       producer_epoch: int) -> ErrorCode:
@@ -974,6 +1073,7 @@ class TxnCoordinator:
                     if won:
                         log.info("txn_markers_claimed", from_broker=broker_id, entries=len(won))
         for path in await self.broker.run_io(self.queue.list, me):
+            await trio.lowlevel.checkpoint()  # run_io does not yield on tmpfs; a long queue must
             await self._apply_entry(path)
 
     async def _apply_entry(self, path: Any) -> None:
@@ -1055,6 +1155,7 @@ class TxnCoordinator:
         for slot in range(TXN_SLOTS):
             if not self.broker.owns_slot(slot):
                 continue
+            await trio.lowlevel.checkpoint()  # run_io does not yield on tmpfs
             try:
                 if not self.store.path(slot).exists():
                     continue
@@ -1071,8 +1172,8 @@ class TxnCoordinator:
     async def _sweep_one(self, slot: int, transactional_id: str) -> None:
         try:
             async with self._locked(transactional_id):
-                if not self.broker.owns_slot(slot):
-                    return
+                if not self.broker.owns_slot(slot) or not await self._settled(transactional_id, 0):
+                    return  # an early-answered EndTxn is still being finished: its task retries
                 meta = await self._get(slot, transactional_id)
                 if meta is None:
                     return

@@ -268,15 +268,15 @@ def find_coordinator(bootstrap: str, key: str, key_type: int = 1, timeout: float
 # ---------------------------------------------------------------------------- broker CPU and RSS
 
 
-def _proc_cpu(pid: int) -> float | None:
-    """utime+stime of every thread of pid, in seconds; None when it is gone."""
+def _proc_cpu(pid: int) -> tuple[float, float] | None:
+    """(utime, stime) of every thread of pid, in seconds; None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             s = f.read()
     except OSError:
         return None
     rest = s[s.rindex(")") + 2:].split()  # rest[0] is field 3 (state)
-    return (int(rest[11]) + int(rest[12])) / CLK_TCK
+    return int(rest[11]) / CLK_TCK, int(rest[12]) / CLK_TCK
 
 
 _MEM_FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
@@ -334,7 +334,7 @@ class BrokerPids:
                 total[k] += m[k]
         return {**total, "per_process": per}
 
-    def cpu(self) -> dict[int, float]:
+    def cpu(self) -> dict[int, tuple[float, float]]:
         out = {}
         for p in self.current():
             c = _proc_cpu(p)
@@ -345,12 +345,14 @@ class BrokerPids:
 
 class CpuMeter:
     """Broker CPU seconds between start() and stop(); a pid that appears in between (a
-    restarted broker) counts from zero, a pid that disappears loses its last interval."""
+    restarted broker) counts from zero, a pid that disappears loses its last interval.
+    ``system`` is the kernel's part (stime), e.g. allocating tmpfs pages for appends."""
 
     def __init__(self, pids: BrokerPids):
         self.pids = pids
-        self.t0: dict[int, float] = {}
+        self.t0: dict[int, tuple[float, float]] = {}
         self.seconds: float | None = None
+        self.system: float | None = None
 
     def start(self) -> CpuMeter:
         self.t0 = self.pids.cpu() if self.pids else {}
@@ -360,15 +362,43 @@ class CpuMeter:
         if not self.pids:
             return None
         now = self.pids.cpu()
-        self.seconds = sum(c - self.t0.get(p, 0.0) for p, c in now.items())
+        user = sum(u - self.t0.get(p, (0.0, 0.0))[0] for p, (u, _s) in now.items())
+        self.system = sum(s - self.t0.get(p, (0.0, 0.0))[1] for p, (_u, s) in now.items())
+        self.seconds = user + self.system
         return self.seconds
 
 
-def cpu_fields(cpu_s: float | None, bytes_moved: int = 0, txns: int = 0, basis: str = "produced") -> dict:
+def cpu_fields(cpu_s: float | None, bytes_moved: int = 0, txns: int = 0, basis: str = "produced",
+               sys_s: float | None = None) -> dict:
+    """CPU per GiB and per 1,000 transactions; with ``sys_s`` (the kernel's part of
+    ``cpu_s``) also the user-space and kernel parts per GiB."""
     out: dict[str, object] = {"cpu_s": _r(cpu_s), "gib_basis": basis, "bytes": bytes_moved, "txns": txns}
     out["cpu_s_per_gib"] = _r(cpu_s / (bytes_moved / GIB)) if cpu_s is not None and bytes_moved else None
     out["cpu_s_per_1k_txn"] = _r(cpu_s / (txns / 1000)) if cpu_s is not None and txns else None
+    if cpu_s is not None and sys_s is not None and bytes_moved:
+        out["cpu_user_s_per_gib"] = _r((cpu_s - sys_s) / (bytes_moved / GIB))
+        out["cpu_sys_s_per_gib"] = _r(sys_s / (bytes_moved / GIB))
     return out
+
+
+def tmpfs_write_floor(directory: Path, nbytes: int, chunk: int = 512 * 1024) -> float:
+    """Kernel CPU seconds per GiB of appending ``nbytes`` to a new file in ``directory``
+    with writev (the broker's append syscall), measured on this thread, then deleted. On
+    tmpfs this is the cost of the pages alone; on a VM, pages the guest never touched (or
+    gave back to the host) cost several times more than recycled ones."""
+    buf = os.urandom(chunk)
+    path = directory / f"tmpfs-floor-{os.getpid()}.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        t0 = time.thread_time()
+        for _ in range(max(1, nbytes // chunk)):
+            os.writev(fd, [buf])
+        os.fsync(fd)
+        spent = time.thread_time() - t0
+    finally:
+        os.close(fd)
+        path.unlink()
+    return spent / (max(1, nbytes // chunk) * chunk / GIB)
 
 
 class RssSampler:
@@ -465,6 +495,10 @@ def run_produce(bootstrap: str, topic: str, messages: int, size: int, partitions
         raise click.ClickException(f"produce failed: {remaining} undelivered, errors: {errors[:3]}")
     latencies.sort()
     nbytes = sent * size
+    floor = {}
+    if pids is not None and pids.kaas_data is not None:
+        # the same bytes appended to a fresh file beside the brokers' data, right after them
+        floor["tmpfs_write_cpu_s_per_gib"] = _r(tmpfs_write_floor(pids.kaas_data, nbytes))
     return {
         "bench": "produce", "msgs_per_s": round(sent / elapsed, 1), "mb_per_s": round(nbytes / 1e6 / elapsed, 3),
         "mib_per_s": round(nbytes / MIB / elapsed, 3),
@@ -472,7 +506,7 @@ def run_produce(bootstrap: str, topic: str, messages: int, size: int, partitions
         "messages": sent, "size": size, "partitions": partitions, "acks": acks,
         "idempotence": idempotence, "linger_ms": linger_ms, "compression": compression,
         "seconds": round(elapsed, 3), "topic": topic, "bootstrap": bootstrap,
-        **cpu_fields(cpu_s, nbytes),
+        **cpu_fields(cpu_s, nbytes, sys_s=meter.system), **floor,
     }
 
 
@@ -689,7 +723,7 @@ def run_txn(bootstrap: str, txn_messages: int, count: int, seconds: float, size:
         "msgs_per_s": round(k / elapsed, 1), **_ms_pcts(commits, "commit"),
         "init_ms": _r(init_s * 1000), "txns_done": n, "messages": k, "size": size, "partitions": partitions,
         "seconds": round(elapsed, 3), "topic": topic, "bootstrap": bootstrap,
-        **cpu_fields(cpu_s, k * size, n),
+        **cpu_fields(cpu_s, k * size, n, sys_s=meter.system),
     }
 
 
@@ -1597,7 +1631,10 @@ def suite_benches(factor: float, scale_phase_seconds: float) -> list[dict]:
 SUITE_METRICS: dict[str, list[tuple[str, str, str]]] = {
     "produce": [("msgs_per_s", "msgs/s", "median"), ("mib_per_s", "MiB/s", "median"),
                 ("p50_ms", "delivery p50 ms", "median"), ("p99_ms", "delivery p99 ms", "median"),
-                ("cpu_s_per_gib", "broker CPU s/GiB", "median")],
+                ("cpu_s_per_gib", "broker CPU s/GiB", "median"),
+                ("cpu_user_s_per_gib", "  of which user s/GiB", "median"),
+                ("cpu_sys_s_per_gib", "  of which kernel s/GiB", "median"),
+                ("tmpfs_write_cpu_s_per_gib", "kernel, writev to new tmpfs s/GiB", "median")],
     "consume-plain": [("msgs_per_s", "msgs/s", "median"), ("mib_per_s", "MiB/s", "median"),
                       ("join_s", "join s", "median"), ("cpu_s_per_gib", "CPU s/GiB read", "median")],
     "consume-txn100": [("msgs_per_s", "msgs/s", "median"), ("mib_per_s", "MiB/s", "median"),

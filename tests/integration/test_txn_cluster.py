@@ -671,8 +671,9 @@ def test_dead_brokers_marker_queue_is_claimed(cluster):
     try:
         p.commit_transaction(30)  # well within the session timeout: O still counts as alive
         producer_id = slot_entry(data, txn_id)["producer_id"]
-        queued = {f.parent.name for f in queued_for_pid(data, producer_id)}
-        assert queued == {f"to-{O}"}, queued  # markers and hook wait in the stopped broker's queue
+        # markers and hook wait in the stopped broker's queue (queued by EndTxn's background half)
+        wait_for(lambda: {f.parent.name for f in queued_for_pid(data, producer_id)} == {f"to-{O}"}, 5,
+                 "the entries in the stopped broker's queue")
         wait_for(lambda: not queued_for_pid(data, producer_id), 30, "the claim and the forwarded markers")
         got = by_partition(read(bs, topic, [p_t, p_o], "read_committed"))
         assert got.get(p_t) == vals[0::2] and got.get(p_o) == vals[1::2], got
