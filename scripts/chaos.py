@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import sys
@@ -186,7 +187,9 @@ def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout:
     this long (the faults must land while transactions run), 0 for full speed."""
     rnd = random.Random(seed)
     tmp = Path(tempfile.mkdtemp(prefix="kaas-chaos-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"}).start()
+    # KAAS_CHAOS_BROKER_ARGS: extra `kaas broker` options, e.g. "--no-marker-rpc" for an A/B run
+    cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"},
+                             extra=shlex.split(os.environ.get("KAAS_CHAOS_BROKER_ARGS", ""))).start()
     run_id = uuid.uuid4().hex[:8]
     cfg = {"bootstrap": cluster.bootstrap, "messages": messages, "copiers": copiers, "commit_every": 25,
            "abort_every": 10, "rate": messages / (copiers * duration) if duration else 0, "input_partitions": 6, "output_partitions": 6, "timeout": timeout, "seed": seed,
