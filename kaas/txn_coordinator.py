@@ -46,6 +46,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic
 
 from kaas import dirwatch, failpoints
+from kaas.aio import held
 from kaas.domain import txn as dtxn
 from kaas.domain.routing import TXN_SLOTS, txn_slot
 from kaas.domain.txn import Fence, OffsetHook, Persist, Reply, TxnMetadata, TxnResult, TxnState, WriteMarkers
@@ -105,20 +106,6 @@ async def _hit(name: str) -> None:
         await failpoints.hit_async(name)
     except OSError as exc:
         raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
-
-
-@asynccontextmanager
-async def _held(lock: trio.Lock) -> AsyncIterator[None]:
-    """Hold ``lock``; when it is free, take it without a checkpoint (a trip through the
-    scheduler costs more than most of what the lock protects on tmpfs)."""
-    try:
-        lock.acquire_nowait()
-    except trio.WouldBlock:
-        await lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def install(broker: Any, nursery: trio.Nursery) -> TxnCoordinator:
@@ -229,7 +216,7 @@ class TxnCoordinator:
             holder = self._id_locks[transactional_id] = [trio.Lock(), 0]
         holder[1] += 1
         try:
-            async with _held(holder[0]):
+            async with held(holder[0]):
                 yield
         finally:
             holder[1] -= 1
@@ -286,7 +273,7 @@ class TxnCoordinator:
         finishes again in the same direction (markers and the offset hook are idempotent),
         so the outcome the client was told cannot change. One file write per transaction
         saved."""
-        async with _held(self._slot_locks[slot]):
+        async with held(self._slot_locks[slot]):
             state = await self._load(slot, fill_cache=True)
             new_state = state.with_entry(meta)
             if deferred and slot in self._slot_cache:

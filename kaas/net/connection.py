@@ -13,6 +13,7 @@ from collections import deque
 import structlog
 import trio
 
+from kaas.aio import held
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.wire.framing import FrameDecoder, FramingError
 
@@ -115,7 +116,7 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
             await slots[0].done.wait()
             # Send every response that is ready, in order, with one syscall: a pipelining
             # client (librdkafka keeps up to 5 produce requests in flight) gets them together.
-            async with send_lock:
+            async with held(send_lock):
                 out = []
                 while slots and slots[0].done.is_set():
                     slot = slots.popleft()
@@ -156,7 +157,7 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
                             # lock), so answering here keeps the order.
                             slot = _Slot()
                             await answer(prepared, slot)
-                            async with send_lock:
+                            async with held(send_lock):
                                 if slot.close is not None:
                                     close_once("connection_closed_protocol_error", reason=slot.close)
                                     nursery.cancel_scope.cancel()
