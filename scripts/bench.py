@@ -510,6 +510,29 @@ def run_produce(bootstrap: str, topic: str, messages: int, size: int, partitions
     }
 
 
+def run_idempotence(bootstrap: str, messages: int, size: int, partitions: int, pairs: int,
+                    pids: BrokerPids | None = None) -> dict:
+    """Produce runs with and without idempotence, alternating (on, off, off, on, on, off, ...)
+    on one topic so each pair sees the same machine: the medians, and the median over pairs of
+    on / off (the issue's target: under 5% apart; a ratio above 1 is noise, idempotence
+    cannot make a broker faster). ``pids`` is accepted like the other benchmarks' and not
+    used: this one compares throughput only."""
+    topic = f"bench-idem-{uuid.uuid4().hex[:8]}"
+    ensure_topic(bootstrap, topic, partitions)
+    on: list[float] = []
+    off: list[float] = []
+    for i in range(pairs):
+        order = ((True, on), (False, off)) if i % 2 == 0 else ((False, off), (True, on))  # no order bias
+        for idem, into in order:
+            res = run_produce(bootstrap, topic, messages, size, partitions, "all", idem, create=False)
+            into.append(res["msgs_per_s"])
+    ratios = sorted(a / b for a, b in zip(on, off, strict=True) if b)
+    return {"bench": "idempotence", "pairs": pairs, "messages": messages, "size": size, "partitions": partitions,
+            "idem_msgs_per_s": _percentile(sorted(on), 0.5), "plain_msgs_per_s": _percentile(sorted(off), 0.5),
+            "idem_runs": on, "plain_runs": off, "on_off_ratio": _r(_percentile(ratios, 0.5)),
+            "topic": topic, "bootstrap": bootstrap}
+
+
 def _end_offsets(consumer, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
     from confluent_kafka import TopicPartition
 
@@ -1202,6 +1225,18 @@ def produce(bootstrap, messages, size, partitions, topic, acks, idempotence, lin
 
 
 @cli.command()
+@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True)
+@click.option("--messages", type=int, default=200_000, show_default=True, help="Per run.")
+@click.option("--size", type=int, default=1024, show_default=True)
+@click.option("--partitions", type=int, default=4, show_default=True)
+@click.option("--pairs", type=int, default=3, show_default=True, help="(on, off) pairs of runs.")
+@cpu_options
+def idempotence(bootstrap, messages, size, partitions, pairs, cpu_pids, kaas_data) -> None:
+    """Produce (acks=all) with and without idempotence, alternating; how far apart they are."""
+    _emit(run_idempotence(bootstrap, messages, size, partitions, pairs, pids=BrokerPids(cpu_pids, kaas_data)))
+
+
+@cli.command()
 @common_options
 def fetch(bootstrap, messages, size, partitions, topic, acks, idempotence, linger_ms, compression, cpu_pids,
           kaas_data) -> None:
@@ -1603,6 +1638,8 @@ def suite_benches(factor: float, scale_phase_seconds: float) -> list[dict]:
     return [
         {"name": "produce", "argv": ["produce", "--messages", _n(500_000, factor), "--size", "1024",
                                      "--partitions", "4", "--idempotence", "--acks", "all", "--linger-ms", "5"]},
+        {"name": "idempotence", "argv": ["idempotence", "--messages", _n(200_000, factor), "--size", "1024",
+                                         "--partitions", "4", "--pairs", "4"]},
         # The mock keeps ~5 MB per partition: the volume grows with --passes, not --messages.
         {"name": "consume-plain", "argv": ["consume", "--messages", "16000", "--size", "1024", "--partitions", "4",
                                            "--txn-size", "0", "--passes", _n(20, factor)]},
@@ -1635,6 +1672,9 @@ SUITE_METRICS: dict[str, list[tuple[str, str, str]]] = {
                 ("cpu_user_s_per_gib", "  of which user s/GiB", "median"),
                 ("cpu_sys_s_per_gib", "  of which kernel s/GiB", "median"),
                 ("tmpfs_write_cpu_s_per_gib", "kernel, writev to new tmpfs s/GiB", "median")],
+    "idempotence": [("idem_msgs_per_s", "msgs/s, idempotent", "median"),
+                    ("plain_msgs_per_s", "msgs/s, not idempotent", "median"),
+                    ("on_off_ratio", "on / off (median of pairs)", "median")],
     "consume-plain": [("msgs_per_s", "msgs/s", "median"), ("mib_per_s", "MiB/s", "median"),
                       ("join_s", "join s", "median"), ("cpu_s_per_gib", "CPU s/GiB read", "median")],
     "consume-txn100": [("msgs_per_s", "msgs/s", "median"), ("mib_per_s", "MiB/s", "median"),
@@ -1666,6 +1706,7 @@ SUITE_TARGETS: dict[tuple[str, str], tuple[str, float]] = {
     ("produce", "msgs_per_s"): ("ratio>=", 0.5),
     ("produce", "mib_per_s"): ("ratio>=", 0.5),
     ("produce", "cpu_s_per_gib"): ("<=", 1.0),
+    ("idempotence", "on_off_ratio"): (">=", 0.95),
     ("consume-plain", "msgs_per_s"): ("ratio>=", 0.5),
     ("consume-txn100", "msgs_per_s"): ("ratio>=", 0.5),
     ("txn1", "txn_per_s"): ("ratio>=", 0.8),
