@@ -467,6 +467,11 @@ class TxnCoordinator:
         if links is None or not self.broker.settings.marker_rpc:
             return remote
         owed: dict[int, set[tuple[str, int]]] = {}
+        if self.broker.id in remote:  # assigned here but not open yet (a takeover): our own queue
+            owed[self.broker.id] = remote[self.broker.id]
+            remote = {b: parts for b, parts in remote.items() if b != self.broker.id}
+            if not remote:
+                return owed
 
         async def send(broker_id: int, partitions: set[tuple[str, int]]) -> None:
             by_topic: dict[str, list[int]] = defaultdict(list)

@@ -136,7 +136,9 @@ class _Link:
             with trio.move_on_after(LIVENESS_CHECK_S) as scope:
                 data = await self.stream.receive_some(65536)
             if scope.cancelled_caught:
-                if self.broker_id not in self.links.broker.cluster.alive():
+                # alive_any: a draining peer still serves (and holds its lease); only a
+                # peer silent for the session timeout has let its lease lapse
+                if self.broker_id not in self.links.broker.cluster.alive_any():
                     raise LinkFailed("peer declared dead while the request was out")
                 continue
             if not data:
