@@ -645,6 +645,9 @@ class TxnCoordinator:
             if code != ErrorCode.none:
                 log.warning("txn_markers_incomplete", transactional_id=txn_id, error=code.name,
                             note="left prepared for the sweep")
+        except Exception as exc:  # a bug must not take the coordinator's nursery (and broker) down
+            log.exception("txn_finish_failed", transactional_id=txn_id, error=repr(exc),
+                          note="left prepared for the sweep")
         finally:
             if self._inflight.get(txn_id) is done:
                 del self._inflight[txn_id]
