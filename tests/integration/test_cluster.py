@@ -195,29 +195,51 @@ def test_paused_broker_writes_nothing_after_its_partitions_moved(cluster):
     topic = f"pause-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, TOPIC_PARTS, 1)])[topic].result(15)
-    md = admin.list_topics(topic, timeout=10)
     victim = 1
-    led = [p for p, pm in md.topics[topic].partitions.items() if pm.leader == victim]
-    assert led, "the victim leads nothing"
     load = Load(cluster.bootstrap, topic).start()
     wait_acks(load, 300)
+    tdir = cluster.data / "data" / topic
+
+    def segments(p: int) -> list:
+        return sorted((tdir / str(p)).glob("*.log"), key=lambda f: int(f.stem.split("-e")[1]))
+
+    def epoch(f) -> int:
+        return int(f.stem.split("-e")[1])
+
+    def victim_leads() -> set[int]:
+        md = admin.list_topics(topic, timeout=10)
+        return {p for p, pm in md.topics[topic].partitions.items() if pm.leader == victim}
+
+    # Leadership can still move right after the topic is created (the balancer's next pass,
+    # a broker rejoining after an earlier test): take the partitions the victim leads in two
+    # readings a second apart, with data written at the epoch of that reading.
+    led: set[int] = set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        first = victim_leads()
+        time.sleep(1)
+        led = first & victim_leads()
+        if led:
+            break
+    assert led, "the victim leads nothing"
+    at_pause = {p: epoch(segments(p)[-1]) for p in led}
     pid = cluster.signal(victim, signal.SIGSTOP)
     try:
         time.sleep(6)  # well past the 3 s session timeout: its partitions move
-        tdir = cluster.data / "data" / topic
 
-        def segments(p: int) -> list:
-            return sorted((tdir / str(p)).glob("*.log"), key=lambda f: int(f.stem.split("-e")[1]))
+        def moved(p: int) -> bool:
+            segs = segments(p)
+            return bool(segs) and epoch(segs[-1]) > at_pause[p]
 
         # normally moved by now; on a loaded machine (or a paused controller) allow more time
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(len(segments(p)) < 2 for p in led):
+        while time.monotonic() < deadline and not all(moved(p) for p in led):
             time.sleep(0.2)
         wait_acks(load, 300)
         before = {}
         for p in led:
             segs = segments(p)
-            assert len(segs) >= 2, f"partition {p} was not taken over while the leader was paused"
+            assert moved(p), f"partition {p} was not taken over while the leader was paused: {segs}"
             for f in segs[:-1]:  # everything but the new leader's segment
                 before[f] = f.read_bytes()
     finally:
