@@ -653,17 +653,14 @@ class TxnCoordinator:
                 del self._inflight[txn_id]
             done.set()
 
-    async def _settled(self, transactional_id: str, timeout: float | None = None) -> bool:
+    async def _settled(self, transactional_id: str, timeout: float) -> bool:
         """Wait (under the id's lock) until no early-answered EndTxn of this id is still
         being finished in the background; False when ``timeout`` ran out first."""
         done = self._inflight.get(transactional_id)
         if done is None:
             return True
-        if timeout is None:
+        with trio.move_on_after(timeout):
             await done.wait()
-        else:
-            with trio.move_on_after(timeout):
-                await done.wait()
         return done.is_set()
 
     async def _complete(self, slot: int, wm: WriteMarkers) -> ErrorCode:

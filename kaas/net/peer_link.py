@@ -128,11 +128,10 @@ class _Link:
         """The next response frame; waits as long as the peer is alive."""
         assert self.stream is not None and self.decoder is not None
         while True:
-            frames = list(self.decoder.frames())  # drains the decoder (a generator left open would not)
-            if len(frames) > 1:
-                raise LinkFailed("more responses than requests")
-            if frames:
-                return frames[0]
+            for frame in self.decoder.frames():
+                if self.decoder.buffered:
+                    raise LinkFailed("more bytes than one response")
+                return frame
             with trio.move_on_after(LIVENESS_CHECK_S) as scope:
                 data = await self.stream.receive_some(65536)
             if scope.cancelled_caught:
@@ -177,7 +176,3 @@ class PeerLinks:
         if res is None:
             self.stats["failed"] += 1
         return res
-
-    async def aclose(self) -> None:
-        for link in list(self._links.values()):
-            await link.close()

@@ -76,14 +76,20 @@ def decode_request(frame: bytes) -> Request:
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """Frame a response: size prefix, response header of the class's version, body."""
-    cls, hdr_cls, write_header, write_body = response_io(api_key, version)
+    _cls, hdr_cls, write_header, write_body = response_io(api_key, version)
+    # a view of the encoded bytes: no copy on the way to the socket
+    return _framed(write_header, hdr_cls(correlation_id=correlation_id), write_body, body)
+
+
+def _framed(write_header, header: Any, write_body, body: Any) -> memoryview:
+    """Size prefix + header + body, encoded into one buffer (the prefix patched last)."""
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
-    write_header(buf, hdr_cls(correlation_id=correlation_id))
+    write_header(buf, header)
     write_body(buf, body)
     out = buf.getbuffer()
     struct.pack_into(">i", out, 0, len(out) - 4)
-    return out  # a view of the encoded bytes: no copy on the way to the socket
+    return out
 
 
 def response_class(api_key: int, version: int) -> type:
@@ -101,14 +107,9 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     """Frame a request (the client side): size prefix, request header, body. ``body`` is a
     kio request object of that key and version."""
     _cls, hdr_cls, write_header, write_body = _request_writers(api_key, version)
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    write_header(buf, hdr_cls(request_api_key=api_key, request_api_version=version,
-                              correlation_id=correlation_id, client_id=client_id))
-    write_body(buf, body)
-    out = buf.getbuffer()
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    return bytes(out)
+    header = hdr_cls(request_api_key=api_key, request_api_version=version, correlation_id=correlation_id,
+                     client_id=client_id)
+    return bytes(_framed(write_header, header, write_body, body))
 
 
 def request_class(api_key: int, version: int) -> type:

@@ -18,20 +18,33 @@ class FramingError(Exception):
 
 
 class FrameDecoder:
-    """Accumulates received bytes and yields complete frame payloads."""
+    """Accumulates received bytes and yields complete frame payloads.
 
-    __slots__ = ("_buf", "_max")
+    A frame counts as consumed once it is yielded: a caller may stop iterating after any
+    frame (``break``, ``return``) and the next ``frames()`` starts after it. The consumed
+    prefix is dropped at the next ``feed`` or ``frames`` (one memmove per batch of frames,
+    not one per frame).
+    """
+
+    __slots__ = ("_buf", "_max", "_pos")
 
     def __init__(self, max_frame: int) -> None:
         self._buf = bytearray()
         self._max = max_frame
+        self._pos = 0  # start of the first unconsumed byte
+
+    def _compact(self) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
 
     def feed(self, data: bytes) -> None:
+        self._compact()
         self._buf += data
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return len(self._buf) - self._pos
 
     def frames(self) -> Iterator[bytes]:
         """Yield every complete frame buffered so far.
@@ -39,21 +52,18 @@ class FrameDecoder:
         Raises:
             FramingError: the next size prefix is out of bounds.
         """
+        self._compact()
         buf = self._buf
-        pos = 0
         n = len(buf)
-        try:
-            while n - pos >= 4:
-                size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-                if size < MIN_FRAME or size > self._max:
-                    raise FramingError(f"frame size {size} outside [{MIN_FRAME}, {self._max}]")
-                if n - pos - 4 < size:
-                    break
-                yield bytes(memoryview(buf)[pos + 4 : pos + 4 + size])  # one copy, not two
-                pos += 4 + size
-        finally:
-            if pos:
-                del buf[:pos]
+        while n - self._pos >= 4:
+            pos = self._pos
+            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            if size < MIN_FRAME or size > self._max:
+                raise FramingError(f"frame size {size} outside [{MIN_FRAME}, {self._max}]")
+            if n - pos - 4 < size:
+                break
+            self._pos = pos + 4 + size
+            yield bytes(memoryview(buf)[pos + 4 : pos + 4 + size])  # one copy, not two
 
 
 def frame(payload: bytes) -> bytes:

@@ -239,6 +239,7 @@ def test_paused_broker_writes_nothing_after_its_partitions_moved(cluster):
         before = {}
         for p in led:
             segs = segments(p)
+            assert len(segs) >= 2, f"partition {p} was not taken over while the leader was paused"
             assert moved(p), f"partition {p} was not taken over while the leader was paused: {segs}"
             for f in segs[:-1]:  # everything but the new leader's segment
                 before[f] = f.read_bytes()

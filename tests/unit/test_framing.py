@@ -119,3 +119,15 @@ def test_frames_on_empty_decoder_yields_nothing():
     dec = FrameDecoder(MAX)
     assert _drain(dec) == []
     assert dec.buffered == 0
+
+
+def test_a_frame_is_consumed_when_yielded_even_if_iteration_stops():
+    dec = FrameDecoder(1 << 20)
+    dec.feed(frame(b"a" * 8) + frame(b"b" * 8) + frame(b"c" * 8)[:6])
+    for f in dec.frames():
+        assert f == b"a" * 8
+        break  # stop after the first frame, leaving the generator open
+    assert dec.buffered == 12 + 6
+    assert list(dec.frames()) == [b"b" * 8]
+    dec.feed(frame(b"c" * 8)[6:])
+    assert list(dec.frames()) == [b"c" * 8] and dec.buffered == 0
