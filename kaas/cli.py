@@ -63,7 +63,7 @@ def broker(broker_id, data, listen, advertise, log_json, log_level, **opts) -> N
     """Run one broker process."""
     import trio
 
-    from kaas import log
+    from kaas import allocator, log
     from kaas.net.server import serve_broker
     from kaas.settings import Settings
 
@@ -75,6 +75,7 @@ def broker(broker_id, data, listen, advertise, log_json, log_level, **opts) -> N
         auto_create_topics=opts.pop("auto_create_topics"), **opts,
     )
     log.configure(json=log_json, level=log_level, broker_id=broker_id)
+    allocator.tune()
     trio.run(serve_broker, settings)
 
 

@@ -268,15 +268,16 @@ def find_coordinator(bootstrap: str, key: str, key_type: int = 1, timeout: float
 # ---------------------------------------------------------------------------- broker CPU and RSS
 
 
-def _proc_cpu(pid: int) -> tuple[float, float] | None:
-    """(utime, stime) of every thread of pid, in seconds; None when it is gone."""
+def _proc_cpu(pid: int) -> tuple[float, float, int] | None:
+    """(utime, stime) of every thread of pid, in seconds, and its minor page faults; None
+    when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             s = f.read()
     except OSError:
         return None
     rest = s[s.rindex(")") + 2:].split()  # rest[0] is field 3 (state)
-    return int(rest[11]) / CLK_TCK, int(rest[12]) / CLK_TCK
+    return int(rest[11]) / CLK_TCK, int(rest[12]) / CLK_TCK, int(rest[7])
 
 
 _MEM_FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
@@ -334,7 +335,7 @@ class BrokerPids:
                 total[k] += m[k]
         return {**total, "per_process": per}
 
-    def cpu(self) -> dict[int, tuple[float, float]]:
+    def cpu(self) -> dict[int, tuple[float, float, int]]:
         out = {}
         for p in self.current():
             c = _proc_cpu(p)
@@ -346,13 +347,16 @@ class BrokerPids:
 class CpuMeter:
     """Broker CPU seconds between start() and stop(); a pid that appears in between (a
     restarted broker) counts from zero, a pid that disappears loses its last interval.
-    ``system`` is the kernel's part (stime), e.g. allocating tmpfs pages for appends."""
+    ``system`` is the kernel's part (stime), e.g. allocating tmpfs pages for appends;
+    ``faults`` the minor page faults (fresh anonymous memory touched: buffers the allocator
+    got from the kernel instead of reusing)."""
 
     def __init__(self, pids: BrokerPids):
         self.pids = pids
-        self.t0: dict[int, tuple[float, float]] = {}
+        self.t0: dict[int, tuple[float, float, int]] = {}
         self.seconds: float | None = None
         self.system: float | None = None
+        self.faults: int | None = None
 
     def start(self) -> CpuMeter:
         self.t0 = self.pids.cpu() if self.pids else {}
@@ -362,22 +366,27 @@ class CpuMeter:
         if not self.pids:
             return None
         now = self.pids.cpu()
-        user = sum(u - self.t0.get(p, (0.0, 0.0))[0] for p, (u, _s) in now.items())
-        self.system = sum(s - self.t0.get(p, (0.0, 0.0))[1] for p, (_u, s) in now.items())
+        zero = (0.0, 0.0, 0)
+        user = sum(u - self.t0.get(p, zero)[0] for p, (u, _s, _f) in now.items())
+        self.system = sum(s - self.t0.get(p, zero)[1] for p, (_u, s, _f) in now.items())
+        self.faults = sum(f - self.t0.get(p, zero)[2] for p, (_u, _s, f) in now.items())
         self.seconds = user + self.system
         return self.seconds
 
 
 def cpu_fields(cpu_s: float | None, bytes_moved: int = 0, txns: int = 0, basis: str = "produced",
-               sys_s: float | None = None) -> dict:
+               sys_s: float | None = None, faults: int | None = None) -> dict:
     """CPU per GiB and per 1,000 transactions; with ``sys_s`` (the kernel's part of
-    ``cpu_s``) also the user-space and kernel parts per GiB."""
+    ``cpu_s``) also the user-space and kernel parts per GiB, with ``faults`` the brokers'
+    minor page faults per GiB."""
     out: dict[str, object] = {"cpu_s": _r(cpu_s), "gib_basis": basis, "bytes": bytes_moved, "txns": txns}
     out["cpu_s_per_gib"] = _r(cpu_s / (bytes_moved / GIB)) if cpu_s is not None and bytes_moved else None
     out["cpu_s_per_1k_txn"] = _r(cpu_s / (txns / 1000)) if cpu_s is not None and txns else None
     if cpu_s is not None and sys_s is not None and bytes_moved:
         out["cpu_user_s_per_gib"] = _r((cpu_s - sys_s) / (bytes_moved / GIB))
         out["cpu_sys_s_per_gib"] = _r(sys_s / (bytes_moved / GIB))
+    if faults is not None and bytes_moved:
+        out["minor_faults_per_gib"] = round(faults / (bytes_moved / GIB))
     return out
 
 
@@ -507,7 +516,7 @@ def run_produce(bootstrap: str, topic: str, messages: int, size: int, partitions
         "messages": sent, "size": size, "partitions": partitions, "acks": acks,
         "idempotence": idempotence, "linger_ms": linger_ms, "compression": compression,
         "seconds": round(elapsed, 3), "topic": topic, "bootstrap": bootstrap,
-        **cpu_fields(cpu_s, nbytes, sys_s=meter.system), **floor,
+        **cpu_fields(cpu_s, nbytes, sys_s=meter.system, faults=meter.faults), **floor,
     }
 
 
@@ -1672,7 +1681,8 @@ SUITE_METRICS: dict[str, list[tuple[str, str, str]]] = {
                 ("cpu_s_per_gib", "broker CPU s/GiB", "median"),
                 ("cpu_user_s_per_gib", "  of which user s/GiB", "median"),
                 ("cpu_sys_s_per_gib", "  of which kernel s/GiB", "median"),
-                ("tmpfs_write_cpu_s_per_gib", "kernel, writev to new tmpfs s/GiB", "median")],
+                ("tmpfs_write_cpu_s_per_gib", "kernel, writev to new tmpfs s/GiB", "median"),
+                ("minor_faults_per_gib", "broker minor page faults/GiB", "median")],
     "idempotence": [("idem_msgs_per_s", "msgs/s, idempotent", "median"),
                     ("plain_msgs_per_s", "msgs/s, not idempotent", "median"),
                     ("on_off_ratio", "on / off (median of pairs)", "median")],
