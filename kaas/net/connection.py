@@ -44,6 +44,13 @@ INLINE_APIS = frozenset({
     60, 61, 65, 66,  # DescribeCluster, DescribeProducers, DescribeTransactions, ListTransactions
 })
 
+# Produce runs inline as well when it is the only request the client has sent: a
+# transactional producer's one-at-a-time Produce (the fsync and the ack checks do not
+# park on tmpfs, and on a disk the next request would wait in the socket for at most one
+# fsync). Requests that arrive together (librdkafka pipelines up to 5 per connection)
+# take the concurrent path, so they still share one group-commit fsync.
+INLINE_WHEN_ALONE = frozenset({0})
+
 
 class _Slot:
     __slots__ = ("done", "data", "close")
@@ -152,7 +159,8 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
                             slots.append(slot)
                             have_slot.set()
                             await trio.sleep_forever()
-                        if not slots and prepared.api_key in INLINE_APIS:
+                        if not slots and (prepared.api_key in INLINE_APIS
+                                          or (prepared.api_key in INLINE_WHEN_ALONE and not decoder.buffered)):
                             # Nothing earlier is unanswered (the writer pops under the send
                             # lock), so answering here keeps the order.
                             slot = _Slot()
