@@ -249,6 +249,8 @@ class Broker:
         """SIGTERM: flag draining so the controller moves our keys away, and wait (bounded)
         until we lead nothing while still serving; the caller then relinquishes the rest."""
         if self.txn is not None and hasattr(self.txn, "flush_slots"):
+            if not await self.txn.wait_finishing(timeout / 2):  # EndTxns answered early
+                log.warning("txn_finishing_at_drain", note="left prepared for the next owner's sweep")
             await self.txn.flush_slots()  # deferred Complete* states, while we own the slots
         self.draining = True
         self.cluster.wake()

@@ -8,8 +8,9 @@ Carries out the effects of the pure ``domain.txn`` machine on the shared volume:
   (``Partition.append_control`` + ``wait_durable``), hand the peer-led ones to their
   leaders with WriteTxnMarkers (``net.peer_link``; ``apply_marker_request`` is the leader's
   side) and enqueue whatever a link did not deliver (``storage.markers``), then the
-  Complete* transition with its offset hook; any dispatch failure answers
-  COORDINATOR_NOT_AVAILABLE and leaves the entry prepared;
+  Complete* transition with its offset hook. On a running broker the client is answered
+  once Prepare* is durable and the rest runs in a background task (``_finish``); without
+  one, any dispatch failure answers COORDINATOR_NOT_AVAILABLE and leaves it prepared;
 * fencing: a rejoin's epoch bump is applied to every led partition that knows the pid
   and appended to this broker's fence log (``storage.fences``); peers poll the logs;
 * KIP-890 part 1 produce verification (``verify_partition``);
@@ -155,7 +156,7 @@ class TxnCoordinator:
         self._inflight: dict[str, trio.Event] = {}  # txn id -> its EndTxn's background half is done
         self.stats = {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
                       "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0,
-                      "answered_before_peer_markers": 0}
+                      "answered_before_markers": 0}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -296,6 +297,15 @@ class TxnCoordinator:
             self._unwritten.discard(slot)
         log.debug("txn_state", transactional_id=meta.transactional_id, state=meta.state.value,
                   producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, txn_seq=meta.txn_seq)
+
+    async def wait_finishing(self, timeout: float) -> bool:
+        """Wait until no early-answered EndTxn is still being finished in the background
+        (a drain, before ``flush_slots``); False when ``timeout`` ran out first."""
+        with trio.move_on_after(timeout):
+            while self._inflight:
+                await next(iter(self._inflight.values())).wait()
+            return True
+        return False
 
     async def flush_slots(self) -> None:
         """Write the slots whose last change (a Complete*) is only in memory."""
@@ -602,49 +612,51 @@ class TxnCoordinator:
     async def _finish(self, slot: int, wm: WriteMarkers, *, answer_early: bool = False) -> ErrorCode:
         """Dispatch a prepared transaction's markers, then complete it (hook + Persist).
 
-        ``answer_early`` (EndTxn from a client): once the self-led markers are durable,
-        hand the peer-led ones over and complete in a background task, and answer NONE at
-        once, as Apache answers EndTxn once PrepareCommit/PrepareAbort is written. The
-        Prepare* on file is the decision; every other operation on the id waits for the
-        background task (``_settled``), and it retries, then leaves the rest to the sweep."""
+        ``answer_early`` (EndTxn from a client, on a running broker): answer NONE at once
+        and write the markers and complete in a background task, as Apache answers EndTxn
+        once PrepareCommit/PrepareAbort is written. The Prepare* on file is the decision;
+        every other operation on the id waits for the background task (``_settled``), and
+        it retries, then leaves the rest to the sweep."""
+        if answer_early and self._nursery is not None:
+            done = trio.Event()
+            self._inflight[wm.transactional_id] = done
+            self._nursery.start_soon(self._finish_later, slot, wm, done)
+            self.stats["answered_before_markers"] += 1
+            return ErrorCode.none
         placed = await self._dispatch_local(wm)
         if placed is None:
             return ErrorCode.coordinator_not_available
         remote, complete = placed
-        if answer_early and complete and remote and self._nursery is not None:
-            done = trio.Event()
-            self._inflight[wm.transactional_id] = done
-            self._nursery.start_soon(self._finish_later, slot, wm, remote, done)
-            self.stats["answered_before_peer_markers"] += 1
-            return ErrorCode.none
         if not await self._dispatch_remote(wm, remote) or not complete:
             return ErrorCode.coordinator_not_available
         return await self._complete(slot, wm)
 
-    async def _finish_later(self, slot: int, wm: WriteMarkers, remote: dict[int, set[tuple[str, int]]],
-                            done: trio.Event) -> None:
-        """The background half of an early-answered EndTxn (see ``_finish``)."""
+    async def _finish_later(self, slot: int, wm: WriteMarkers, done: trio.Event) -> None:
+        """The background half of an early-answered EndTxn (see ``_finish``): markers,
+        offset hook and Complete*, retried after 50 ms, doubling up to 1.6 s."""
         txn_id = wm.transactional_id
         try:
-            try:
-                ok = await self._dispatch_remote(wm, remote)
-                code = await self._complete(slot, wm) if ok else ErrorCode.coordinator_not_available
-            except KaasError as exc:
-                code = exc.code
-            delay = FINISH_RETRY_S
-            while code != ErrorCode.none and delay <= FINISH_RETRY_MAX_S and self.broker.owns_slot(slot):
-                await trio.sleep(delay)
-                delay *= 2
+            delay = 0.0
+            while True:
                 try:
-                    meta = await self._get(slot, txn_id)
-                    if meta is None or not meta.state.is_prepared:
-                        return  # finished by somebody else (a takeover's reconcile)
                     code = await self._finish(slot, wm)
                 except KaasError as exc:
                     code = exc.code
-            if code != ErrorCode.none:
-                log.warning("txn_markers_incomplete", transactional_id=txn_id, error=code.name,
-                            note="left prepared for the sweep")
+                if code == ErrorCode.none:
+                    return
+                delay = delay * 2 if delay else FINISH_RETRY_S
+                if delay > FINISH_RETRY_MAX_S or not self.broker.owns_slot(slot):
+                    break
+                await trio.sleep(delay)
+                try:
+                    meta = await self._get(slot, txn_id)
+                except KaasError as exc:
+                    code = exc.code
+                    continue
+                if meta is None or not meta.state.is_prepared:
+                    return  # finished by somebody else (a takeover's reconcile)
+            log.warning("txn_markers_incomplete", transactional_id=txn_id, error=code.name,
+                        note="left prepared for the sweep")
         except Exception as exc:  # a bug must not take the coordinator's nursery (and broker) down
             log.exception("txn_finish_failed", transactional_id=txn_id, error=repr(exc),
                           note="left prepared for the sweep")
@@ -973,11 +985,14 @@ class TxnCoordinator:
         return ErrorCode.none
 
     async def describe(self, transactional_ids: Iterable[str]) -> list[Described]:
-        """DescribeTransactions (65): per id, (id, code, description or None)."""
+        """DescribeTransactions (65): per id, (id, code, description or None). Like every
+        other request on an id, it first waits (bounded) for an early-answered EndTxn of the
+        id to finish, so a client that just committed sees Complete*, not Prepare*."""
         out: list[Described] = []
         for txn_id in transactional_ids:
             try:
                 slot = self.owned_slot(txn_id)
+                await self._settled(txn_id, BEGIN_WAIT_S)
                 meta = await self._get(slot, txn_id)
             except KaasError as exc:
                 out.append((txn_id, exc.code, None))

@@ -1,6 +1,7 @@
-"""EndTxn (26): commit or abort, two-phase (prepare, markers, complete). Answers once the
-markers are durable (self-led) or queued (peer-led); COORDINATOR_NOT_AVAILABLE leaves the
-transaction prepared for the producer's retry or the reconcile."""
+"""EndTxn (26): commit or abort, two-phase (prepare, markers, complete). Answers once
+Prepare* is durable, as Apache answers once PrepareCommit/PrepareAbort is written; the
+markers and the Complete* transition follow in the coordinator's background task, which
+every later request of the same transactional id waits for."""
 
 from __future__ import annotations
 

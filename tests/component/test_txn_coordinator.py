@@ -244,10 +244,10 @@ async def test_offset_hook_for_a_group_coordinated_elsewhere(cluster):
     assert b1.groups.calls == [("remote", pid, True)] and b0.txn.queue.list(1) == []
 
 
-async def test_end_txn_answers_before_peer_markers_and_finishes_them_in_the_background(cluster, monkeypatch):
-    """With a nursery (a running broker), EndTxn answers once Prepare* and the self-led
-    markers are durable; the peer-led markers and Complete* follow in a background task,
-    which retries a failed hand-over. Until it is done, the id's next request waits."""
+async def test_end_txn_answers_after_prepare_and_finishes_in_the_background(cluster, monkeypatch):
+    """With a nursery (a running broker), EndTxn answers once Prepare* is durable; the
+    markers (self-led and peer-led) and Complete* follow in a background task, which
+    retries a failed hand-over. Until it is done, the id's next request waits."""
     world, (b0, b1, _b2) = cluster
     p0, p1 = b0.lead("t", 0), b1.lead("t", 1)
     pid, epoch = await begin(b0.txn, "x", [("t", 0), ("t", 1)])
@@ -258,15 +258,16 @@ async def test_end_txn_answers_before_peer_markers_and_finishes_them_in_the_back
         b0.txn._nursery = nursery
         assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
         assert state_of(b0, "x").state is TxnState.PrepareCommit  # the decision; the rest follows
-        assert not open_txn(p0)  # self-led markers before the answer
+        assert open_txn(p0)  # no marker before the answer, not even a self-led one
         assert await b0.txn._settled("x", 5)
+        assert not open_txn(p0)
         assert failpoints._armed["endtxn.after_enqueue"]["count"] == 0  # the first hand-over failed
         assert state_of(b0, "x").state is TxnState.CompleteCommit  # retried and completed
         assert [p.name for p in b0.txn.queue.list(1)] == [f"{pid}-{epoch}-1.json"]
         await b1.txn.apply_queue()
         assert not open_txn(p1)
         assert await b0.txn.add_partitions("x", pid, epoch, [("t", 0)], V) == ErrorCode.none
-        assert b0.txn.stats["answered_before_peer_markers"] == 1
+        assert b0.txn.stats["answered_before_markers"] == 1
 
 
 async def test_dispatch_failure_leaves_prepared_and_reconcile_finishes(cluster):
