@@ -22,8 +22,8 @@ environment keeps their own settings; with a C library other than glibc nothing 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
+import platform
 
 import structlog
 
@@ -41,15 +41,10 @@ _ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 def tune() -> bool:
     """Apply the settings above to this process. True when they were applied."""
-    if any(name in os.environ for name in _ENV):
-        return False
-    name = ctypes.util.find_library("c")
-    if name is None:
+    if any(name in os.environ for name in _ENV) or platform.libc_ver()[0] != "glibc":
         return False
     try:
-        libc = ctypes.CDLL(name)
-        libc.gnu_get_libc_version  # noqa: B018 - glibc only: AttributeError on musl and others
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # this process's C library
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
