@@ -142,10 +142,21 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(writer, nursery.cancel_scope)
             while True:
-                data = await stream.receive_some(256 * 1024)
-                if not data:
-                    break
-                decoder.feed(data)
+                room = decoder.room()
+                if room is not None:  # the rest of a large frame: straight into its buffer
+                    with room:
+                        try:
+                            got = await stream.socket.recv_into(room)
+                        except OSError as exc:
+                            raise trio.BrokenResourceError from exc
+                    if not got:
+                        break
+                    decoder.received(got)
+                else:
+                    data = await stream.receive_some(256 * 1024)
+                    if not data:
+                        break
+                    decoder.feed(data)
                 try:
                     for frame in decoder.frames():
                         try:

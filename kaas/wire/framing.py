@@ -24,14 +24,27 @@ class FrameDecoder:
     frame (``break``, ``return``) and the next ``frames()`` starts after it. The consumed
     prefix is dropped at the next ``feed`` or ``frames`` (one memmove per batch of frames,
     not one per frame).
+
+    Large frames (``LARGE`` bytes or more, in practice produce requests) take another
+    path: once the size prefix of one has arrived, its bytes so far move into a buffer of
+    the frame's exact size, and ``room()`` offers the rest of that buffer for the caller to
+    receive straight into (``recv_into``, then ``received(n)``). One receive can then take
+    the whole remainder instead of a 256 KiB piece at a time, and the payload is copied
+    neither into the accumulation buffer nor out of it. Such a frame is yielded as a
+    read-only ``memoryview`` of its own buffer (a new one per frame, so nothing later
+    overwrites it); small frames are yielded as ``bytes``.
     """
 
-    __slots__ = ("_buf", "_max", "_pos")
+    __slots__ = ("_buf", "_max", "_pos", "_large", "_fill")
+
+    LARGE = 64 * 1024
 
     def __init__(self, max_frame: int) -> None:
         self._buf = bytearray()
         self._max = max_frame
         self._pos = 0  # start of the first unconsumed byte
+        self._large: bytearray | None = None  # payload of the large frame being received
+        self._fill = 0  # bytes of it received so far
 
     def _compact(self) -> None:
         if self._pos:
@@ -39,19 +52,49 @@ class FrameDecoder:
             self._pos = 0
 
     def feed(self, data: bytes) -> None:
+        large = self._large
+        if large is not None:
+            take = min(len(large) - self._fill, len(data))
+            large[self._fill : self._fill + take] = data[:take]
+            self._fill += take
+            if take == len(data):
+                return
+            data = data[take:]
         self._compact()
         self._buf += data
 
+    def room(self) -> memoryview | None:
+        """Where the rest of the large frame being received goes, or None (receive and
+        ``feed`` as usual). Receive into it, then call ``received`` with the count."""
+        large = self._large
+        if large is None or self._fill == len(large):
+            return None
+        return memoryview(large)[self._fill :]
+
+    def received(self, n: int) -> None:
+        """``n`` bytes were received into the view ``room()`` returned."""
+        assert self._large is not None and 0 <= n <= len(self._large) - self._fill
+        self._fill += n
+
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        """Bytes received and not yet yielded as a frame (size prefixes included)."""
+        pending = len(self._buf) - self._pos
+        return pending + 4 + self._fill if self._large is not None else pending
 
-    def frames(self) -> Iterator[bytes]:
+    def frames(self) -> Iterator[bytes | memoryview]:
         """Yield every complete frame buffered so far.
 
         Raises:
             FramingError: the next size prefix is out of bounds.
         """
+        large = self._large
+        if large is not None:
+            if self._fill < len(large):
+                return
+            self._large = None
+            self._fill = 0
+            yield memoryview(large).toreadonly()
         self._compact()
         buf = self._buf
         n = len(buf)
@@ -61,6 +104,13 @@ class FrameDecoder:
             if size < MIN_FRAME or size > self._max:
                 raise FramingError(f"frame size {size} outside [{MIN_FRAME}, {self._max}]")
             if n - pos - 4 < size:
+                if size >= self.LARGE:
+                    # the frame's own buffer: what has arrived moves in, the rest is received into it
+                    large = bytearray(size)
+                    have = n - pos - 4
+                    large[:have] = memoryview(buf)[pos + 4 : n]
+                    self._large, self._fill = large, have
+                    self._pos = n
                 break
             self._pos = pos + 4 + size
             yield bytes(memoryview(buf)[pos + 4 : pos + 4 + size])  # one copy, not two

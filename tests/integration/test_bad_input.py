@@ -292,6 +292,50 @@ def test_truncated_frame_then_close(seeded):
     check_after(broker, written, before, "connection_closed_truncated_frame")
 
 
+def test_large_frame_truncated_then_close(seeded):
+    """A Produce frame above the large-frame size (received into its own buffer) whose
+    sender stops halfway: one warning, nothing appended."""
+    broker, written = seeded
+    before = len(warnings(broker))
+    wire = produce_v9_frame(7, TOPIC, 0, record_batch([b"t" * 1000] * 200, int(time.time() * 1000)))
+    assert len(wire) > 128 * 1024
+    s = connect(broker)
+    s.sendall(wire[: len(wire) // 2])
+    time.sleep(0.2)
+    s.close()
+    check_after(broker, written, before, "connection_closed_truncated_frame")
+
+
+def test_large_frame_in_small_pieces_is_appended_once(seeded):
+    """A Produce frame above the large-frame size sent in 1,000-byte pieces (the broker
+    receives the rest of it straight into the frame's buffer), with a small request
+    pipelined right behind it: both are answered, in order, and the records are read back."""
+    broker, _written = seeded
+    values = [f"piece-{i}-".encode() + b"p" * 1000 for i in range(150)]
+    wire = produce_v9_frame(11, TOPIC, 0, record_batch(values, int(time.time() * 1000)))
+    assert len(wire) > 128 * 1024
+    wire += framed(header_v1(18, 0, 12))  # ApiVersions v0 right behind it
+    s = connect(broker)
+    for i in range(0, len(wire), 1000):
+        s.sendall(wire[i : i + 1000])
+        if i % 50_000 == 0:
+            time.sleep(0.01)
+    from kio.schema.produce.v9 import response as presp
+
+    frame = recv_frame(s)
+    rhdr, off = entity_reader(presp.ProduceResponse.__header_schema__)(frame, 0)
+    assert rhdr.correlation_id == 11
+    resp, _ = entity_reader(presp.ProduceResponse)(frame, off)
+    part = resp.responses[0].partition_responses[0]
+    assert part.error_code == ErrorCode.none
+    second = recv_frame(s)
+    assert struct.unpack_from(">i", second)[0] == 12
+    s.close()
+    got = read_all(broker)
+    assert [v for o, v in got if o >= part.base_offset] == values
+    assert broker.alive() and warnings(broker) == []
+
+
 def test_unknown_api_key(seeded):
     broker, written = seeded
     before = len(warnings(broker))

@@ -131,3 +131,85 @@ def test_a_frame_is_consumed_when_yielded_even_if_iteration_stops():
     assert list(dec.frames()) == [b"b" * 8]
     dec.feed(frame(b"c" * 8)[6:])
     assert list(dec.frames()) == [b"c" * 8] and dec.buffered == 0
+
+
+class _SmallLarge(FrameDecoder):
+    """A decoder whose "large" frames start at 16 bytes, so short payloads take that path."""
+
+    LARGE = 16
+
+
+def _as_bytes(frames_out) -> list[bytes]:
+    return [bytes(f) for f in frames_out]
+
+
+@settings(deadline=None)
+@given(payloads, st.lists(st.integers(min_value=0, max_value=10_000), max_size=30))
+def test_large_frames_fed_in_pieces_do_not_depend_on_split(frames_in, cuts):
+    stream = b"".join(frame(p) for p in frames_in)
+    dec = _SmallLarge(MAX)
+    got: list[bytes] = []
+    for piece in _split(stream, cuts):
+        dec.feed(piece)
+        got += _as_bytes(dec.frames())
+    assert got == frames_in
+    assert dec.buffered == 0 and dec.room() is None
+
+
+@settings(deadline=None)
+@given(payloads, st.lists(st.integers(min_value=1, max_value=400), min_size=1, max_size=40))
+def test_receiving_into_room_equals_feeding(frames_in, chunks):
+    """What a connection does: receive into ``room()`` while a large frame is pending,
+    else receive a piece and ``feed`` it. Every chunk size pattern gives the same frames."""
+    stream = b"".join(frame(p) for p in frames_in)
+    dec = _SmallLarge(MAX)
+    got: list[bytes] = []
+    pos, i = 0, 0
+    while pos < len(stream):
+        want = chunks[i % len(chunks)]
+        i += 1
+        room = dec.room()
+        if room is not None:
+            n = min(want, len(room), len(stream) - pos)
+            room[:n] = stream[pos : pos + n]
+            room.release()
+            dec.received(n)
+        else:
+            n = min(want, len(stream) - pos)
+            dec.feed(stream[pos : pos + n])
+        pos += n
+        got += _as_bytes(dec.frames())
+        assert dec.buffered == pos - sum(len(p) + 4 for p in got)
+    assert got == frames_in
+    assert dec.buffered == 0 and dec.room() is None
+
+
+def test_large_frame_is_received_into_its_own_buffer_and_yielded_read_only():
+    payload = bytes(range(256)) * 4
+    wire = frame(payload)
+    dec = _SmallLarge(MAX)
+    dec.feed(wire[:10])  # prefix + 6 bytes: the frame's buffer takes them
+    assert list(dec.frames()) == []
+    room = dec.room()
+    assert room is not None and len(room) == len(payload) - 6
+    assert dec.buffered == 10
+    room[:] = wire[10:]
+    dec.received(len(room))
+    assert dec.room() is None
+    (got,) = list(dec.frames())
+    assert isinstance(got, memoryview) and got.readonly and bytes(got) == payload
+    # the next large frame gets a new buffer: the one yielded is never overwritten
+    dec.feed(frame(b"z" * 100)[:8])
+    list(dec.frames())
+    dec.room()[:] = b"z" * 96
+    dec.received(96)
+    (second,) = list(dec.frames())
+    assert bytes(second) == b"z" * 100 and bytes(got) == payload
+
+
+def test_large_frame_size_is_still_bounded():
+    dec = _SmallLarge(MAX)
+    dec.feed((MAX + 1).to_bytes(4, "big") + b"\x00" * 20)
+    with pytest.raises(FramingError):
+        list(dec.frames())
+    assert dec.room() is None
