@@ -372,7 +372,7 @@ class Broker:
         a = self.cluster.assignment
         if a is not None and a.txn_slots:
             owner = a.txn_slots.get(slot, -1)
-            if owner >= 0 and owner in self.cluster.alive_any():
+            if owner >= 0 and self.cluster.is_alive_any(owner):
                 return owner
         owner = routing.slot_owners(self.registered_brokers(), self.alive_brokers()).get(slot, -1)
         return None if owner < 0 else owner
@@ -397,7 +397,7 @@ class Broker:
         pl = a.leader_of(topic, index) if a is not None else None
         if pl is None:
             return -1, -1
-        if pl.leader == self.id or pl.leader not in self.cluster.alive_any():
+        if pl.leader == self.id or not self.cluster.is_alive_any(pl.leader):
             return -1, pl.epoch  # not (yet) taken over
         return pl.leader, pl.epoch
 

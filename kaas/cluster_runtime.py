@@ -95,6 +95,14 @@ class ClusterRuntime:
                 out.add(p.broker_id)
         return sorted(out)
 
+    def is_alive_any(self, broker_id: int) -> bool:
+        """``broker_id in alive_any()``, without building the list (asked on every
+        transactional request)."""
+        if broker_id == self.broker.id:
+            return True
+        p = self.peers.get(broker_id)
+        return p is not None and p.broker_id == broker_id and time.monotonic() - p.changed_at < self.session
+
     def registered(self) -> list[int]:
         return sorted(set(self.peers) | {self.broker.id})
 

@@ -27,6 +27,8 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Collection, Iterable, Sequence
 
 FNV32_OFFSET_BASIS = 0x811C9DC5
@@ -65,6 +67,7 @@ def _mix32(h: int) -> int:
     return h
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def txn_slot(transactional_id: str) -> int:
     """The transaction-state slot of a transactional id.
 

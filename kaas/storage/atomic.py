@@ -20,9 +20,12 @@ import crc32c
 from kaas.errors import CorruptState
 
 
-def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Atomically replace ``path`` with ``data``."""
-    tmp = path.with_name(f".{path.name}.{_writer_id()}.tmp")
+def write_bytes(path: str | os.PathLike, data: bytes, *, fsync: bool = True) -> None:
+    """Atomically replace ``path`` with ``data``. (String path arithmetic: the slot and
+    manifest writes are on the transactional request path, where pathlib's object
+    building cost more than the system calls.)"""
+    directory, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(directory, f".{name}.{_writer_id()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
@@ -35,7 +38,7 @@ def write_bytes(path: Path, data: bytes, *, fsync: bool = True) -> None:
         os.close(fd)
     os.replace(tmp, path)
     if fsync:
-        fsync_dir(path.parent)
+        fsync_dir(directory or ".")
 
 
 def content_id(data: bytes | None) -> tuple[int, int] | None:
@@ -59,7 +62,7 @@ def _writer_id() -> str:
     return f"{os.getpid()}-{threading.get_ident()}"
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | os.PathLike) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -72,25 +75,26 @@ def json_bytes(obj: dict) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
 
-def write_json(path: Path, obj: dict, *, fsync: bool = True) -> None:
+def write_json(path: str | os.PathLike, obj: dict, *, fsync: bool = True) -> None:
     """Atomically write ``obj`` (which must carry ``format``) as JSON."""
     write_bytes(path, json_bytes(obj), fsync=fsync)
 
 
-def read_json(path: Path) -> dict | None:
+def read_json(path: str | os.PathLike) -> dict | None:
     """Read a JSON state file afresh (close-to-open). None when it does not exist.
 
     Raises:
         CorruptState: the file exists but does not parse as a JSON object with a format.
     """
     try:
-        data = path.read_bytes()
+        with open(path, "rb", buffering=0) as f:
+            data = f.readall()
     except FileNotFoundError:
         return None
     return parse_json(path, data)
 
 
-def parse_json(path: Path, data: bytes) -> dict:
+def parse_json(path: str | os.PathLike, data: bytes) -> dict:
     """Parse a kaas state object read from ``path``.
 
     Raises:

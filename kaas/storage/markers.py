@@ -304,5 +304,10 @@ class MarkerQueue:
         prefix = f"{producer_id}-"
         out = []
         for b in self.queues():
-            out.extend(p for p in self.list(b) if p.name.startswith(prefix))
+            directory = self.dir(b)
+            try:
+                names = os.listdir(directory)
+            except FileNotFoundError:
+                continue
+            out.extend(directory / n for n in sorted(names) if n.startswith(prefix) and _parts(n) is not None)
         return out

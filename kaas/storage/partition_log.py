@@ -134,6 +134,7 @@ class PartitionLog:
         self.snapshot_error: str | None = None
         self._manifest_stamp: tuple[int, int, int] | None = None
         self._manifest_cached_epoch = -1
+        self._manifest_file = str(self.path / "manifest.json")  # stat'ed before every ack
 
     # ------------------------------------------------------------------ open / recover
 
@@ -250,7 +251,7 @@ class PartitionLog:
     def manifest_epoch(self) -> int:
         """The epoch in manifest.json as on the volume now. A stat decides whether the file
         changed since the last read (the check-before-ack runs on every acks=all produce)."""
-        path = self.path / "manifest.json"
+        path = self._manifest_file
         try:
             st = os.stat(path)
         except FileNotFoundError:

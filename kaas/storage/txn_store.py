@@ -43,10 +43,17 @@ class TxnStore:
         self.dir = Path(directory)
         self.owns = owns
         self.fsync = fsync
+        self._files: dict[int, str] = {}  # slot -> its file's path as a string
 
     def path(self, slot: int) -> Path:
         """The file of ``slot``."""
         return self.dir / f"slot-{slot}.json"
+
+    def _file(self, slot: int) -> str:
+        name = self._files.get(slot)
+        if name is None:
+            name = self._files[slot] = str(self.path(slot))
+        return name
 
     def load(self, slot: int) -> SlotState:
         """Read a slot file afresh.
@@ -60,14 +67,14 @@ class TxnStore:
         Raises:
             CorruptState: the file exists but is not a valid slot file.
         """
-        path = self.path(slot)
+        path = self._file(slot)
         obj = atomic.read_json(path)
         if obj is None:
             return SlotState({})
         try:
             return SlotState.from_json(obj)
         except ValueError as exc:
-            raise CorruptState(str(path), str(exc)) from None
+            raise CorruptState(path, str(exc)) from None
 
     def save(self, slot: int, state: SlotState) -> None:
         """Replace the slot file with ``state`` (tmp + fsync + rename).
@@ -82,7 +89,7 @@ class TxnStore:
         """
         if not self.owns(slot):
             raise KaasError(ErrorCode.not_coordinator, f"transaction slot {slot} is not owned here")
-        path = self.path(slot)
+        path = self._file(slot)
         try:
             atomic.write_json(path, state.to_json(), fsync=self.fsync)
         except FileNotFoundError:  # first write into a fresh data directory
