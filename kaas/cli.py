@@ -140,8 +140,6 @@ def cluster(brokers, data, base_port, host, first_id, restart_delay, metrics_bas
                    broker_args=list(broker_args))
 
 
-
-
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="kaas")
 

@@ -101,7 +101,7 @@ class ClusterRuntime:
         if broker_id == self.broker.id:
             return True
         p = self.peers.get(broker_id)
-        return p is not None and p.broker_id == broker_id and time.monotonic() - p.changed_at < self.session
+        return p is not None and time.monotonic() - p.changed_at < self.session
 
     def registered(self) -> list[int]:
         return sorted(set(self.peers) | {self.broker.id})

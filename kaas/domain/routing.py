@@ -28,7 +28,6 @@ Invariants:
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Collection, Iterable, Sequence
 
 FNV32_OFFSET_BASIS = 0x811C9DC5
