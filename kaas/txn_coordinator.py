@@ -7,8 +7,9 @@ Carries out the effects of the pure ``domain.txn`` machine on the shared volume:
 * two-phase EndTxn: Persist Prepare*, write the markers of self-led partitions
   (``Partition.append_control`` + ``wait_durable``), hand the peer-led ones to their
   leaders with WriteTxnMarkers (``net.peer_link``; ``apply_marker_request`` is the leader's
-  side) and enqueue whatever a link did not deliver (``storage.markers``), then the
-  Complete* transition with its offset hook. On a running broker the client is answered
+  side) and enqueue whatever a link did not deliver (``storage.markers``), then the offset
+  hook (local groups directly, peer-coordinated ones over the same links, queued when a
+  link does not take them) and the Complete* transition. On a running broker the client is answered
   once Prepare* is durable and the rest runs in a background task (``_finish``); without
   one, any dispatch failure answers COORDINATOR_NOT_AVAILABLE and leaves it prepared;
 * fencing: a rejoin's epoch bump is applied to every led partition that knows the pid
@@ -67,6 +68,12 @@ __all__ = [
 ]
 
 log = structlog.get_logger()
+
+# WriteTxnMarkers between kaas brokers also carries the offset hook of a group the receiver
+# coordinates (Apache's marker on the group's __consumer_offsets partition): a "topic"
+# named GROUP_HOOK_PREFIX + group id, partition 0. A colon is not allowed in a topic name,
+# so the name cannot be a topic's.
+GROUP_HOOK_PREFIX = "__kaas_group:"
 
 Described = tuple[str, ErrorCode, dtxn.TxnDescription | None]
 
@@ -156,7 +163,7 @@ class TxnCoordinator:
         self._inflight: dict[str, trio.Event] = {}  # txn id -> its EndTxn's background half is done
         self.stats = {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
                       "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0,
-                      "answered_before_markers": 0}
+                      "answered_before_markers": 0, "offset_hooks_sent": 0, "offset_hooks_applied": 0}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -440,11 +447,15 @@ class TxnCoordinator:
         failed: dict[Any, ErrorCode] = {}
         codes: list[dict[tuple[str, int], ErrorCode]] = []
         owed: list[list[Any]] = []
+        hooks: list[list[Any]] = []
         waits: list[tuple[Any, int]] = []
         for m in markers:
             mine: dict[tuple[str, int], ErrorCode] = {}
             parts: list[Any] = []
+            hooks.append([t for t in m.topics if t.name.startswith(GROUP_HOOK_PREFIX)])
             for t in m.topics:
+                if t.name.startswith(GROUP_HOOK_PREFIX):
+                    continue
                 for index in t.partition_indexes:
                     _leader, part = self._led(t.name, index)
                     if part is not None:
@@ -466,8 +477,29 @@ class TxnCoordinator:
             for part in parts:
                 if part in failed:
                     mine[(part.topic, part.index)] = failed[part]
+        for m, mine, group_topics in zip(markers, codes, hooks, strict=True):
+            for t in group_topics:
+                code = await self._complete_group_hook(t.name[len(GROUP_HOOK_PREFIX):], m.producer_id,
+                                                       m.transaction_result)
+                for index in t.partition_indexes:
+                    mine[(t.name, index)] = code
         self.stats["marker_requests_applied"] += 1
         return codes
+
+    async def _complete_group_hook(self, group: str, producer_id: int, commit: bool) -> ErrorCode:
+        """An offset hook a peer's coordinator sent over its link: commit or discard the
+        group's staged offsets of ``producer_id`` when this broker coordinates the group;
+        otherwise (or when it cannot write the group now) the code that makes the sender
+        queue the hook on the volume instead."""
+        if not self.broker.owns_group(group):
+            return ErrorCode.not_coordinator
+        try:
+            await self.broker.groups.complete_txn(group, producer_id, commit)
+        except KaasError as exc:
+            log.warning("txn_offset_hook_failed", group=group, error=exc.code.name)
+            return exc.code
+        self.stats["offset_hooks_applied"] += 1
+        return ErrorCode.none
 
     async def _send_markers(self, wm: WriteMarkers, remote: dict[int, set[tuple[str, int]]]
                             ) -> dict[int, set[tuple[str, int]]]:
@@ -581,8 +613,40 @@ class TxnCoordinator:
             return False
         return True
 
+    async def _send_offset_hooks(self, hook: OffsetHook, wm: WriteMarkers, remote: dict[int, set[str]]
+                                 ) -> dict[int, set[str]]:
+        """Hand the offset hook of peer-coordinated groups to their coordinators over the peer
+        links (in a WriteTxnMarkers request, see ``GROUP_HOOK_PREFIX``). Returns what is
+        still owed, by broker (a failed link, a group that moved): the caller queues it."""
+        links = getattr(self.broker, "peer_links", None)
+        if links is None or not self.broker.settings.marker_rpc:
+            return remote
+        owed: dict[int, set[str]] = {}
+        for broker_id, groups in sorted(remote.items()):
+            marker = WritableTxnMarker(
+                producer_id=hook.producer_id, producer_epoch=wm.producer_epoch, transaction_result=hook.commit,
+                topics=tuple(WritableTxnMarkerTopic(name=GROUP_HOOK_PREFIX + g, partition_indexes=(0,))
+                             for g in sorted(groups)),
+                coordinator_epoch=self.coordinator_epoch)
+            try:
+                skip = broker_id == self.broker.id or failpoints.hit("marker.before_send", to_broker=broker_id)
+            except OSError:
+                skip = True
+            res = None if skip else await links.write_markers(broker_id, [marker])
+            if res is None:
+                owed[broker_id] = set(groups)
+                continue
+            left = {g for g in groups if res[0].get((GROUP_HOOK_PREFIX + g, 0)) != ErrorCode.none}
+            if left:
+                log.info("txn_offset_hooks_not_taken", transactional_id=wm.transactional_id, to_broker=broker_id,
+                         groups=len(left))
+                owed[broker_id] = left
+            self.stats["offset_hooks_sent"] += len(groups) - len(left)
+        return owed
+
     async def _offset_hook(self, hook: OffsetHook, wm: WriteMarkers) -> bool:
-        """Commit/discard staged offsets: directly for local groups, queued otherwise."""
+        """Commit/discard staged offsets: directly for local groups, over the peer link for
+        the others, queued on the volume for what a link did not take."""
         remote: dict[int, set[str]] = defaultdict(set)
         for group in sorted(hook.groups):
             if self.broker.owns_group(group):
@@ -597,7 +661,7 @@ class TxnCoordinator:
                 log.warning("txn_offset_hook_no_coordinator", group=group)
                 return False
             remote[owner].add(group)
-        for broker_id, groups in sorted(remote.items()):
+        for broker_id, groups in sorted((await self._send_offset_hooks(hook, wm, remote)).items()):
             entry = MarkerEntry(wm.transactional_id, hook.producer_id, wm.producer_epoch, hook.commit,
                                 self.coordinator_epoch, frozenset(), frozenset(groups), wm.txn_seq)
             try:
@@ -1085,6 +1149,8 @@ class TxnCoordinator:
 
     async def _apply_entry(self, path: Any) -> None:
         me = self.broker.id
+        if failpoints.hit("marker.before_apply"):
+            return  # tests: leave every queue entry where it is
         taken = await self.broker.run_io(self.queue.take, path)
         if taken is None:
             return

@@ -747,6 +747,45 @@ def test_write_txn_markers_from_a_peer(cluster):
     assert not queued_for_pid(data, entry["producer_id"])  # the peer link carried the markers
 
 
+def test_offset_hook_goes_over_the_peer_link(cluster):
+    """The offset hook of a transaction whose group another broker G coordinates reaches G
+    over the coordinator's peer link, like the markers: with G's marker queue stopped
+    (failpoint), the commit still commits the offsets at once and leaves nothing queued.
+    Before, the hook always went through G's queue on the volume, and the producer's next
+    transaction waited in the begin guard until G had applied it."""
+    wait_healthy(cluster)
+    bs, data = cluster.bootstrap, cluster.data
+    T, G = 2, 0
+    topic = f"hook-{uuid.uuid4().hex[:4]}"
+    led = create_topic(bs, topic)
+    txn_id = pick_txn_id(data, "hook", T)
+    group = pick_group("hook", G)
+    assert txn_owner(data, txn_id) == T and group_owner(group) == G
+    armed = _armed_count(cluster, G)
+    failpoints.arm(data / "run", G, {"marker.before_apply": {"action": "drop"}})
+    wait_for(lambda: _armed_count(cluster, G) > armed, 10, "marker.before_apply armed")
+    try:
+        p = txn_producer(bs, txn_id)
+        p.init_transactions(30)
+        meta = group_metadata(bs, group)
+        for offset in (2, 5):
+            p.begin_transaction()
+            p.produce(topic, value=f"v{offset}".encode(), partition=led[G])
+            p.send_offsets_to_transaction([TopicPartition(topic, led[G], offset)], meta, 20)
+            p.commit_transaction(30)
+            assert committed(bs, group, topic, [led[G]]) == {led[G]: offset}
+        producer_id = slot_entry(data, txn_id)["producer_id"]
+        assert not queued_for_pid(data, producer_id)
+        # an aborted transaction discards its staged offsets the same way
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(topic, led[G], 9)], meta, 20)
+        p.abort_transaction(30)
+        assert committed(bs, group, topic, [led[G]]) == {led[G]: 5}
+        assert not queued_for_pid(data, producer_id)
+    finally:
+        failpoints.disarm(data / "run", G)
+
+
 def test_write_txn_markers_refused_after_a_lease_lapse(cluster):
     """A broker paused past its write lease closes a WriteTxnMarkers connection accepted
     before the pause instead of serving it (its sender may have given up on it and queued
