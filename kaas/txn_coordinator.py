@@ -501,6 +501,16 @@ class TxnCoordinator:
         self.stats["offset_hooks_applied"] += 1
         return ErrorCode.none
 
+    @staticmethod
+    async def _ask_link(links: Any, broker_id: int, marker: Any) -> list[dict[tuple[str, int], ErrorCode]] | None:
+        """One marker over the peer link to ``broker_id``: its per-partition codes, or None
+        when the link failed (or the ``marker.before_send`` failpoint dropped it)."""
+        try:
+            skip = failpoints.hit("marker.before_send", to_broker=broker_id)
+        except OSError:
+            skip = True
+        return None if skip else await links.write_markers(broker_id, [marker])
+
     async def _send_markers(self, wm: WriteMarkers, remote: dict[int, set[tuple[str, int]]]
                             ) -> dict[int, set[tuple[str, int]]]:
         """Hand peer-led markers to their leaders over the peer links. Returns what is still
@@ -524,11 +534,7 @@ class TxnCoordinator:
                 topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ix))
                              for t, ix in by_topic.items()),
                 coordinator_epoch=self.coordinator_epoch)
-            try:
-                skip = failpoints.hit("marker.before_send", to_broker=broker_id)
-            except OSError:
-                skip = True
-            res = None if skip else await links.write_markers(broker_id, [marker])
+            res = await self._ask_link(links, broker_id, marker)
             if res is None:
                 owed[broker_id] = set(partitions)
                 return
@@ -628,11 +634,7 @@ class TxnCoordinator:
                 topics=tuple(WritableTxnMarkerTopic(name=GROUP_HOOK_PREFIX + g, partition_indexes=(0,))
                              for g in sorted(groups)),
                 coordinator_epoch=self.coordinator_epoch)
-            try:
-                skip = broker_id == self.broker.id or failpoints.hit("marker.before_send", to_broker=broker_id)
-            except OSError:
-                skip = True
-            res = None if skip else await links.write_markers(broker_id, [marker])
+            res = None if broker_id == self.broker.id else await self._ask_link(links, broker_id, marker)
             if res is None:
                 owed[broker_id] = set(groups)
                 continue

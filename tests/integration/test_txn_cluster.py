@@ -436,6 +436,22 @@ def _armed_count(c: ClusterProcess, broker_id: int) -> int:
     return c.broker_log(broker_id).count("failpoints_armed")
 
 
+def _arm(c: ClusterProcess, broker_id: int, spec: dict) -> None:
+    """Arm failpoints on a broker and wait until it has loaded them."""
+    armed = _armed_count(c, broker_id)
+    failpoints.arm(c.data / "run", broker_id, spec)
+    wait_for(lambda: _armed_count(c, broker_id) > armed, 10, f"{sorted(spec)} armed")
+
+
+def _txn_case(c: ClusterProcess, prefix: str, coordinator: int) -> tuple[str, Path, str, dict[int, int], str]:
+    """(bootstrap, data, topic, leader -> partition, transactional id): a fresh topic with
+    a partition led by each broker and an id whose slot ``coordinator`` owns."""
+    wait_healthy(c)
+    topic = f"{prefix}-{uuid.uuid4().hex[:4]}"
+    led = create_topic(c.bootstrap, topic)
+    return c.bootstrap, c.data, topic, led, pick_txn_id(c.data, prefix, coordinator)
+
+
 def _end(p: Producer, commit: bool, timeout: float = 60.0) -> tuple[str, list[str]]:
     """commit_transaction / abort_transaction the way confluent documents it: retry a
     retriable error, abort after an abortable one; a fatal error ends the producer.
@@ -664,9 +680,7 @@ def test_dead_brokers_marker_queue_is_claimed(cluster):
         p.produce(topic, value=v, partition=p_t if i % 2 == 0 else p_o)
     p.send_offsets_to_transaction([TopicPartition(topic, p_o, 3)], group_metadata(bs, group), 20)
     assert p.flush(15) == 0
-    armed = _armed_count(cluster, T)
-    failpoints.arm(data / "run", T, {"marker.before_send": {"action": "drop"}})
-    wait_for(lambda: _armed_count(cluster, T) > armed, 10, "marker.before_send armed")
+    _arm(cluster, T, {"marker.before_send": {"action": "drop"}})
     pid = cluster.signal(O, signal.SIGSTOP)
     try:
         p.commit_transaction(30)  # well within the session timeout: O still counts as alive
@@ -718,12 +732,8 @@ def test_write_txn_markers_from_a_peer(cluster):
     coordinator then finds the partitions' transactions already closed and completes."""
     from kaas.client import WireClient
 
-    wait_healthy(cluster)
-    bs, data = cluster.bootstrap, cluster.data
     T, O = 0, 1
-    topic = f"wtm-{uuid.uuid4().hex[:4]}"
-    led = create_topic(bs, topic)
-    txn_id = pick_txn_id(data, "wtm", T)
+    bs, data, topic, led, txn_id = _txn_case(cluster, "wtm", T)
     p = txn_producer(bs, txn_id)
     p.init_transactions(30)
     p.begin_transaction()
@@ -753,17 +763,11 @@ def test_offset_hook_goes_over_the_peer_link(cluster):
     (failpoint), the commit still commits the offsets at once and leaves nothing queued.
     Before, the hook always went through G's queue on the volume, and the producer's next
     transaction waited in the begin guard until G had applied it."""
-    wait_healthy(cluster)
-    bs, data = cluster.bootstrap, cluster.data
     T, G = 2, 0
-    topic = f"hook-{uuid.uuid4().hex[:4]}"
-    led = create_topic(bs, topic)
-    txn_id = pick_txn_id(data, "hook", T)
+    bs, data, topic, led, txn_id = _txn_case(cluster, "hook", T)
     group = pick_group("hook", G)
     assert txn_owner(data, txn_id) == T and group_owner(group) == G
-    armed = _armed_count(cluster, G)
-    failpoints.arm(data / "run", G, {"marker.before_apply": {"action": "drop"}})
-    wait_for(lambda: _armed_count(cluster, G) > armed, 10, "marker.before_apply armed")
+    _arm(cluster, G, {"marker.before_apply": {"action": "drop"}})
     try:
         p = txn_producer(bs, txn_id)
         p.init_transactions(30)
