@@ -487,10 +487,10 @@ class TxnCoordinator:
         return codes
 
     async def _complete_group_hook(self, group: str, producer_id: int, commit: bool) -> ErrorCode:
-        """An offset hook a peer's coordinator sent over its link: commit or discard the
-        group's staged offsets of ``producer_id`` when this broker coordinates the group;
-        otherwise (or when it cannot write the group now) the code that makes the sender
-        queue the hook on the volume instead."""
+        """The offset hook of one group, whichever way it arrived (this coordinator's own
+        EndTxn, a peer's link, a queue entry): commit or discard the group's staged offsets
+        of ``producer_id`` when this broker coordinates the group. NOT_COORDINATOR when it
+        does not (send it on); another code when it cannot write the group now (keep it)."""
         if not self.broker.owns_group(group):
             return ErrorCode.not_coordinator
         try:
@@ -634,7 +634,7 @@ class TxnCoordinator:
                 topics=tuple(WritableTxnMarkerTopic(name=GROUP_HOOK_PREFIX + g, partition_indexes=(0,))
                              for g in sorted(groups)),
                 coordinator_epoch=self.coordinator_epoch)
-            res = None if broker_id == self.broker.id else await self._ask_link(links, broker_id, marker)
+            res = await self._ask_link(links, broker_id, marker)
             if res is None:
                 owed[broker_id] = set(groups)
                 continue
@@ -651,13 +651,11 @@ class TxnCoordinator:
         the others, queued on the volume for what a link did not take."""
         remote: dict[int, set[str]] = defaultdict(set)
         for group in sorted(hook.groups):
-            if self.broker.owns_group(group):
-                try:
-                    await self.broker.groups.complete_txn(group, hook.producer_id, hook.commit)
-                except KaasError as exc:
-                    log.warning("txn_offset_hook_failed", group=group, error=exc.code.name)
-                    return False
+            code = await self._complete_group_hook(group, hook.producer_id, hook.commit)
+            if code == ErrorCode.none:
                 continue
+            if code != ErrorCode.not_coordinator:
+                return False
             owner = self.broker.group_owner(group)
             if owner is None:
                 log.warning("txn_offset_hook_no_coordinator", group=group)
@@ -1181,12 +1179,11 @@ class TxnCoordinator:
         failed = await self._write_local_markers(local, entry.producer_id, entry.producer_epoch, entry.commit)
         keep_parts.update((p.topic, p.index) for p in failed)
         for group in sorted(entry.groups):
-            if self.broker.owns_group(group):
-                try:
-                    await self.broker.groups.complete_txn(group, entry.producer_id, entry.commit)
-                except KaasError as exc:
-                    log.warning("txn_offset_hook_failed", group=group, error=exc.code.name)
-                    keep_groups.add(group)
+            code = await self._complete_group_hook(group, entry.producer_id, entry.commit)
+            if code == ErrorCode.none:
+                continue
+            if code != ErrorCode.not_coordinator:
+                keep_groups.add(group)
                 continue
             owner = self.broker.group_owner(group)
             if owner is not None and owner != me:
