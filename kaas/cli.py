@@ -19,7 +19,7 @@ def _without_test_libraries() -> None:
 
     kio registers hypothesis strategies for its field types whenever hypothesis is
     importable. In a development or CI venv that put hypothesis, trio.testing and pytest
-    into every broker: about 220 more modules, 15 MiB more RSS per broker and 0.2 s more
+    into every broker: about 220 more modules, 17 MiB more RSS per broker and 0.2 s more
     at start (which a restart after a crash waits for). A broker never draws examples, so
     the import is made to fail (``sys.modules[name] = None``), only when nothing has
     imported hypothesis or kio yet (an in-process caller keeps what it has)."""

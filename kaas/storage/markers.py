@@ -198,13 +198,15 @@ class MarkerQueue:
         name = f"{entry.base}.f{from_broker}-{secrets.token_hex(4)}{_SUFFIX}"
         return self._write(self.dir(broker_id) / name, entry)
 
-    def list(self, broker_id: int) -> list[Path]:
-        """Queue files of ``broker_id``, sorted by name (tmp files and strays left out)."""
+    def list(self, broker_id: int, prefix: str = "") -> list[Path]:
+        """Queue files of ``broker_id`` whose names start with ``prefix``, sorted by name
+        (tmp files and strays left out)."""
+        directory = self.dir(broker_id)
         try:
-            names = os.listdir(self.dir(broker_id))
+            names = os.listdir(directory)
         except FileNotFoundError:
             return []
-        return [self.dir(broker_id) / n for n in sorted(names) if _parts(n) is not None]
+        return [directory / n for n in sorted(names) if n.startswith(prefix) and _parts(n) is not None]
 
     def read(self, path: Path) -> MarkerEntry | None:
         """Read one entry afresh; None when it is gone.
@@ -304,10 +306,5 @@ class MarkerQueue:
         prefix = f"{producer_id}-"
         out = []
         for b in self.queues():
-            directory = self.dir(b)
-            try:
-                names = os.listdir(directory)
-            except FileNotFoundError:
-                continue
-            out.extend(directory / n for n in sorted(names) if n.startswith(prefix) and _parts(n) is not None)
+            out.extend(self.list(b, prefix))
         return out
