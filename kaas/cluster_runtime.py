@@ -15,6 +15,11 @@ Lease (self-fencing): a broker whose last successful heartbeat is older than
 ``session_timeout_ms / 2`` by its own monotonic clock stops acknowledging writes
 (``lease_valid``), so by the time peers call it dead it has already stopped. A SIGSTOPped
 broker resumes with an expired lease and applies the new assignment before writing again.
+
+The tick's file work goes through ``broker.run_io``: inline on tmpfs, in worker threads on
+a disk or NFS. Each thread round trip costs the tick a turn through the trio run queue; on
+a loop busy with 1,000-partition requests four of them stretched a tick to 0.8 s and the
+lease ran out under load (see docs/performance.rst, "Lease lapses under load").
 """
 
 from __future__ import annotations
@@ -125,7 +130,7 @@ class ClusterRuntime:
 
     async def _tick(self) -> None:
         t0 = time.monotonic()
-        await trio.to_thread.run_sync(self._read_peers)
+        await self.broker.run_io(self._read_peers)
         try:
             await self._elect()
             if self.is_controller:
@@ -181,7 +186,7 @@ class ClusterRuntime:
                "controller_epoch": self.controller_epoch}
         try:
             path = self.layout.broker_file(self.broker.id)
-            await trio.to_thread.run_sync(lambda: atomic.write_json(path, obj, fsync=s.fsync))
+            await self.broker.run_io(lambda: atomic.write_json(path, obj, fsync=s.fsync))
         except OSError as exc:
             log.error("heartbeat_write_failed", error=str(exc))
             return
@@ -225,7 +230,7 @@ class ClusterRuntime:
         return best, owner
 
     async def _elect(self) -> None:
-        epoch, owner = await trio.to_thread.run_sync(self._highest_epoch)
+        epoch, owner = await self.broker.run_io(self._highest_epoch)
         self.controller_epoch = epoch
         self.controller_id = owner
         alive = self.alive_any()
@@ -247,7 +252,7 @@ class ClusterRuntime:
             if owner != self.broker.id:
                 return
         data = json.dumps({"format": 1, "broker_id": self.broker.id, "epoch": epoch + 1}).encode()
-        won = await trio.to_thread.run_sync(
+        won = await self.broker.run_io(
             lambda: atomic.create_exclusive(self.layout.controller / f"epoch-{epoch + 1}", data,
                                             fsync=self.broker.settings.fsync))
         if won:
@@ -273,7 +278,7 @@ class ClusterRuntime:
         if epoch != self.controller_epoch:
             self.is_controller = False
             return
-        await trio.to_thread.run_sync(lambda: atomic.write_json(self.layout.assignment, new.to_json(),
+        await self.broker.run_io(lambda: atomic.write_json(self.layout.assignment, new.to_json(),
                                                                 fsync=self.broker.settings.fsync))
         log.info("assignment_written", version=new.version, controller_epoch=new.controller_epoch,
                  alive=self.alive(), partitions=sum(len(v) for v in new.partitions.values()))
@@ -302,7 +307,7 @@ class ClusterRuntime:
     # ------------------------------------------------------------------ apply
 
     async def _apply_assignment(self) -> None:
-        a = await trio.to_thread.run_sync(self._read_assignment_file)
+        a = await self.broker.run_io(self._read_assignment_file)
         if a is None:
             return
         if a.controller_epoch < self.controller_epoch and not (self.assignment is None):

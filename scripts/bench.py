@@ -1081,6 +1081,7 @@ def run_scale(bootstrap: str, partitions: int, messages: int, size: int, txn_ids
     topic = f"bench-scale-{tag}"
     out: dict[str, object] = {"bench": "scale", "partitions": partitions, "size": size}
     rss_start = pids.rss() if pids else 0
+    lapses_start = _lease_lapses(pids)
     with RssSampler(pids) as rss:
         t = time.perf_counter()
         rss.phase = "create"
@@ -1181,7 +1182,25 @@ def run_scale(bootstrap: str, partitions: int, messages: int, size: int, txn_ids
                rss_mib_max_by_phase={k: _r(v / MIB, 1) for k, v in rss.phase_max.items()},
                cpu_s=_r(sum(x for x in (prod["cpu_s"], txn_cpu, gcpu) if x is not None)) if pids else None,
                gib_basis="produced", topic=topic, bootstrap=bootstrap)
+    lapses_end = _lease_lapses(pids)
+    if lapses_start is not None and lapses_end is not None:
+        out["lease_lapses"] = lapses_end - lapses_start
     return out
+
+
+def _lease_lapses(pids: BrokerPids | None) -> int | None:
+    """``lease_lapsed`` lines in the kaas brokers' logs so far (None when the data directory
+    is unknown): each is a broker that found its write lease run out (a starved event loop
+    makes it stop acknowledging until its next heartbeat)."""
+    if pids is None or pids.kaas_data is None:
+        return None
+    count = 0
+    for f in (pids.kaas_data / "run").glob("kaas-*.log"):
+        try:
+            count += f.read_bytes().count(b"lease_lapsed")
+        except OSError:
+            continue
+    return count
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -1709,7 +1728,8 @@ SUITE_METRICS: dict[str, list[tuple[str, str, str]]] = {
               ("groups_per_s", "groups/s (join+commit)", "median"),
               ("group_first_record_p99_ms", "group join p99 ms", "median"),
               ("rss_mib_max", "broker RSS MiB (max)", "max"),
-              ("create_s", "create 1000 partitions s", "median")],
+              ("create_s", "create 1000 partitions s", "median"),
+              ("lease_lapses", "broker lease lapses", "max")],
 }
 
 # (bench, key) -> (comparison, threshold): ratio* against the mock, abs* on kaas's own figure.

@@ -211,14 +211,29 @@ def committed(bootstrap: str, group: str, topic: str, partitions: list[int],
               isolation: str = "read_committed") -> dict[int, int]:
     """OffsetFetch. With require_stable (librdkafka sends it under read_committed) staged
     offsets of an open transaction make the client retry until they are committed or
-    discarded; under read_uncommitted it answers the committed offsets at once."""
+    discarded; under read_uncommitted it answers the committed offsets at once.
+
+    librdkafka hands NOT_COORDINATOR to the caller of ``committed()`` instead of finding the
+    coordinator again: the answer of a broker that has just seen a resumed or restarted
+    peer come back and given the group up to it. Like an application, this asks again."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation,
                   "enable.auto.commit": False})
+    deadline = time.monotonic() + 20
     try:
-        return {tp.partition: tp.offset
-                for tp in c.committed([TopicPartition(topic, p) for p in partitions], timeout=20)}
+        while True:
+            try:
+                return {tp.partition: tp.offset
+                        for tp in c.committed([TopicPartition(topic, p) for p in partitions], timeout=20)}
+            except KafkaException as exc:
+                if exc.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         c.close()
+
+
+_COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       KafkaError.COORDINATOR_NOT_AVAILABLE}
 
 
 def group_metadata(bootstrap: str, group: str):
