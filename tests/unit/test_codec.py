@@ -1,0 +1,63 @@
+"""Response encoding: the bodies of the repeating responses (EndTxn, AddPartitionsToTxn,
+WriteTxnMarkers, ...) are encoded once and reused; the framed bytes must be exactly what
+kio's writers produce for the header and the body, hit or miss."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kaas.handlers import REGISTRY
+from kaas.wire import codec
+from kaas.wire.build import build
+
+CASES = [(key, v) for key in sorted(codec.REPEATING_BODY_APIS)
+         for v in range(REGISTRY[key].min_version, REGISTRY[key].max_version + 1)]
+
+
+def reference(api_key: int, version: int, corr: int, body) -> bytes:
+    """Size prefix + header + body straight from kio's writers, no cache."""
+    _cls, hdr_cls, write_header, write_body = codec.response_io(api_key, version)
+    buf = io.BytesIO()
+    write_header(buf, hdr_cls(correlation_id=corr))
+    write_body(buf, body)
+    out = buf.getvalue()
+    return struct.pack(">i", len(out)) + out
+
+
+@pytest.mark.parametrize(("api_key", "version"), CASES)
+@given(data=st.data(), corrs=st.lists(st.integers(-(2**31), 2**31 - 1), min_size=1, max_size=3))
+def test_cached_bodies_encode_like_kio(api_key, version, data, corrs):
+    body = data.draw(st.from_type(codec.response_class(api_key, version)))
+    for corr in corrs:  # the first may miss, the rest hit
+        assert bytes(codec.encode_response(api_key, version, corr, body)) == reference(api_key, version, corr, body)
+
+
+def test_equal_bodies_share_one_entry_and_the_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(codec, "_body_cache", {})
+    cls = codec.response_class(26, 3)
+    a = build(cls, {"throttle_time": 0, "error_code": 0})
+    b = build(cls, {"throttle_time": 0, "error_code": 0})
+    c = build(cls, {"throttle_time": 0, "error_code": 51})
+    codec.encode_response(26, 3, 1, a)
+    codec.encode_response(26, 3, 2, b)
+    assert len(codec._body_cache) == 1
+    codec.encode_response(26, 3, 3, c)
+    assert len(codec._body_cache) == 2
+    assert bytes(codec.encode_response(26, 3, 4, c)) == reference(26, 3, 4, c)
+
+    monkeypatch.setattr(codec, "_BODY_CACHE_MAX", 3)
+    for code in range(10):
+        codec.encode_response(26, 3, 5, build(cls, {"throttle_time": 0, "error_code": code}))
+        assert len(codec._body_cache) <= 3
+
+
+def test_other_apis_are_not_cached(monkeypatch):
+    monkeypatch.setattr(codec, "_body_cache", {})
+    body = build(codec.response_class(3, 12), {"brokers": [], "topics": []})
+    assert bytes(codec.encode_response(3, 12, 9, body)) == reference(3, 12, 9, body)
+    assert codec._body_cache == {}
