@@ -159,6 +159,7 @@ class TxnCoordinator:
         self._slot_cache: dict[int, dtxn.SlotState] = {}
         self._unwritten: set[int] = set()  # slots whose cached state is newer than the file
         self._marker_wake = trio.Event()
+        self._doorbell_live = False  # the inotify watch on this broker's queue is open
         self._nursery: trio.Nursery | None = None  # for the background half of EndTxn
         self._inflight: dict[str, trio.Event] = {}  # txn id -> its EndTxn's background half is done
         self.stats = {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
@@ -185,11 +186,13 @@ class TxnCoordinator:
         watch = dirwatch.open_watch(self.broker.layout.marker_dir(self.broker.id))
         if watch is None:
             return
+        self._doorbell_live = True
         try:
             while True:
                 await watch.wait()
                 self.wake_markers()
         finally:
+            self._doorbell_live = False
             watch.close()
 
     def wake_markers(self) -> None:
@@ -1108,7 +1111,12 @@ class TxnCoordinator:
         ``MARKER_POLL_S`` (the seed's 2 s), at once when woken, and as soon as a cheap stat of
         the queue directory (every ``MARKER_STAT_S``) shows a change. The faster path keeps a
         peer-led commit off the 2 s interval: the producer's next transaction waits for
-        these markers (CONCURRENT_TRANSACTIONS until they are applied)."""
+        these markers (CONCURRENT_TRANSACTIONS until they are applied).
+
+        On tmpfs with the inotify doorbell open there is no stat poll: every writer of the
+        queue is a process of this host, so the doorbell sees each entry (the stat poll is
+        for NFS, where inotify misses other hosts' writes). That is 20 wake-ups a second
+        fewer on an idle broker."""
         while True:
             self._marker_wake = trio.Event()
             stamp = await self._queue_stamp()
@@ -1118,6 +1126,9 @@ class TxnCoordinator:
                 log.warning("txn_marker_queue_failed", error=str(exc))
             with trio.move_on_after(MARKER_POLL_S):
                 while True:
+                    if self._doorbell_live and self.broker.memory_backed:
+                        await self._marker_wake.wait()
+                        break
                     with trio.move_on_after(MARKER_STAT_S):
                         await self._marker_wake.wait()
                     if self._marker_wake.is_set() or await self._queue_stamp() != stamp:

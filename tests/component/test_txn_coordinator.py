@@ -18,7 +18,7 @@ import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import failpoints
+from kaas import failpoints, txn_coordinator
 from kaas.broker import Partition
 from kaas.domain.routing import txn_slot
 from kaas.domain.txn import TxnState
@@ -190,6 +190,49 @@ async def test_peer_led_marker_goes_through_the_queue(cluster):
     assert not open_txn(p1) and b0.txn.queue.list(1) == []
     assert await b0.txn.add_partitions("x", pid, epoch, [("t", 0)], V) == ErrorCode.none
     assert state_of(b0, "x").txn_seq == 2
+
+
+@pytest.mark.parametrize("memory_backed", [True, False])
+async def test_queue_watcher_wakes_on_the_doorbell_and_polls_only_off_tmpfs(cluster, monkeypatch, memory_backed):
+    """A queued marker is applied at once (the full pass is pushed out to 60 s here): on
+    tmpfs through the inotify doorbell alone, one stat of the queue per pass; elsewhere
+    the stat poll runs between passes as well (NFS: inotify misses other hosts' writes)."""
+    world, (b0, b1, _b2) = cluster
+    b1.memory_backed = memory_backed
+    monkeypatch.setattr(txn_coordinator, "MARKER_POLL_S", 60.0)
+    b0.lead("t", 0)
+    p1 = b1.lead("t", 1)
+    counts = {"stamps": 0, "passes": 0}
+    stamp, apply = b1.txn._queue_stamp, b1.txn.apply_queue
+
+    async def counted_stamp():
+        counts["stamps"] += 1
+        return await stamp()
+
+    async def counted_apply():
+        counts["passes"] += 1
+        await apply()
+
+    monkeypatch.setattr(b1.txn, "_queue_stamp", counted_stamp)
+    monkeypatch.setattr(b1.txn, "apply_queue", counted_apply)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(b1.txn.serve_queue_doorbell)
+        nursery.start_soon(b1.txn.serve_markers)
+        with trio.fail_after(10):
+            while not b1.txn._doorbell_live or counts["passes"] == 0:
+                await trio.sleep(0.01)
+        pid, epoch = await begin(b0.txn, "x", [("t", 1)])
+        await produce(p1, "x", pid, epoch)
+        assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
+        with trio.fail_after(10):
+            while open_txn(p1) or b0.txn.queue.list(1):
+                await trio.sleep(0.01)
+        await trio.sleep(0.3)
+        nursery.cancel_scope.cancel()
+    if memory_backed:
+        assert counts["stamps"] == counts["passes"], counts
+    else:
+        assert counts["stamps"] > counts["passes"] + 2, counts
 
 
 async def test_entry_for_a_moved_partition_is_forwarded(cluster):
