@@ -7,12 +7,17 @@
      "marker.before_append": {"action": "drop", "match": {"commit": false}}}
 
 Actions: ``crash`` (``os._exit(137)``, as abrupt as SIGKILL), ``pause`` (sleep N ms; in trio
-code use ``await hit_async``), ``error`` (raise OSError, like a failing disk), ``drop``
-(``hit`` returns True and the caller skips the operation as if it had succeeded: a
-deliberately broken broker, for showing that the checkers catch it; only points whose
-caller honours it, see ``DROPPABLE``). ``count`` limits how many hits fire (default:
-unlimited); ``match`` fires only when the point's context (keyword arguments of ``hit``)
-has those values. A crash failpoint is consumed by the
+code use ``await hit_async``), ``error`` (raise OSError, like a failing disk; ``"errno":
+"ENOSPC"`` picks the error, EIO by default), ``short`` (at the I/O points of
+``storage.fs``: write the first ``fraction`` of the bytes, default 0.5, then fail with
+ENOSPC, as a write that runs out of space does), ``drop`` (``hit`` returns True and the
+caller skips the operation as if it had succeeded: a deliberately broken broker, for
+showing that the checkers catch it; only points whose caller honours it, see
+``DROPPABLE``). ``count`` limits how many hits fire (default: unlimited); ``match`` fires
+only when the point's context (keyword arguments of ``hit``) has those values; ``path``
+fires only when the context's ``path`` contains that string (the I/O points pass the file
+they touch, so ``{"state.write": {"action": "error", "errno": "ENOSPC", "path": "slot-"}}``
+fails the slot files' writes alone). A crash failpoint is consumed by the
 process that dies, so the restarted broker does not crash again: the file is renamed to
 ``.fired`` before exiting.
 
@@ -21,6 +26,7 @@ Zero cost when nothing is armed: ``hit`` is one dict lookup on an empty dict.
 
 from __future__ import annotations
 
+import errno as _errno
 import json
 import os
 import time
@@ -46,11 +52,20 @@ NAMES = (
     "takeover.after_manifest",
     "marker.before_append",
     "marker.before_send",
+    # I/O points of storage.fs (context: path): every segment append, every fsync of a
+    # segment, every whole-file state write (tmp + fsync + rename) and append-only log
+    "append.write",
+    "append.fsync",
+    "state.write",
+    "state.fsync",
+    "state.rename",
+    # the supervisor's own files (context: path): pid files, broker logs, the run directory
+    "supervisor.write",
 )
 DROPPABLE = ("marker.before_append", "marker.before_send")
 
 
-def configure(run_dir: Path, broker_id: int) -> None:
+def configure(run_dir: Path, broker_id: int | str) -> None:
     global _path
     _path = Path(run_dir) / f"failpoints-{broker_id}.json"
     reload()
@@ -89,12 +104,43 @@ def _take(name: str, context: dict) -> dict | None:
     match = spec.get("match")
     if match and any(context.get(k) != v for k, v in match.items()):
         return None
+    part = spec.get("path")
+    if part is not None and part not in str(context.get("path", "")):
+        return None
     count = spec.get("count")
     if count is not None:
         if count <= 0:
             return None
         spec["count"] = count - 1
     return spec
+
+
+def io_fault(name: str, **context) -> float | None:
+    """Fire the I/O failpoint ``name`` if armed. Returns the fraction of the bytes to write
+    before failing with ENOSPC for a ``short`` action (the caller writes them: torn bytes
+    on the file, as a real short write leaves), None otherwise.
+
+    Raises:
+        OSError: an ``error`` action.
+    """
+    if not _armed:
+        return None
+    spec = _take(name, context)
+    if spec is None:
+        return None
+    if spec.get("action") == "short":
+        log.warning("failpoint_hit", name=name, action="short", path=str(context.get("path", "")))
+        return float(spec.get("fraction", 0.5))
+    _fire(name, spec)
+    if spec.get("action") == "pause":
+        time.sleep(spec.get("ms", 1000) / 1000)
+    return None
+
+
+def oserror(code: int | str, what: str) -> OSError:
+    """An OSError as the kernel raises it (errno set), for failpoints and fault seams."""
+    num = getattr(_errno, code, _errno.EIO) if isinstance(code, str) else int(code)
+    return OSError(num, os.strerror(num), what)
 
 
 def hit(name: str, **context) -> bool:
@@ -135,7 +181,7 @@ def _fire(name: str, spec: dict) -> None:
                 pass
         os._exit(137)
     if action == "error":
-        raise OSError(f"failpoint {name}")
+        raise oserror(spec.get("errno", "EIO"), f"failpoint {name}")
 
 
 def arm(run_dir: Path, broker_id: int, specs: dict[str, dict]) -> Path:

@@ -2,6 +2,9 @@
 
 Invariants:
     - a reader sees the old or the new content, never a torn file;
+    - a failed write (ENOSPC, EIO, a short write, a failed fsync or rename) raises and
+      leaves the previous file intact and no tmp file behind: the caller's in-memory state
+      must not run ahead of the file;
     - the tmp name carries the writer's pid and thread id so two writers (processes, or
       threads of one process such as ``trio.to_thread`` workers) cannot clobber each
       other's tmp.
@@ -18,6 +21,7 @@ from typing import Any
 import crc32c
 
 from kaas.errors import CorruptState
+from kaas.storage import fs
 
 
 def write_bytes(path: str | os.PathLike, data: bytes, *, fsync: bool = True) -> None:
@@ -26,19 +30,28 @@ def write_bytes(path: str | os.PathLike, data: bytes, *, fsync: bool = True) -> 
     building cost more than the system calls.)"""
     directory, name = os.path.split(os.fspath(path))
     tmp = os.path.join(directory, f".{name}.{_writer_id()}.tmp")
+    dst = os.fspath(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            fs.write_all(fd, (data,), point="state.write", path=dst)
+            if fsync:
+                fs.fsync(fd, point="state.fsync", path=dst)
+        finally:
+            os.close(fd)
+        fs.replace(tmp, dst)
+    except BaseException:
+        _unlink_quietly(tmp)  # a tmp left behind would hold space on a full volume
+        raise
     if fsync:
         fsync_dir(directory or ".")
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def content_id(data: bytes | None) -> tuple[int, int] | None:
