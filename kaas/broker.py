@@ -56,7 +56,8 @@ class Partition:
         self._syncing = False
         self._sync_done = trio.Event()
         self.closed = False
-        self.sync_error: BaseException | None = None
+        self.offline: str | None = None  # why the log failed (KAFKA_STORAGE_ERROR until reopened)
+        self._abandon_after_sync = False
         self.append_listeners: list[Callable[[wb.BatchHeader, AppendResult], None]] = []
 
     @property
@@ -76,6 +77,8 @@ class Partition:
         return self.log.last_stable_offset()
 
     def check_open(self) -> None:
+        if self.offline is not None:
+            raise KaasError(ErrorCode.kafka_storage_error, f"partition offline: {self.offline}")
         if self.closed:
             raise KaasError(ErrorCode.not_leader_or_follower, "partition relinquished")
         if not self.broker.cluster.lease_valid():
@@ -84,7 +87,12 @@ class Partition:
     def append(self, records: bytes, header: wb.BatchHeader) -> AppendResult:
         """Append a validated batch on the trio thread; readers are woken."""
         self.check_open()
-        res = self.log.append(records, header)
+        try:
+            res = self.log.append(records, header)
+        except KaasError:
+            if self.log.failed is not None:
+                self.broker.take_offline(self)
+            raise
         for listener in self.append_listeners:
             listener(header, res)
         self.broker.notify_data()
@@ -102,10 +110,8 @@ class Partition:
             if self._syncing:
                 await self._sync_done.wait()
                 continue
+            end, fds = self.log.take_dirty()
             self._syncing = True
-            end = self.log.log_end_offset
-            fds = list(self.log._dirty)
-            self.log._dirty.difference_update(fds)
             try:
                 await failpoints.hit_async("append.after_write_before_fsync")
                 if self.log.config.fsync and fds:
@@ -113,20 +119,25 @@ class Partition:
                     if self.broker.memory_backed:
                         # tmpfs: fsync is a no-op syscall; a worker-thread round trip would
                         # cost more than it (measured: ~25% of broker CPU under produce load)
-                        _fsync_all(fds)
+                        self.log.fsync_fds(fds)
                     else:
-                        await trio.to_thread.run_sync(_fsync_all, fds)
+                        await trio.to_thread.run_sync(self.log.fsync_fds, fds)
                     self.broker.stats_fsync(time.perf_counter() - t0)
                 if end > self.log.durable_offset:
                     self.log.durable_offset = end
             except OSError as exc:
-                self.log._dirty.update(fds)
-                log.error("fsync_failed", topic=self.topic, partition=self.index, error=str(exc))
+                # Never retried as if it had succeeded: the log is failed, every waiter gets
+                # KAFKA_STORAGE_ERROR and the partition is reopened through recovery.
+                self.log.fail(f"fsync failed: {exc}")
+                self.broker.take_offline(self)
                 raise KaasError(ErrorCode.kafka_storage_error, str(exc)) from None
             finally:
                 self._syncing = False
                 done, self._sync_done = self._sync_done, trio.Event()
                 done.set()
+                if self._abandon_after_sync:
+                    self._abandon_after_sync = False
+                    self.log.abandon()
         self.broker.check_before_ack(self)
 
     def append_control(self, producer_id: int, producer_epoch: int, commit: bool,
@@ -191,11 +202,6 @@ def fs_type(path) -> str:
     return kind
 
 
-def _fsync_all(fds: list[int]) -> None:
-    for fd in fds:
-        os.fsync(fd)
-
-
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
@@ -215,6 +221,10 @@ class Broker:
         self.memory_backed = fs_type(self.layout.data) in ("tmpfs", "ramfs")
         self.topics = TopicStore(self.layout.topics, fsync=settings.fsync)
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # partitions whose log failed (a write or fsync error), by key: the reason. The
+        # cluster runtime reopens them through recovery on its next tick; until then they
+        # answer KAFKA_STORAGE_ERROR.
+        self.offline: dict[tuple[str, int], str] = {}
         self._data_event = trio.Event()
         self.nursery: trio.Nursery | None = None
         self.started_ms = now_ms()
@@ -285,9 +295,19 @@ class Broker:
             self.takeovers += 1
             self.takeover_seconds += took
             metrics.observe_takeover(took)
-        except (CorruptState, OSError) as exc:
-            log.error("partition_takeover_failed", topic=meta.name, partition=index, error=str(exc))
+        except (CorruptState, OSError, KaasError) as exc:
+            plog.abandon()
+            if key in self.offline:  # said once when it went offline; retried every tick
+                log.debug("partition_recovery_failed", topic=meta.name, partition=index, error=str(exc))
+            else:
+                log.error("partition_takeover_failed", topic=meta.name, partition=index, error=str(exc))
             return None
+        finally:
+            for cut in plog.recoveries:
+                log.warning("recovery_truncated", topic=meta.name, partition=index, **cut)
+            if plog.recovery_journal_error:
+                log.error("recovery_journal_write_failed", topic=meta.name, partition=index,
+                          error=plog.recovery_journal_error)
         if key in self.partitions or self.stopping:  # raced with another opener, or shutting down
             await trio.to_thread.run_sync(plog.close)
             return self.partitions.get(key)
@@ -296,6 +316,10 @@ class Broker:
                       error=plog.snapshot_error)
         part = Partition(meta.name, index, plog, self)
         self.partitions[key] = part
+        reason = self.offline.pop(key, None)
+        if reason is not None:
+            log.warning("partition_back_online", topic=meta.name, partition=index, epoch=epoch,
+                        was=reason, log_end_offset=plog.log_end_offset)
         log.info("partition_takeover", topic=meta.name, partition=index, epoch=epoch,
                  log_end_offset=plog.log_end_offset, log_start_offset=plog.log_start_offset)
         return part
@@ -309,6 +333,28 @@ class Broker:
         except OSError as exc:  # e.g. the topic directory was deleted under us
             log.warning("partition_close_failed", topic=part.topic, partition=part.index, error=str(exc))
         log.info("partition_relinquish", topic=part.topic, partition=part.index, epoch=part.epoch)
+
+    def take_offline(self, part: Partition) -> None:
+        """A write or fsync of ``part`` failed and could not be undone: stop serving it
+        (KAFKA_STORAGE_ERROR), give its files up without writing, and let the cluster
+        runtime reopen it through recovery (it stays assigned here, so the next tick takes
+        it over again, and keeps trying while the disk refuses writes)."""
+        key = (part.topic, part.index)
+        if part.offline is not None:
+            return
+        part.offline = part.log.failed or "storage error"
+        part.closed = True
+        if self.partitions.get(key) is part:
+            del self.partitions[key]
+        self.offline[key] = part.offline
+        log.error("partition_offline", topic=part.topic, partition=part.index, epoch=part.epoch,
+                  reason=part.offline, durable_offset=part.log.durable_offset)
+        if part._syncing:  # a worker thread may be fsyncing its fds: close them after it
+            part._abandon_after_sync = True
+        else:
+            part.log.abandon()
+        self.notify_data()  # long-polling fetches of it answer now
+        self.cluster.wake()
 
     async def run_io(self, fn, *args):
         """Run blocking file work: in a worker thread on a real disk, inline on tmpfs where
@@ -434,6 +480,13 @@ class Broker:
         meta = self.topics.get(topic)
         if meta is None or index < 0 or index >= meta.partitions:
             raise KaasError(ErrorCode.unknown_topic_or_partition)
+        reason = self.offline.get((topic, index))
+        if reason is not None:
+            a = self.cluster.assignment
+            pl = a.leader_of(topic, index) if a is not None else None
+            if pl is not None and pl.leader == self.id:
+                raise KaasError(ErrorCode.kafka_storage_error, f"partition offline: {reason}")
+            self.offline.pop((topic, index), None)  # moved away: no longer ours to report
         raise KaasError(ErrorCode.not_leader_or_follower)
 
     # ------------------------------------------------------------------ topics

@@ -193,6 +193,13 @@ def arm(run_dir: Path, broker_id: int, specs: dict[str, dict]) -> Path:
     return path
 
 
+def set_in_process(specs: dict[str, dict]) -> None:
+    """Arm ``specs`` in this process at once, replacing what is armed (component tests
+    that drive storage directly, many times a second; brokers read their file instead)."""
+    global _armed
+    _armed = {str(k): dict(v) for k, v in specs.items()}
+
+
 def disarm(run_dir: Path, broker_id: int) -> None:
     try:
         (Path(run_dir) / f"failpoints-{broker_id}.json").unlink()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 
 API_KEY = 21
 VERSIONS = (0, 2)
+
+log = structlog.get_logger()
 
 
 async def handle(ctx, req) -> dict:
@@ -27,5 +30,11 @@ async def handle(ctx, req) -> dict:
             if offset < 0 or offset > part.high_watermark:
                 out["error_code"] = ErrorCode.offset_out_of_range
                 continue
-            out["low_watermark"] = part.log.delete_records(offset)
+            try:
+                out["low_watermark"] = part.log.delete_records(offset)
+            except KaasError as exc:
+                out["error_code"] = exc.code
+            except OSError as exc:  # the manifest write failed: nothing changed
+                out["error_code"] = ErrorCode.kafka_storage_error
+                log.error("delete_records_failed", topic=t.name, partition=p.partition_index, error=str(exc))
     return {"throttle_time": 0, "topics": topics}

@@ -4,6 +4,7 @@ are answered with session_id 0 (no session), listing every requested partition."
 
 from __future__ import annotations
 
+import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
@@ -12,6 +13,8 @@ from kaas.wire.build import ms
 
 API_KEY = 1
 VERSIONS = (4, 12)
+
+log = structlog.get_logger()
 
 
 def _collect(ctx, req, first_pass: bool) -> tuple[list[dict], int, bool]:
@@ -58,7 +61,13 @@ def _collect(ctx, req, first_pass: bool) -> tuple[list[dict], int, bool]:
             if remaining <= 0 and total:
                 continue
             cap = min(fp.partition_max_bytes, remaining) if remaining > 0 else fp.partition_max_bytes
-            res = part.read(off, cap, limit, min_one=(total == 0))
+            try:
+                res = part.read(off, cap, limit, min_one=(total == 0))
+            except OSError as exc:  # a failing disk: the partition's error, not the connection's
+                log.error("fetch_read_failed", topic=ft.topic, partition=fp.partition, error=str(exc))
+                p["error_code"] = ErrorCode.kafka_storage_error
+                errors = True
+                continue
             if res.records:
                 p["records"] = res.records
                 total += len(res.records)

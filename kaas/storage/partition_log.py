@@ -19,7 +19,14 @@ Invariants:
       starts at or before its base (recovery deletes it), and a leader whose epoch is no
       longer the manifest's does not roll;
     - the manifest carries the epoch of the leader that owns the directory; it is written
-      *before* recovery scans the log, and an old leader checks it before acknowledging.
+      *before* recovery scans the log, and an old leader checks it before acknowledging;
+    - nothing is ever appended after bytes of unknown state: a failed or short append is
+      truncated back to the last good position (and fsynced) before the next write, and
+      when that fails, or an fsync fails, the log is ``failed``: it refuses every append
+      and every sync until it is reopened through recovery (a failed fsync is never retried
+      as if it had succeeded);
+    - recovery never truncates or drops bytes silently: each cut is recorded in
+      ``recoveries`` and in ``recovery.json`` (the last 100 of them).
 """
 
 from __future__ import annotations
@@ -38,11 +45,13 @@ from kio.schema.errors import ErrorCode
 from kaas import failpoints
 from kaas.domain.producer_state import ProducerStateTable
 from kaas.errors import CorruptState, KaasError
-from kaas.storage import atomic
+from kaas.storage import atomic, fs
 from kaas.wire import batch as wb
 
 _SEGMENT_RE = re.compile(r"^(\d{20})-e(\d+)\.log$")
 _READ_CHUNK = 256 * 1024
+RECOVERY_FILE = "recovery.json"
+_RECOVERY_KEEP = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +141,9 @@ class PartitionLog:
         # aborted transactions: (marker offset, producer id, first offset), sorted by marker
         self.aborted: list[tuple[int, int, int]] = []
         self.snapshot_error: str | None = None
+        self.failed: str | None = None  # why the log refuses writes until reopened
+        self.recoveries: list[dict] = []  # what this open's recovery cut, for the caller to log
+        self.recovery_journal_error: str | None = None
         self._manifest_stamp: tuple[int, int, int] | None = None
         self._manifest_cached_epoch = -1
         self._manifest_file = str(self.path / "manifest.json")  # stat'ed before every ack
@@ -174,6 +186,7 @@ class PartitionLog:
             self.producers = ProducerStateTable()
             self.aborted = []
             self._recover(self._replay, 0)
+        self._write_recovery_journal()
         self.roll()
         return epoch
 
@@ -264,11 +277,11 @@ class PartitionLog:
         self._manifest_stamp, self._manifest_cached_epoch = stamp, epoch
         return epoch
 
-    def _write_manifest(self, *, high_watermark: int | None = None) -> None:
+    def _write_manifest(self, *, high_watermark: int | None = None, log_start_offset: int | None = None) -> None:
         atomic.write_json(self.path / "manifest.json", {
             "format": 1,
             "epoch": self.epoch,
-            "log_start_offset": self.log_start_offset,
+            "log_start_offset": self.log_start_offset if log_start_offset is None else log_start_offset,
             "high_watermark": self.log_end_offset if high_watermark is None else high_watermark,
         }, fsync=self.config.fsync)
 
@@ -290,6 +303,9 @@ class PartitionLog:
                 # Same base as the next (an empty segment of an older epoch): drop it.
                 self._scan(seg, limit=None, on_batch=None, replay_from=replay_from)
                 if seg.next_offset == seg.base_offset:
+                    if seg.size:
+                        self._note_recovery(seg, "removed", 0, seg.size, "empty segment superseded "
+                                            "by a newer one at the same base", seg.base_offset)
                     self._remove_segment(seg)
                     continue
                 raise CorruptState(str(seg.path), "overlaps the next segment")
@@ -331,6 +347,10 @@ class PartitionLog:
             top = max(top, segs[j - 1].epoch)  # sorted by (base, epoch)
             for seg in segs[i:j]:
                 if seg.epoch < top:
+                    size = _size_of(seg.path)
+                    self._note_recovery(seg, "removed", 0, size,
+                                        f"superseded: a segment of epoch {top} starts at or before its base",
+                                        seg.base_offset)
                     self._remove_segment(seg)
                 else:
                     live.append(seg)
@@ -363,10 +383,19 @@ class PartitionLog:
         seg.index_positions.clear()
         seg.bytes_since_index = 0
         seg.max_timestamp = -1
+        reason = "incomplete batch (torn write)"
         for pos_, h in wb.iter_headers(data):
-            if h.magic != 2 or h.base_offset != expected or not wb.crc_ok(data, pos_, h):
+            if h.magic != 2:
+                reason = f"bad magic byte {h.magic}"
+                break
+            if h.base_offset != expected:
+                reason = f"batch base offset {h.base_offset} where {expected} was expected"
+                break
+            if not wb.crc_ok(data, pos_, h):
+                reason = "CRC32C mismatch"
                 break
             if limit is not None and h.base_offset >= limit:
+                reason = f"bytes of a deposed leader at or past offset {limit}, where the next segment starts"
                 break
             if not seg.index_offsets or seg.bytes_since_index >= self.config.index_interval_bytes:
                 seg.index_add(h.base_offset, pos_)
@@ -379,10 +408,40 @@ class PartitionLog:
         seg.next_offset = expected
         seg.size = pos
         if pos < len(data):
+            self._note_recovery(seg, "truncated", pos, len(data), reason, expected)
             with open(seg.path, "r+b") as f:
                 f.truncate(pos)
                 if self.config.fsync:
-                    os.fsync(f.fileno())
+                    fs.fsync(f.fileno(), point="append.fsync", path=str(seg.path))
+
+    def _note_recovery(self, seg: Segment, action: str, start: int, end: int, reason: str,
+                       offset: int) -> None:
+        """Record one cut recovery made (bytes [start, end) of ``seg``, from ``offset`` on)."""
+        self.recoveries.append({
+            "time_ms": int(time.time() * 1000), "segment": seg.name, "action": action,
+            "epoch": self.epoch, "from_byte": start, "to_byte": end, "bytes": end - start,
+            "from_offset": offset, "reason": reason,
+        })
+
+    def _write_recovery_journal(self) -> None:
+        """Append this open's cuts to ``recovery.json`` (the last 100 kept), for ``kaas
+        inspect log``. The warning log line is the primary record; when this write fails
+        (a full disk) the failure is kept in ``recovery_journal_error`` for the caller to
+        report, and the open goes on: the cut is already made and logged."""
+        if not self.recoveries:
+            return
+        path = self.path / RECOVERY_FILE
+        try:
+            old = atomic.read_json(path)
+            entries = list(old.get("entries", [])) if old else []
+        except CorruptState as exc:
+            entries = []
+            self.recovery_journal_error = f"{exc} (replaced)"
+        entries = (entries + self.recoveries)[-_RECOVERY_KEEP:]
+        try:
+            atomic.write_json(path, {"format": 1, "entries": entries}, fsync=self.config.fsync)
+        except OSError as exc:
+            self.recovery_journal_error = f"{path}: {exc}"
 
     def _remove_segment(self, seg: Segment) -> None:
         self._close_fd(seg)
@@ -405,6 +464,7 @@ class PartitionLog:
             KaasError: NOT_LEADER_OR_FOLLOWER when the manifest carries another epoch (a
                 deposed leader must not write summaries, the snapshot or a new segment).
         """
+        self._check_writable()
         if self.segments and self.manifest_epoch() != self.epoch:
             raise KaasError(ErrorCode.not_leader_or_follower,
                             f"{self.path}: epoch {self.epoch} no longer owns the partition")
@@ -418,8 +478,7 @@ class PartitionLog:
                 old.created_ms = int(time.time() * 1000)
                 return old
             if old.fd >= 0 and self.config.fsync:
-                os.fsync(old.fd)
-                self._dirty.discard(old.fd)
+                self._fsync_segments([old.fd])
             if old.next_offset == old.base_offset and old.base_offset == self.log_end_offset:
                 # An empty segment of an older epoch: replace it.
                 self._remove_segment(old)
@@ -435,11 +494,15 @@ class PartitionLog:
         seg.next_offset = self.log_end_offset
         seg.created_ms = int(time.time() * 1000)
         seg.fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        seg.size = os.fstat(seg.fd).st_size
-        if seg.size:
-            raise CorruptState(str(seg.path), "new segment already holds data")
-        if self.config.fsync:
-            atomic.fsync_dir(self.path)
+        try:
+            seg.size = os.fstat(seg.fd).st_size
+            if seg.size:
+                raise CorruptState(str(seg.path), "new segment already holds data")
+            if self.config.fsync:
+                atomic.fsync_dir(self.path)
+        except BaseException:
+            self._close_fd(seg)  # the empty file stays; the next roll opens it again
+            raise
         self.segments.append(seg)
         return seg
 
@@ -449,12 +512,18 @@ class PartitionLog:
         Returns:
             where the batch landed.
         """
+        self._check_writable()
         seg = self.active
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         if seg.size >= self.config.segment_bytes or (
             seg.size and now - seg.created_ms >= self.config.segment_ms
         ):
-            seg = self.roll()
+            try:
+                seg = self.roll()
+            except OSError as exc:
+                # Nothing of the batch is written: the old segment stays active (a summary
+                # written for it is ignored at recovery once the segment grows past it).
+                raise KaasError(ErrorCode.kafka_storage_error, f"{self.path}: segment roll failed: {exc}") from None
         base = self.log_end_offset
         # Patch baseOffset and partitionLeaderEpoch (bytes 0-15, outside the CRC) in a small
         # head and write head + the client's bytes with one writev: no copy of the batch.
@@ -462,7 +531,11 @@ class PartitionLog:
         wb.patch(head, 0, base, self.epoch)
         pos = seg.size
         size = len(records)
-        _writev_all(seg.fd, head, records)
+        try:
+            fs.write_all(seg.fd, (head, memoryview(records)[16:]), point="append.write", path=str(seg.path))
+        except OSError as exc:
+            self._undo_append(seg, pos, exc)
+            raise KaasError(ErrorCode.kafka_storage_error, f"{seg.path}: append failed: {exc}") from None
         if not seg.index_offsets or seg.bytes_since_index >= self.config.index_interval_bytes:
             seg.index_add(base, pos)
         seg.bytes_since_index += size
@@ -476,29 +549,79 @@ class PartitionLog:
         self._track(header, records, 0, base)
         return AppendResult(base, nxt, pos, seg)
 
+    def _check_writable(self) -> None:
+        if self.failed is not None:
+            raise KaasError(ErrorCode.kafka_storage_error, f"{self.path}: offline until recovered: {self.failed}")
+
+    def _undo_append(self, seg: Segment, pos: int, exc: OSError) -> None:
+        """A write failed part-way: cut the segment back to ``pos`` (the end of the last
+        good batch) and fsync, so the next batch is never written after torn bytes. When
+        that fails too, the log is failed (offline until reopened through recovery)."""
+        try:
+            os.ftruncate(seg.fd, pos)
+            if self.config.fsync:
+                fs.fsync(seg.fd, point="append.fsync", path=str(seg.path))
+        except OSError as exc2:
+            self.fail(f"append failed ({exc}) and truncating back to byte {pos} failed ({exc2})")
+
+    def fail(self, reason: str) -> None:
+        """Take the log offline: no append or sync succeeds until it is reopened (the
+        bytes past the last successful fsync are of unknown state)."""
+        if self.failed is None:
+            self.failed = reason
+
+    def take_dirty(self) -> tuple[int, list[int]]:
+        """(log end, the fds with unsynced bytes) for a group commit; the fds are no longer
+        dirty: the caller fsyncs them with ``fsync_fds`` and on success advances
+        ``durable_offset`` to the returned end."""
+        self._check_writable()
+        fds = list(self._dirty)
+        self._dirty.difference_update(fds)
+        return self.log_end_offset, fds
+
+    def fsync_fds(self, fds: list[int]) -> None:
+        """fsync segments (safe in a worker thread while the owner keeps appending).
+
+        Raises:
+            OSError: an fsync failed; the log is now failed (offline until reopened).
+        """
+        if self.config.fsync and fds:
+            self._fsync_segments(fds)
+
+    def _fsync_segments(self, fds: list[int]) -> None:
+        try:
+            for fd in fds:
+                fs.fsync(fd, point="append.fsync", path=str(self.path))
+        except OSError as exc:
+            self.fail(f"fsync failed: {exc}")
+            raise
+
     def sync(self) -> int:
         """fsync every segment with unsynced bytes. Returns the offset now durable.
 
-        Safe to call from a worker thread while the owner keeps appending: the returned
-        offset is the log end observed before the fsync began.
+        Raises:
+            KaasError: KAFKA_STORAGE_ERROR when the log is failed.
+            OSError: the fsync failed (and the log is now failed).
         """
-        end = self.log_end_offset
-        fds = list(self._dirty)
-        self._dirty.difference_update(fds)
-        if self.config.fsync:
-            for fd in fds:
-                try:
-                    os.fsync(fd)
-                except OSError:
-                    self._dirty.update(fds)
-                    raise
+        end, fds = self.take_dirty()
+        self.fsync_fds(fds)
         if end > self.durable_offset:
             self.durable_offset = end
         return end
 
+    def abandon(self) -> None:
+        """Close every file without writing anything (a failed log is given up: its
+        summary, snapshot and manifest would describe bytes of unknown state)."""
+        self._closed = True
+        for seg in self.segments:
+            self._close_fd(seg)
+
     def close(self) -> None:
         """Relinquish: fsync, persist the manifest and the active segment's summary, close."""
         if self._closed:
+            return
+        if self.failed is not None:
+            self.abandon()
             return
         self._closed = True
         try:
@@ -675,8 +798,9 @@ class PartitionLog:
     def delete_records(self, offset: int) -> int:
         """Advance the log start to ``offset`` (DeleteRecords). Returns the new low watermark."""
         if offset > self.log_start_offset:
+            self._check_writable()
+            self._write_manifest(log_start_offset=offset)  # the file first: memory never runs ahead
             self.log_start_offset = offset
-            self._write_manifest()
             self._drop_below_start()
         return self.log_start_offset
 
@@ -690,43 +814,38 @@ class PartitionLog:
         Returns:
             the number of segments deleted.
         """
+        if self.failed is not None:
+            return 0
         deleted = 0
         cfg = self.config
-        while len(self.segments) > 1:
-            seg = self.segments[0]
-            total = sum(s.size for s in self.segments)
+        total = sum(s.size for s in self.segments)
+        while deleted < len(self.segments) - 1:
+            seg = self.segments[deleted]
             too_old = cfg.retention_ms >= 0 and seg.max_timestamp >= 0 and now_ms - seg.max_timestamp > cfg.retention_ms
             too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
             if not (too_old or too_big):
                 break
-            self.segments.pop(0)
-            self._remove_segment(seg)
-            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            total -= seg.size
             deleted += 1
-        if deleted:
-            self._write_manifest()
-            self.aborted = [a for a in self.aborted if a[0] >= self.segments[0].base_offset]
+        if not deleted:
+            return 0
+        # The manifest first: a failed write leaves everything as it was; a crash after it
+        # leaves segments below the log start, which recovery and reads skip.
+        start = max(self.log_start_offset, self.segments[deleted].base_offset)
+        self._write_manifest(log_start_offset=start)
+        self.log_start_offset = start
+        for seg in self.segments[:deleted]:
+            self._remove_segment(seg)
+        del self.segments[:deleted]
+        self.aborted = [a for a in self.aborted if a[0] >= self.segments[0].base_offset]
         return deleted
 
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
 
-def _writev_all(fd: int, head: bytes | bytearray, records: bytes) -> None:
-    """Write ``head`` followed by ``records[len(head):]`` (one syscall in the usual case)."""
-    body = memoryview(records)[len(head):]
-    n = os.writev(fd, [head, body])
-    total = len(head) + len(body)
-    if n < total:  # a short write: finish the rest byte-exactly
-        if n < len(head):
-            _write_all(fd, bytes(head[n:]))
-            _write_all(fd, body)
-        else:
-            _write_all(fd, body[n - len(head):])
-
-
-def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+def _size_of(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
