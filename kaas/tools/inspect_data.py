@@ -26,6 +26,7 @@ import msgpack
 from kaas.domain.assignment import Assignment
 from kaas.domain.txn import SlotState
 from kaas.errors import CorruptState
+from kaas.storage.partition_log import RECOVERY_FILE
 from kaas.storage.paths import Layout, decode_name, is_digest_name
 from kaas.storage.topics import TopicMeta
 from kaas.tools.output import cell, emit, section, table
@@ -90,6 +91,12 @@ def stat(path: Path) -> os.stat_result | None:
 def size_of(path: Path) -> int:
     st = stat(path)
     return st.st_size if st else 0
+
+
+def _utc(ms: Any) -> str:
+    if not isinstance(ms, int):
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + "Z"
 
 
 def _data_option(f):
@@ -259,9 +266,12 @@ def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int |
                 "base_sequence": h.base_sequence, "base_timestamp": h.base_timestamp,
                 "max_timestamp": h.max_timestamp, "crc": f"{h.crc:08x}", "crc_ok": ok, "dead": dead,
             })
+    journal, journal_err = read_json(pdir / RECOVERY_FILE)
+    recoveries = list(journal.get("entries", [])) if isinstance(journal, dict) else []
     out = {"topic": topic, "partition": partition, "directory": str(pdir), "manifest": manifest,
            "manifest_error": manifest_err, "snapshot": _snapshot(pdir / "producer-state.snapshot"),
-           "segments": segments, "batches": batches, "truncated": truncated}
+           "segments": segments, "batches": batches, "truncated": truncated,
+           "recoveries": recoveries, "recoveries_error": journal_err}
 
     def human() -> list[str]:
         m = manifest or {}
@@ -286,6 +296,13 @@ def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int |
                                   "base_sequence", "flags", "crc_ok", "partition_leader_epoch", "segment"]))
         if truncated:
             lines.append(f"(stopped after --limit {limit} batches)")
+        if recoveries or journal_err:
+            lines += ["", "Recovery cuts (what takeovers truncated or removed, oldest first):"]
+            if journal_err:
+                lines.append(f"  {RECOVERY_FILE}: {journal_err}")
+            rows = [{**r, "when": _utc(r.get("time_ms")), "bytes": f"{r.get('from_byte')}-{r.get('to_byte')}"}
+                    for r in recoveries]
+            lines.append(table(rows, ["when", "segment", "action", "bytes", "from_offset", "epoch", "reason"]))
         return lines
 
     emit(out, as_json, human)

@@ -395,3 +395,31 @@ def test_inspect_log_dead_and_torn(tmp_path):
     assert out["manifest"] is None and out["manifest_error"] is None
     assert "DEAD" in human("inspect", "log", "t", "0", "--data", tmp_path)
     assert tree_state(tmp_path) == before
+
+
+def test_inspect_log_shows_what_recovery_cut(tmp_path):
+    """A takeover that truncates a torn tail says so, and `kaas inspect log` shows the
+    segment, the byte range, the offset and the reason afterwards."""
+    from kaas.storage.partition_log import LogConfig, PartitionLog
+    from kaas.wire.batch import build_batch, validate_produce
+
+    pdir = tmp_path / "data" / "t" / "0"
+    log = PartitionLog(pdir, LogConfig(fsync=False))
+    log.open()
+    for _ in range(3):
+        raw = build_batch(records=[(None, b"v" * 10)])
+        log.append(raw, validate_produce(raw, 1 << 20))
+    active = log.active
+    good = active.size
+    log.abandon()
+    with open(active.path, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x01\x00torn")
+    again = PartitionLog(pdir, LogConfig(fsync=False))
+    again.open()
+    again.close()
+    out = run("inspect", "log", "t", "0", "--data", tmp_path)
+    [cut] = out["recoveries"]
+    assert (cut["segment"], cut["action"], cut["from_byte"], cut["to_byte"], cut["from_offset"]) == \
+        (active.path.name, "truncated", good, good + 16, 3)
+    text = human("inspect", "log", "t", "0", "--data", tmp_path)
+    assert "Recovery cuts" in text and active.path.name in text and cut["reason"] in text
