@@ -407,12 +407,14 @@ class PartitionLog:
             pos = pos_ + h.size
         seg.next_offset = expected
         seg.size = pos
-        if pos < len(data):
-            self._note_recovery(seg, "truncated", pos, len(data), reason, expected)
-            with open(seg.path, "r+b") as f:
+        with open(seg.path, "r+b") as f:
+            if pos < len(data):
+                self._note_recovery(seg, "truncated", pos, len(data), reason, expected)
                 f.truncate(pos)
-                if self.config.fsync:
-                    fs.fsync(f.fileno(), point="append.fsync", path=str(seg.path))
+            if self.config.fsync:
+                # What recovery verified is durable from here on (durable_offset): a
+                # SIGKILLed leader's unsynced tail, or the tail of a log failed by an fsync.
+                fs.fsync(f.fileno(), point="append.fsync", path=str(seg.path))
 
     def _note_recovery(self, seg: Segment, action: str, start: int, end: int, reason: str,
                        offset: int) -> None:
