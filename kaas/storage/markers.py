@@ -29,7 +29,9 @@ Invariants:
     - a claim is a ``rename`` of each file out of the dead broker's queue: of two racing
       claimants exactly one succeeds per file, the other gets ``FileNotFoundError``;
     - an entry is deleted only when every part of it is durable (the caller's duty);
-    - an entry that does not parse raises ``CorruptState`` and stays where it is.
+    - an entry that does not parse raises ``CorruptState`` and stays where it is;
+    - a failed write, take or claim (ENOSPC, EIO, ...) raises ``OSError`` and leaves every
+      entry as it was: the caller keeps the parts it could not hand on and retries.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from kaas.errors import CorruptState
-from kaas.storage import atomic
+from kaas.storage import atomic, fs
 
 __all__ = ["ENTRY_FORMAT", "MarkerEntry", "MarkerQueue"]
 
@@ -233,7 +235,7 @@ class MarkerQueue:
             return path
         dst = path.with_name(f"{parts[0]}.w{secrets.token_hex(4)}{_SUFFIX}")
         try:
-            os.rename(path, dst)
+            fs.replace(str(path), str(dst))  # dst is a fresh name: nothing is replaced
         except FileNotFoundError:
             return None
         if self.fsync:
@@ -283,22 +285,28 @@ class MarkerQueue:
 
         Returns:
             The paths this call won (already taken, ready to work on).
+
+        Raises:
+            OSError: a rename failed; the files moved before it are in this broker's
+                queue (taken), the rest are where they were.
         """
-        won = []
+        won: list[Path] = []
         dst_dir = self.dir(self_broker)
         dst_dir.mkdir(parents=True, exist_ok=True)
-        for src in self.list(dead_broker):
-            parts = _parts(src.name)
-            assert parts is not None
-            dst = dst_dir / f"{parts[0]}.w{secrets.token_hex(4)}{_SUFFIX}"
-            try:
-                os.rename(src, dst)
-            except FileNotFoundError:
-                continue
-            won.append(dst)
-        if won and self.fsync:
-            atomic.fsync_dir(dst_dir)
-            atomic.fsync_dir(self.dir(dead_broker))
+        try:
+            for src in self.list(dead_broker):
+                parts = _parts(src.name)
+                assert parts is not None
+                dst = dst_dir / f"{parts[0]}.w{secrets.token_hex(4)}{_SUFFIX}"
+                try:
+                    fs.replace(str(src), str(dst))  # dst is a fresh name: nothing is replaced
+                except FileNotFoundError:
+                    continue
+                won.append(dst)
+        finally:  # a failed rename stops the claim; what moved already is ours (taken)
+            if won and self.fsync:
+                atomic.fsync_dir(dst_dir)
+                atomic.fsync_dir(self.dir(dead_broker))
         return won
 
     def pending_for_pid(self, producer_id: int) -> list[Path]:

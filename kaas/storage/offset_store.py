@@ -6,7 +6,9 @@ producer id, which the transaction's COMMIT marker promotes and its ABORT marker
 
 Invariants:
     - a file that exists but does not parse is an error for that group, never a reset;
-    - ``generation`` counts writes, so a reader can tell two versions apart.
+    - ``generation`` counts writes, so a reader can tell two versions apart;
+    - a failed ``save`` (tmp + fsync + rename) leaves the previous file and the
+      ``GroupOffsets`` it was given unchanged.
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ class GroupOffsets:
     generation: int = 0
     membership: dict | None = None  # the group's last stable membership (Group.snapshot())
     file_id: tuple[int, int] | None = field(default=None, compare=False)  # atomic.content_id read/written
+
+    def copy(self) -> GroupOffsets:
+        """A copy to change and write: the coordinator swaps it in only once it is on
+        file, so a failed write leaves the group's state in memory as it was. (Committed
+        values are replaced, never changed in place, so they are shared.)"""
+        return GroupOffsets(self.group_id, dict(self.offsets),
+                            {pid: dict(staged) for pid, staged in self.pending.items()},
+                            self.generation, self.membership, self.file_id)
 
     def to_json(self) -> dict:
         def enc(d: dict[TP, Committed]) -> dict:
@@ -103,20 +113,25 @@ class OffsetStore:
         return g
 
     def save(self, g: GroupOffsets) -> None:
-        """Write ``g`` over the version it was read from (or last written as).
+        """Write ``g`` over the version it was read from (or last written as); its
+        ``generation`` and ``file_id`` advance only once the file holds it.
 
         Raises:
             StaleOffsets: the file was replaced (or removed) since: another broker
                 coordinated the group meanwhile, so ``g`` is a stale copy and must be
                 re-read, not written over that broker's changes.
+            OSError: the write failed (ENOSPC, EIO, ...): the file is as it was, and so
+                is ``g``.
         """
         path = self.path(g.group_id)
         current = atomic.file_content_id(path)
         if current != g.file_id:
             raise StaleOffsets(str(path), g.file_id, current)
-        g.generation += 1
-        data = atomic.json_bytes(g.to_json())
+        obj = g.to_json()
+        obj["generation"] = g.generation + 1
+        data = atomic.json_bytes(obj)
         atomic.write_bytes(path, data, fsync=self.fsync)
+        g.generation += 1
         g.file_id = atomic.content_id(data)
 
     def delete(self, group_id: str) -> None:
