@@ -178,9 +178,13 @@ class ClusterRuntime:
             p.draining = bool(obj.get("draining", False))
 
     async def _heartbeat(self, t0: float) -> None:
-        self.counter += 1
+        """Write this broker's heartbeat; only a write that succeeded renews the lease (and
+        advances ``counter``). A failed one (ENOSPC, EIO, ...) leaves the previous file and
+        the lease as they were: after ``session_timeout/2`` without a successful write the
+        broker stops acknowledging writes (self-fence) until one succeeds again."""
+        counter = self.counter + 1
         s = self.broker.settings
-        obj = {"format": 1, "broker_id": self.broker.id, "counter": self.counter,
+        obj = {"format": 1, "broker_id": self.broker.id, "counter": counter,
                "host": s.advertise_host, "port": s.advertise_port, "pid": os.getpid(),
                "applied_version": self.applied_version, "draining": self.broker.draining,
                "controller_epoch": self.controller_epoch}
@@ -188,8 +192,9 @@ class ClusterRuntime:
             path = self.layout.broker_file(self.broker.id)
             await self.broker.run_io(lambda: atomic.write_json(path, obj, fsync=s.fsync))
         except OSError as exc:
-            log.error("heartbeat_write_failed", error=str(exc))
+            log.error("heartbeat_write_failed", error=str(exc), lease_valid=self.lease_valid())
             return
+        self.counter = counter
         if self.lease_until and time.monotonic() > self.lease_until:
             # We were paused or starved past our lease: peers may have taken our keys and
             # written their files. Forget cached coordinator state; reload from the volume.
@@ -252,9 +257,13 @@ class ClusterRuntime:
             if owner != self.broker.id:
                 return
         data = json.dumps({"format": 1, "broker_id": self.broker.id, "epoch": epoch + 1}).encode()
-        won = await self.broker.run_io(
-            lambda: atomic.create_exclusive(self.layout.controller / f"epoch-{epoch + 1}", data,
-                                            fsync=self.broker.settings.fsync))
+        try:
+            won = await self.broker.run_io(
+                lambda: atomic.create_exclusive(self.layout.controller / f"epoch-{epoch + 1}", data,
+                                                fsync=self.broker.settings.fsync))
+        except OSError as exc:  # not elected: the next tick races again
+            log.error("controller_epoch_write_failed", controller_epoch=epoch + 1, error=str(exc))
+            return
         if won:
             self.controller_epoch = epoch + 1
             self.controller_id = self.broker.id
@@ -278,8 +287,13 @@ class ClusterRuntime:
         if epoch != self.controller_epoch:
             self.is_controller = False
             return
-        await self.broker.run_io(lambda: atomic.write_json(self.layout.assignment, new.to_json(),
-                                                                fsync=self.broker.settings.fsync))
+        try:
+            await self.broker.run_io(lambda: atomic.write_json(self.layout.assignment, new.to_json(),
+                                                                    fsync=self.broker.settings.fsync))
+        except OSError as exc:
+            # the previous assignment stays in force; the next tick computes and writes again
+            log.error("assignment_write_failed", version=new.version, error=str(exc))
+            return
         log.info("assignment_written", version=new.version, controller_epoch=new.controller_epoch,
                  alive=self.alive(), partitions=sum(len(v) for v in new.partitions.values()))
 

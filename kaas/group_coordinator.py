@@ -115,9 +115,9 @@ class GroupCoordinator:
                 # re-checked under the lock: a DeleteGroups meanwhile must not be undone
                 if self.groups.get(g.group_id) is not e or (g.state.value, g.generation_id) != key:
                     return
-                offsets = await self._offsets(e)
-                offsets.membership = g.snapshot()
-                await self._save(e)
+                new = (await self._offsets(e)).copy()
+                new.membership = g.snapshot()
+                await self._save(e, new)
             e.persisted = key
         except KaasError as exc:
             log.warning("group_membership_not_saved", group=g.group_id, error=exc.code.name)
@@ -133,19 +133,34 @@ class GroupCoordinator:
                     log.error("group_offsets_corrupt", group=e.group.group_id, error=str(exc))
                 e.error = str(exc)
                 raise KaasError(ErrorCode.unknown_server_error, f"offsets file unreadable: {exc.reason}") from None
+            except OSError as exc:  # EIO and the like: retriable, nothing is loaded
+                log.error("group_offsets_unreadable", group=e.group.group_id, error=str(exc))
+                raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
         return e.offsets
 
-    async def _save(self, e: _Entry) -> None:
-        if e.offsets is not None:
-            self.check_owner(e.group.group_id)
-            try:
-                await self.broker.run_io(self.store.save, e.offsets)
-            except StaleOffsets as exc:
-                # Another broker wrote the file since we read it: our copy (with this
-                # request's change) is dropped, the client retries, we re-read.
-                log.error("group_offsets_stale", group=e.group.group_id, error=str(exc))
-                e.offsets = None
-                raise KaasError(ErrorCode.not_coordinator, "group file changed by another coordinator") from None
+    async def _save(self, e: _Entry, new: GroupOffsets) -> None:
+        """Write ``new`` (a changed ``copy()`` of ``e.offsets``, taken under ``e.lock``) to
+        the group's file, and make it the group's state only once the file holds it: after
+        a failed write, memory and file both still hold the previous state.
+
+        Raises:
+            KaasError: NOT_COORDINATOR (not ours, or the file was changed by another
+                coordinator), COORDINATOR_LOAD_IN_PROGRESS (lease), COORDINATOR_NOT_AVAILABLE
+                (the write failed: ENOSPC, EIO, ...; the client retries).
+        """
+        self.check_owner(e.group.group_id)
+        try:
+            await self.broker.run_io(self.store.save, new)
+        except StaleOffsets as exc:
+            # Another broker wrote the file since we read it: our copy (with this
+            # request's change) is dropped, the client retries, we re-read.
+            log.error("group_offsets_stale", group=e.group.group_id, error=str(exc))
+            e.offsets = None
+            raise KaasError(ErrorCode.not_coordinator, "group file changed by another coordinator") from None
+        except OSError as exc:
+            log.error("group_offsets_write_failed", group=e.group.group_id, error=str(exc))
+            raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+        e.offsets = new
 
     def unload(self, group_id: str) -> None:
         """This broker stopped coordinating the group: answer parked requests, forget it."""
@@ -305,9 +320,9 @@ class GroupCoordinator:
         if code != ErrorCode.none:
             return code
         async with e.lock:
-            g = await self._offsets(e)
-            g.offsets.update(offsets)
-            await self._save(e)
+            new = (await self._offsets(e)).copy()
+            new.offsets.update(offsets)
+            await self._save(e, new)
         return ErrorCode.none
 
     async def txn_commit(self, group_id: str, *, producer_id: int, member_id: str, group_instance_id: str | None,
@@ -319,9 +334,9 @@ class GroupCoordinator:
         if code != ErrorCode.none:
             return code
         async with e.lock:
-            g = await self._offsets(e)
-            g.pending.setdefault(producer_id, {}).update(offsets)
-            await self._save(e)
+            new = (await self._offsets(e)).copy()
+            new.pending.setdefault(producer_id, {}).update(offsets)
+            await self._save(e, new)
         return ErrorCode.none
 
     async def complete_txn(self, group_id: str, producer_id: int, commit: bool) -> None:
@@ -330,12 +345,13 @@ class GroupCoordinator:
         e = self._entry(group_id)
         async with e.lock:
             g = await self._offsets(e)
-            staged = g.pending.pop(producer_id, None)
-            if staged is None:
+            if producer_id not in g.pending:
                 return
+            new = g.copy()
+            staged = new.pending.pop(producer_id)
             if commit:
-                g.offsets.update(staged)
-            await self._save(e)
+                new.offsets.update(staged)
+            await self._save(e, new)
         log.debug("txn_offsets_completed", group=group_id, producer_id=producer_id, commit=commit,
                   partitions=len(staged))
 
@@ -362,22 +378,23 @@ class GroupCoordinator:
         if group_id not in self.groups and not self.store.path(group_id).exists():
             return ErrorCode.group_id_not_found, {}
         e = self._entry(group_id)
-        g = await self._offsets(e)
+        await self._offsets(e)
         subscribed = set()
         if e.group.state is not GroupState.EMPTY:
             subscribed = self._subscribed_topics(e.group)
         results = {}
         async with e.lock:
+            new = (await self._offsets(e)).copy()
             changed = False
             for tp in partitions:
                 if tp[0] in subscribed:
                     results[tp] = ErrorCode.group_subscribed_to_topic
                     continue
-                if g.offsets.pop(tp, None) is not None:
+                if new.offsets.pop(tp, None) is not None:
                     changed = True
                 results[tp] = ErrorCode.none
             if changed:
-                await self._save(e)
+                await self._save(e, new)
         return ErrorCode.none, results
 
     @staticmethod

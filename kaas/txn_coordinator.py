@@ -780,12 +780,23 @@ class TxnCoordinator:
         return applied
 
     async def _fence(self, producer_id: int, producer_epoch: int) -> None:
-        """Cross-partition fence here, then the broadcast through this broker's fence log."""
+        """Cross-partition fence here, then the broadcast through this broker's fence log.
+
+        The local fence goes first even though the append may fail: the bump it applies
+        is already on file in the slot (the ``Persist`` before this effect), and fences only
+        raise epochs. A failed append answers COORDINATOR_NOT_AVAILABLE: the client's
+        retry re-emits the fence (a KIP-360 retry of the same bump) or bumps again, which
+        fences every lower epoch too.
+
+        Raises:
+            KaasError: COORDINATOR_NOT_AVAILABLE when the fence log could not be appended.
+        """
         applied = self._apply_fence(producer_id, producer_epoch, now_ms())
         try:
             await self.broker.run_io(self.fence_log.append, producer_id, producer_epoch)
         except OSError as exc:
-            log.error("fence_log_append_failed", error=str(exc))
+            log.error("fence_log_append_failed", producer_id=producer_id, producer_epoch=producer_epoch,
+                      torn=self.fence_log.torn, error=str(exc))
             raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
         log.info("producer_fenced", producer_id=producer_id, producer_epoch=producer_epoch, partitions=applied)
 
@@ -925,7 +936,8 @@ class TxnCoordinator:
             KaasError: NOT_COORDINATOR, CONCURRENT_TRANSACTIONS (an Ongoing transaction was
                 aborted first, or markers are still queued), PRODUCER_FENCED /
                 INVALID_PRODUCER_EPOCH, INVALID_REQUEST, INVALID_TRANSACTION_TIMEOUT,
-                COORDINATOR_NOT_AVAILABLE.
+                COORDINATOR_NOT_AVAILABLE (a slot or fence log write failed),
+                COORDINATOR_LOAD_IN_PROGRESS (the PID block file could not be written).
         """
         if transactional_id == "":
             raise KaasError(ErrorCode.invalid_request, "empty transactional id")
@@ -942,9 +954,10 @@ class TxnCoordinator:
                 res = dtxn.init_producer_id(
                     meta, transactional_id, timeout_ms, self.broker.settings.transaction_max_timeout_ms,
                     producer_id, producer_epoch, now_ms(), self.broker.allocate_pid, version)
-            except OSError as exc:  # the PID block file could not be written
-                log.error("pid_block_write_failed", error=str(exc))
-                raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+            except OSError as exc:  # the PID block file could not be written (nothing changed)
+                log.error("pid_block_write_failed", transactional_id=transactional_id, error=str(exc))
+                # Apache answers this when no PID block is available yet; clients retry it
+                raise KaasError(ErrorCode.coordinator_load_in_progress, str(exc)) from None
             if was_ongoing and res.meta is not None:
                 log.info("txn_fenced_aborting", transactional_id=transactional_id,
                          producer_id=res.meta.producer_id, producer_epoch=res.meta.producer_epoch)
@@ -1156,7 +1169,13 @@ class TxnCoordinator:
                         log.info("txn_markers_claimed", from_broker=broker_id, entries=len(won))
         for path in await self.broker.run_io(self.queue.list, me):
             await trio.lowlevel.checkpoint()  # run_io does not yield on tmpfs; a long queue must
-            await self._apply_entry(path)
+            try:
+                await self._apply_entry(path)
+            except OSError as exc:
+                # a take, rewrite or delete failed (ENOSPC, EIO, ...): the entry's file is as
+                # it was (whole-file writes), its markers and hooks are idempotent, and the
+                # next pass applies it again; the other entries go on meanwhile
+                log.warning("txn_marker_entry_failed", entry=path.name, error=str(exc))
 
     async def _apply_entry(self, path: Any) -> None:
         me = self.broker.id
