@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
@@ -9,6 +10,8 @@ from kaas import configs
 API_KEY = 33
 VERSIONS = (0, 2)
 TOPIC = 2
+
+log = structlog.get_logger()
 
 
 async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool) -> dict:
@@ -36,7 +39,12 @@ async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool
         res["error_message"] = err
         return res
     if not validate_only:
-        await broker.alter_topic_configs(name, new)
+        try:
+            await broker.alter_topic_configs(name, new)
+        except OSError as exc:  # the topic file could not be written: the configs are unchanged
+            log.error("topic_write_failed", topic=name, error=str(exc))
+            res["error_code"] = ErrorCode.kafka_storage_error
+            res["error_message"] = f"topic file not written: {exc.strerror}"
     return res
 
 

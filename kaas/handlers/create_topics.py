@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
 
 API_KEY = 19
 VERSIONS = (2, 7)
+
+log = structlog.get_logger()
 
 
 async def handle(ctx, req) -> dict:
@@ -33,8 +36,12 @@ async def handle(ctx, req) -> dict:
             res["error_message"] = "kaas keeps one copy on the shared volume: replication factor must be 1"
             continue
         topic_configs = {c.name: c.value for c in t.configs if c.value is not None}
-        meta, (code, msg) = await broker.create_topic(t.name, t.num_partitions, topic_configs,
-                                                      validate_only=req.validate_only)
+        try:
+            meta, (code, msg) = await broker.create_topic(t.name, t.num_partitions, topic_configs,
+                                                          validate_only=req.validate_only)
+        except OSError as exc:  # the topic file could not be written: no topic was created
+            log.error("topic_write_failed", topic=t.name, error=str(exc))
+            meta, code, msg = None, ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"
         res["error_code"] = code
         res["error_message"] = msg
         if code == ErrorCode.none:

@@ -3,6 +3,7 @@ go to the transaction coordinator."""
 
 from __future__ import annotations
 
+import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
@@ -11,13 +12,21 @@ from kaas.wire.build import ms
 API_KEY = 22
 VERSIONS = (0, 4)
 
+log = structlog.get_logger()
+
 
 async def handle(ctx, req) -> dict:
     broker = ctx.broker
     if req.transactional_id is None:
         # Apache: a null transactional id always gets a fresh PID at epoch 0, ignoring any
         # pid/epoch sent (kafka-python's KIP-360 bump relies on that).
-        pid = broker.allocate_pid()
+        try:
+            pid = broker.allocate_pid()
+        except OSError as exc:  # the PID block file could not be written: nothing changed
+            log.error("pid_block_write_failed", error=str(exc))
+            # Apache answers this when no PID block is available yet; clients retry it
+            return {"throttle_time": 0, "error_code": ErrorCode.coordinator_load_in_progress,
+                    "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": 0}
     coordinator = getattr(broker, "txn", None)
     if coordinator is None:

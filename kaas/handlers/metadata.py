@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import structlog
 from kio.schema.errors import ErrorCode
 
 API_KEY = 3
 VERSIONS = (0, 12)
+
+log = structlog.get_logger()
 
 
 async def handle(ctx, req) -> dict:
@@ -22,7 +25,14 @@ async def handle(ctx, req) -> dict:
         if name is None:
             topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "partitions": []})
             continue
-        meta = await broker.ensure_topic(name, auto_create=auto)
+        try:
+            meta = await broker.ensure_topic(name, auto_create=auto)
+        except OSError as exc:
+            # auto-creation could not write the topic file: as Apache answers a topic
+            # being auto-created (retriable), and the client asks again
+            log.error("topic_write_failed", topic=name, error=str(exc))
+            topics.append({"error_code": ErrorCode.leader_not_available, "name": name, "partitions": []})
+            continue
         if meta is None:
             from kaas.storage.topics import valid_topic_name
             code = ErrorCode.unknown_topic_or_partition if valid_topic_name(name) else ErrorCode.invalid_topic_exception
