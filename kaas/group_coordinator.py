@@ -306,7 +306,11 @@ class GroupCoordinator:
                 self._deliver(e.group.mark_dead(now_ms(), ErrorCode.coordinator_not_available))
                 if self.groups.get(group_id) is e:
                     del self.groups[group_id]
-        await self.broker.run_io(self.store.delete, group_id)
+        try:
+            await self.broker.run_io(self.store.delete, group_id)
+        except OSError as exc:  # the file stays: the group is loaded from it again on next use
+            log.error("group_offsets_delete_failed", group=group_id, error=str(exc))
+            raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
         log.info("group_deleted", group=group_id)
         return ErrorCode.none
 

@@ -363,3 +363,25 @@ async def test_controller_file_failures_do_not_stop_the_heartbeat(tmp_path, faul
     faults.disarm()
     await rt._tick()
     assert "t" in json.loads(broker.layout.assignment.read_bytes())["partitions"]
+
+
+async def test_delete_group_failure_answers_retriably_and_the_file_still_counts(tmp_path, monkeypatch):
+    import errno
+
+    broker = await started_broker(tmp_path)
+    groups = broker.groups
+    tp = ("t", 0)
+    assert await groups.commit("g", member_id="", group_instance_id=None, generation_id=-1,
+                               offsets={tp: Committed(5)}) == ErrorCode.none
+
+    def failing_delete(group_id: str) -> None:
+        raise OSError(errno.EIO, "unlink failed", str(groups.store.path(group_id)))
+
+    real = groups.store.delete
+    monkeypatch.setattr(groups.store, "delete", failing_delete)
+    await raises_code(ErrorCode.coordinator_not_available, groups.delete("g"))
+    got, _ = await groups.fetch("g", [tp], False)  # read again from the file that stayed
+    assert got[tp].offset == 5
+    monkeypatch.setattr(groups.store, "delete", real)
+    assert await groups.delete("g") == ErrorCode.none
+    assert not groups.store.path("g").exists()
