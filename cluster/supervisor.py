@@ -3,10 +3,24 @@ dies after a short delay, and stop them all gracefully on SIGTERM/SIGINT.
 
 The supervisor owns only ``DATA/run/`` (pid files and broker logs); brokers coordinate
 through the shared volume, never through it.
+
+Its own I/O never stops it (issue 17): the run directory, the pid files and the brokers'
+log files usually sit on the data volume, which can be full or failing. Each of those
+operations goes through the failpoint ``supervisor.write`` (context: the path; armed in
+``DATA/run/failpoints-supervisor.json``), and an ``OSError`` from it is reported once
+(``[kaas-cluster] cannot ...``, again only when the error changes, and once more when the
+operation works again) while the supervisor keeps its brokers running and restarting:
+
+- a log file that cannot be opened: the broker starts with its output sent to /dev/null;
+- a pid file that cannot be written: the stale one is removed (it names a dead process)
+  and the write is retried every ``PID_RETRY_S`` until it succeeds;
+- a run directory that cannot be created: the pid file retry creates it later;
+- a status line that cannot be printed is dropped.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -14,6 +28,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kaas import failpoints
+
+POINT = "supervisor.write"
+PID_RETRY_S = 1.0
 
 
 @dataclass
@@ -26,6 +45,7 @@ class Child:
     restarts: int = 0
     log: object = None
     argv: list[str] = field(default_factory=list)
+    pid_retry_at: float | None = None  # the pid file is not current: retry at this time
 
 
 def pid_file(data: Path, broker_id: int) -> Path:
@@ -36,10 +56,65 @@ def log_file(data: Path, broker_id: int) -> Path:
     return Path(data) / "run" / f"kaas-{broker_id}.log"
 
 
+def _fault(path: Path) -> None:
+    """The failpoint before one file operation of the supervisor. A ``short`` action fails
+    like a write that ran out of space (for operations that write no bytes of their own).
+
+    Raises:
+        OSError: the failpoint is armed with ``error`` or ``short``.
+    """
+    if failpoints.io_fault(POINT, path=str(path)) is not None:
+        raise failpoints.oserror("ENOSPC", f"failpoint {POINT}")
+
+
 def _write_pid(path: Path, pid: int) -> None:
+    """Replace the pid file ``path`` (tmp + rename: readers never see a torn file).
+
+    Raises:
+        OSError: the write failed; ``path`` is as it was and no tmp file is left behind.
+    """
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(f"{pid}\n")
-    os.replace(tmp, path)
+    data = f"{pid}\n".encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            fraction = failpoints.io_fault(POINT, path=str(tmp))
+            if fraction is not None:  # a short write: torn bytes on the tmp, then ENOSPC
+                os.write(fd, data[:max(0, min(len(data) - 1, int(len(data) * fraction)))])
+                raise failpoints.oserror("ENOSPC", f"failpoint {POINT}")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        _fault(path)  # the rename (a directory may need a new block)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)  # a tmp left behind would hold space on a full volume
+        except OSError:
+            pass
+        raise
+
+
+def _unlink(path: Path) -> None:
+    """Remove ``path`` if it exists.
+
+    Raises:
+        OSError: other than the file being absent.
+    """
+    _fault(path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def describe(exc: OSError) -> str:
+    """``ENOSPC (No space left on device)``: an OSError as one short phrase."""
+    if exc.errno is None:
+        return str(exc)
+    return f"{errno.errorcode.get(exc.errno, exc.errno)} ({exc.strerror or os.strerror(exc.errno)})"
 
 
 class Supervisor:
@@ -53,48 +128,157 @@ class Supervisor:
         self.children = [Child(first_id + i, base_port + i, metrics_base_port + i if metrics_base_port else 0)
                          for i in range(brokers)]
         self.stopping = False
+        # what failed and how ("cannot write pid file X" -> "ENOSPC (...)"): reported once
+        self.failing: dict[str, str] = {}
+        self._mkdir_what = f"create run directory {self.run_dir}"
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{self.host}:{c.port}" for c in self.children)
 
+    @property
+    def run_dir(self) -> Path:
+        return self.data / "run"
+
+    # -- reporting ---------------------------------------------------------------------
+
+    def _say(self, msg: str) -> None:
+        """One status line on stderr; a line that cannot be written is dropped."""
+        try:
+            print(f"[kaas-cluster] {msg}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+
+    def _failed(self, what: str, exc: OSError, consequence: str) -> None:
+        """Report ``cannot <what>: <error>; <consequence>`` unless this failure is already
+        reported (same operation, same error)."""
+        err = describe(exc)
+        if self.failing.get(what) == err:
+            return
+        self.failing[what] = err
+        self._say(f"cannot {what}: {err}; {consequence}")
+
+    def _recovered(self, what: str, detail: str = "") -> None:
+        if self.failing.pop(what, None) is not None:
+            self._say(f"{what}: works again{detail}")
+
+    # -- the run directory ---------------------------------------------------------------
+
+    def _ensure_run_dir(self) -> bool:
+        what = self._mkdir_what
+        try:
+            _fault(self.run_dir)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._failed(what, exc, "pid files and broker logs cannot be written until it exists")
+            return False
+        self._recovered(what)
+        return True
+
+    def _open_log(self, child: Child) -> object:
+        """The broker's log file opened for append, or DEVNULL if it cannot be opened."""
+        path = log_file(self.data, child.broker_id)
+        what = f"open log file {path}"
+        try:
+            _fault(path)
+            logf = open(path, "ab")  # noqa: SIM115  closed by _spawn once the child has it
+        except OSError as exc:
+            self._failed(what, exc, f"broker {child.broker_id} starts with its output sent to /dev/null")
+            return subprocess.DEVNULL
+        self._recovered(what)
+        return logf
+
+    def _update_pid(self, child: Child, now: float) -> None:
+        """Write the child's pid file; on failure remove the stale one (it names a dead
+        process) and retry after ``PID_RETRY_S``."""
+        assert child.proc is not None
+        path = pid_file(self.data, child.broker_id)
+        what = f"write pid file {path}"
+        try:
+            _write_pid(path, child.proc.pid)
+        except OSError as exc:
+            first = child.pid_retry_at is None
+            child.pid_retry_at = now + PID_RETRY_S
+            self._failed(what, exc, f"broker {child.broker_id} (pid {child.proc.pid}) keeps running; "
+                                    f"retrying every {PID_RETRY_S:g}s")
+            if first:  # an unlink needs no space: it usually works on a full disk
+                try:
+                    _unlink(path)
+                except OSError as exc2:
+                    self._failed(f"remove stale pid file {path}", exc2, "it may name a dead process")
+            return
+        child.pid_retry_at = None
+        self._recovered(what, f" (pid {child.proc.pid})")
+
+    # -- brokers -------------------------------------------------------------------------
+
     def _spawn(self, child: Child) -> None:
-        run = self.data / "run"
-        run.mkdir(parents=True, exist_ok=True)
+        self._ensure_run_dir()
         argv = [sys.executable, "-m", "kaas.cli", "broker", "--id", str(child.broker_id),
                 "--data", str(self.data), "--listen", f"{self.host}:{child.port}",
                 "--advertise", f"{self.host}:{child.port}"]
         if child.metrics_port:
             argv += ["--metrics-port", str(child.metrics_port)]
         argv += self.broker_args
-        logf = open(log_file(self.data, child.broker_id), "ab")
-        child.proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      start_new_session=True)
-        logf.close()
+        now = time.monotonic()
+        logf = self._open_log(child)
+        try:
+            proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        except OSError as exc:  # fork/exec failed (EAGAIN, ENOMEM): try again after the delay
+            child.died_at = now
+            self._say(f"broker {child.broker_id} could not be started: {describe(exc)}; "
+                      f"retrying in {self.restart_delay}s")
+            return
+        finally:
+            if logf is not subprocess.DEVNULL:
+                try:
+                    logf.close()  # type: ignore[attr-defined]
+                except OSError:
+                    pass
+        child.proc = proc
         child.died_at = None
-        _write_pid(pid_file(self.data, child.broker_id), child.proc.pid)
+        child.pid_retry_at = None
+        self._update_pid(child, now)
         metrics = f" metrics=http://{self.host}:{child.metrics_port}/metrics" if child.metrics_port else ""
-        self._say(f"broker {child.broker_id} started pid={child.proc.pid} port={child.port}{metrics}")
-
-    def _say(self, msg: str) -> None:
-        print(f"[kaas-cluster] {msg}", file=sys.stderr, flush=True)
+        quiet = " log=/dev/null" if logf is subprocess.DEVNULL else ""
+        self._say(f"broker {child.broker_id} started pid={proc.pid} port={child.port}{metrics}{quiet}")
 
     def start(self) -> None:
+        try:
+            failpoints.configure(self.run_dir, "supervisor")
+        except OSError as exc:  # its own log line could not be written
+            self._failed(f"read failpoints from {self.run_dir}", exc, "retrying on every poll")
         for child in self.children:
             self._spawn(child)
 
+    def _reload_failpoints(self) -> None:
+        what = f"read failpoints from {self.run_dir}"
+        try:
+            failpoints.reload()
+        except OSError as exc:  # its own log line could not be written
+            self._failed(what, exc, "retrying on every poll")
+            return
+        self._recovered(what)
+
     def poll(self) -> None:
-        """Restart brokers that died, after the restart delay."""
+        """Restart brokers that died, after the restart delay; retry pid files not yet
+        written."""
+        self._reload_failpoints()
         now = time.monotonic()
         for child in self.children:
-            if child.proc is None:
-                continue
-            rc = child.proc.poll()
-            if rc is None:
+            if child.proc is not None and child.proc.poll() is None:
+                if child.pid_retry_at is not None and now >= child.pid_retry_at:
+                    if self._mkdir_what in self.failing:
+                        self._ensure_run_dir()
+                    self._update_pid(child, now)
                 continue
             if child.died_at is None:
+                if child.proc is None:
+                    continue  # not started yet
                 child.died_at = now
-                self._say(f"broker {child.broker_id} exited rc={rc}; restarting in {self.restart_delay}s")
+                self._say(f"broker {child.broker_id} exited rc={child.proc.returncode}; "
+                          f"restarting in {self.restart_delay}s")
             elif not self.stopping and now - child.died_at >= self.restart_delay:
                 child.restarts += 1
                 self._spawn(child)
@@ -118,10 +302,11 @@ class Supervisor:
                 child.proc.kill()
                 child.proc.wait()
         for child in self.children:
+            path = pid_file(self.data, child.broker_id)
             try:
-                pid_file(self.data, child.broker_id).unlink()
-            except FileNotFoundError:
-                pass
+                _unlink(path)
+            except OSError as exc:
+                self._failed(f"remove pid file {path}", exc, "it names a stopped broker")
         self._say("all brokers stopped")
 
 
@@ -137,11 +322,17 @@ def run_supervisor(**kwargs) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     sup.start()
-    print(sup.bootstrap, flush=True)
-    sup._say(f"bootstrap servers: {sup.bootstrap}  (data: {sup.data}, logs: {sup.data / 'run'})")
+    try:
+        print(sup.bootstrap, flush=True)
+    except (OSError, ValueError):
+        pass
+    sup._say(f"bootstrap servers: {sup.bootstrap}  (data: {sup.data}, logs: {sup.run_dir})")
     try:
         while not stop:
-            sup.poll()
+            try:
+                sup.poll()
+            except OSError as exc:  # a last resort: every file operation above handles its own
+                sup._failed("poll brokers", exc, "polling again")
             time.sleep(0.2)
     finally:
         sup.stop()
