@@ -374,10 +374,11 @@ class Broker:
     # ------------------------------------------------------------------ cluster view
 
     def brokers(self) -> list[BrokerInfo]:
-        """Every live broker (draining ones included: they still answer until they exit)."""
+        """The brokers Metadata names: every broker heard from recently (draining ones
+        included: they still answer until they exit; ``ClusterRuntime.listed``)."""
         s = self.settings
         out = []
-        for bid in self.cluster.alive_any():
+        for bid in self.cluster.listed():
             if bid == self.id:
                 out.append(BrokerInfo(self.id, s.advertise_host, s.advertise_port))
             else:

@@ -38,6 +38,8 @@ from kaas.storage import atomic
 
 log = structlog.get_logger()
 
+LIST_WINDOW_S = 9.0  # Apache's broker.session.timeout.ms default: how long Metadata names a silent broker
+
 
 @dataclass
 class Peer:
@@ -57,6 +59,7 @@ class ClusterRuntime:
         s = broker.settings
         self.layout = broker.layout
         self.session = s.session_timeout_ms / 1000
+        self.list_window = max(3 * self.session, LIST_WINDOW_S)  # see listed()
         self.period = s.heartbeat_ms / 1000
         self.peers: dict[int, Peer] = {}
         self.counter = 0
@@ -97,6 +100,23 @@ class ClusterRuntime:
         out = {self.broker.id}
         for p in self.peers.values():
             if p.broker_id != self.broker.id and now - p.changed_at < self.session:
+                out.add(p.broker_id)
+        return sorted(out)
+
+    def listed(self) -> list[int]:
+        """The brokers Metadata names: every broker heard from within ``list_window``
+        (longer than the liveness timeout). Leadership and coordinators move after
+        ``session``; the broker list does not shrink as fast, because librdkafka
+        decommissions the handle of a broker that drops out of Metadata, and a handle
+        its transaction or group coordinator lookup still holds then never comes back
+        (seen in the disk-full chaos scenario: every broker missed heartbeats for a few
+        seconds, clients got one-broker Metadata answers, and a copier's
+        send_offsets_to_transaction hung for good). Apache lists a broker until
+        broker.session.timeout.ms (9 s) without a heartbeat; this is the same window."""
+        now = time.monotonic()
+        out = {self.broker.id}
+        for p in self.peers.values():
+            if now - p.changed_at < self.list_window:
                 out.add(p.broker_id)
         return sorted(out)
 

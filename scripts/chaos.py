@@ -13,22 +13,29 @@ Scenarios (each reproducible from its seed, printed on failure):
                      timeout, then SIGCONT it
   kill-controller    SIGKILL the controller, twice
   kill-all           SIGKILL every broker at once; the supervisor restarts them all
+  disk-full          the cluster's data directory on a tmpfs of its own (root: mount), filled
+                     to the last byte by a filler file for a few seconds, then freed, three
+                     times: appends, state files, heartbeats and logs all hit ENOSPC
 
 Exit status 0 only when exactly-once held in every scenario run.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -48,6 +55,10 @@ ROUNDS = 2  # endtxn-failpoints cycles through the points this many times
 ARM_WAIT_S = 8.0  # a point not hit within this long is skipped
 SETTLE_S = 2.0  # after a crash, before arming the next point
 FIRST_FAULT_S = 2.0  # after the first committed transaction, before the first fault
+DISK_FULL_ROUNDS = 3  # disk-full: how often the volume is filled and freed
+DISK_FULL_HOLD_S = float(os.environ.get("KAAS_CHAOS_DISK_FULL_HOLD_S", "4"))  # disk-full: how long the volume stays full
+DISK_FULL_GAP_S = 6.0  # disk-full: how long it has room between two full spells
+DISK_FULL_SIZE = "256m"  # disk-full: the tmpfs holding the cluster's data directory
 
 
 def controller_of(data: Path) -> int:
@@ -79,6 +90,7 @@ class Chaos:
         self.armed: tuple[str, float] | None = None  # (failpoint, when armed)
         self.faults: list[str] = []
         self.fault_times: list[float] = []
+        self.done = False  # the harness finished: no new faults
 
     def log(self, what: str, at: float | None = None) -> None:
         """Record a chaos action; ``at`` (wall clock) marks it as a fault whose recovery is
@@ -87,6 +99,41 @@ class Chaos:
         if at is not None:
             self.fault_times.append(at)
         self.echo(f"  chaos: {what}", err=True)
+
+    def _fill(self, round_no: int) -> int:
+        """Fill the data volume to the last byte with a filler file beside the data
+        directory (same mount). Returns the bytes written."""
+        filler = self.cluster.data.parent / f"filler-{round_no}"
+        chunk = b"\0" * (1 << 20)
+        written = 0
+        with open(filler, "wb", buffering=0) as f:
+            while True:
+                try:
+                    written += f.write(chunk)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    if len(chunk) == 1:
+                        return written
+                    chunk = chunk[: len(chunk) // 16 or 1]
+
+    def _disk_full_rounds(self) -> None:
+        """Fill the volume, hold it full, free it; ``DISK_FULL_ROUNDS`` times, in a thread of
+        its own so the full spells last exactly as long as said, whatever the harness's
+        main loop (which calls the chaos) is blocked on meanwhile."""
+        for i in range(DISK_FULL_ROUNDS):
+            if self.done:
+                return
+            written = self._fill(i)
+            self.log(f"volume full ({written >> 20} MiB filler) for {DISK_FULL_HOLD_S:.0f} s", time.time())
+            time.sleep(DISK_FULL_HOLD_S)
+            self._free()
+            self.log("volume freed")
+            time.sleep(DISK_FULL_GAP_S)
+
+    def _free(self) -> None:
+        for f in self.cluster.data.parent.glob("filler-*"):
+            f.unlink()
 
     def _kill(self, bid: int) -> None:
         try:
@@ -135,6 +182,11 @@ class Chaos:
                 return
             self.started_at = elapsed
             self.next_at = elapsed + FIRST_FAULT_S
+        if self.scenario == "disk-full":
+            if elapsed >= self.next_at and self.step == 0:
+                self.step = 1
+                threading.Thread(target=self._disk_full_rounds, name="disk-full", daemon=True).start()
+            return
         if self.paused is not None and elapsed >= self.paused[1]:
             bid = self.paused[0]
             try:
@@ -178,15 +230,43 @@ class Chaos:
                 self.next_at = elapsed + 1000
 
 
-SCENARIOS = ("endtxn-failpoints", "random-kills", "pause-coordinator", "kill-controller", "kill-all")
+SCENARIOS = ("endtxn-failpoints", "random-kills", "pause-coordinator", "kill-controller", "kill-all",
+             "disk-full")
+
+
+@contextmanager
+def scratch_volume(scenario: str):
+    """A fresh directory for one scenario's cluster: on /dev/shm, or for disk-full on a
+    tmpfs of its own (so the scenario can fill it without touching anything else)."""
+    tmp = Path(tempfile.mkdtemp(prefix="kaas-chaos-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    mounted = False
+    try:
+        if scenario == "disk-full":
+            proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_FULL_SIZE}", "tmpfs", str(tmp)],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise click.ClickException(f"disk-full needs a tmpfs of its own (run as root): "
+                                           f"mount failed: {proc.stderr.strip()}")
+            mounted = True
+        yield tmp
+    finally:
+        if not os.environ.get("KAAS_CHAOS_KEEP"):
+            if mounted:
+                subprocess.run(["umount", "-l", str(tmp)], check=False)
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
                  duration: float = 0) -> dict:
     """One scenario on a fresh cluster. ``duration``: pace the copiers so the copy takes about
     this long (the faults must land while transactions run), 0 for full speed."""
+    with scratch_volume(scenario) as tmp:
+        return _run_in(tmp, scenario, seed, messages, copiers, timeout, echo, duration)
+
+
+def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
+            duration: float) -> dict:
     rnd = random.Random(seed)
-    tmp = Path(tempfile.mkdtemp(prefix="kaas-chaos-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
     # KAAS_CHAOS_BROKER_ARGS: extra `kaas broker` options, e.g. "--no-marker-rpc" for an A/B run
     cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"},
                              extra=shlex.split(os.environ.get("KAAS_CHAOS_BROKER_ARGS", ""))).start()
@@ -205,11 +285,11 @@ def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout:
                 cluster.signal(bid, signal.SIGCONT)
             except (OSError, ValueError):
                 pass
+        chaos.done = True
+        chaos._free()
         cluster.stop()
         if os.environ.get("KAAS_CHAOS_KEEP"):
             echo(f"data directory kept: {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
     result.update({"scenario": scenario, "faults": chaos.faults, "seconds": round(time.monotonic() - t0, 1),
                    "kills": len(chaos.fault_times),
                    "recovery_s": recovery(chaos.fault_times, result.pop("commit_times"))})

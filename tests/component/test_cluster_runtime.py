@@ -48,3 +48,29 @@ async def test_tick_renews_the_lease_and_hops_threads_only_off_tmpfs(tmp_path, m
         # peers, epoch, election, assignment write, assignment read, heartbeat; then
         # peers, epoch, assignment read, heartbeat
         assert len(hops) >= 8, hops
+
+
+async def test_a_silent_peer_leaves_metadata_later_than_it_loses_its_keys(tmp_path, monkeypatch):
+    """A peer whose heartbeat stops is dead for leadership after the session timeout, but
+    Metadata keeps naming it until the listing window (9 s) runs out: librdkafka
+    decommissions a broker that drops out of Metadata, and a full shared disk makes every
+    broker miss heartbeats for a few seconds at once."""
+    from kaas import cluster_runtime
+
+    clock = [1000.0]
+    monkeypatch.setattr(cluster_runtime.time, "monotonic", lambda: clock[0])
+    broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=False))
+    rt = broker.cluster
+    peer = {"format": 1, "broker_id": 1, "counter": 1, "host": "127.0.0.1", "port": 9999, "pid": 1,
+            "applied_version": 0, "draining": False, "controller_epoch": 0}
+    broker.layout.broker_file(1).write_text(json.dumps(peer))
+    await rt._tick()
+    assert rt.alive() == [0, 1] and rt.listed() == [0, 1]
+    assert [b.node_id for b in broker.brokers()] == [0, 1]
+    clock[0] += 4.0  # past the 3 s session timeout, no new heartbeat
+    await rt._tick()
+    assert rt.alive() == [0] and not rt.is_alive_any(1)
+    assert rt.listed() == [0, 1] and [b.node_id for b in broker.brokers()] == [0, 1]
+    clock[0] += 6.0  # 10 s silent: past the listing window
+    await rt._tick()
+    assert rt.listed() == [0] and [b.node_id for b in broker.brokers()] == [0]
