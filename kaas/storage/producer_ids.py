@@ -8,7 +8,9 @@ Invariants:
     - the persisted block end only grows;
     - every PID handed out is below the persisted end, so a crash can skip PIDs, never
       reuse one;
-    - broker b's PIDs lie in [(b+1)*2**40, (b+2)*2**40): brokers never collide.
+    - broker b's PIDs lie in [(b+1)*2**40, (b+2)*2**40): brokers never collide;
+    - a failed block write changes nothing in memory: the next allocation writes the same
+      new block end again.
 """
 
 from __future__ import annotations
@@ -41,7 +43,13 @@ class PidAllocator:
         self._next = self._end  # everything below the persisted end may have been used
 
     def allocate(self) -> int:
-        """The next never-used PID (persists a new block end first when needed)."""
+        """The next never-used PID (persists a new block end first when needed).
+
+        Raises:
+            OSError: the new block end could not be written (ENOSPC, EIO, ...): the file
+                and this allocator are as they were, and no PID was handed out.
+            RuntimeError: this broker's PID space is exhausted.
+        """
         if self._next >= self._end:
             new_end = self._next + BLOCK
             if new_end >= SPAN:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import time
-from types import SimpleNamespace
 
 import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import failpoints
 from kaas.domain.routing import txn_slot
 from kaas.domain.txn import TxnState
 from kaas.errors import KaasError
@@ -25,28 +23,8 @@ from kaas.storage.fences import FenceReader, FenceRecord
 from kaas.storage.offset_store import Committed
 from kaas.storage.producer_ids import SPAN, PidAllocator
 from kaas.txn_coordinator import TxnCoordinator
-from tests.component.test_state_file_faults import FAULTS, leftovers
+from tests.component.faults import faults, leftovers  # noqa: F401 (faults: fixture)
 from tests.component.test_txn_coordinator import V, FakeBroker, World, begin, open_txn, produce, state_of
-
-
-@pytest.fixture
-def faults(tmp_path):
-    run = tmp_path / "failpoints"
-    run.mkdir()
-    failpoints.configure(run, 0)
-
-    def disarm() -> None:
-        failpoints.disarm(run, 0)
-        failpoints.reload()
-
-    def arm(kind: str, path: str, **extra) -> None:
-        disarm()
-        point, spec = FAULTS[kind]
-        failpoints.arm(run, 0, {point: {**spec, "path": path, **extra}})
-        failpoints.reload()
-
-    yield SimpleNamespace(arm=arm, disarm=disarm)
-    disarm()
 
 
 @pytest.fixture

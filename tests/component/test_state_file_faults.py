@@ -14,51 +14,12 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from kaas import failpoints
 from kaas.storage.fences import FenceLog, FenceReader, FenceRecord
-
-# (point, spec) of each kind of disk failure; ``path`` is added per test
-FAULTS = {
-    "enospc": ("state.write", {"action": "error", "errno": "ENOSPC"}),
-    "eio": ("state.write", {"action": "error", "errno": "EIO"}),
-    "short": ("state.write", {"action": "short", "fraction": 0.5}),
-    "fsync": ("state.fsync", {"action": "error", "errno": "EIO"}),
-    "rename": ("state.rename", {"action": "error", "errno": "ENOSPC"}),
-}
-APPEND_FAULTS = ("enospc", "eio", "short", "fsync")  # an append-only log has no rename
-
-
-@pytest.fixture
-def faults(tmp_path):
-    """Arm/disarm failpoints in this process (broker id 0, a run dir of the test's own)."""
-    run = tmp_path / "failpoints"
-    run.mkdir()
-    failpoints.configure(run, 0)
-
-    def disarm() -> None:
-        failpoints.disarm(run, 0)
-        failpoints.reload()
-
-    def arm(kind: str, path: str, **extra) -> None:
-        disarm()  # a fresh stamp: two specs of one size written in one tick are both seen
-        point, spec = FAULTS[kind]
-        failpoints.arm(run, 0, {point: {**spec, "path": path, **extra}})
-        failpoints.reload()
-
-    yield SimpleNamespace(arm=arm, disarm=disarm)
-    disarm()
-
-
-def leftovers(directory: Path) -> list[str]:
-    """Tmp files a writer left behind (``.<name>.<writer>.tmp`` / ``.excl``)."""
-    if not directory.exists():
-        return []
-    return sorted(n for n in os.listdir(directory) if n.startswith("."))
-
+from tests.component.faults import APPEND_FAULTS, FAULTS, faults, leftovers  # noqa: F401 (faults: fixture)
 
 # ----------------------------------------------------------------------------- fence log
 
@@ -92,8 +53,7 @@ def test_torn_bytes_that_cannot_be_cut_block_appends_until_they_can(tmp_path, fa
     log.append(1, 1)
     before = path.read_bytes()
 
-    run = tmp_path / "failpoints"
-    failpoints.arm(run, 0, {"state.write": {"action": "short", "path": "kaas-0.log", "count": 1},
+    failpoints.arm(faults.run, 0, {"state.write": {"action": "short", "path": "kaas-0.log", "count": 1},
                             "state.fsync": {"action": "error", "errno": "EIO", "path": "kaas-0.log"}})
     failpoints.reload()
     with pytest.raises(OSError):
