@@ -25,14 +25,22 @@ async def handle(ctx, req):
         parts_out = []
         topics_out.append({"name": td.name, "partition_responses": parts_out})
         meta = broker.topics.get(td.name)
+        create_error = None
         if meta is None:
-            meta = await broker.ensure_topic(td.name, auto_create=True)
+            try:
+                meta = await broker.ensure_topic(td.name, auto_create=True)
+            except OSError as exc:  # auto-creation could not write the topic file
+                log.error("topic_write_failed", topic=td.name, error=str(exc))
+                create_error = ErrorCode.kafka_storage_error
         for pd in td.partition_data:
             out = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
                    "log_append_time": -1, "log_start_offset": -1, "record_errors": []}
             parts_out.append(out)
             if acks not in (-1, 0, 1):
                 out["error_code"] = ErrorCode.invalid_required_acks
+                continue
+            if create_error is not None:
+                out["error_code"] = create_error
                 continue
             try:
                 part = broker.get_partition(td.name, pd.index)

@@ -4,7 +4,9 @@ Invariants:
     - a reader sees the old or the new content, never a torn file;
     - a failed write (ENOSPC, EIO, a short write, a failed fsync or rename) raises and
       leaves the previous file intact and no tmp file behind: the caller's in-memory state
-      must not run ahead of the file;
+      must not run ahead of the file. The one failure after the rename, the directory's
+      fsync, leaves the new file in place but not known durable: it raises too, and the
+      caller re-reads before relying on either content;
     - the tmp name carries the writer's pid and thread id so two writers (processes, or
       threads of one process such as ``trio.to_thread`` workers) cannot clobber each
       other's tmp.
@@ -20,6 +22,7 @@ from typing import Any
 
 import crc32c
 
+from kaas import failpoints
 from kaas.errors import CorruptState
 from kaas.storage import fs
 
@@ -76,9 +79,18 @@ def _writer_id() -> str:
 
 
 def fsync_dir(path: str | os.PathLike) -> None:
+    """fsync a directory (a rename or create in it becomes durable), behind the failpoint
+    ``state.fsync`` with the directory as its path.
+
+    Raises:
+        OSError: the fsync failed. After a rename the new file is in place but may not
+            survive a crash: the caller treats the write as failed and re-reads the file
+            before relying on either content (its in-memory state stays behind the file,
+            never ahead of it).
+    """
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        fs.fsync(fd, point="state.fsync", path=os.fspath(path))
     finally:
         os.close(fd)
 
@@ -129,16 +141,14 @@ def create_exclusive(path: Path, data: bytes, *, fsync: bool = True) -> bool:
     file is never seen half-written.
     """
     tmp = path.with_name(f".{path.name}.{_writer_id()}.excl")
-    write_bytes(tmp, data, fsync=fsync)
     try:
+        write_bytes(tmp, data, fsync=fsync)
+        failpoints.io_fault("state.rename", path=str(path))
         os.link(tmp, path)
     except FileExistsError:
         return False
     finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink_quietly(str(tmp))
     if fsync:
         fsync_dir(path.parent)
     return True

@@ -217,6 +217,12 @@ def test_topic_admin_on_a_failing_disk_answers_storage_error(disk_broker):
         md = wc.call(3, 12, {"topics": [{"name": uniq("auto-short")}], "allow_auto_topic_creation": True,
                              "include_topic_authorized_operations": False})
         assert md.topics[0].error_code == ErrorCode.leader_not_available  # retriable: asked again
+        from kaas.wire.batch import build_batch
+
+        pr = wc.call(0, 9, {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
+            {"name": uniq("auto-produce"), "partition_data": [
+                {"index": 0, "records": build_batch(records=[(None, b"v")])}]}]})
+        assert pr.responses[0].partition_responses[0].error_code == ErrorCode.kafka_storage_error
         r = wc.call(37, 0, {"topics": [{"name": existing, "count": 3, "assignments": None}],
                             "timeout": 5000, "validate_only": False})
         assert r.results[0].error_code == ErrorCode.kafka_storage_error
@@ -231,7 +237,7 @@ def test_topic_admin_on_a_failing_disk_answers_storage_error(disk_broker):
         r = wc.call(37, 0, {"topics": [{"name": existing, "count": 3, "assignments": None}],
                             "timeout": 5000, "validate_only": False})
         assert r.results[0].error_code == ErrorCode.none
-    assert _count(b, "topic_write_failed") >= 4
+    assert _count(b, "topic_write_failed") >= 5
 
 
 # ----------------------------------------------------------------------------- heartbeat
