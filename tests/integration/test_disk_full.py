@@ -192,3 +192,49 @@ def test_full_tmpfs_fill_free_produce_kill_restart(small_tmpfs):
         assert _check_acked_readable(b.bootstrap, topic, d.acked) == values
     finally:
         b.kill()
+
+
+def test_an_offline_partition_answers_storage_error_until_its_disk_works(broker):
+    """While every fsync of one partition fails, its reopen through recovery fails too: it
+    stays offline, and Produce and Fetch of it answer KAFKA_STORAGE_ERROR while another
+    partition of the broker serves normally; once fsyncs succeed it comes back by itself
+    with everything acknowledged before."""
+    from kio.schema.errors import ErrorCode
+
+    from kaas.client import WireClient
+    from kaas.wire.batch import build_batch
+
+    topic, other = "disk-offline", "disk-online"
+    create_topic(broker.bootstrap, topic, 1)
+    create_topic(broker.bootstrap, other, 1)
+
+    def produce(wc, name):
+        r = wc.call(0, 9, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
+            {"name": name, "partition_data": [{"index": 0, "records": build_batch(records=[(None, b"v")])}]}]})
+        return r.responses[0].partition_responses[0].error_code
+
+    def fetch(wc, name):
+        r = wc.call(1, 11, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+                            "forgotten_topics_data": [], "topics": [{"topic": name, "partitions": [
+                                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                 "current_leader_epoch": -1, "log_start_offset": -1}]}]})
+        return r.responses[0].partitions[0].error_code
+
+    with WireClient("127.0.0.1", broker.port) as wc:
+        assert produce(wc, topic) == ErrorCode.none
+        _arm(broker, {"append.fsync": {"action": "error", "errno": "EIO", "path": f"/{topic}/"}})
+        assert produce(wc, topic) == ErrorCode.kafka_storage_error  # the failed fsync: offline
+        time.sleep(1.2)  # the runtime's reopen fails too (recovery's fsync): still offline
+        assert produce(wc, topic) == ErrorCode.kafka_storage_error
+        assert fetch(wc, topic) == ErrorCode.kafka_storage_error
+        assert produce(wc, other) == ErrorCode.none and fetch(wc, other) == ErrorCode.none
+        failpoints.disarm(broker.data / "run", broker.broker_id)
+        deadline = time.monotonic() + 10
+        while produce(wc, topic) != ErrorCode.none:
+            assert time.monotonic() < deadline, "the partition did not come back"
+            time.sleep(0.2)
+        assert fetch(wc, topic) == ErrorCode.none
+    log = broker.log_text()
+    assert log.count("partition_offline") == 1 and "partition_back_online" in log
+    assert "request_failed" not in log
