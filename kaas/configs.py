@@ -21,6 +21,11 @@ TOPIC_CONFIGS: dict[str, tuple[str, str | int]] = {
     "file.delete.delay.ms": ("long", 60000),
     "flush.messages": ("long", 9223372036854775807),
     "flush.ms": ("long", 9223372036854775807),
+    # log compaction (cleanup.policy=compact or compact,delete)
+    "min.cleanable.dirty.ratio": ("double", "0.5"),
+    "min.compaction.lag.ms": ("long", 0),
+    "max.compaction.lag.ms": ("long", 9223372036854775807),
+    "delete.retention.ms": ("long", 86400000),
 }
 
 READ_ONLY: set[str] = set()
@@ -56,6 +61,15 @@ def validate(name: str, value: str | None) -> str | None:
             int(value)
         except ValueError:
             return f"{name} must be an integer"
+    if kind == "double":
+        try:
+            ratio = float(value)
+        except ValueError:
+            return f"{name} must be a number"
+        if name == "min.cleanable.dirty.ratio" and not 0.0 <= ratio <= 1.0:
+            return f"{name} must be between 0 and 1"
+    if kind in ("int", "long") and name.endswith(".ms") and name != "retention.ms" and int(value) < 0:
+        return f"{name} must not be negative"
     if kind == "boolean" and value.lower() not in ("true", "false"):
         return f"{name} must be true or false"
     if name == "cleanup.policy" and not set(value.split(",")) <= {"delete", "compact"}:
@@ -74,4 +88,10 @@ def log_config(settings: Settings, overrides: dict[str, str]) -> LogConfig:
         retention_bytes=int(eff["retention.bytes"]),
         index_interval_bytes=int(eff["index.interval.bytes"]),
         fsync=settings.fsync,
+        delete="delete" in eff["cleanup.policy"].split(","),
+        compact="compact" in eff["cleanup.policy"].split(","),
+        min_cleanable_dirty_ratio=float(eff["min.cleanable.dirty.ratio"]),
+        min_compaction_lag_ms=int(eff["min.compaction.lag.ms"]),
+        max_compaction_lag_ms=int(eff["max.compaction.lag.ms"]),
+        delete_retention_ms=int(eff["delete.retention.ms"]),
     )

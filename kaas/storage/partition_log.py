@@ -62,6 +62,13 @@ class LogConfig:
     retention_bytes: int = -1
     index_interval_bytes: int = 4096
     fsync: bool = True
+    # cleanup.policy: "delete" runs retention; "compact" the cleaner; both for "compact,delete"
+    delete: bool = True
+    compact: bool = False
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**63 - 1
+    delete_retention_ms: int = 24 * 3600 * 1000
 
 
 @dataclass(slots=True)
