@@ -1,0 +1,139 @@
+"""The records inside a v2 batch, for the two places the broker must look at them: the log
+cleaner (which keeps the latest record per key) and the key check of a compacted topic's
+produce. Everything else treats a batch as opaque bytes.
+
+Each record is kept as its raw bytes: a record's offset and timestamp are deltas against
+its batch's base offset and base timestamp, so a batch rebuilt with a subset of its records
+and the same header keeps every retained record's offset and timestamp unchanged.
+
+Invariants:
+    - ``rebuild`` keeps the base offset, last offset delta, timestamps, producer fields and
+      attributes (codec cleared: the rebuilt batch is uncompressed) and recomputes length,
+      count and CRC; with every record kept it reads back the same records;
+    - a compressed batch is decompressed with gzip (zlib), snappy (raw or xerial framing),
+      lz4 (frame) or zstd (cramjam).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import crc32c
+
+from kaas.wire import batch as wb
+
+__all__ = ["Record", "records", "rebuild", "has_null_key", "RecordsError"]
+
+_XERIAL = b"\x82SNAPPY\x00"
+_TAIL = struct.Struct(">hiqqqhii")  # attributes .. records count (bytes 21..60)
+
+
+class RecordsError(Exception):
+    """The records section cannot be read (corrupt, or an unknown codec)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset_delta: int
+    key: bytes | None
+    tombstone: bool  # the value is null
+    raw: bytes  # the whole record, its length prefix included
+
+
+def _decompress(codec: int, data: bytes) -> bytes:
+    if codec == 0:
+        return data
+    if codec == 1:
+        return zlib.decompress(data, wbits=47)  # gzip (or zlib) framing
+    import cramjam
+
+    if codec == 2:
+        if data.startswith(_XERIAL):  # the Java client's framing: 16-byte header, blocks
+            out = bytearray()
+            p = 16
+            while p < len(data):
+                (n,) = struct.unpack_from(">i", data, p)
+                out += bytes(cramjam.snappy.decompress_raw(data[p + 4 : p + 4 + n]))
+                p += 4 + n
+            return bytes(out)
+        return bytes(cramjam.snappy.decompress_raw(data))
+    if codec == 3:
+        return bytes(cramjam.lz4.decompress(data))
+    if codec == 4:
+        return bytes(cramjam.zstd.decompress(data))
+    raise RecordsError(f"unknown compression codec {codec}")
+
+
+def _varint(view: memoryview, p: int) -> tuple[int, int]:
+    shift = 0
+    z = 0
+    while True:
+        if p >= len(view):
+            raise RecordsError("truncated varint")
+        b = view[p]
+        p += 1
+        z |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (z >> 1) ^ -(z & 1), p
+        shift += 7
+        if shift > 63:
+            raise RecordsError("varint too long")
+
+
+def records(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> list[Record]:
+    """The records of one whole batch (``batch`` starts at its base offset field).
+
+    Raises:
+        RecordsError: the records section is corrupt or uses an unknown codec.
+    """
+    h = header or wb.parse_header(batch)
+    body = bytes(memoryview(batch)[wb.HEADER_SIZE : h.size])
+    try:
+        data = memoryview(_decompress(h.codec, body))
+    except (zlib.error, ValueError, OSError) as exc:  # cramjam raises DecompressionError(Exception)
+        raise RecordsError(f"cannot decompress codec {h.codec}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - cramjam's error classes are not importable portably
+        raise RecordsError(f"cannot decompress codec {h.codec}: {exc}") from None
+    out: list[Record] = []
+    p = 0
+    for _ in range(h.records_count):
+        length, q = _varint(data, p)
+        end = q + length
+        if length < 0 or end > len(data):
+            raise RecordsError("record length past the batch")
+        r = q + 1  # attributes
+        _ts, r = _varint(data, r)
+        delta, r = _varint(data, r)
+        klen, r = _varint(data, r)
+        key = None
+        if klen >= 0:
+            key = bytes(data[r : r + klen])
+            r += klen
+        vlen, r = _varint(data, r)
+        out.append(Record(delta, key, vlen < 0, bytes(data[p:end])))
+        p = end
+    return out
+
+
+def rebuild(batch: bytes | memoryview, header: wb.BatchHeader, kept: list[Record]) -> bytes:
+    """The batch with only ``kept`` records (in order), uncompressed, same offsets.
+
+    An empty ``kept`` gives an empty batch: the header alone (Apache keeps such a batch as
+    the last one of a producer, so its sequence survives cleaning)."""
+    h = header
+    tail = _TAIL.pack(h.attributes & ~wb.ATTR_CODEC_MASK, h.last_offset_delta, h.base_timestamp,
+                      h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence, len(kept))
+    tail += b"".join(r.raw for r in kept)
+    crc = crc32c.crc32c(tail)
+    return struct.pack(">qiibI", h.base_offset, 4 + 1 + 4 + len(tail), h.leader_epoch, 2, crc) + tail
+
+
+def has_null_key(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> bool:
+    """True when a record of the batch has no key (refused on a compacted topic).
+
+    Raises:
+        RecordsError: the records cannot be read.
+    """
+    return any(r.key is None for r in records(batch, header))
