@@ -59,6 +59,10 @@ NAMES = (
     "state.write",
     "state.fsync",
     "state.rename",
+    # the log cleaner's pass: copies written, commit file written, segments swapped
+    "cleaner.before_copy",
+    "cleaner.after_commit_file",
+    "cleaner.after_swap",
     # the supervisor's own files (context: path): pid files, broker logs, the run directory
     "supervisor.write",
 )

@@ -242,6 +242,11 @@ class ProducerStateTable:
         """
         return self._entries.get(producer_id)
 
+    def last_batch_offsets(self) -> dict[int, int]:
+        """Base offset of the last data batch of every live producer (the log cleaner keeps
+        these batches, so a retry after cleaning is still recognised from the log)."""
+        return {pid: e.batches[-1].base_offset for pid, e in self._entries.items() if e.batches}
+
     # -- produce path --------------------------------------------------------------------
 
     def check(

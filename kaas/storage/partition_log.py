@@ -45,7 +45,7 @@ from kio.schema.errors import ErrorCode
 from kaas import failpoints
 from kaas.domain.producer_state import ProducerStateTable
 from kaas.errors import CorruptState, KaasError
-from kaas.storage import atomic, fs
+from kaas.storage import atomic, cleaner, fs
 from kaas.wire import batch as wb
 
 _SEGMENT_RE = re.compile(r"^(\d{20})-e(\d+)\.log$")
@@ -151,6 +151,9 @@ class PartitionLog:
         self.failed: str | None = None  # why the log refuses writes until reopened
         self.recoveries: list[dict] = []  # what this open's recovery cut, for the caller to log
         self.recovery_journal_error: str | None = None
+        self.open_notes: list[str] = []  # e.g. a cleaning pass completed at takeover
+        self.cleaning = False  # a cleaner pass is under way: retention leaves segment files alone
+        self.cleaner_state: dict = {}  # cleaner.json: clean_offset, cleaned segments
         self._manifest_stamp: tuple[int, int, int] | None = None
         self._manifest_cached_epoch = -1
         self._manifest_file = str(self.path / "manifest.json")  # stat'ed before every ack
@@ -183,6 +186,8 @@ class PartitionLog:
         self.epoch = epoch
         self._write_manifest(high_watermark=manifest.get("high_watermark", 0) if manifest else 0)
         failpoints.hit("takeover.after_manifest")
+        self.open_notes = cleaner.finish(self.path, self.config.fsync)
+        self.cleaner_state = cleaner.read_state(self.path)
         replay_from = self._load_snapshot()
         self._recover(self._replay, replay_from)
         if replay_from > self.log_end_offset:
@@ -395,7 +400,7 @@ class PartitionLog:
             if h.magic != 2:
                 reason = f"bad magic byte {h.magic}"
                 break
-            if h.base_offset != expected:
+            if h.base_offset < expected or (h.base_offset > expected and not self._gaps_allowed(seg)):
                 reason = f"batch base offset {h.base_offset} where {expected} was expected"
                 break
             if not wb.crc_ok(data, pos_, h):
@@ -422,6 +427,10 @@ class PartitionLog:
                 # What recovery verified is durable from here on (durable_offset): a
                 # SIGKILLed leader's unsynced tail, or the tail of a log failed by an fsync.
                 fs.fsync(f.fileno(), point="append.fsync", path=str(seg.path))
+
+    def _gaps_allowed(self, seg: Segment) -> bool:
+        """A cleaned segment has offset gaps (removed batches); others are dense."""
+        return seg.name in self.cleaner_state.get("cleaned", {})
 
     def _note_recovery(self, seg: Segment, action: str, start: int, end: int, reason: str,
                        offset: int) -> None:
@@ -814,6 +823,8 @@ class PartitionLog:
         return self.log_start_offset
 
     def _drop_below_start(self) -> None:
+        if self.cleaning:  # the cleaner is swapping files: retention removes them next pass
+            return
         while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
             self._remove_segment(self.segments.pop(0))
 
@@ -823,7 +834,7 @@ class PartitionLog:
         Returns:
             the number of segments deleted.
         """
-        if self.failed is not None:
+        if self.failed is not None or not self.config.delete or self.cleaning:
             return 0
         deleted = 0
         cfg = self.config
@@ -848,6 +859,99 @@ class PartitionLog:
         del self.segments[:deleted]
         self.aborted = [a for a in self.aborted if a[0] >= self.segments[0].base_offset]
         return deleted
+
+    # ------------------------------------------------------------------ compaction
+
+    def maybe_roll_idle(self, now_ms: int) -> bool:
+        """Roll a non-empty active segment older than segment.ms even without appends, so a
+        quiet compacted topic's records become cleanable. True when it rolled."""
+        seg = self.active
+        if self.failed is None and seg.size and now_ms - seg.created_ms >= self.config.segment_ms:
+            self.roll()
+            return True
+        return False
+
+    def dirty_ratio(self, now_ms: int) -> tuple[list[Segment], float, bool]:
+        """(the cleanable segments, the dirty ratio among them, whether max.compaction.lag.ms
+        forces a pass). Cleanable: closed segments wholly below the last stable offset and
+        older than min.compaction.lag.ms; dirty: those from the clean offset on."""
+        lso = self.last_stable_offset()
+        cfg = self.config
+        segs: list[Segment] = []
+        for seg in self.segments[:-1]:
+            if seg.next_offset > lso:
+                break
+            if cfg.min_compaction_lag_ms > 0 and seg.max_timestamp > now_ms - cfg.min_compaction_lag_ms:
+                break
+            segs.append(seg)
+        if not segs:
+            return segs, 0.0, False
+        clean_offset = int(self.cleaner_state.get("clean_offset", 0))
+        total = sum(s.size for s in segs) or 1
+        dirty = [s for s in segs if s.base_offset >= clean_offset]
+        ratio = sum(s.size for s in dirty) / total
+        forced = bool(dirty) and cfg.max_compaction_lag_ms < 2**62 and \
+            0 <= dirty[0].max_timestamp < now_ms - cfg.max_compaction_lag_ms
+        horizon = self.cleaner_state.get("next_horizon_ms")
+        if horizon is not None and now_ms >= horizon:
+            forced = True  # a kept tombstone or marker may go now (KIP-534's delete horizon)
+        return segs, ratio, forced
+
+    def clean_job(self, now_ms: int, max_bytes_per_s: float = 0.0) -> cleaner.Job | None:
+        """A cleaning pass to run now, or None (not compacted, nothing dirty enough). Opens
+        the fds of the segments in it, so reads keep using the old files until
+        ``apply_clean`` swaps the new ones in."""
+        if not self.config.compact or self.failed is not None or self._closed or self.cleaning:
+            return None
+        segs, ratio, forced = self.dirty_ratio(now_ms)
+        if not segs or (not forced and (ratio < self.config.min_cleanable_dirty_ratio or ratio == 0.0)):
+            return None
+        for seg in segs:
+            self._fd(seg)
+        last_of = {pid: off for pid, off in self.producers.last_batch_offsets().items()}
+        return cleaner.Job(
+            path=self.path, epoch=self.epoch,
+            segments=[cleaner.SegmentCopy(s.name, s.base_offset, s.next_offset, s.size) for s in segs],
+            aborted=[a for a in self.aborted if a[0] < segs[-1].next_offset], last_batch_of=last_of,
+            now_ms=now_ms, delete_retention_ms=self.config.delete_retention_ms,
+            index_interval_bytes=self.config.index_interval_bytes, fsync=self.config.fsync,
+            max_bytes_per_s=max_bytes_per_s)
+
+    def next_cleaner_state(self, prepared: cleaner.Prepared) -> dict:
+        """What ``cleaner.json`` says once ``prepared`` is swapped in."""
+        job = prepared.job
+        live = {s.name for s in self.segments}
+        cleaned = {n: t for n, t in self.cleaner_state.get("cleaned", {}).items() if n in live}
+        for seg in prepared.changed:
+            if not seg.remove:
+                cleaned[seg.name] = job.now_ms
+        return {"format": 1, "epoch": job.epoch, "clean_offset": job.segments[-1].end_offset,
+                "last_clean_ms": job.now_ms, "cleaned": cleaned, "next_horizon_ms": prepared.next_horizon_ms,
+                "bytes_cleaned": int(self.cleaner_state.get("bytes_cleaned", 0)) + prepared.bytes_read,
+                "records_removed": int(self.cleaner_state.get("records_removed", 0)) + prepared.records_removed}
+
+    def apply_clean(self, prepared: cleaner.Prepared, state: dict) -> None:
+        """After ``cleaner.commit``: point the in-memory segments at the swapped files."""
+        by_name = {s.name: s for s in prepared.changed}
+        kept: list[Segment] = []
+        for seg in self.segments:
+            c = by_name.get(seg.name)
+            if c is None:
+                kept.append(seg)
+                continue
+            self._close_fd(seg)  # the old inode; the next read opens the new file
+            if c.remove:
+                continue
+            seg.size = c.new_size
+            seg.next_offset = c.next_offset
+            seg.max_timestamp = c.max_timestamp
+            seg.index_offsets = list(c.index_offsets)
+            seg.index_positions = list(c.index_positions)
+            kept.append(seg)
+        self.segments = kept
+        if prepared.dropped_markers:
+            self.aborted = [a for a in self.aborted if a[0] not in prepared.dropped_markers]
+        self.cleaner_state = state
 
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)

@@ -1,0 +1,324 @@
+"""The log cleaner's file work for one compacted partition: read the cleanable segments,
+plan with ``domain.compaction``, write cleaned copies beside them, and swap them in as one
+set (crash-safe and NFS-safe). Only the partition's leader cleans.
+
+Files in the partition directory:
+
+    <segment>.log.cleaned, .idx.cleaned, .txnidx.cleaned   a pass's new copies (not yet live)
+    clean-commit.json    {format, epoch, replace: [names], remove: [names]}: the commit point
+    cleaner.json         {format, epoch, clean_offset, cleaned: {segment: time_ms}, ...}
+
+A pass: (1) write every ``.cleaned`` copy and fsync it; (2) check the manifest still
+carries the leader's epoch, write ``cleaner.json`` (it names the cleaned segments, whose
+offsets may have gaps) and then ``clean-commit.json`` (tmp + fsync + rename): from here the
+pass is decided; (3) rename each copy over its segment (removing emptied segments);
+(4) delete ``clean-commit.json``. Recovery (``finish``, run by
+every takeover before the segments are listed) rolls a pass forward when its commit file
+exists and back (deletes the copies) when it does not, so a SIGKILL at any step leaves the
+old set or the new set of segments, never a mix.
+
+Invariants:
+    - offsets never change: a cleaned segment keeps its name (base offset, epoch) and every
+      kept batch its base offset and offset range;
+    - the active segment and everything at or past the last stable offset are never read
+      for cleaning, let alone changed;
+    - an aborted transaction's entry leaves the aborted index only with its marker, in the
+      same swap (a reader told about an aborted range always finds its marker).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgpack
+
+from kaas import failpoints
+from kaas.domain import compaction as plan_mod
+from kaas.errors import CorruptState
+from kaas.storage import atomic, fs
+from kaas.wire import batch as wb
+from kaas.wire import records as wr
+
+COMMIT_FILE = "clean-commit.json"
+STATE_FILE = "cleaner.json"
+SUFFIX = ".cleaned"
+_EXTS = (".log", ".idx", ".txnidx")
+
+__all__ = ["Job", "Prepared", "prepare", "commit", "finish", "read_state", "discard"]
+
+
+@dataclass(slots=True)
+class SegmentCopy:
+    """One segment of a job: where it is and what cleaning made of it."""
+
+    name: str  # the .log file name
+    base_offset: int
+    end_offset: int  # the segment's next offset before cleaning (its range is [base, end))
+    size: int  # bytes read (the segment is closed: this is all of it)
+    remove: bool = False
+    changed: bool = False
+    new_size: int = 0
+    next_offset: int = 0
+    max_timestamp: int = -1
+    index_offsets: list[int] = field(default_factory=list)
+    index_positions: list[int] = field(default_factory=list)
+    aborted: list[tuple[int, int, int]] = field(default_factory=list)  # kept entries, marker in here
+
+
+@dataclass(slots=True)
+class Job:
+    """What the leader hands the worker thread: a snapshot, no live objects."""
+
+    path: Path
+    epoch: int
+    segments: list[SegmentCopy]
+    aborted: list[tuple[int, int, int]]
+    last_batch_of: dict[int, int]
+    now_ms: int
+    delete_retention_ms: int
+    index_interval_bytes: int
+    fsync: bool
+    max_bytes_per_s: float = 0.0  # 0: no bound
+
+
+@dataclass(slots=True)
+class Prepared:
+    job: Job
+    dropped_markers: set[int] = field(default_factory=set)  # abort markers removed (offsets)
+    next_horizon_ms: int | None = None  # when a kept tombstone or marker may go: clean again then
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_removed: int = 0
+
+    @property
+    def changed(self) -> list[SegmentCopy]:
+        return [s for s in self.job.segments if s.changed]
+
+
+def read_state(path: Path) -> dict:
+    """``cleaner.json`` of a partition directory ({} when it was never cleaned).
+
+    Raises:
+        CorruptState: the file exists but does not parse.
+    """
+    return atomic.read_json(Path(path) / STATE_FILE) or {}
+
+
+def prepare(job: Job) -> Prepared:
+    """Read, plan and write the cleaned copies (in a worker thread). Nothing live changes.
+
+    Raises:
+        OSError: reading or writing failed (the copies written so far are removed).
+        CorruptState: a segment holds a batch whose records cannot be read.
+    """
+    out = Prepared(job)
+    t0 = time.monotonic()
+    batches: list[plan_mod.BatchInfo] = []
+    located: list[tuple[int, int, wb.BatchHeader]] = []  # (segment index, position, header)
+    data: list[bytes] = []
+    for si, seg in enumerate(job.segments):
+        with open(job.path / seg.name, "rb", buffering=0) as f:
+            buf = f.read(seg.size)
+        data.append(buf)
+        out.bytes_read += len(buf)
+        for pos, h in wb.iter_headers(buf):
+            if h.is_control:
+                kind = wb.control_type(buf, pos, h)
+                batches.append(plan_mod.BatchInfo(h.base_offset, h.producer_id, True,
+                                                  kind if kind is not None else 1, h.max_timestamp))
+            else:
+                try:
+                    recs = wr.records(memoryview(buf)[pos:pos + h.size], h)
+                except wr.RecordsError as exc:
+                    raise CorruptState(str(job.path / seg.name), f"batch at {h.base_offset}: {exc}") from None
+                batches.append(plan_mod.BatchInfo(
+                    h.base_offset, h.producer_id, h.is_transactional, None, h.max_timestamp,
+                    tuple(plan_mod.RecordInfo(h.base_offset + r.offset_delta, r.key, r.tombstone) for r in recs)))
+            located.append((si, pos, h))
+        _throttle(job, out.bytes_read, t0)
+    decisions = plan_mod.plan(batches, job.aborted, job.last_batch_of, job.now_ms, job.delete_retention_ms)
+
+    per_segment: dict[int, list[tuple[int, wb.BatchHeader, plan_mod.Decision, plan_mod.BatchInfo]]] = {}
+    for (si, pos, h), d, b in zip(located, decisions, batches):
+        per_segment.setdefault(si, []).append((pos, h, d, b))
+        if isinstance(d, plan_mod.Drop) and b.control == wb.CONTROL_ABORT:
+            out.dropped_markers.add(b.base_offset)
+        if not isinstance(d, plan_mod.Drop):
+            kept = b.records if isinstance(d, plan_mod.Keep) else [r for r in b.records if r.offset in d.offsets]
+            if b.control is not None or any(r.tombstone for r in kept):
+                due = b.max_timestamp + job.delete_retention_ms + 1
+                if due > job.now_ms and (out.next_horizon_ms is None or due < out.next_horizon_ms):
+                    out.next_horizon_ms = due
+    written: list[Path] = []
+    try:
+        for si, seg in enumerate(job.segments):
+            items = per_segment.get(si, [])
+            seg.aborted = [a for a in job.aborted
+                           if seg.base_offset <= a[0] < seg.end_offset and a[0] not in out.dropped_markers]
+            if all(isinstance(d, plan_mod.Keep) for _, _, d, _ in items):
+                continue
+            seg.changed = True
+            body = bytearray()
+            for pos, h, d, b in items:
+                raw = memoryview(data[si])[pos:pos + h.size]
+                if isinstance(d, plan_mod.Drop):
+                    out.records_removed += max(len(b.records), 1)
+                    continue
+                if isinstance(d, plan_mod.Filter):
+                    kept = set(d.offsets)
+                    recs = wr.records(raw, h)
+                    keep = [r for r in recs if h.base_offset + r.offset_delta in kept]
+                    out.records_removed += len(recs) - len(keep)
+                    raw = memoryview(wr.rebuild(raw, h, keep))
+                if not seg.index_offsets or len(body) - seg.index_positions[-1] >= job.index_interval_bytes:
+                    seg.index_offsets.append(h.base_offset)
+                    seg.index_positions.append(len(body))
+                body += raw
+                seg.next_offset = h.next_offset
+                seg.max_timestamp = max(seg.max_timestamp, h.max_timestamp)
+            seg.new_size = len(body)
+            if not body:
+                seg.remove = True
+                continue
+            failpoints.hit("cleaner.before_copy", path=seg.name)
+            stem = job.path / seg.name[:-4]
+            copy = Path(f"{stem}.log{SUFFIX}")
+            written.append(copy)
+            _write_file(copy, bytes(body), job.fsync)
+            written.append(Path(f"{stem}.idx{SUFFIX}"))
+            _write_file(written[-1], _summary(seg), job.fsync)
+            if seg.aborted:
+                written.append(Path(f"{stem}.txnidx{SUFFIX}"))
+                _write_file(written[-1], msgpack.packb([list(a) for a in seg.aborted]), job.fsync)
+            out.bytes_written += len(body)
+            _throttle(job, out.bytes_read + out.bytes_written, t0)
+    except BaseException:
+        for p in written:
+            _unlink(p)
+        raise
+    return out
+
+
+def commit(log, prepared: Prepared, state: dict) -> None:
+    """Swap the prepared copies in (steps 2-4 of a pass). The caller then updates its
+    in-memory segments with ``PartitionLog.apply_clean``.
+
+    Raises:
+        KaasError: NOT_LEADER_OR_FOLLOWER when the manifest no longer carries our epoch.
+        OSError: a write failed before the commit point (the pass is discarded) or after
+            it (the next takeover's ``finish`` completes it).
+    """
+    job = prepared.job
+    if log.manifest_epoch() != job.epoch or log._closed or log.failed:
+        discard(prepared)
+        from kio.schema.errors import ErrorCode
+
+        from kaas.errors import KaasError
+        raise KaasError(ErrorCode.not_leader_or_follower, f"{job.path}: no longer the leader: clean discarded")
+    replace = [s.name for s in prepared.changed if not s.remove]
+    remove = [s.name for s in prepared.changed if s.remove]
+    try:
+        # The state first: it names the segments that may have offset gaps (recovery must
+        # not cut a cleaned segment at a gap); naming one that is never swapped is harmless.
+        atomic.write_json(job.path / STATE_FILE, state, fsync=job.fsync)
+        atomic.write_json(job.path / COMMIT_FILE, {"format": 1, "epoch": job.epoch, "replace": replace,
+                                                   "remove": remove}, fsync=job.fsync)
+    except OSError:
+        discard(prepared)
+        raise
+    failpoints.hit("cleaner.after_commit_file")
+    _roll_forward(job.path, replace, remove, job.fsync)
+    failpoints.hit("cleaner.after_swap")
+    _unlink(job.path / COMMIT_FILE)
+
+
+def discard(prepared: Prepared) -> None:
+    """Remove a pass's copies (it will not be committed)."""
+    for seg in prepared.job.segments:
+        stem = prepared.job.path / seg.name[:-4]
+        for ext in _EXTS:
+            _unlink(Path(f"{stem}{ext}{SUFFIX}"))
+
+
+def finish(path: Path, fsync: bool = True) -> list[str]:
+    """At takeover, before the segments are listed: complete a committed pass, or drop the
+    copies of one that never reached its commit point. Returns what it did (for the log).
+
+    Raises:
+        CorruptState: the commit file exists but does not parse.
+    """
+    path = Path(path)
+    done: list[str] = []
+    obj = atomic.read_json(path / COMMIT_FILE)
+    if obj is not None:
+        try:
+            replace, remove = list(obj["replace"]), list(obj["remove"])
+        except (KeyError, TypeError) as exc:
+            raise CorruptState(str(path / COMMIT_FILE), str(exc)) from None
+        _roll_forward(path, replace, remove, fsync)
+        _unlink(path / COMMIT_FILE)
+        done.append(f"completed a committed cleaning pass (epoch {obj.get('epoch')}): "
+                    f"{len(replace)} segments replaced, {len(remove)} removed")
+    stray = [n for n in os.listdir(path) if n.endswith(SUFFIX)]
+    for n in stray:
+        _unlink(path / n)
+    if stray:
+        done.append(f"dropped {len(stray)} copies of an uncommitted cleaning pass")
+    return done
+
+
+def _roll_forward(path: Path, replace: list[str], remove: list[str], fsync: bool) -> None:
+    for name in replace:
+        stem = path / name[:-4]
+        if not Path(f"{stem}.log{SUFFIX}").exists():
+            continue  # already swapped (a pass completed twice is the same pass)
+        txn_copy = Path(f"{stem}.txnidx{SUFFIX}")
+        if txn_copy.exists():
+            fs.replace(str(txn_copy), f"{stem}.txnidx")
+        else:
+            _unlink(Path(f"{stem}.txnidx"))  # its abort markers all went
+        idx_copy = Path(f"{stem}.idx{SUFFIX}")
+        if idx_copy.exists():
+            fs.replace(str(idx_copy), f"{stem}.idx")
+        else:
+            _unlink(Path(f"{stem}.idx"))  # recovery rescans
+        fs.replace(f"{stem}.log{SUFFIX}", f"{stem}.log")
+    for name in remove:
+        stem = path / name[:-4]
+        for ext in (".idx", ".txnidx", ".log"):
+            _unlink(Path(f"{stem}{ext}"))
+    if fsync:
+        atomic.fsync_dir(path)
+
+
+def _summary(seg: SegmentCopy) -> bytes:
+    return msgpack.packb({"format": 1, "size": seg.new_size, "next_offset": seg.next_offset,
+                          "max_timestamp": seg.max_timestamp, "offsets": seg.index_offsets,
+                          "positions": seg.index_positions, "cleaned": True})
+
+
+def _write_file(path: Path, data: bytes, fsync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        fs.write_all(fd, (data,), point="state.write", path=str(path))
+        if fsync:
+            fs.fsync(fd, point="state.fsync", path=str(path))
+    finally:
+        os.close(fd)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _throttle(job: Job, done_bytes: int, t0: float) -> None:
+    if job.max_bytes_per_s > 0:
+        ahead = done_bytes / job.max_bytes_per_s - (time.monotonic() - t0)
+        if ahead > 0:
+            time.sleep(ahead)
