@@ -75,6 +75,10 @@ def cli() -> None:
               help="Delete old segments beyond this partition size (retention.bytes; -1 = no limit).")
 @click.option("--retention-check-ms", type=int, default=30_000, show_default=True,
               help="How often retention runs (log.retention.check.interval.ms).")
+@click.option("--log-cleaner-backoff-ms", type=int, default=15_000, show_default=True,
+              help="How often the log cleaner looks for compacted partitions to clean (log.cleaner.backoff.ms).")
+@click.option("--log-cleaner-io-max-bytes-per-second", type=float, default=0.0, show_default=True,
+              help="Bound on the cleaner's read+write rate per pass (log.cleaner.io.max.bytes.per.second; 0 = none).")
 @click.option("--max-request-size", type=int, default=100 * 1024 * 1024, show_default=True,
               help="Largest request frame accepted (socket.request.max.bytes).")
 @click.option("--message-max-bytes", type=int, default=1024 * 1024 + 12, show_default=True,

@@ -27,6 +27,10 @@ marker_queue_depth                        gauge      files in ``marker_queue/to-
 fsync_seconds                             histogram  group-commit fsync latency
 partition_takeovers_total                 counter    partitions opened (taken over)
 partition_takeover_seconds                histogram  time to open (recover) one partition
+log_cleaner_bytes_total                   counter    bytes the log cleaner read (cleaned)
+log_cleaner_records_removed_total         counter    records the log cleaner removed
+log_cleaner_failures_total                counter    cleaning passes that failed
+log_cleaner_dirty_ratio{topic,partition}  gauge      cleaner lag: dirty share of cleanable bytes
 connections                               gauge      open client connections
 controller / draining                     gauge      1 when this broker is controller / draining
 brokers_alive                             gauge      live brokers as seen by this one
@@ -39,6 +43,7 @@ plus the standard ``process_*``, ``python_gc_*`` and ``python_info`` collectors.
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
 from collections.abc import Iterator
 from functools import partial
@@ -220,6 +225,23 @@ class BrokerCollector:
         tk = HistogramMetricFamily("kaas_partition_takeover_seconds", "Time to open (recover) one partition.")
         tk.add_metric([], TAKEOVER.cumulative(), TAKEOVER.total)
         yield tk
+
+        from kaas.tasks.log_cleaner import Stats as CleanerStats
+
+        yield CounterMetricFamily("kaas_log_cleaner_bytes", "Bytes the log cleaner read (cleaned).",
+                                  value=CleanerStats.bytes_cleaned)
+        yield CounterMetricFamily("kaas_log_cleaner_records_removed", "Records the log cleaner removed.",
+                                  value=CleanerStats.records_removed)
+        yield CounterMetricFamily("kaas_log_cleaner_failures", "Cleaning passes that failed.",
+                                  value=CleanerStats.failures)
+        lag = GaugeMetricFamily("kaas_log_cleaner_dirty_ratio",
+                                "Cleaner lag: dirty share of each led compacted partition's cleanable bytes.",
+                                labels=["topic", "partition"])
+        now = int(time.time() * 1000)
+        for p in parts:
+            if p.log.config.compact:
+                lag.add_metric([p.topic, str(p.index)], p.log.dirty_ratio(now)[1])
+        yield lag
 
         yield _gauge("kaas_connections", "Open client connections.", getattr(b, "connections", 0))
         cluster = b.cluster

@@ -22,6 +22,8 @@ class Settings:
     retention_ms: int = 7 * 24 * 3600 * 1000
     retention_bytes: int = -1
     retention_check_ms: int = 30_000
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_io_max_bytes_per_second: float = 0.0  # 0: no bound
     index_interval_bytes: int = 4096
     message_max_bytes: int = 1024 * 1024 + 12
     session_timeout_ms: int = 3000

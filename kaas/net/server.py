@@ -11,6 +11,7 @@ import trio
 from kaas.broker import Broker
 from kaas.net.connection import serve_connection
 from kaas.settings import Settings
+from kaas.tasks.log_cleaner import serve_log_cleaner
 
 log = structlog.get_logger()
 
@@ -21,6 +22,7 @@ async def serve_broker(settings: Settings, *, task_status=trio.TASK_STATUS_IGNOR
     broker.connections = 0
     async with trio.open_nursery() as root:
         await broker.start(root)
+        await root.start(serve_log_cleaner, broker)
         if settings.metrics_port:
             from kaas.metrics import serve_metrics
 
