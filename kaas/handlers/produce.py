@@ -9,11 +9,22 @@ from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.wire import batch as wb
+from kaas.wire import records as wr
 
 API_KEY = 0
 VERSIONS = (3, 10)
 
 log = structlog.get_logger()
+
+
+def _check_keys(records: bytes, header: wb.BatchHeader) -> None:
+    """A compacted topic keeps the latest record per key: a record without a key is
+    refused (INVALID_RECORD, as Apache: "Compacted topic cannot accept message without key")."""
+    try:
+        if wr.has_null_key(records, header):
+            raise KaasError(ErrorCode.invalid_record, "Compacted topic cannot accept message without key")
+    except wr.RecordsError as exc:
+        raise KaasError(ErrorCode.corrupt_message, f"records unreadable: {exc}") from None
 
 
 async def handle(ctx, req):
@@ -51,6 +62,8 @@ async def handle(ctx, req):
                 if header.is_transactional and req.transactional_id is None:
                     raise KaasError(ErrorCode.transactional_id_authorization_failed,
                                     "transactional batch without a transactional id")
+                if part.log.config.compact:
+                    _check_keys(records, header)
                 result = await part.produce(records, header, req.transactional_id)
             except KaasError as exc:
                 out["error_code"] = exc.code
