@@ -1,9 +1,20 @@
-"""Topic configuration keys kaas understands, their broker defaults and validation."""
+"""Topic configuration keys kaas understands, their broker defaults and validation.
+
+No silent configs: every key of ``TOPIC_CONFIGS`` is honoured, or ``validate`` refuses the
+values kaas would not honour (the handlers answer INVALID_CONFIG with its message).
+``HOW`` says which, per key; README's configuration reference prints it and
+tests/integration/test_topic_configs.py walks the whole table.
+"""
 
 from __future__ import annotations
 
+import re
+
 from kaas.settings import Settings
 from kaas.storage.partition_log import LogConfig
+from kaas.storage.topics import TopicMeta
+
+LONG_MAX = 2**63 - 1
 
 # name -> (type, Settings attribute or literal default)
 TOPIC_CONFIGS: dict[str, tuple[str, str | int]] = {
@@ -18,7 +29,7 @@ TOPIC_CONFIGS: dict[str, tuple[str, str | int]] = {
     "min.insync.replicas": ("int", 1),
     "unclean.leader.election.enable": ("boolean", "false"),
     "index.interval.bytes": ("int", "index_interval_bytes"),
-    "file.delete.delay.ms": ("long", 60000),
+    "file.delete.delay.ms": ("long", 0),  # Apache: 60000; kaas deletes at once (see HOW)
     "flush.messages": ("long", 9223372036854775807),
     "flush.ms": ("long", 9223372036854775807),
     # log compaction (cleanup.policy=compact or compact,delete)
@@ -29,6 +40,61 @@ TOPIC_CONFIGS: dict[str, tuple[str, str | int]] = {
 }
 
 READ_ONLY: set[str] = set()
+
+# What kaas does with each key: "honoured" means as Apache documents it. README's
+# configuration reference prints this table (scripts/config_reference.py).
+HOW: dict[str, str] = {
+    "cleanup.policy": "delete: retention deletes old segments; compact: the log cleaner keeps the latest "
+                      "record per key; compact,delete: both.",
+    "compression.type": "Only producer: batches are stored as the producer compressed them and never "
+                        "recompressed; any other value is refused.",
+    "retention.ms": "Closed segments whose newest timestamp is older than this are deleted (-1: never).",
+    "retention.bytes": "The oldest closed segments are deleted while the partition is larger (-1: no limit).",
+    "segment.bytes": "The active segment rolls once it holds this many bytes.",
+    "segment.ms": "The active segment rolls once it is this old.",
+    "max.message.bytes": "Largest record batch (as produced, compressed) a Produce may append to the topic; "
+                         "larger ones get MESSAGE_TOO_LARGE.",
+    "message.timestamp.type": "CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch "
+                              "with the broker's clock.",
+    "min.insync.replicas": "The in-sync replicas an acks=all produce needs.",
+    "unclean.leader.election.enable": "true and false are both honoured: every takeover reads the one log "
+                                      "on the shared volume, so no election is unclean (the new leader has "
+                                      "every record the old one wrote).",
+    "index.interval.bytes": "Bytes between two entries of a segment's sparse offset index.",
+    "file.delete.delay.ms": "Only 0: a segment's files are deleted as soon as retention, DeleteRecords or "
+                            "the log cleaner drops them; any other value is refused.",
+    "flush.messages": "Only the default (never forced by count): kaas fsyncs before it answers an acks=all "
+                      "produce (a group commit) and otherwise leaves flushing to the OS: acks=0/1 batches "
+                      "are fsynced by the partition's next group commit (an acks=all produce or a "
+                      "transaction marker), segment roll or hand-over. Any other value is refused.",
+    "flush.ms": "Only the default (never forced by time), as flush.messages; any other value is refused.",
+    "min.cleanable.dirty.ratio": "The log cleaner cleans a partition once this share of its log is uncleaned.",
+    "min.compaction.lag.ms": "A record stays uncompacted at least this long after it was written.",
+    "max.compaction.lag.ms": "A record is eligible for compaction at most this long after it was written.",
+    "delete.retention.ms": "A tombstone is kept this long after its segment was cleaned.",
+}
+
+# Keys kaas honours for some values only: name -> (the values it takes, why not others).
+_ONLY: dict[str, tuple[frozenset[str], str]] = {
+    "compression.type": (frozenset({"producer"}),
+                         "kaas stores batches as the producer compressed them and never recompresses; "
+                         "compression.type must be producer (set compression on the producer)"),
+    "file.delete.delay.ms": (frozenset({"0"}),
+                             "kaas deletes a segment's files as soon as retention, DeleteRecords or the log "
+                             "cleaner drops them; file.delete.delay.ms must be 0"),
+    "flush.messages": (frozenset({str(LONG_MAX)}),
+                       "kaas fsyncs before answering an acks=all produce and never flushes by message "
+                       f"count; flush.messages must be {LONG_MAX} (use acks=all for durable writes)"),
+    "flush.ms": (frozenset({str(LONG_MAX)}),
+                 "kaas fsyncs before answering an acks=all produce and never flushes on a timer; "
+                 f"flush.ms must be {LONG_MAX} (use acks=all for durable writes)"),
+}
+_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+# Apache's lower bounds (LogConfig) for the keys validated here
+_MINIMUM: dict[str, int] = {"segment.bytes": 14, "retention.ms": -1, "max.message.bytes": 0,
+                            "index.interval.bytes": 0, "flush.messages": 1, "flush.ms": 0}
+_RANGE = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), LONG_MAX)}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def default(settings: Settings, name: str) -> str:
@@ -57,10 +123,13 @@ def validate(name: str, value: str | None) -> str | None:
         return None
     kind = TOPIC_CONFIGS[name][0]
     if kind in ("int", "long"):
-        try:
-            int(value)
-        except ValueError:
+        if not _INTEGER.fullmatch(value.strip()):
             return f"{name} must be an integer"
+        low, high = _RANGE[kind]
+        if not low <= int(value) <= high:
+            return f"{name} must be between {low} and {high}"
+        if name in _MINIMUM and int(value) < _MINIMUM[name]:
+            return f"{name} must be at least {_MINIMUM[name]}"
     if kind == "double":
         try:
             ratio = float(value)
@@ -76,7 +145,27 @@ def validate(name: str, value: str | None) -> str | None:
         return "cleanup.policy must be delete and/or compact"
     if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
         return "message.timestamp.type must be CreateTime or LogAppendTime"
+    if name == "compression.type" and value not in _COMPRESSION_TYPES:
+        return f"compression.type must be one of {', '.join(_COMPRESSION_TYPES)}"
+    if name in _ONLY:
+        values, why = _ONLY[name]
+        if (str(int(value)) if kind in ("int", "long") else value) not in values:
+            return f"{name}={value} is not supported: {why}"
     return None
+
+
+def max_message_bytes(settings: Settings, meta: TopicMeta | None) -> int:
+    """The largest record batch a Produce may append to a topic.
+
+    Args:
+        settings: the broker's settings (``--message-max-bytes`` is the default).
+        meta: the topic, or None when it is unknown.
+
+    Returns:
+        the topic's max.message.bytes override, else the broker's message.max.bytes.
+    """
+    value = meta.configs.get("max.message.bytes") if meta is not None else None
+    return settings.message_max_bytes if value is None else int(value)
 
 
 def log_config(settings: Settings, overrides: dict[str, str]) -> LogConfig:

@@ -1,0 +1,58 @@
+"""kaas.configs: validation of the values kaas honours only in part, and the per-topic
+batch limit (the walk over every key is tests/integration/test_topic_configs.py)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kaas import configs
+from kaas.settings import Settings
+from kaas.storage.topics import TopicMeta
+
+
+def meta(**overrides: str) -> TopicMeta:
+    return TopicMeta("t", uuid.uuid4(), 1, dict(overrides))
+
+
+def test_max_message_bytes_is_the_topic_override_else_the_broker_setting():
+    s = Settings(message_max_bytes=5000)
+    assert configs.max_message_bytes(s, None) == 5000
+    assert configs.max_message_bytes(s, meta()) == 5000
+    assert configs.max_message_bytes(s, meta(**{"max.message.bytes": "123"})) == 123
+    assert configs.max_message_bytes(s, meta(**{"max.message.bytes": "9000000"})) == 9000000
+
+
+@pytest.mark.parametrize(("name", "value", "error"), [
+    ("compression.type", "producer", None),
+    ("compression.type", "gzip", "as the producer compressed them"),
+    ("compression.type", "brotli", "must be one of"),
+    ("file.delete.delay.ms", "0", None),
+    ("file.delete.delay.ms", "+0", None),
+    ("file.delete.delay.ms", "60000", "must be 0"),
+    ("flush.messages", str(2**63 - 1), None),
+    ("flush.messages", "1", "never flushes by message count"),
+    ("flush.ms", "1000", "never flushes on a timer"),
+    ("flush.ms", str(2**63), "must be between"),
+    ("unclean.leader.election.enable", "TRUE", None),
+    ("unclean.leader.election.enable", "yes", "true or false"),
+    ("segment.bytes", "14", None),
+    ("segment.bytes", "13", "at least 14"),
+    ("segment.bytes", str(2**31), "must be between"),
+    ("index.interval.bytes", "1_000", "must be an integer"),
+    ("retention.ms", "-1", None),
+    ("retention.ms", "-2", "at least -1"),
+    ("retention.bytes", "-5", None),
+    ("max.message.bytes", "-1", "at least 0"),
+])
+def test_validate(name, value, error):
+    got = configs.validate(name, value)
+    assert (got is None) if error is None else (got is not None and error in got), got
+
+
+def test_every_default_is_valid_and_documented():
+    s = Settings()
+    for name in configs.TOPIC_CONFIGS:
+        assert configs.validate(name, configs.default(s, name)) is None, name
+        assert configs.HOW.get(name), name
