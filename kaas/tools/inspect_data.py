@@ -511,8 +511,53 @@ def _topics(layout: Layout) -> list[dict]:
     return out
 
 
+def _log_end(pdir: Path) -> int | None:
+    """The log end offset of a partition from its segment files: what its high watermark is
+    while a leader serves it (kaas's high watermark is the log end), live even while a
+    broker appends. The last live segment's ``.idx`` summary gives it when it covers the
+    whole file (a segment closed by a roll or a hand-over); else a walk of that segment's
+    batch headers only (no CRC check: ``kaas inspect log`` does that), ending where
+    recovery would cut (a torn tail, a wrong base offset). None when there is no segment.
+
+    Raises:
+        OSError: a segment file could not be read.
+    """
+    live = [s for s in _segments(pdir) if not s["dead"]]
+    if not live:
+        return None
+    last = live[-1]
+    path = pdir / last["file"]
+    raw = read_bytes(path.with_suffix(".idx"))
+    try:
+        summary = msgpack.unpackb(raw) if raw else None
+    except (ValueError, msgpack.UnpackException):
+        summary = None  # walked instead, as recovery rescans a segment whose summary is bad
+    size = size_of(path)
+    if isinstance(summary, dict) and summary.get("size") == size and isinstance(summary.get("next_offset"), int):
+        return summary["next_offset"]
+    expected = last["base_offset"]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pos = 0
+        while size - pos >= wb.HEADER_SIZE:
+            head = os.pread(fd, wb.HEADER_SIZE, pos)
+            if len(head) < wb.HEADER_SIZE:
+                break
+            h = wb.parse_header(head)
+            if (h.magic != 2 or h.base_offset != expected or h.batch_length < wb.HEADER_SIZE - wb.LOG_OVERHEAD
+                    or pos + h.size > size):
+                break
+            expected = h.next_offset
+            pos += h.size
+    finally:
+        os.close(fd)
+    return expected
+
+
 def _partitions(layout: Layout, asg: Assignment | None, topics: list[dict]) -> list[dict]:
-    """Every partition named by the assignment or present on disk, with its manifest."""
+    """Every partition named by the assignment or present on disk, with its manifest and
+    its high watermark read from its segments (the manifest's copy is written only at a
+    hand-over: ``manifest_high_watermark``)."""
     out = []
     names = {t for t in listdir(layout.data) if not t.startswith(".")} | {r["name"] for r in topics}
     names |= set(asg.partitions) if asg else set()
@@ -526,9 +571,14 @@ def _partitions(layout: Layout, asg: Assignment | None, topics: list[dict]) -> l
             m, err = read_json(pdir / "manifest.json")
             m = m if isinstance(m, dict) else {}
             segs = [f for f in listdir(pdir) if SEGMENT_RE.match(f)]
+            try:
+                end = _log_end(pdir)
+            except OSError as exc:
+                end, err = None, err or f"segment unreadable: {exc}"
             out.append({"topic": t, "partition": p, "leader": leader.leader if leader else None,
                         "leader_epoch": leader.epoch if leader else None, "manifest_epoch": m.get("epoch"),
-                        "high_watermark": m.get("high_watermark"), "log_start_offset": m.get("log_start_offset"),
+                        "high_watermark": end, "manifest_high_watermark": m.get("high_watermark"),
+                        "log_start_offset": m.get("log_start_offset"),
                         "segments": len(segs), "bytes": sum(size_of(pdir / f) for f in segs), "error": err})
     return out
 
@@ -566,7 +616,9 @@ def _kv(d: Any) -> str | None:
 @_json_option
 def cluster(data: Path, session_timeout_ms: int, as_json: bool) -> None:
     """Assignment (version, controller epoch, leader per partition), controller epoch files,
-    broker heartbeats, marker queue depths, fence logs, PID blocks, topics and groups."""
+    broker heartbeats, marker queue depths, fence logs, PID blocks, topics and groups.
+    A partition's high watermark is its log end read from its segments, live while a broker
+    writes (the manifest's copy, written only at a hand-over, is in --json)."""
     layout = Layout(data)
     age = _Ages()
     assignment, asg = _assignment(layout, age)
