@@ -3,6 +3,7 @@ N ?= 3
 DATA ?= ./data
 PORT ?= 9092
 METRICS ?= 0
+ARGS ?=
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -19,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 cluster: $(STAMP)
-	$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT) --metrics-base-port $(METRICS)
+	@$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT) --metrics-base-port $(METRICS) -- $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests

@@ -321,11 +321,11 @@ def run_supervisor(**kwargs) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    sup.start()
-    try:
+    try:  # first, before the status lines on stderr: the first line a terminal shows
         print(sup.bootstrap, flush=True)
     except (OSError, ValueError):
         pass
+    sup.start()
     sup._say(f"bootstrap servers: {sup.bootstrap}  (data: {sup.data}, logs: {sup.run_dir})")
     try:
         while not stop:
