@@ -26,6 +26,8 @@ import msgpack
 from kaas.domain.assignment import Assignment
 from kaas.domain.txn import SlotState
 from kaas.errors import CorruptState
+from kaas.storage.cleaner import COMMIT_FILE
+from kaas.storage.cleaner import STATE_FILE as CLEANER_FILE
 from kaas.storage.partition_log import RECOVERY_FILE
 from kaas.storage.paths import Layout, decode_name, is_digest_name
 from kaas.storage.topics import TopicMeta
@@ -266,12 +268,23 @@ def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int |
                 "base_sequence": h.base_sequence, "base_timestamp": h.base_timestamp,
                 "max_timestamp": h.max_timestamp, "crc": f"{h.crc:08x}", "crc_ok": ok, "dead": dead,
             })
+    cleaner_state, cleaner_err = read_json(pdir / CLEANER_FILE)
+    cleaned = (cleaner_state or {}).get("cleaned", {}) if isinstance(cleaner_state, dict) else {}
+    clean_offset = int((cleaner_state or {}).get("clean_offset", 0)) if isinstance(cleaner_state, dict) else 0
+    for seg in segments:
+        seg["cleaned"] = seg["file"] in cleaned
+    closed = [s for s in segments[:-1] if not s["dead"]]
+    closed_bytes = sum(s["size"] for s in closed)
+    dirty_bytes = sum(s["size"] for s in closed if s["base_offset"] >= clean_offset)
+    cleaner_view = {"state": cleaner_state, "error": cleaner_err, "clean_offset": clean_offset,
+                    "dirty_ratio": round(dirty_bytes / closed_bytes, 4) if closed_bytes else 0.0,
+                    "pending_commit": (pdir / COMMIT_FILE).exists()}
     journal, journal_err = read_json(pdir / RECOVERY_FILE)
     recoveries = list(journal.get("entries", [])) if isinstance(journal, dict) else []
     out = {"topic": topic, "partition": partition, "directory": str(pdir), "manifest": manifest,
            "manifest_error": manifest_err, "snapshot": _snapshot(pdir / "producer-state.snapshot"),
            "segments": segments, "batches": batches, "truncated": truncated,
-           "recoveries": recoveries, "recoveries_error": journal_err}
+           "recoveries": recoveries, "recoveries_error": journal_err, "cleaner": cleaner_view}
 
     def human() -> list[str]:
         m = manifest or {}
@@ -281,7 +294,14 @@ def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int |
                                                    f"{m.get('high_watermark')}" if manifest else "(none)")),
                  f"Snapshot: {cell(out['snapshot'])}", ""]
         lines.append(table(segments, ["file", "epoch", "base_offset", "next_offset", "size", "batches", "bad_crc",
-                                      "torn_bytes", "dead", "has_idx"]))
+                                      "torn_bytes", "dead", "has_idx", "cleaned"]))
+        if cleaner_state or cleaner_err or cleaned or cleaner_view["pending_commit"]:
+            lines.append(f"Cleaner: clean offset {clean_offset}, dirty ratio {cleaner_view['dirty_ratio']:.2f} "
+                         f"of the closed segments" + (f", last pass {_utc(cleaner_state.get('last_clean_ms'))}"
+                                                      if isinstance(cleaner_state, dict) else "")
+                         + (f"; {CLEANER_FILE}: {cleaner_err}" if cleaner_err else "")
+                         + ("; a committed pass is not swapped in yet (the next takeover completes it)"
+                            if cleaner_view["pending_commit"] else ""))
         for s in segments:
             if s["aborted_txns"]:
                 lines.append(f"  {s['file']}: aborted txns " + ", ".join(

@@ -277,3 +277,26 @@ def test_an_idle_active_segment_rolls_after_segment_ms(tmp_path):
     assert not log.maybe_roll_idle(log.active.created_ms + 10)
     assert log.maybe_roll_idle(log.active.created_ms + 1000)
     assert len(log.segments) == 2 and log.segments[-1].size == 0
+
+
+def test_inspect_log_shows_cleaned_segments_and_the_dirty_ratio(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from kaas.cli import cli
+
+    log = PartitionLog(tmp_path / "data" / "t" / "0", CFG)
+    log.open()
+    fill(log)
+    clean(log)
+    fill(log, 20)
+    log.roll()
+    log.close()
+    res = CliRunner().invoke(cli, ["inspect", "log", "t", "0", "--data", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert any(s["cleaned"] for s in out["segments"]) and not out["segments"][-1]["cleaned"]
+    assert 0 < out["cleaner"]["dirty_ratio"] < 1 and out["cleaner"]["clean_offset"] > 0
+    human = CliRunner().invoke(cli, ["inspect", "log", "t", "0", "--data", str(tmp_path)]).stdout
+    assert "Cleaner: clean offset" in human and "dirty ratio" in human
