@@ -11,14 +11,14 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs, failpoints, metrics, txn_coordinator
-from kaas.domain import routing
+from kaas.domain import replicas, routing
 from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import CorruptState, KaasError
 from kaas.cluster_runtime import ClusterRuntime
@@ -43,6 +43,7 @@ class ProduceResult:
     base_offset: int
     next_offset: int
     duplicate: bool
+    log_append_time: int = -1  # the batch's append time on a LogAppendTime topic, else -1
 
 
 class Partition:
@@ -160,11 +161,16 @@ class Partition:
         """Aborted transactions overlapping [start, end) for read_committed fetches."""
         return [{"producer_id": pid, "first_offset": first} for pid, first in self.log.aborted_in(start, end)]
 
-    async def produce(self, records: bytes, header: wb.BatchHeader, transactional_id: str | None) -> ProduceResult:
+    async def produce(self, records: bytes, header: wb.BatchHeader, transactional_id: str | None,
+                      *, log_append_time: bool = False) -> ProduceResult:
         """Classify (idempotence, seed) and append one validated batch from a Produce request.
 
         Runs without an await between the check and the append, so the classification and
         the write are atomic with respect to every other producer of this partition.
+
+        With ``log_append_time`` (message.timestamp.type=LogAppendTime) the batch is stamped
+        with the broker's clock before it is written; a duplicate is answered with the time
+        its original was stamped with (the dedupe ring keeps each batch's max timestamp).
 
         Raises:
             KaasError: 45/47/48/87 from the dedupe ring, or NOT_LEADER_OR_FOLLOWER.
@@ -178,11 +184,17 @@ class Partition:
             d = self.log.producers.check(pid, header.producer_epoch, header.base_sequence,
                                          header.records_count, header.is_transactional)
             if isinstance(d, Duplicate):
-                return ProduceResult(d.base_offset, d.base_offset + header.records_count, True)
+                return ProduceResult(d.base_offset, d.base_offset + header.records_count, True,
+                                     d.timestamp if log_append_time else -1)
             if isinstance(d, Reject):
                 raise KaasError(ErrorCode(int(d.code)), d.reason)
+        append_time = -1
+        if log_append_time:
+            append_time = now_ms()
+            records = wb.stamp_log_append_time(records, append_time)
+            header = wb.parse_header(records)
         res = self.append(records, header)
-        return ProduceResult(res.base_offset, res.next_offset, False)
+        return ProduceResult(res.base_offset, res.next_offset, False, append_time)
 
 
 def fs_type(path) -> str:
@@ -406,6 +418,20 @@ class Broker:
     def alive_brokers(self) -> list[int]:
         return self.cluster.alive()
 
+    def replica_view(self) -> replicas.View:
+        """The cluster snapshot ``replicas`` reads (take one per request)."""
+        return replicas.View.of(self.cluster.registered(), self.cluster.alive(), self.cluster.alive_any())
+
+    def replicas(self, view: replicas.View, meta: TopicMeta, index: int, leader: int) -> replicas.Replicas:
+        """Replicas, ISR and offline replicas Metadata reports for a partition whose live
+        leader is ``leader`` (-1: none; the ring then starts at the assigned leader)."""
+        anchor = leader
+        if anchor < 0:
+            a = self.cluster.assignment
+            pl = a.leader_of(meta.name, index) if a is not None else None
+            anchor = pl.leader if pl is not None else -1
+        return replicas.describe(view, leader, anchor, index, meta.replication_factor)
+
     def broker_info(self, broker_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers() if b.node_id == broker_id), None)
 
@@ -515,7 +541,8 @@ class Broker:
                 await trio.sleep(0.05)
 
     async def create_topic(self, name: str, partitions: int, topic_configs: dict[str, str],
-                           *, validate_only: bool = False) -> tuple[TopicMeta | None, tuple[ErrorCode, str | None]]:
+                           *, validate_only: bool = False,
+                           replication_factor: int = 1) -> tuple[TopicMeta | None, tuple[ErrorCode, str | None]]:
         if not valid_topic_name(name):
             return None, (ErrorCode.invalid_topic_exception, f"invalid topic name {name!r}")
         if partitions == -1:
@@ -531,7 +558,8 @@ class Broker:
             return None, (ErrorCode.topic_already_exists, f"topic {name} already exists")
         if validate_only:
             return None, (ErrorCode.none, None)
-        meta = await trio.to_thread.run_sync(self.topics.create, name, partitions, topic_configs)
+        meta = await trio.to_thread.run_sync(self.topics.create, name, partitions, topic_configs,
+                                             replication_factor)
         if meta is None:
             return None, (ErrorCode.topic_already_exists, f"topic {name} already exists")
         log.info("topic_created", topic=name, partitions=partitions, topic_id=str(meta.topic_id))
@@ -565,7 +593,7 @@ class Broker:
             return ErrorCode.invalid_partitions, f"topic has {meta.partitions} partitions already"
         if validate_only:
             return ErrorCode.none, None
-        new = TopicMeta(meta.name, meta.topic_id, count, meta.configs)
+        new = replace(meta, partitions=count)
         await trio.to_thread.run_sync(self.topics.update, new)
         await self.ensure_partitions(new)
         log.info("partitions_created", topic=name, partitions=count)
@@ -574,7 +602,7 @@ class Broker:
     async def alter_topic_configs(self, name: str, new_configs: dict[str, str]) -> None:
         meta = self.topics.get(name)
         assert meta is not None
-        new = TopicMeta(meta.name, meta.topic_id, meta.partitions, new_configs)
+        new = replace(meta, configs=new_configs)
         await trio.to_thread.run_sync(self.topics.update, new)
         cfg = configs.log_config(self.settings, new_configs)
         for p in range(meta.partitions):

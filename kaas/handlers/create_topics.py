@@ -1,4 +1,10 @@
-"""CreateTopics (19): exclusive create of each topic file."""
+"""CreateTopics (19): exclusive create of each topic file.
+
+The replication factor is -1 (the default, 1, as Apache's default.replication.factor) or
+1..N where N is the number of registered brokers; above N is INVALID_REPLICATION_FACTOR
+with Apache's message. It is kept in the topic file and says how many brokers Metadata
+names as replicas (``kaas.domain.replicas``); the bytes are one copy on the shared volume.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,11 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
+from kaas.domain import replicas
 
 API_KEY = 19
 VERSIONS = (2, 7)
+DEFAULT_REPLICATION_FACTOR = 1
 
 log = structlog.get_logger()
 
@@ -31,14 +39,26 @@ async def handle(ctx, req) -> dict:
             res["error_code"] = ErrorCode.invalid_request
             res["error_message"] = "manual replica assignment is not supported"
             continue
-        if t.replication_factor not in (-1, 1):
+        rf = DEFAULT_REPLICATION_FACTOR if t.replication_factor == -1 else t.replication_factor
+        registered = len(broker.registered_brokers())
+        if rf <= 0:
             res["error_code"] = ErrorCode.invalid_replication_factor
-            res["error_message"] = "kaas keeps one copy on the shared volume: replication factor must be 1"
+            res["error_message"] = "Replication factor must be larger than 0, or -1 to use the default value."
+            continue
+        if rf > registered:
+            res["error_code"] = ErrorCode.invalid_replication_factor
+            res["error_message"] = (f"Unable to replicate the partition {rf} time(s): The target replication factor "
+                                    f"of {rf} cannot be reached because only {registered} broker(s) are registered.")
             continue
         topic_configs = {c.name: c.value for c in t.configs if c.value is not None}
+        isr_error = replicas.min_insync_replicas_error(topic_configs.get("min.insync.replicas"))
+        if isr_error is not None:
+            res["error_code"] = ErrorCode.invalid_config
+            res["error_message"] = isr_error
+            continue
         try:
             meta, (code, msg) = await broker.create_topic(t.name, t.num_partitions, topic_configs,
-                                                          validate_only=req.validate_only)
+                                                          validate_only=req.validate_only, replication_factor=rf)
         except OSError as exc:  # the topic file could not be written: no topic was created
             log.error("topic_write_failed", topic=t.name, error=str(exc))
             meta, code, msg = None, ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"
@@ -47,7 +67,7 @@ async def handle(ctx, req) -> dict:
         if code == ErrorCode.none:
             parts = meta.partitions if meta else (t.num_partitions if t.num_partitions > 0 else broker.settings.num_partitions)
             res["num_partitions"] = parts
-            res["replication_factor"] = 1
+            res["replication_factor"] = meta.replication_factor if meta else rf
             if meta is not None:
                 res["topic_id"] = meta.topic_id
             res["configs"] = [

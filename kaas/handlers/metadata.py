@@ -1,4 +1,8 @@
-"""Metadata (3): brokers, controller, topics with leaders and leader epochs; auto-creation."""
+"""Metadata (3): brokers, controller, topics with leaders and leader epochs; auto-creation.
+
+Each partition lists as many replicas as its topic's replication factor, the leader first,
+with the live ones in the ISR and the dead ones in offline_replicas (``kaas.domain.replicas``).
+A partition without a live leader answers LEADER_NOT_AVAILABLE and still lists replicas."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ async def handle(ctx, req) -> dict:
         names = [t.name for t in req.topics]
         auto = getattr(req, "allow_auto_topic_creation", True)
     topics = []
+    view = broker.replica_view()
     for name in names:
         if name is None:
             topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "partitions": []})
@@ -41,11 +46,11 @@ async def handle(ctx, req) -> dict:
         parts = []
         for p in range(meta.partitions):
             leader, epoch = broker.leader(name, p)
-            nodes = [leader] if leader >= 0 else []
+            rs = broker.replicas(view, meta, p, leader)
             parts.append({
                 "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
                 "partition_index": p, "leader_id": leader, "leader_epoch": epoch,
-                "replica_nodes": nodes, "isr_nodes": nodes, "offline_replicas": [],
+                "replica_nodes": rs.replicas, "isr_nodes": rs.isr, "offline_replicas": rs.offline,
             })
         topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": meta.topic_id,
                        "is_internal": False, "partitions": parts})

@@ -1,5 +1,10 @@
 """Produce (0): validate each partition's batch, append, and for acks=all wait for the
-group-commit fsync. acks=0 returns None (no response is sent)."""
+group-commit fsync. acks=0 returns None (no response is sent).
+
+acks=all needs ``min(min.insync.replicas, replicas)`` in-sync replicas (as Metadata reports
+them, ``kaas.domain.replicas``), else NOT_ENOUGH_REPLICAS before anything is appended. On a
+``message.timestamp.type=LogAppendTime`` topic each batch is stamped with the broker's clock
+and the response carries that time (-1 otherwise)."""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas import configs
+from kaas.domain import replicas
 from kaas.errors import KaasError
 from kaas.wire import batch as wb
 from kaas.wire import records as wr
@@ -15,6 +22,23 @@ API_KEY = 0
 VERSIONS = (3, 10)
 
 log = structlog.get_logger()
+
+TIMESTAMP_TYPE = "message.timestamp.type"
+MIN_ISR = "min.insync.replicas"
+
+
+def _topic_config(broker, meta, name: str) -> str:
+    """The topic's effective value of ``name`` (its override, else the broker default):
+    ``configs.effective(...)[name]`` without building the whole table per request."""
+    value = meta.configs.get(name) if meta is not None else None
+    return configs.default(broker.settings, name) if value is None else value
+
+
+def _min_isr(broker, meta) -> int:
+    try:
+        return int(_topic_config(broker, meta, MIN_ISR))
+    except ValueError:  # validated at create/alter; a hand-edited file counts as the default
+        return 1
 
 
 def _check_keys(records: bytes, header: wb.BatchHeader) -> None:
@@ -32,6 +56,7 @@ async def handle(ctx, req):
     acks = req.acks
     topics_out = []
     waits: list[tuple[object, int, dict]] = []
+    view = None  # the cluster snapshot for min.insync.replicas, taken once when needed
     for td in req.topic_data:
         parts_out = []
         topics_out.append({"name": td.name, "partition_responses": parts_out})
@@ -43,6 +68,8 @@ async def handle(ctx, req):
             except OSError as exc:  # auto-creation could not write the topic file
                 log.error("topic_write_failed", topic=td.name, error=str(exc))
                 create_error = ErrorCode.kafka_storage_error
+        log_append_time = _topic_config(broker, meta, TIMESTAMP_TYPE) == "LogAppendTime"
+        min_isr = _min_isr(broker, meta) if acks == -1 else 1
         for pd in td.partition_data:
             out = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
                    "log_append_time": -1, "log_start_offset": -1, "record_errors": []}
@@ -55,6 +82,14 @@ async def handle(ctx, req):
                 continue
             try:
                 part = broker.get_partition(td.name, pd.index)
+                if min_isr > 1:
+                    view = view or broker.replica_view()
+                    rs = broker.replicas(view, meta, pd.index, broker.id)
+                    if not replicas.enough_in_sync(rs, min_isr):
+                        raise KaasError(ErrorCode.not_enough_replicas,
+                                        f"The size of the current ISR : {len(rs.isr)} is insufficient to satisfy "
+                                        f"the min.isr requirement of {min_isr} for partition {td.name}-{pd.index}, "
+                                        f"live replica(s) broker.id are : {list(rs.isr)}")
                 records = pd.records or b""
                 header = wb.validate_produce(records, broker.settings.message_max_bytes)
                 if header.codec == 4 and ctx.api_version < 7:
@@ -64,7 +99,8 @@ async def handle(ctx, req):
                                     "transactional batch without a transactional id")
                 if part.log.config.compact:
                     _check_keys(records, header)
-                result = await part.produce(records, header, req.transactional_id)
+                result = await part.produce(records, header, req.transactional_id,
+                                            log_append_time=log_append_time)
             except KaasError as exc:
                 out["error_code"] = exc.code
                 out["error_message"] = exc.message
@@ -76,6 +112,7 @@ async def handle(ctx, req):
                 out["error_message"] = exc.reason
                 continue
             out["base_offset"] = result.base_offset
+            out["log_append_time"] = result.log_append_time
             out["log_start_offset"] = part.log_start_offset
             if acks == -1:
                 waits.append((part, result.next_offset, out))
@@ -86,6 +123,7 @@ async def handle(ctx, req):
             except KaasError as exc:
                 out["error_code"] = exc.code
                 out["base_offset"] = -1
+                out["log_append_time"] = -1
 
         if len(waits) == 1 or broker.memory_backed:
             # On tmpfs the fsync runs inline (no thread, nothing to overlap): one task per

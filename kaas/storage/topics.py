@@ -6,7 +6,8 @@ Created by exclusive create (any broker may win the race, exactly one does); lat
 Invariants:
     - a topic's ``topic_id`` never changes while its file exists; a re-created topic gets a
       new id (names are not identities);
-    - the partition count only grows.
+    - the partition count only grows;
+    - the replication factor is at least 1 and set once, at creation.
 """
 
 from __future__ import annotations
@@ -31,16 +32,25 @@ class TopicMeta:
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    replication_factor: int = 1
+    """How many brokers Metadata names as the partition's replicas (see
+    ``kaas.domain.replicas``): the data is one copy on the shared volume either way.
+    Files written before the field existed read as 1."""
 
     def to_json(self) -> dict:
         return {"format": 1, "name": self.name, "topic_id": str(self.topic_id),
-                "partitions": self.partitions, "configs": dict(self.configs)}
+                "partitions": self.partitions, "configs": dict(self.configs),
+                "replication_factor": self.replication_factor}
 
     @classmethod
     def from_json(cls, obj: dict, path: str = "") -> TopicMeta:
         try:
+            rf = int(obj.get("replication_factor", 1))
+            if rf < 1:
+                raise ValueError(f"replication_factor {rf} below 1")
             return cls(obj["name"], uuid.UUID(obj["topic_id"]), int(obj["partitions"]),
-                       {str(k): str(v) for k, v in obj.get("configs", {}).items()})
+                       {str(k): str(v) for k, v in obj.get("configs", {}).items()},
+                       replication_factor=rf)
         except (KeyError, ValueError, TypeError) as exc:
             raise CorruptState(path, f"bad topic file: {exc}") from None
 
@@ -106,9 +116,11 @@ class TopicStore:
                 changed = True
         return changed
 
-    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> TopicMeta | None:
+    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+               replication_factor: int = 1) -> TopicMeta | None:
         """Exclusive-create the topic file. Returns the new meta, or None if it already exists."""
-        meta = TopicMeta(name, uuid.uuid4(), partitions, dict(configs or {}))
+        meta = TopicMeta(name, uuid.uuid4(), partitions, dict(configs or {}),
+                         replication_factor=replication_factor)
         data = json.dumps(meta.to_json(), sort_keys=True).encode()
         if not atomic.create_exclusive(self.dir / f"{name}.json", data, fsync=self.fsync):
             return None

@@ -21,8 +21,11 @@ def _topic_rows(md) -> list[dict]:
             "name": t.name, "topic_id": str(t.topic_id) if t.topic_id else None,
             "error": code_name(t.error_code) if t.error_code != ErrorCode.none else None,
             "internal": t.is_internal, "partition_count": len(parts),
+            # as Apache's kafka-topics: the replica count of the first partition
+            "replication_factor": len(parts[0].replica_nodes) if parts else 0,
             "partitions": [{"partition": p.partition_index, "leader": p.leader_id, "leader_epoch": p.leader_epoch,
                             "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes),
+                            "offline": list(p.offline_replicas),
                             "error": code_name(p.error_code) if p.error_code != ErrorCode.none else None}
                            for p in parts],
         })
@@ -60,8 +63,8 @@ def list_(bootstrap: str, as_json: bool) -> None:
 @bootstrap_option
 @json_option
 def describe(names: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
-    """Partitions (leader, leader epoch), topic id and config overrides of TOPICs (all topics
-    when none is named)."""
+    """Partitions (leader, leader epoch, replicas, in-sync and offline replicas), topic id,
+    replication factor and config overrides of TOPICs (all topics when none is named)."""
     with Cluster(bootstrap) as c:
         rows = _topic_rows(c.metadata(list(names) if names else None))
         missing = [r["name"] for r in rows if r["error"]]
@@ -88,9 +91,10 @@ def describe(names: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
             cfg_text = ",".join(f"{k}={v}" for k, v in sorted(cfg.items())) if cfg else (
                 f"({r['configs_error']})" if cfg is None else "")
             out.append(f"Topic: {r['name']}\tTopicId: {r['topic_id']}\tPartitionCount: {r['partition_count']}\t"
-                       f"ReplicationFactor: 1\tConfigs: {cfg_text}")
+                       f"ReplicationFactor: {r['replication_factor']}\tConfigs: {cfg_text}")
             prow = [{"topic": r["name"], **p} for p in r["partitions"]]
-            out.append(table(prow, ["topic", "partition", "leader", "leader_epoch", "replicas", "isr", "error"]))
+            out.append(table(prow, ["topic", "partition", "leader", "leader_epoch", "replicas", "isr", "offline",
+                                    "error"]))
             out.append("")
         return out[:-1] if out else ["(no topics)"]
 
@@ -102,7 +106,8 @@ def describe(names: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
 @click.option("--partitions", type=int, default=-1, show_default="broker's num.partitions",
               help="Number of partitions.")
 @click.option("--replication-factor", type=int, default=-1,
-              help="Accepted for compatibility: kaas keeps one copy (1 or -1).")
+              help="Brokers named as replicas (able to lead it), 1..brokers; -1: 1. The bytes are one copy "
+                   "on the shared volume.")
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config override (repeatable).")
 @click.option("--if-not-exists", is_flag=True, help="Succeed when the topic exists already.")
 @click.option("--validate-only", is_flag=True, help="Check the request without creating the topic.")
@@ -128,7 +133,8 @@ def create(name: str, partitions: int, replication_factor: int, configs: tuple[s
         msg = f": {t.error_message}" if t.error_message else ""
         raise click.ClickException(f"cannot create topic {name}: {code_name(t.error_code)}{msg}")
     out = {"name": name, "created": not validate_only, "exists": False,
-           "topic_id": str(t.topic_id) if t.topic_id else None, "partitions": t.num_partitions, "configs": cfg}
+           "topic_id": str(t.topic_id) if t.topic_id else None, "partitions": t.num_partitions,
+           "replication_factor": t.replication_factor, "configs": cfg}
     emit(out, as_json, lambda: (f"Validated topic {name}." if validate_only else
                                 f"Created topic {name} ({t.num_partitions} partitions, id {cell(out['topic_id'])})."))
 

@@ -6,7 +6,8 @@ recompute) and writes the client's bytes verbatim.
 
 Invariants:
     - ``parse_header`` accepts exactly the bytes ``build_batch`` produces;
-    - ``patch`` changes only bytes 0-7 and 12-15.
+    - ``patch`` changes only bytes 0-7 and 12-15;
+    - ``stamp_log_append_time`` changes only the CRC, attributes bit 3 and maxTimestamp.
 """
 
 from __future__ import annotations
@@ -148,6 +149,36 @@ def patch(batch: bytearray | memoryview, pos: int, base_offset: int, leader_epoc
     """Write the assigned base offset and the leader epoch into a batch in place."""
     _OFFSET_EPOCH.pack_into(batch, pos, base_offset)
     _I32.pack_into(batch, pos + 12, leader_epoch)
+
+
+_MAX_TIMESTAMP_AT = 35
+_ATTRIBUTES = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+
+def stamp_log_append_time(batch: bytes | bytearray | memoryview, append_time: int) -> bytes:
+    """The batch as a ``message.timestamp.type=LogAppendTime`` topic stores it.
+
+    Apache's ``LogValidator`` (in-place path, v2 batches: ``setMaxTimestamp(LOG_APPEND_TIME,
+    now)``) sets the timestamp-type bit (attributes bit 3) and writes the append time into
+    maxTimestamp, then recomputes the CRC. baseTimestamp and the records' timestamp deltas
+    are left as the producer wrote them: a reader of a LogAppendTime batch takes every
+    record's timestamp from maxTimestamp. This is the one header rewrite inside the CRC.
+
+    Args:
+        batch: one whole, validated v2 batch (``validate_produce`` accepted it).
+        append_time: the broker's wall clock at append, ms since the epoch.
+    Returns:
+        A new copy of the batch; every byte outside attributes, maxTimestamp and the CRC
+        is unchanged.
+    """
+    out = bytearray(batch)
+    attributes = _ATTRIBUTES.unpack_from(out, CRC_START)[0]
+    _ATTRIBUTES.pack_into(out, CRC_START, attributes | ATTR_LOG_APPEND_TIME)
+    _I64.pack_into(out, _MAX_TIMESTAMP_AT, append_time)
+    _U32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
 
 
 def iter_headers(buf: bytes | memoryview, pos: int = 0, end: int | None = None):

@@ -1,0 +1,214 @@
+"""Replication factor, ISR, min.insync.replicas and DescribeTopicPartitions with real
+clients (one 3-broker cluster for the replica checks, the shared broker for the rest), and
+message.timestamp.type=LogAppendTime end to end."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kaas.client import WireClient
+from tests.procs import ClusterProcess
+
+pytestmark = pytest.mark.slow
+
+
+def wait_for(cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def partitions(port: int, topic: str) -> list:
+    """Metadata v12 partitions of ``topic`` as broker ``port`` reports them (sorted)."""
+    with WireClient("127.0.0.1", port, timeout=5) as wc:
+        md = wc.call(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+                             "include_topic_authorized_operations": False})
+    return sorted(md.topics[0].partitions, key=lambda p: p.partition_index)
+
+
+def produce_codes(bootstrap: str, topic: str, n_partitions: int, **conf) -> list[int]:
+    """Produce one message to each partition; the delivery error code of each (0: ok)."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "message.timeout.ms": 10000, **conf})
+    codes: dict[int, int] = {}
+
+    def cb(err, msg):
+        codes[msg.partition()] = 0 if err is None else err.code()
+
+    for i in range(n_partitions):
+        p.produce(topic, value=b"v%d" % i, partition=i, on_delivery=cb)
+    assert p.flush(20) == 0
+    return [codes[i] for i in range(n_partitions)]
+
+
+# ---------------------------------------------------------------------------- 3 brokers
+
+
+@pytest.mark.cluster
+def test_replication_factor_isr_and_min_insync_replicas_on_three_brokers(tmp_path):
+    # the supervisor restarts a killed broker after 10 s: long enough to see it dead
+    c = ClusterProcess(tmp_path / "data", 3, supervisor_args=["--restart-delay", "10"]).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        topic, parts = "rf3", 3
+        admin.create_topics([NewTopic(topic, parts, 3, config={"min.insync.replicas": "3"})])[topic].result(15)
+        with pytest.raises(KafkaException) as ei:
+            admin.create_topics([NewTopic("rf4", 1, 4)])["rf4"].result(15)
+        err = ei.value.args[0]
+        assert err.code() == KafkaError.INVALID_REPLICATION_FACTOR
+        assert "only 3 broker(s) are registered" in err.str()
+
+        # every partition: 3 replicas, the leader first, all in sync
+        ps = wait_for(lambda: (lambda ps: ps if all(p.leader_id >= 0 for p in ps) else None)(
+            partitions(c.ports[0], topic)), 15, "leaders")
+        for p in ps:
+            assert p.replica_nodes[0] == p.leader_id and sorted(p.replica_nodes) == [0, 1, 2]
+            assert sorted(p.isr_nodes) == [0, 1, 2] and list(p.offline_replicas) == []
+        desc = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
+        assert all(len(p.replicas) == 3 and p.replicas[0].id == p.leader.id for p in desc.partitions)
+        assert produce_codes(c.bootstrap, topic, parts, acks="all") == [0] * parts
+
+        # a dead broker leaves the ISR for the offline replicas
+        victim = 2
+        c.kill(victim)
+
+        def shrunk():
+            ps = partitions(c.ports[0], topic)
+            ok = all(p.leader_id >= 0 and p.leader_id != victim and victim not in p.isr_nodes
+                     and list(p.offline_replicas) == [victim] for p in ps)
+            return ps if ok else None
+
+        ps = wait_for(shrunk, 10, "ISR without the killed broker")
+        for p in ps:
+            assert p.replica_nodes[0] == p.leader_id and sorted(p.replica_nodes) == [0, 1, 2]
+            assert sorted(p.isr_nodes) == sorted({0, 1} | {p.leader_id})
+
+        # DescribeTopicPartitions (API 75) says the same (asked of a live broker: kafka-python's
+        # admin client may pick the dead one, still listed; it is used on one broker below)
+        with WireClient("127.0.0.1", c.ports[0], timeout=5) as wc:
+            res = wc.call(75, 0, {"topics": [{"name": topic}], "response_partition_limit": 2000, "cursor": None})
+        (t,) = res.topics
+        assert t.error_code == 0 and res.next_cursor is None
+        assert [(list(p.replica_nodes), list(p.isr_nodes), list(p.offline_replicas)) for p in t.partitions] == [
+            (list(p.replica_nodes), list(p.isr_nodes), [victim]) for p in ps]
+
+        # acks=all needs 3 in sync: NOT_ENOUGH_REPLICAS; acks=1 does not
+        live = ",".join(f"127.0.0.1:{port}" for port in c.ports[:2])
+        assert produce_codes(live, topic, parts, acks="all", retries=0) == [KafkaError.NOT_ENOUGH_REPLICAS] * parts
+        assert produce_codes(live, topic, parts, acks="1") == [0] * parts
+
+        # back after the restart: the ISR is whole again and acks=all succeeds
+        wait_for(lambda: all(sorted(p.isr_nodes) == [0, 1, 2] for p in partitions(c.ports[0], topic)),
+                 25, "the restarted broker back in the ISR")
+        assert produce_codes(c.bootstrap, topic, parts, acks="all") == [0] * parts
+    finally:
+        c.stop()
+
+
+# ---------------------------------------------------------------------------- one broker
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(shared_broker):
+    from kafka import KafkaAdminClient
+
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    admin.create_topics([NewTopic("dtp-a", 3, 1), NewTopic("dtp-b", 2, -1)])["dtp-b"].result(10)
+    wait_for(lambda: all(p.leader_id == 0 for t in ("dtp-a", "dtp-b") for p in partitions(shared_broker.port, t)),
+             10, "leaders")
+    ka = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
+    try:
+        first = ka.describe_topic_partitions(["dtp-b", "dtp-a", "dtp-none"], response_partition_limit=2)
+        assert [t["name"] for t in first["topics"]] == ["dtp-a"]
+        assert [p["partition_index"] for p in first["topics"][0]["partitions"]] == [0, 1]
+        assert first["next_cursor"] == {"topic_name": "dtp-a", "partition_index": 2}
+        p0 = first["topics"][0]["partitions"][0]
+        assert (p0["leader_id"], p0["replica_nodes"], p0["isr_nodes"], p0["offline_replicas"]) == (0, [0], [0], [])
+
+        rest = ka.describe_topic_partitions(["dtp-b", "dtp-a", "dtp-none"], response_partition_limit=10,
+                                            cursor=first["next_cursor"])
+        assert [(t["name"], t["error_code"], [p["partition_index"] for p in t["partitions"]])
+                for t in rest["topics"]] == [("dtp-a", 0, [2]), ("dtp-b", 0, [0, 1]), ("dtp-none", 3, [])]
+        assert rest["next_cursor"] is None
+        everything = ka.describe_topic_partitions([])
+        names = [t["name"] for t in everything["topics"]]
+        assert names == sorted(names) and {"dtp-a", "dtp-b"} <= set(names)
+    finally:
+        ka.close()
+
+
+def test_min_insync_replicas_validation_and_single_broker_acks_all(shared_broker):
+    """Apache refuses min.insync.replicas below 1 and, since 3.7, needs only
+    min(min.insync.replicas, replicas) in sync: RF 1 with min.insync.replicas=2 still takes
+    acks=all."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    with pytest.raises(KafkaException) as ei:
+        admin.create_topics([NewTopic("misr-zero", 1, 1, config={"min.insync.replicas": "0"})])["misr-zero"].result(10)
+    assert ei.value.args[0].code() == KafkaError.INVALID_CONFIG
+    admin.create_topics([NewTopic("misr-two", 1, 1, config={"min.insync.replicas": "2"})])["misr-two"].result(10)
+    res = ConfigResource(ConfigResource.Type.TOPIC, "misr-two", incremental_configs=[
+        ConfigEntry("min.insync.replicas", "0", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as ei:
+        admin.incremental_alter_configs([res])[res].result(10)
+    assert ei.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert produce_codes(shared_broker.bootstrap, "misr-two", 1, acks="all", retries=0) == [0]
+
+
+def test_log_append_time_topic_with_real_clients(shared_broker):
+    bs = shared_broker.bootstrap
+    topic = "lat-topic"
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"message.timestamp.type": "LogAppendTime"})])[topic].result(10)
+    create_time = 1_000_000  # 1970: the broker's stamp must replace it
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0})
+    delivered: list[tuple[int, tuple[int, int]]] = []
+
+    def cb(err, msg):
+        assert err is None, err
+        delivered.append((msg.offset(), msg.timestamp()))
+
+    stamps = []
+    for i in range(2):
+        before = int(time.time() * 1000)
+        p.produce(topic, value=b"m%d" % i, timestamp=create_time, on_delivery=cb)
+        assert p.flush(10) == 0
+        after = int(time.time() * 1000)
+        offset, (ts_type, ts) = delivered[-1]
+        assert offset == i and ts_type == TIMESTAMP_LOG_APPEND_TIME  # from the Produce response
+        assert before <= ts <= after
+        stamps.append(ts)
+        time.sleep(0.02)
+    assert stamps[1] > stamps[0]
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": "lat-reader", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        msgs = [m for m in c.consume(2, 10) if m.error() is None]
+        assert [(m.offset(), m.timestamp()) for m in msgs] == [
+            (i, (TIMESTAMP_LOG_APPEND_TIME, stamps[i])) for i in range(2)]
+        # ListOffsets by timestamp finds records by their append time
+        found = c.offsets_for_times([TopicPartition(topic, 0, stamps[0])], timeout=10)
+        assert found[0].offset == 0
+        found = c.offsets_for_times([TopicPartition(topic, 0, stamps[0] + 1)], timeout=10)
+        assert found[0].offset == 1
+        found = c.offsets_for_times([TopicPartition(topic, 0, create_time)], timeout=10)
+        assert found[0].offset == 0  # the create time is gone: every record is later
+    finally:
+        c.close()
