@@ -8,8 +8,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+QUIX_VENV := .venv-quix
+QUIX_STAMP := $(QUIX_VENV)/.installed
 
-.PHONY: install cluster test test-unit test-int bench eos chaos docs clean
+.PHONY: install cluster test test-unit test-int bench eos chaos docs clean $(QUIX_VENV)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,6 +20,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# quixstreams pins its own (older) confluent-kafka: a venv of its own, for scripts/quix_harness.py
+$(QUIX_STAMP): scripts/quix-requirements.txt
+	test -x $(QUIX_VENV)/bin/python || $(PY) -m venv $(QUIX_VENV)
+	$(QUIX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(QUIX_VENV)/bin/python -m pip install -q -r scripts/quix-requirements.txt
+	touch $(QUIX_STAMP)
+
+$(QUIX_VENV): $(QUIX_STAMP)
 
 cluster: $(STAMP)
 	@$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT) --metrics-base-port $(METRICS) -- $(ARGS)
@@ -34,8 +45,9 @@ test-int: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py suite
 
-eos: $(STAMP)
+eos: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/python scripts/eos_harness.py run --start-cluster 3 --messages 5000 --copiers 3
+	$(BIN)/python scripts/quix_harness.py run --brokers 3 --messages 6000 --quix-python $(QUIX_VENV)/bin/python
 
 chaos: $(STAMP)
 	$(BIN)/python scripts/chaos.py run --scenario all --messages 4000
@@ -45,4 +57,4 @@ docs: $(STAMP)
 	$(BIN)/python scripts/config_reference.py
 
 clean:
-	rm -rf $(VENV) $(DATA)
+	rm -rf $(VENV) $(QUIX_VENV) $(DATA)
