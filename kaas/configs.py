@@ -51,7 +51,8 @@ HOW: dict[str, str] = {
     "retention.ms": "Closed segments whose newest timestamp is older than this are deleted (-1: never).",
     "retention.bytes": "The oldest closed segments are deleted while the partition is larger (-1: no limit).",
     "segment.bytes": "The active segment rolls once it holds this many bytes.",
-    "segment.ms": "The active segment rolls once it is this old.",
+    "segment.ms": "The active segment rolls once it is this old: at the next append, and on a compacted "
+                  "topic also when idle (the log cleaner rolls it, so its records become cleanable).",
     "max.message.bytes": "Largest record batch (as produced, compressed) a Produce may append to the topic; "
                          "larger ones get MESSAGE_TOO_LARGE.",
     "message.timestamp.type": "CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch "
@@ -68,10 +69,13 @@ HOW: dict[str, str] = {
                       "are fsynced by the partition's next group commit (an acks=all produce or a "
                       "transaction marker), segment roll or hand-over. Any other value is refused.",
     "flush.ms": "Only the default (never forced by time), as flush.messages; any other value is refused.",
-    "min.cleanable.dirty.ratio": "The log cleaner cleans a partition once this share of its log is uncleaned.",
+    "min.cleanable.dirty.ratio": "The log cleaner cleans a partition once this share of its cleanable bytes "
+                                 "was written since its last pass.",
     "min.compaction.lag.ms": "A record stays uncompacted at least this long after it was written.",
-    "max.compaction.lag.ms": "A record is eligible for compaction at most this long after it was written.",
-    "delete.retention.ms": "A tombstone is kept this long after its segment was cleaned.",
+    "max.compaction.lag.ms": "A pass runs, whatever the dirty ratio, once the oldest uncleaned segment's "
+                             "newest record is this old.",
+    "delete.retention.ms": "A tombstone, and a transaction marker none of whose records remain, is kept "
+                           "until its batch is this old (by its timestamp); then the log cleaner removes it.",
 }
 
 # Keys kaas honours for some values only: name -> (the values it takes, why not others).

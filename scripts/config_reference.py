@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generate the configuration reference of README.rst from the click command objects of
 ``kaas broker`` and ``kaas cluster`` (every option, its default and its environment
-variable), so the README never drifts from ``--help``.
+variable), so the README never drifts from ``--help``, and from ``kaas.configs`` (every
+topic config, its default and what kaas does with it).
 
     python scripts/config_reference.py           # rewrite the generated part of README.rst
     python scripts/config_reference.py --check   # exit 1 when README.rst is out of date
@@ -85,9 +86,33 @@ def command_reference(name: str) -> str:
                       docgen.rst_table(["option", "default", "meaning"], rows), "", env_note, ""])
 
 
+def topic_reference() -> str:
+    """Every topic config of ``kaas.configs.TOPIC_CONFIGS``: type, default, what kaas does."""
+    from kaas import configs
+    from kaas.cli import cli
+    from kaas.settings import Settings
+
+    options = {p.name: p.opts[0] for p in cli.commands["broker"].params if isinstance(p, click.Option)}
+    settings = Settings()
+    rows = []
+    for name, (kind, src) in configs.TOPIC_CONFIGS.items():
+        default = f"``{configs.default(settings, name)}``"
+        if isinstance(src, str) and src in options:
+            default += f" (``{options[src]}``)"
+        rows.append([f"``{name}``", kind, default, configs.HOW.get(name, "-")])
+    title = "Topic configs"
+    intro = ("Set per topic with CreateTopics, AlterConfigs or IncrementalAlterConfigs (``kaas topics create "
+             "--config K=V``); DescribeConfigs shows them. A value kaas would not honour is refused with "
+             "INVALID_CONFIG and says why; an unknown key too. A default naming a ``kaas broker`` option comes "
+             "from it. Broker configs (DescribeConfigs on a broker) are the ``kaas broker`` options, read only: "
+             "AlterConfigs and IncrementalAlterConfigs on a broker answer INVALID_CONFIG.")
+    return "\n".join([title, "-" * len(title), "", intro, "",
+                      docgen.rst_table(["config", "type", "default", "what kaas does"], rows), ""])
+
+
 def reference() -> str:
     """The generated block (markers excluded)."""
-    return "\n".join(command_reference(n) for n in COMMANDS)
+    return "\n".join([*(command_reference(n) for n in COMMANDS), topic_reference()])
 
 
 def render(current: str) -> str:

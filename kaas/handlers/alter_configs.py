@@ -6,10 +6,11 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
+from kaas.domain import replicas
 
 API_KEY = 33
 VERSIONS = (0, 2)
-TOPIC = 2
+TOPIC, BROKER = 2, 4
 
 log = structlog.get_logger()
 
@@ -19,9 +20,16 @@ async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool
     broker = ctx.broker
     res = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource_type,
            "resource_name": name}
+    if resource_type == BROKER:
+        # Nothing of a running broker changes: refused, never accepted and ignored (as
+        # Apache refuses a config it cannot update dynamically).
+        res["error_code"] = ErrorCode.invalid_config
+        res["error_message"] = ("broker configs are static: they are the kaas broker options "
+                                "(DescribeConfigs shows them), set when the broker starts")
+        return res
     if resource_type != TOPIC:
         res["error_code"] = ErrorCode.invalid_request
-        res["error_message"] = "only topic configs can be altered; broker configs are static"
+        res["error_message"] = f"resource type {resource_type} is not supported; only topic configs can be altered"
         return res
     broker.topics.refresh()
     meta = broker.topics.get(name)
@@ -34,6 +42,8 @@ async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool
             err = configs.validate(k, v)
             if err:
                 break
+    if err is None:
+        err = replicas.min_insync_replicas_error(new.get("min.insync.replicas"))
     if err is not None:
         res["error_code"] = ErrorCode.invalid_config
         res["error_message"] = err

@@ -91,7 +91,7 @@ async def handle(ctx, req):
                                         f"the min.isr requirement of {min_isr} for partition {td.name}-{pd.index}, "
                                         f"live replica(s) broker.id are : {list(rs.isr)}")
                 records = pd.records or b""
-                header = wb.validate_produce(records, broker.settings.message_max_bytes)
+                header = wb.validate_produce(records, configs.max_message_bytes(broker.settings, meta))
                 if header.codec == 4 and ctx.api_version < 7:
                     raise KaasError(ErrorCode.unsupported_compression_type)
                 if header.is_transactional and req.transactional_id is None:

@@ -81,7 +81,9 @@ def test_topics(shared_broker):
     name = uniq("tools-topic")
     out = run("topics", "create", name, "--partitions", "3", "--config", "retention.ms=123456",
               "--config", "cleanup.policy=delete", "--bootstrap", bs)
-    assert out["created"] and out["partitions"] == 3 and out["topic_id"]
+    assert out["created"] and out["partitions"] == 3 and out["topic_id"] and out["replication_factor"] == 1
+    assert "INVALID_REPLICATION_FACTOR" in fails("topics", "create", uniq("tools-rf"), "--replication-factor", "2",
+                                                 "--bootstrap", bs)
     assert "TOPIC_ALREADY_EXISTS" in fails("topics", "create", name, "--bootstrap", bs)
     again = run("topics", "create", name, "--if-not-exists", "--bootstrap", bs)
     assert again["created"] is False and again["exists"] is True
@@ -96,10 +98,13 @@ def test_topics(shared_broker):
     (d,) = rows
     assert d["name"] == name and d["topic_id"] == out["topic_id"] and d["partition_count"] == 3
     assert [p["partition"] for p in d["partitions"]] == [0, 1, 2]
-    assert all(p["leader"] == 0 and p["replicas"] == [0] and p["isr"] == [0] for p in d["partitions"])
+    assert all(p["leader"] == 0 and p["replicas"] == [0] and p["isr"] == [0] and p["offline"] == []
+               for p in d["partitions"])
+    assert d["replication_factor"] == 1
     assert d["configs"] == {"retention.ms": "123456", "cleanup.policy": "delete"}
     text = human("topics", "describe", name, "--bootstrap", bs)
     assert f"Topic: {name}" in text and "PartitionCount: 3" in text and "retention.ms=123456" in text
+    assert "ReplicationFactor: 1" in text and "OFFLINE" in text
     assert "LEADER_EPOCH" in text
     assert name in human("topics", "list", "--bootstrap", bs)
     # describe of everything includes it; of an unknown topic fails
@@ -395,6 +400,61 @@ def test_inspect_log_dead_and_torn(tmp_path):
     assert out["manifest"] is None and out["manifest_error"] is None
     assert "DEAD" in human("inspect", "log", "t", "0", "--data", tmp_path)
     assert tree_state(tmp_path) == before
+
+
+def test_inspect_cluster_shows_the_live_high_watermark(broker):
+    """A broker still running with 5,000 records written: `kaas inspect cluster` shows a
+    high watermark of 5,000 (read from the segments), not the manifest's copy, which is
+    written only at a hand-over."""
+    bs, data = broker.bootstrap, broker.data
+    topic = "tools-hw"
+    run("topics", "create", topic, "--partitions", "1", "--config", "segment.bytes=4096", "--bootstrap", bs)
+    wait_for(lambda: leaders_ready(bs, topic), "leader")
+    for _ in range(10):  # at least ten batches of ~6 KB: at least ten segments
+        produce(bs, topic, {0: 500})
+    info = run("inspect", "cluster", "--data", data)
+    (row,) = [x for x in info["partitions"] if x["topic"] == topic]
+    assert row["high_watermark"] == 5000 and row["error"] is None
+    assert row["segments"] > 1  # the end is past the first segment
+    assert row["manifest_high_watermark"] != 5000  # the stale copy the column used to show
+    text = human("inspect", "cluster", "--data", data)
+    head, line = [ln.split() for ln in text.split("Partitions", 1)[1].splitlines()
+                  if ln.startswith(("TOPIC", topic))][:2]
+    assert line[head.index("HIGH_WATERMARK")] == "5000"
+    assert broker.alive()
+
+
+def test_inspect_cluster_high_watermark_from_segment_files(tmp_path):
+    """Without a broker: the end of the last live segment (a dead segment of an older epoch
+    and a torn tail do not count); a summary (.idx) covering the whole segment is used, a
+    stale one (the segment grew since) is not."""
+    import msgpack
+
+    from kaas.wire.batch import build_batch
+
+    pdir = tmp_path / "data" / "t" / "0"
+    pdir.mkdir(parents=True)
+
+    def batch(offset: int, n: int, epoch: int) -> bytes:
+        return build_batch(base_offset=offset, leader_epoch=epoch, records=[(None, b"v")] * n)
+
+    def end() -> int:
+        (row,) = run("inspect", "cluster", "--data", tmp_path)["partitions"]
+        return row["high_watermark"]
+
+    (pdir / f"{0:020d}-e1.log").write_bytes(batch(0, 1, 1) + batch(1, 1, 1) + batch(2, 1, 1))
+    last = pdir / f"{2:020d}-e2.log"
+    last.write_bytes(b"")
+    assert end() == 2  # an empty active segment: its base
+    last.write_bytes(batch(2, 2, 2) + batch(4, 1, 2) + b"\x00" * 10)
+    (pdir / f"{5:020d}-e1.log").write_bytes(batch(5, 3, 1))  # older epoch than a segment before it: dead
+    assert end() == 5
+    last.write_bytes(batch(2, 2, 2))
+    last.with_suffix(".idx").write_bytes(msgpack.packb({"format": 1, "size": last.stat().st_size, "next_offset": 7}))
+    assert end() == 7  # the summary is trusted when it covers the file (a made-up 7 shows it was read)
+    with open(last, "ab") as f:
+        f.write(batch(4, 1, 2))
+    assert end() == 5
 
 
 def test_inspect_log_shows_what_recovery_cut(tmp_path):
