@@ -212,3 +212,131 @@ def test_log_append_time_topic_with_real_clients(shared_broker):
         assert found[0].offset == 0  # the create time is gone: every record is later
     finally:
         c.close()
+
+
+# ---------------------------------------------------------------------------- librdkafka 0103
+
+
+@pytest.mark.cluster
+def test_librdkafka_transaction_scenarios_on_replication_factor_3_topics(tmp_path):
+    """The scenarios of librdkafka's own transaction test (tests/0103-transactions.c), which
+    creates its topics with replication factor 3 (refused by kaas before issue 18), run with
+    confluent-kafka on a 3-broker cluster: basic transactions committed and aborted, a
+    consume-transform-produce with send_offsets_to_transaction, an empty transaction, a
+    fenced producer, and the read_committed high watermark held at the LSO while a
+    transaction is open."""
+    import uuid
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    c = ClusterProcess(tmp_path / "data", 3).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        src, dst = "rdk-0103-in", "rdk-0103-out"
+        fs = admin.create_topics([NewTopic(src, 3, 3), NewTopic(dst, 3, 3)])
+        for f in fs.values():
+            f.result(15)
+        bs = c.bootstrap
+
+        def txn_producer(tid: str) -> Producer:
+            p = Producer({"bootstrap.servers": bs, "transactional.id": tid, "linger.ms": 5})
+            p.init_transactions(30)
+            return p
+
+        def read(topic: str, isolation: str = "read_committed") -> list[bytes]:
+            cons = Consumer({"bootstrap.servers": bs, "group.id": uuid.uuid4().hex, "isolation.level": isolation,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+            try:
+                tps = [TopicPartition(topic, p, 0) for p in range(3)]
+                cons.assign(tps)
+                ends = [cons.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(3)]
+                out: list[bytes] = []
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    m = cons.poll(0.3)
+                    if m is not None and not m.error():
+                        out.append(m.value())
+                    pos = cons.position([TopicPartition(topic, p) for p in range(3)])
+                    if m is None and all(t.offset >= e for t, e in zip(pos, ends)):
+                        break
+                return out
+            finally:
+                cons.close()
+
+        # do_test_basic_producer_txn: committed ones visible, aborted ones never
+        p = txn_producer("rdk-basic")
+        for i in range(6):
+            p.begin_transaction()
+            for j in range(20):
+                p.produce(src, value=f"{i}-{j}".encode(), partition=j % 3)
+            (p.commit_transaction if i % 2 == 0 else p.abort_transaction)(30)
+        got = read(src)
+        assert sorted(got) == sorted(f"{i}-{j}".encode() for i in (0, 2, 4) for j in range(20))
+
+        # do_test_empty_txn: begin + commit with nothing in it, and with only offsets
+        p.begin_transaction()
+        p.commit_transaction(30)
+
+        # do_test_consumer_producer_txn: consume src, produce dst, commit offsets in the txn
+        group = "rdk-0103-group"
+        cons = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        cons.subscribe([src])
+        copier = txn_producer("rdk-copier")
+        copied = 0
+        deadline = time.monotonic() + 40
+        while copied < 60 and time.monotonic() < deadline:
+            msgs = [m for m in cons.consume(20, 1.0) if not m.error()]
+            if not msgs:
+                continue
+            copier.begin_transaction()
+            for m in msgs:
+                copier.produce(dst, value=b"copy:" + m.value(), partition=m.partition())
+            offsets = {}
+            for m in msgs:
+                offsets[m.partition()] = m.offset() + 1
+            copier.send_offsets_to_transaction([TopicPartition(src, pt, o) for pt, o in offsets.items()],
+                                               cons.consumer_group_metadata(), 30)
+            copier.commit_transaction(30)
+            copied += len(msgs)
+        cons.close()
+        assert copied == 60
+        assert sorted(read(dst)) == sorted(b"copy:" + v for v in got)
+        # the offsets committed in the transactions cover every record: the group resumes at the end
+        again = Consumer({"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed",
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        again.subscribe([src])
+        leftover = [m for m in again.consume(100, 5.0) if not m.error()]
+        again.close()
+        assert leftover == []
+
+        # do_test_wmark_isolation_level: an open transaction holds read_committed at the LSO
+        p.begin_transaction()
+        p.produce(dst, value=b"open", partition=0)
+        p.flush(10)
+        rc = Consumer({"bootstrap.servers": bs, "group.id": uuid.uuid4().hex, "isolation.level": "read_committed"})
+        ru = Consumer({"bootstrap.servers": bs, "group.id": uuid.uuid4().hex, "isolation.level": "read_uncommitted"})
+        rc.assign([TopicPartition(dst, 0, 0)])
+        ru.assign([TopicPartition(dst, 0, 0)])
+        # (ListOffsets LATEST with the consumer's isolation level)
+        high_rc = rc.get_watermark_offsets(TopicPartition(dst, 0), timeout=10)[1]
+        high_ru = ru.get_watermark_offsets(TopicPartition(dst, 0), timeout=10)[1]
+        rc.close()
+        ru.close()
+        assert high_rc < high_ru  # the LSO, below the open transaction's record
+        p.abort_transaction(30)
+        assert b"open" not in read(dst)
+
+        # do_test_fenced_txn: a second producer with the same id fences the first
+        zombie = txn_producer("rdk-fenced")
+        zombie.begin_transaction()
+        zombie.produce(src, value=b"zombie", partition=0)
+        zombie.flush(10)
+        txn_producer("rdk-fenced")  # a new instance: bumps the epoch, aborts the zombie's txn
+        with pytest.raises(KafkaException) as ei:
+            zombie.commit_transaction(30)
+        assert ei.value.args[0].fatal() or ei.value.args[0].code() in (
+            KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+        assert b"zombie" not in read(src)
+    finally:
+        c.stop()
