@@ -237,6 +237,7 @@ class Broker:
         # cluster runtime reopens them through recovery on its next tick; until then they
         # answer KAFKA_STORAGE_ERROR.
         self.offline: dict[tuple[str, int], str] = {}
+        self._applied_meta: dict[str, object] = {}  # topic -> the TopicMeta its partitions' configs came from
         self._data_event = trio.Event()
         self.nursery: trio.Nursery | None = None
         self.started_ms = now_ms()
@@ -604,11 +605,25 @@ class Broker:
         assert meta is not None
         new = replace(meta, configs=new_configs)
         await trio.to_thread.run_sync(self.topics.update, new)
-        cfg = configs.log_config(self.settings, new_configs)
-        for p in range(meta.partitions):
-            part = self.partitions.get((name, p))
-            if part is not None:
+        self.apply_topic_configs()
+
+    def apply_topic_configs(self) -> None:
+        """Give each partition this broker leads its topic's configs as the topic files say
+        now. Any broker serves AlterConfigs and writes the topic file; the others find the
+        change on their next membership tick (``TopicStore.refresh``) and apply it here."""
+        fresh: dict[str, object] = {}
+        for (name, _index), part in list(self.partitions.items()):
+            meta = self.topics.get(name)
+            if meta is None or self._applied_meta.get(name) is meta:
+                continue  # (the cache replaces a topic's TopicMeta when its file changes)
+            cfg = fresh.get(name)
+            if cfg is None:
+                cfg = fresh[name] = configs.log_config(self.settings, meta.configs)
+            if cfg != part.log.config:
                 part.log.config = cfg
+                log.info("topic_configs_applied", topic=name, partition=part.index)
+        for name in fresh:
+            self._applied_meta[name] = self.topics.get(name)
 
     # ------------------------------------------------------------------ data wakeups
 

@@ -156,6 +156,11 @@ class ClusterRuntime:
             if self.is_controller:
                 await self._control()
             await self._apply_assignment()
+            try:
+                await self.broker.run_io(self.broker.topics.refresh)
+            except OSError as exc:  # (never costs the heartbeat below)
+                log.warning("topics_unreadable", error=str(exc))
+            self.broker.apply_topic_configs()  # a topic's configs altered through another broker
         finally:
             self._unload_moved_groups()
         await self._heartbeat(t0)

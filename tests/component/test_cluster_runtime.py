@@ -74,3 +74,25 @@ async def test_a_silent_peer_leaves_metadata_later_than_it_loses_its_keys(tmp_pa
     clock[0] += 6.0  # 10 s silent: past the listing window
     await rt._tick()
     assert rt.listed() == [0] and [b.node_id for b in broker.brokers()] == [0]
+
+
+async def test_a_topic_config_altered_through_another_broker_reaches_the_leader(tmp_path):
+    """AlterConfigs is served by any broker, which writes the topic file; the broker that
+    leads a partition of the topic applies the new configs on its next tick."""
+    from dataclasses import replace
+
+    from kaas.storage.topics import TopicStore
+
+    broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=False))
+    rt = broker.cluster
+    await rt._tick()
+    meta = broker.topics.create("t", 1, {"segment.bytes": "100000"})
+    broker.topics.refresh()
+    part = await broker._open_partition(meta, 0, 1)
+    assert part.log.config.segment_bytes == 100000 and not part.log.config.compact
+    other = TopicStore(broker.layout.topics, fsync=False)  # another broker's view of the volume
+    other.refresh()
+    other.update(replace(meta, configs={"segment.bytes": "2048", "cleanup.policy": "compact"}))
+    await rt._tick()
+    assert part.log.config.segment_bytes == 2048 and part.log.config.compact
+    await broker._close_partition(part)
