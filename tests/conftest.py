@@ -15,20 +15,12 @@ settings.load_profile(os.environ.get("KAAS_HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture
 def broker(tmp_path):
     """A fresh single broker on a free port and a temporary data directory."""
-    b = BrokerProcess(tmp_path / "data").start()
-    try:
+    with BrokerProcess(tmp_path / "data").running() as b:
         yield b
-    finally:
-        if b.proc is not None:
-            b.kill()
 
 
 @pytest.fixture(scope="module")
 def shared_broker(tmp_path_factory):
     """One broker shared by the tests of a module (they use distinct topic names)."""
-    b = BrokerProcess(tmp_path_factory.mktemp("shared") / "data", extra=["--num-partitions", "1"]).start()
-    try:
+    with BrokerProcess(tmp_path_factory.mktemp("shared") / "data", extra=["--num-partitions", "1"]).running() as b:
         yield b
-    finally:
-        if b.proc is not None:
-            b.kill()

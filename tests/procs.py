@@ -9,6 +9,8 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kaas.client import recv_exact
@@ -92,6 +94,16 @@ class BrokerProcess:
         logf.close()
         wait_ready("127.0.0.1", self.port, proc=self.proc)
         return self
+
+    @contextmanager
+    def running(self) -> Iterator[BrokerProcess]:
+        """Start the broker, yield it, SIGKILL it at the end (the broker fixtures' body)."""
+        self.start()
+        try:
+            yield self
+        finally:
+            if self.proc is not None:
+                self.kill()
 
     def stop(self, timeout: float = 10.0) -> int:
         if self.proc is None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from kaas.handlers._partitions import partition_row
+
 from kaas.storage.topics import valid_topic_name
 
 API_KEY = 75
@@ -60,16 +62,8 @@ async def handle(ctx, req) -> dict:
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         end = min(meta.partitions, start + remaining)
-        parts = []
-        for p in range(start, end):
-            leader, epoch = broker.leader(name, p)
-            rs = broker.replicas(view, meta, p, leader)
-            parts.append({
-                "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
-                "partition_index": p, "leader_id": leader, "leader_epoch": epoch,
-                "replica_nodes": rs.replicas, "isr_nodes": rs.isr, "offline_replicas": rs.offline,
-                "eligible_leader_replicas": (), "last_known_elr": (),
-            })
+        parts = [{**partition_row(broker, view, meta, p), "eligible_leader_replicas": (), "last_known_elr": ()}
+                 for p in range(start, end)]
         topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": meta.topic_id,
                        "is_internal": meta.internal, "partitions": parts})
         if end < meta.partitions:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import structlog
 from kio.schema.errors import ErrorCode
 
+from kaas.handlers._partitions import partition_row
+
 API_KEY = 3
 VERSIONS = (0, 12)
 
@@ -43,15 +45,7 @@ async def handle(ctx, req) -> dict:
             code = ErrorCode.unknown_topic_or_partition if valid_topic_name(name) else ErrorCode.invalid_topic_exception
             topics.append({"error_code": code, "name": name, "partitions": []})
             continue
-        parts = []
-        for p in range(meta.partitions):
-            leader, epoch = broker.leader(name, p)
-            rs = broker.replicas(view, meta, p, leader)
-            parts.append({
-                "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
-                "partition_index": p, "leader_id": leader, "leader_epoch": epoch,
-                "replica_nodes": rs.replicas, "isr_nodes": rs.isr, "offline_replicas": rs.offline,
-            })
+        parts = [partition_row(broker, view, meta, p) for p in range(meta.partitions)]
         topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": meta.topic_id,
                        "is_internal": False, "partitions": parts})
     return {

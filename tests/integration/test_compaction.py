@@ -26,11 +26,8 @@ COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.
 
 @pytest.fixture
 def cbroker(tmp_path):
-    b = BrokerProcess(tmp_path / "data", extra=["--log-cleaner-backoff-ms", "200"]).start()
-    try:
+    with BrokerProcess(tmp_path / "data", extra=["--log-cleaner-backoff-ms", "200"]).running() as b:
         yield b
-    finally:
-        b.kill()
 
 
 def create(bootstrap: str, configs: dict | None = None) -> str:

@@ -27,13 +27,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def disk_broker(tmp_path_factory):
     """One broker for the module (distinct topics, groups and transactional ids)."""
-    b = BrokerProcess(tmp_path_factory.mktemp("disk") / "data", env=SWEEP_ENV,
-                      extra=["--group-initial-rebalance-delay-ms", "0"]).start()
-    try:
+    with BrokerProcess(tmp_path_factory.mktemp("disk") / "data", env=SWEEP_ENV,
+                      extra=["--group-initial-rebalance-delay-ms", "0"]).running() as b:
         yield b
-    finally:
-        if b.proc is not None:
-            b.kill()
 
 
 def _count(b: BrokerProcess, event: str) -> int:

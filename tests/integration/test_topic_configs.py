@@ -134,13 +134,9 @@ def test_honoured_keys_point_at_real_tests(name, ref):
 @pytest.fixture(scope="module")
 def cfg_broker(tmp_path_factory):
     """One broker whose retention runs every 200 ms (topics are named per test)."""
-    b = BrokerProcess(tmp_path_factory.mktemp("topic-configs") / "data",
-                      extra=["--retention-check-ms", "200"]).start()
-    try:
+    with BrokerProcess(tmp_path_factory.mktemp("topic-configs") / "data",
+                      extra=["--retention-check-ms", "200"]).running() as b:
         yield b
-    finally:
-        if b.proc is not None:
-            b.kill()
 
 
 @pytest.fixture(scope="module")

@@ -33,24 +33,16 @@ SWEEP_ENV = {"KAAS_TXN_SWEEP_MS": "500"}
 @pytest.fixture(scope="module")
 def txn_broker(tmp_path_factory):
     """One broker for the module's tests (distinct topics and transactional ids)."""
-    b = BrokerProcess(tmp_path_factory.mktemp("txn") / "data", env=SWEEP_ENV,
-                         extra=["--group-initial-rebalance-delay-ms", "0"]).start()
-    try:
+    with BrokerProcess(tmp_path_factory.mktemp("txn") / "data", env=SWEEP_ENV,
+                         extra=["--group-initial-rebalance-delay-ms", "0"]).running() as b:
         yield b
-    finally:
-        if b.proc is not None:
-            b.kill()
 
 
 @pytest.fixture
 def fresh_broker(tmp_path):
     """A broker of its own, for tests that kill and restart it."""
-    b = BrokerProcess(tmp_path / "data", env=SWEEP_ENV).start()
-    try:
+    with BrokerProcess(tmp_path / "data", env=SWEEP_ENV).running() as b:
         yield b
-    finally:
-        if b.proc is not None:
-            b.kill()
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -1,0 +1,17 @@
+"""What Metadata and DescribeTopicPartitions say about one partition."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+
+def partition_row(broker, view, meta, index: int) -> dict:
+    """Leader, leader epoch, replicas, ISR and offline replicas of ``meta``'s partition
+    ``index`` (LEADER_NOT_AVAILABLE while it has no live leader; the replicas still listed)."""
+    leader, epoch = broker.leader(meta.name, index)
+    rs = broker.replicas(view, meta, index, leader)
+    return {
+        "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+        "partition_index": index, "leader_id": leader, "leader_epoch": epoch,
+        "replica_nodes": rs.replicas, "isr_nodes": rs.isr, "offline_replicas": rs.offline,
+    }
