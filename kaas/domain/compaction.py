@@ -26,12 +26,14 @@ Invariants (checked by the property tests):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["BatchInfo", "RecordInfo", "Keep", "Drop", "Filter", "plan"]
 
 
-@dataclass(frozen=True, slots=True)
-class RecordInfo:
+class RecordInfo(NamedTuple):
+    """One data record (a tuple: the cleaner makes one per record of the range)."""
+
     offset: int
     key: bytes | None
     tombstone: bool

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kaas.wire import batch as wb
 from kaas.wire import records as wr
 
-_blob = st.one_of(st.none(), st.binary(max_size=40))
+_blob = st.one_of(st.none(), st.binary(max_size=40), st.binary(min_size=60, max_size=9000))
 _record = st.tuples(_blob, _blob, st.integers(0, 5000))
 
 
