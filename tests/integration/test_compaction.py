@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from kaas import failpoints
 from kaas.client import WireClient
 from kaas.wire.batch import build_batch
-from tests.procs import BrokerProcess
+from tests.procs import BrokerProcess, ClusterProcess
 
 pytestmark = pytest.mark.slow
 
@@ -159,6 +159,9 @@ def test_idempotent_retry_of_an_old_batch_after_cleaning_is_a_duplicate(cbroker)
         wait_cleaned(cbroker)
         last = offsets[-1][1]
         assert produce(29, b"same-key", b"v29" * 200) == (ErrorCode.none, last)  # the duplicate's offset
+        # an older batch still in the producer's window of five: a duplicate too, at its
+        # original offset, though the cleaner removed its record
+        assert produce(27, b"same-key", b"v27" * 200) == (ErrorCode.none, offsets[27][1])
     cbroker.kill()
     cbroker.start()
     got = read_committed(cbroker.bootstrap, topic)
@@ -196,3 +199,41 @@ def test_sigkill_at_each_cleaner_step_keeps_the_log_readable(cbroker, point):
     offsets = [o for o, _, _ in got]
     assert offsets == sorted(set(offsets))
     assert "recovery_truncated" not in cbroker.log_text()
+
+
+@pytest.mark.cluster
+def test_cleaning_on_a_cluster_survives_the_leader_being_killed(tmp_path):
+    """On three brokers, a compacted topic's leader cleans, is SIGKILLed, and the broker
+    that takes the partition over (recovery first) goes on cleaning it: read_committed
+    gives the latest committed values throughout."""
+    import signal
+
+    c = ClusterProcess(tmp_path / "data", 3, extra=["--log-cleaner-backoff-ms", "200"]).start()
+    try:
+        topic = create(c.bootstrap)
+        expect = write_history(c.bootstrap, topic)
+        deadline = time.monotonic() + 20
+        while not any("log_cleaned" in c.broker_log(i) for i in range(3)):
+            assert time.monotonic() < deadline, "no broker cleaned"
+            time.sleep(0.2)
+        check(c.bootstrap, topic, expect, written=220)
+        leader = next(i for i in range(3) if "log_cleaned" in c.broker_log(i))
+        passes = sum(c.broker_log(i).count("log_cleaned") for i in range(3))
+        c.signal(leader, signal.SIGKILL)
+        p = Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True, "linger.ms": 1})
+        for i in range(60):  # more updates after the takeover: cleaned by the new leader
+            key, value = f"k{i % 12}".encode(), f"after{i}-".encode() + b"w" * 120
+            p.produce(topic, key=key, value=value, partition=0)
+            expect[key] = value
+            if i % 6 == 5:
+                assert p.flush(30) == 0
+        deadline = time.monotonic() + 30
+        # cleaned again by whoever leads it now (another broker, or the killed one once the
+        # supervisor restarted it and the balancer gave the partition back)
+        while sum(c.broker_log(i).count("log_cleaned") for i in range(3)) <= passes:
+            assert time.monotonic() < deadline, "nobody cleaned after the takeover"
+            time.sleep(0.2)
+        check(c.bootstrap, topic, expect, written=280)
+        assert not any("recovery_truncated" in c.broker_log(i) for i in range(3))
+    finally:
+        c.stop()
