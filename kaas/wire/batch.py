@@ -270,24 +270,31 @@ def control_type(buf: bytes | memoryview, pos: int, header: BatchHeader) -> int 
     p = pos + HEADER_SIZE
     view = memoryview(buf)
     # record: varint length, attrs i8, varlong ts delta, varint offset delta, varint key len, key
-    _, p = _read_varint(view, p)
+    _, p = read_varint(view, p)
     p += 1
-    _, p = _read_varint(view, p)
-    _, p = _read_varint(view, p)
-    klen, p = _read_varint(view, p)
+    _, p = read_varint(view, p)
+    _, p = read_varint(view, p)
+    klen, p = read_varint(view, p)
     if klen < 4:
         return None
     return struct.unpack_from(">h", view, p + 2)[0]
 
 
-def _read_varint(view: memoryview, p: int) -> tuple[int, int]:
+def read_varint(data: bytes | memoryview, p: int) -> tuple[int, int]:
+    """The zigzag varint at ``p``: (value, position after it).
+
+    Raises:
+        ValueError: longer than a varlong.
+        IndexError: it runs past the end of ``data``.
+    """
     shift = 0
     z = 0
     while True:
-        b = view[p]
+        b = data[p]
         p += 1
         z |= (b & 0x7F) << shift
         if not b & 0x80:
-            break
+            return (z >> 1) ^ -(z & 1), p
         shift += 7
-    return (z >> 1) ^ -(z & 1), p
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")

@@ -68,21 +68,6 @@ def _decompress(codec: int, data: bytes) -> bytes:
     raise RecordsError(f"unknown compression codec {codec}")
 
 
-def _varint(data: bytes, p: int) -> tuple[int, int]:
-    """A zigzag varint at ``p``: (value, position after it)."""
-    shift = 0
-    z = 0
-    while True:
-        b = data[p]
-        p += 1
-        z |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (z >> 1) ^ -(z & 1), p
-        shift += 7
-        if shift > 63:
-            raise RecordsError("varint too long")
-
-
 def records(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> list[Record]:
     """The records of one whole batch (``batch`` starts at its base offset field).
 
@@ -113,7 +98,7 @@ def records(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> 
                 z = (b & 0x7F) | (data[p + 1] << 7)
                 length, q = (z >> 1) ^ -(z & 1), p + 2
             else:
-                length, q = _varint(data, p)
+                length, q = wb.read_varint(data, p)
             end = q + length
             if length < 0 or end > n:
                 raise RecordsError("record length past the batch")
@@ -124,12 +109,12 @@ def records(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> 
             if b < 0x80:
                 delta, r = (b >> 1) ^ -(b & 1), r + 2
             else:
-                delta, r = _varint(data, r + 1)
+                delta, r = wb.read_varint(data, r + 1)
             b = data[r]
             if b < 0x80:
                 klen, r = (b >> 1) ^ -(b & 1), r + 1
             else:
-                klen, r = _varint(data, r)
+                klen, r = wb.read_varint(data, r)
             if klen >= 0:
                 key = data[r : r + klen]
                 r += klen
@@ -137,8 +122,8 @@ def records(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> 
                 key = None
             append(Record(delta, key, data[r] == 1, data[p:end]))  # value length -1 is the byte 0x01
             p = end
-    except IndexError:
-        raise RecordsError("record past the end of the batch") from None
+    except (IndexError, ValueError) as exc:
+        raise RecordsError(f"record past the end of the batch or malformed: {exc}") from None
     return out
 
 

@@ -93,13 +93,13 @@ def read_all(log: PartitionLog, committed: bool = True) -> list[tuple[int, bytes
 def _value(raw: bytes) -> bytes:
     # key and value of a record built by wb.build_batch: walk its varints
     view = memoryview(raw)
-    _, p = wb._read_varint(view, 0)
+    _, p = wb.read_varint(view, 0)
     p += 1
-    _, p = wb._read_varint(view, p)
-    _, p = wb._read_varint(view, p)
-    klen, p = wb._read_varint(view, p)
+    _, p = wb.read_varint(view, p)
+    _, p = wb.read_varint(view, p)
+    klen, p = wb.read_varint(view, p)
     p += max(klen, 0)
-    vlen, p = wb._read_varint(view, p)
+    vlen, p = wb.read_varint(view, p)
     return bytes(view[p:p + vlen])
 
 
