@@ -118,9 +118,10 @@ def inspect() -> None:
 # ------------------------------------------------------------------ log
 
 
-def iter_batches(path: Path) -> Iterator[tuple[int, wb.BatchHeader, bytes] | tuple[str, int, int]]:
-    """Yield ``(position, header, batch bytes)`` for each whole batch of a segment file,
-    then ``("end", position, file size)``: bytes from ``position`` on are a torn tail."""
+def iter_batches(path: Path, *, bodies: bool = True) -> Iterator[tuple[int, wb.BatchHeader, bytes] | tuple[str, int, int]]:
+    """Yield ``(position, header, batch bytes)`` for each whole batch of a segment file
+    (``bodies=False``: the bytes are the header only, nothing more is read), then
+    ``("end", position, file size)``: bytes from ``position`` on are a torn tail."""
     fd = os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
@@ -132,8 +133,8 @@ def iter_batches(path: Path) -> Iterator[tuple[int, wb.BatchHeader, bytes] | tup
             h = wb.parse_header(head)
             if h.batch_length < wb.HEADER_SIZE - wb.LOG_OVERHEAD or pos + h.size > size:
                 break
-            body = os.pread(fd, h.size, pos)
-            if len(body) < h.size:
+            body = os.pread(fd, h.size, pos) if bodies else head
+            if len(body) < (h.size if bodies else wb.HEADER_SIZE):
                 break
             yield pos, h, body
             pos += h.size
@@ -556,21 +557,10 @@ def _log_end(pdir: Path) -> int | None:
     if isinstance(summary, dict) and summary.get("size") == size and isinstance(summary.get("next_offset"), int):
         return summary["next_offset"]
     expected = last["base_offset"]
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        pos = 0
-        while size - pos >= wb.HEADER_SIZE:
-            head = os.pread(fd, wb.HEADER_SIZE, pos)
-            if len(head) < wb.HEADER_SIZE:
-                break
-            h = wb.parse_header(head)
-            if (h.magic != 2 or h.base_offset != expected or h.batch_length < wb.HEADER_SIZE - wb.LOG_OVERHEAD
-                    or pos + h.size > size):
-                break
-            expected = h.next_offset
-            pos += h.size
-    finally:
-        os.close(fd)
+    for item in iter_batches(path, bodies=False):
+        if item[0] == "end" or item[1].magic != 2 or item[1].base_offset < expected:
+            break
+        expected = item[1].next_offset  # (a cleaned segment may skip offsets)
     return expected
 
 
