@@ -16,6 +16,22 @@ from pathlib import Path
 from kaas.client import recv_exact
 
 
+def wait_for(cond, timeout: float = 20.0, what: str = "condition", interval: float = 0.05):
+    """Poll ``cond`` until it returns something true (returned), at most ``timeout`` s.
+
+    Raises:
+        AssertionError: it never did, naming ``what``.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -19,20 +19,11 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaas.client import WireClient
-from tests.procs import ClusterProcess
+from tests.procs import ClusterProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
 
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def partitions(port: int, topic: str) -> list:

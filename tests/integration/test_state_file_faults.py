@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from kaas import failpoints
 from kaas.client import WireClient
 from tests.integration.test_transactions import SWEEP_ENV, create_topic, read_all, txn_producer, values
-from tests.procs import BrokerProcess
+from tests.procs import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -36,12 +36,6 @@ def _count(b: BrokerProcess, event: str) -> int:
     return b.log_text().count(event)
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def arm(b: BrokerProcess, point: str, **spec) -> None:

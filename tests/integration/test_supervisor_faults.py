@@ -20,19 +20,11 @@ import pytest
 
 from kaas import failpoints
 from kaas.client import WireClient
-from tests.procs import ClusterProcess, free_ports, wait_ready
+from tests.procs import ClusterProcess, free_ports, wait_ready, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
-def wait_for(cond, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise TimeoutError(what)
 
 
 def metadata_brokers(port: int) -> set[int]:

@@ -20,7 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaas import failpoints
-from tests.procs import BrokerProcess
+from tests.procs import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -416,12 +416,6 @@ class TxnLoop:
         self.thread.join(90)
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def check_exactly_once(bootstrap: str, topic: str, loop: TxnLoop) -> None:

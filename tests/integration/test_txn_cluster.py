@@ -43,7 +43,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
 from kaas.domain import routing
-from tests.procs import ClusterProcess
+from tests.procs import ClusterProcess, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -78,15 +78,6 @@ def cluster(tmp_path_factory):
 # ----------------------------------------------------------------------------- placement
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
 
 
 def assignment(data: Path) -> dict:
