@@ -29,7 +29,8 @@ transition            trigger
 Empty/Complete* ->    InitProducerId rejoin: same pid, epoch + 1 (``Fence``);
 Empty                 epoch exhausted (>= 32766): fresh pid, epoch 0
 Ongoing ->            InitProducerId while Ongoing: epoch + 1, ABORT markers,
-PrepareAbort          reply CONCURRENT_TRANSACTIONS (the client retries)
+PrepareAbort          reply CONCURRENT_TRANSACTIONS (the client retries; a
+                      KIP-360 retry of the live session then gets that epoch)
 Empty/Complete* ->    AddPartitionsToTxn / AddOffsetsToTxn, stamps
 Ongoing               ``ongoing_since_ms``, ``txn_seq += 1``
 Ongoing -> Prepare*   EndTxn(commit|abort), dispatch set retained
@@ -462,18 +463,28 @@ def init_producer_id(
        the live session's transaction.
     6. By state:
        - Prepare*: CONCURRENT_TRANSACTIONS, unchanged.
-       - Ongoing: ``fence_and_abort`` (epoch + 1, PrepareAbort, ABORT markers) and
-         CONCURRENT_TRANSACTIONS; the client's retry gets the next epoch once the entry
-         is CompleteAbort (the fence epoch itself is never handed out, as in Apache).
+       - Ongoing, no pair (a new producer instance) or the previous pair:
+         ``fence_and_abort`` (epoch + 1,
+         PrepareAbort, ABORT markers) and CONCURRENT_TRANSACTIONS; the client's retry
+         gets the next epoch once the entry is CompleteAbort (the fence epoch itself is
+         never handed to a new instance, as in Apache).
+       - Ongoing, the *current* pair sent (KIP-360: the live session asks for an epoch
+         bump without having aborted first): the same abort, but the session's epoch is
+         kept as the previous pair, so its retry is recognised below instead of being
+         fenced. Apache answers that retry PRODUCER_FENCED, which every client treats as
+         fatal; nothing but a newer producer instance may fence a session here.
        - Empty/Complete*, sent pair matches the *previous* pair: a retry of a bump whose
-         reply was lost; answer the current pid/epoch unchanged (Fence re-emitted).
+         reply was lost (or of the KIP-360 abort above); answer the current pid/epoch
+         unchanged (Fence re-emitted). When that epoch is 32767 (the fence of an
+         exhausted epoch, never handed out) the pid is rotated instead.
        - Empty/Complete*, epoch exhausted (>= 32766): fresh pid, epoch 0, Empty;
          ``Fence(old pid, 32767)`` retires the old pid everywhere.
        - Empty/Complete*: same pid, epoch + 1, Empty, dispatch set empty;
          ``Fence(pid, epoch)`` is due because the epoch is > 0.
 
-    ``last_producer_epoch`` records the old epoch only for a KIP-360 bump (pair sent);
-    a new producer instance (no pair) or a fence resets it to -1, as in Apache.
+    ``last_producer_epoch`` records the session's old epoch only for a KIP-360 request
+    (pair sent); a new producer instance (no pair) or a coordinator-initiated fence (the
+    reaper) resets it to -1, as in Apache.
 
     Args:
         meta: the current entry, or None.
@@ -535,14 +546,16 @@ def init_producer_id(
         return _error(ErrorCode.concurrent_transactions)
 
     if meta.state is TxnState.Ongoing:
-        aborted = fence_and_abort(meta, now_ms)
+        # The live session (current pair sent) keeps its claim: its retry is a retry.
+        session = meta.producer_epoch if expected == current else NO_PRODUCER_EPOCH
+        aborted = fence_and_abort(meta, now_ms, previous_epoch=session)
         return TxnResult(
             ErrorCode.concurrent_transactions,
             aborted.meta,
             (*aborted.effects, Reply(ErrorCode.concurrent_transactions)),
         )
 
-    if matches_previous:
+    if matches_previous and meta.producer_epoch < I16_MAX:
         # The bump was persisted but its reply lost: answer it again, re-emitting the
         # fence in case the caller died before carrying it out.
         fences: list[Effect] = []
@@ -558,7 +571,10 @@ def init_producer_id(
             producer_id=allocate_pid(),
             producer_epoch=0,
             last_producer_id=meta.producer_id,
-            last_producer_epoch=meta.producer_epoch if expected is not None else NO_PRODUCER_EPOCH,
+            # the sent epoch: the current one, or (a retried KIP-360 abort that fenced the
+            # last bumpable epoch) the previous one; either way the retry of a lost reply
+            # matches it
+            last_producer_epoch=expected[1] if expected is not None else NO_PRODUCER_EPOCH,
             timeout_ms=timeout_ms,
             state=TxnState.Empty,
             partitions=frozenset(),
@@ -727,6 +743,13 @@ def prepare_end_txn(
       calls ``complete_end_txn`` and answers with its ``Reply`` (NONE); if a dispatch
       fails it answers COORDINATOR_NOT_AVAILABLE and the entry stays prepared.
     - Matching Complete* (a retry after a lost reply) -> NONE, unchanged.
+    - Abort on Empty or CompleteCommit -> NONE, unchanged: no transaction of this pid and
+      epoch is open, so there is nothing to abort. It is the abort librdkafka (2.x) and
+      the Java client send before a KIP-360 epoch bump when an AddPartitionsToTxn timed
+      out unanswered (its coordinator paused or moved), and Apache's INVALID_TXN_STATE
+      there is fatal to them. Clients never abort a transaction whose commit they sent
+      without an answer (they must retry the commit), so the CompleteCommit here is an
+      earlier transaction's, not this one's.
     - Matching Prepare* (a retry after COORDINATOR_NOT_AVAILABLE, or while the reconcile
       works): **re-drive** rather than Apache's CONCURRENT_TRANSACTIONS. Effects
       ``(WriteMarkers,)`` re-derived from the retained dispatch set, no Persist, no Reply;
@@ -735,7 +758,8 @@ def prepare_end_txn(
       the job"), and it answers NONE as soon as the markers are durable instead of
       making the client spin on 51 until the 10 s reconcile. Both are safe for clients:
       librdkafka, Java and aiokafka retry 51 as well.
-    - Opposite direction (Prepare* or Complete*) or Empty -> INVALID_TXN_STATE.
+    - Commit on Empty, PrepareAbort or CompleteAbort, abort on PrepareCommit ->
+      INVALID_TXN_STATE (the outcome asked for is not the one decided or possible).
 
     Args:
         meta: the current entry, or None.
@@ -766,6 +790,13 @@ def prepare_end_txn(
         return _unchanged_ok()
     if state is wanted_prepare:
         return TxnResult(ErrorCode.none, None, (_dispatch(meta),))
+    if not commit and (state is TxnState.Empty or state is TxnState.CompleteCommit):
+        # Nothing of this epoch is open: an abort of a transaction whose registration
+        # never reached the coordinator (a request lost with a paused or moved
+        # coordinator). No data of it exists anywhere (KIP-890 verification accepts
+        # transactional batches only for partitions of an Ongoing entry), so it is
+        # aborted already.
+        return _unchanged_ok()
     return _error(ErrorCode.invalid_txn_state)
 
 
@@ -847,7 +878,7 @@ def complete_end_txn(
 # --- fence, reaper, reconcile ----------------------------------------------------------
 
 
-def fence_and_abort(meta: TxnMetadata, now_ms: int) -> TxnResult:
+def fence_and_abort(meta: TxnMetadata, now_ms: int, *, previous_epoch: int = NO_PRODUCER_EPOCH) -> TxnResult:
     """Abort an Ongoing transaction on the coordinator's own initiative, fencing its producer.
 
     Used by InitProducerId while Ongoing and by the timeout reaper (and fit for an admin
@@ -860,6 +891,9 @@ def fence_and_abort(meta: TxnMetadata, now_ms: int) -> TxnResult:
     Args:
         meta: the current entry.
         now_ms: the caller's clock.
+        previous_epoch: ``last_producer_epoch`` of the aborting entry: -1 (a fence), or
+            the current epoch when the live session itself asked for the bump (KIP-360),
+            so that its retried InitProducerId is answered rather than fenced.
 
     Returns:
         ``(Persist, WriteMarkers(abort))`` and no Reply; any state but Ongoing:
@@ -873,7 +907,7 @@ def fence_and_abort(meta: TxnMetadata, now_ms: int) -> TxnResult:
         # coordinator bumps at most once per transaction; never wrap, never fall.
         producer_epoch=min(meta.producer_epoch + 1, I16_MAX),
         last_producer_id=meta.producer_id,
-        last_producer_epoch=NO_PRODUCER_EPOCH,
+        last_producer_epoch=previous_epoch,
         state=TxnState.PrepareAbort,
         last_update_ms=now_ms,
     )

@@ -365,6 +365,54 @@ def test_init_while_ongoing_aborts_then_51_then_next_epoch() -> None:
     assert prepare_end_txn(final.meta, pid, 0, True, 7_000, 3).error_code == ErrorCode.producer_fenced
 
 
+def test_kip360_bump_while_ongoing_aborts_then_answers_the_session() -> None:
+    # A client asking for a KIP-360 bump with its current pair while its transaction is
+    # Ongoing (it did not abort first): abort at epoch + 1, 51, and its retry gets that
+    # epoch instead of PRODUCER_FENCED (fatal to every client).
+    meta = ongoing([P0, P1], groups=["g"])
+    pid = meta.producer_id
+    first = init(meta, pid=pid, epoch=0, version=4, now=5_000)
+    aborting = first.meta
+    assert first.error_code == ErrorCode.concurrent_transactions
+    assert aborting is not None and aborting.state is TxnState.PrepareAbort
+    assert (aborting.producer_epoch, aborting.last_producer_id, aborting.last_producer_epoch) == (1, pid, 0)
+    assert first.write_markers == WriteMarkers(pid, 1, False, frozenset({P0, P1}), frozenset({"g"}), TID, 1)
+    retry = init(aborting, pid=pid, epoch=0, version=4)
+    assert retry.error_code == ErrorCode.concurrent_transactions and retry.meta is None
+    done = complete_end_txn(aborting, 6_000, dispatched=first.write_markers).meta
+    assert done is not None and done.state is TxnState.CompleteAbort
+    answered = init(done, pid=pid, epoch=0, version=4)
+    assert answered.reply == Reply(ErrorCode.none, pid, 1) and answered.meta is None
+    assert Fence(pid, 1) in answered.effects
+    # The session goes on at epoch 1; the old epoch is fenced for everything else.
+    assert add_partitions(done, pid, 1, [P0], 7_000, 3).error_code == ErrorCode.none
+    assert add_partitions(done, pid, 0, [P0], 7_000, 3).error_code == ErrorCode.producer_fenced
+    # A new producer instance (no pair) still fences the session.
+    new_instance = init(done).meta
+    assert new_instance is not None and new_instance.producer_epoch == 2
+    assert init(new_instance, pid=pid, epoch=0, version=4).error_code == ErrorCode.producer_fenced
+
+
+def test_kip360_bump_while_ongoing_at_the_last_bumpable_epoch_rotates() -> None:
+    meta = TxnMetadata(TID, 10, EPOCH_EXHAUSTED)
+    meta = add_partitions(meta, 10, EPOCH_EXHAUSTED, [P0], 2_000, 3).meta
+    assert meta is not None
+    aborting = init(meta, pid=10, epoch=EPOCH_EXHAUSTED, version=4).meta
+    assert aborting is not None and aborting.producer_epoch == I16_MAX
+    done = complete_end_txn(aborting, 3_000).meta
+    assert done is not None
+    # The fence epoch 32767 is never handed out: the retry gets a fresh pid.
+    rotated = init(done, alloc=Alloc(77), pid=10, epoch=EPOCH_EXHAUSTED, version=4)
+    assert rotated.reply == Reply(ErrorCode.none, 77, 0)
+    assert Fence(10, I16_MAX) in rotated.effects
+    new = rotated.meta
+    assert new is not None and (new.last_producer_id, new.last_producer_epoch) == (10, EPOCH_EXHAUSTED)
+    # ... and a retry of that lost reply gets the same answer.
+    alloc = Alloc(900)
+    again = init(new, alloc=alloc, pid=10, epoch=EPOCH_EXHAUSTED, version=4)
+    assert again.reply == Reply(ErrorCode.none, 77, 0) and again.meta is None and alloc.calls == 0
+
+
 def test_zombie_init_cannot_abort_the_live_transaction() -> None:
     meta = init(fresh()).meta  # epoch 1
     assert meta is not None
@@ -493,11 +541,31 @@ def test_end_txn_with_wrong_epoch_is_fenced_per_version(version, code) -> None:
     assert result.error_code == code and result.meta is None
 
 
-@pytest.mark.parametrize("commit", [True, False])
-def test_end_txn_on_empty_is_48(commit: bool) -> None:
+def test_commit_on_empty_is_48() -> None:
     meta = fresh()
-    result = prepare_end_txn(meta, meta.producer_id, 0, commit, 1, 1)
+    result = prepare_end_txn(meta, meta.producer_id, 0, True, 1, 1)
     assert result.error_code == ErrorCode.invalid_txn_state == 48 and result.meta is None
+
+
+@pytest.mark.parametrize("start", ["empty", "committed", "bumped"])
+def test_abort_with_nothing_open_is_none(start: str) -> None:
+    # An abort whose AddPartitionsToTxn never reached this coordinator: nothing of the
+    # pid and epoch is open, so it is aborted already (librdkafka treats 48 as fatal).
+    if start == "empty":
+        meta = fresh()
+    elif start == "committed":
+        meta = completed(True)
+    else:
+        bumped = init(completed(True), pid=1000, epoch=0).meta
+        assert bumped is not None
+        meta = bumped
+    result = prepare_end_txn(meta, meta.producer_id, meta.producer_epoch, False, 9_000, 1)
+    assert result == TxnResult(ErrorCode.none, None, (Reply(ErrorCode.none),))
+    # Still fenced for another epoch, and still 49 for another pid.
+    stale = prepare_end_txn(meta, meta.producer_id, meta.producer_epoch + 1, False, 9_000, 3)
+    assert stale.error_code == ErrorCode.producer_fenced
+    assert prepare_end_txn(meta, 1, meta.producer_epoch, False, 9_000, 3).error_code == \
+        ErrorCode.invalid_producer_id_mapping
 
 
 @pytest.mark.parametrize("commit", [True, False])
@@ -506,7 +574,30 @@ def test_end_txn_retry_after_completion_is_none(commit: bool) -> None:
     result = prepare_end_txn(meta, meta.producer_id, meta.producer_epoch, commit, 9_000, 1)
     assert result == TxnResult(ErrorCode.none, None, (Reply(ErrorCode.none),))
     opposite = prepare_end_txn(meta, meta.producer_id, meta.producer_epoch, not commit, 9_000, 1)
-    assert opposite.error_code == ErrorCode.invalid_txn_state and opposite.meta is None
+    if commit:
+        # An abort after a commit: a new transaction whose registration was lost (clients
+        # never abort a commit they sent without an answer); nothing of it exists.
+        assert opposite == TxnResult(ErrorCode.none, None, (Reply(ErrorCode.none),))
+    else:
+        # A commit of an aborted transaction must never pass for committed.
+        assert opposite.error_code == ErrorCode.invalid_txn_state and opposite.meta is None
+
+
+def test_abort_after_a_lost_add_partitions_then_kip360_bump_script() -> None:
+    # librdkafka after "message timed out (requires epoch bump)": EndTxn(abort) with the
+    # current pair, then InitProducerId with it. The coordinator moved while the
+    # AddPartitionsToTxn of the new transaction was held, so it still shows the last one
+    # committed.
+    meta = completed(True)
+    pid, epoch = meta.producer_id, meta.producer_epoch
+    abort = prepare_end_txn(meta, pid, epoch, False, 9_000, 1)
+    assert abort.error_code == ErrorCode.none and abort.meta is None
+    bump = init(meta, pid=pid, epoch=epoch, version=4)
+    assert bump.reply == Reply(ErrorCode.none, pid, epoch + 1)
+    assert bump.meta is not None and bump.meta.state is TxnState.Empty
+    begun = add_partitions(bump.meta, pid, epoch + 1, [P0], 9_100, 3)
+    assert begun.error_code == ErrorCode.none
+    assert begun.meta is not None and begun.meta.state is TxnState.Ongoing
 
 
 @pytest.mark.parametrize("commit", [True, False])
@@ -814,13 +905,18 @@ class TxnMachine(RuleBasedStateMachine):
                 ErrorCode.producer_fenced,
                 ErrorCode.invalid_producer_epoch,
             )
+        if old is not None and (pid, epoch) == (old.producer_id, old.producer_epoch):
+            # the live session is never fenced by its own KIP-360 request
+            assert reply.error_code not in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch)
         if reply.error_code == ErrorCode.none:
+            assert reply.producer_epoch < I16_MAX  # a fence epoch is never handed out
             assert self.meta is not None
             assert (reply.producer_id, reply.producer_epoch) == (
                 self.meta.producer_id,
                 self.meta.producer_epoch,
             )
-            assert self.meta.state is TxnState.Empty
+            # Empty after a bump; a retried bump (the previous pair) is answered as is
+            assert self.meta.state is TxnState.Empty or self.meta.state.is_complete
             if self.alloc.calls > before:
                 assert reply.producer_epoch == 0
             if reply.producer_epoch > 0:
@@ -887,6 +983,9 @@ class TxnMachine(RuleBasedStateMachine):
             assert result.error_code == ErrorCode.none and result.reply is None
             assert result.write_markers is not None
             self.dispatched.append(result.write_markers)
+        elif not commit and old.state in (TxnState.Empty, TxnState.CompleteCommit):
+            # nothing of this epoch is open: aborted already
+            assert result == TxnResult(ErrorCode.none, None, (Reply(ErrorCode.none),))
         else:
             assert result.error_code == ErrorCode.invalid_txn_state and result.meta is None
 
