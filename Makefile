@@ -50,7 +50,7 @@ eos: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/python scripts/quix_harness.py run --brokers 3 --messages 6000 --quix-python $(QUIX_VENV)/bin/python
 
 chaos: $(STAMP)
-	$(BIN)/python scripts/chaos.py run --scenario all --messages 4000
+	$(BIN)/python scripts/chaos.py run --scenario all
 
 docs: $(STAMP)
 	$(BIN)/python scripts/compat_matrix.py

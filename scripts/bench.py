@@ -9,6 +9,8 @@ Every run prints ONE JSON line. Single benchmarks against a running bootstrap::
     python scripts/bench.py txn      --bootstrap 127.0.0.1:9092 --txn-messages 1
     python scripts/bench.py eos      --bootstrap 127.0.0.1:9092      # consume-process-produce copier
     python scripts/bench.py failover --bootstrap ... --kaas-data DIR --mode leader|coordinator
+    python scripts/bench.py failover --start-cluster 3 --mode coordinator --signal stop --stop-for 6 --after 20
+    python scripts/bench.py create   --start-cluster 3       # CreateTopics answer, ready on every broker
     python scripts/bench.py scale    --bootstrap 127.0.0.1:9092      # 1,000 partitions/txn ids, 100 groups
 
 and the full set (``make bench``)::
@@ -54,6 +56,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -842,16 +845,20 @@ class _Killer:
     then watch the pid file until the supervisor has started a new process. With ``stop``,
     SIGSTOP it instead (no restart: the survivors must take over) and SIGCONT it at the end."""
 
-    def __init__(self, kaas_data: Path, victim: int, delay: float, stop: bool = False):
+    def __init__(self, kaas_data: Path, victim: int, delay: float, stop: bool = False,
+                 stop_for: float | None = None):
         self.pid_file = Path(kaas_data) / "run" / f"kaas-{victim}.pid"
         self.victim = victim
         self.stop = stop
+        self.stop_for = stop_for  # SIGCONT this long after the SIGSTOP (None: at the end)
         self.killed_pid: int | None = None
         self.killed_at: float | None = None
+        self.continued_at: float | None = None
         self.restarted_at: float | None = None
         self.error: str | None = None
         self._timer = threading.Timer(delay, self._kill)
         self._timer.daemon = True
+        self._cont = threading.Lock()
 
     def start(self) -> _Killer:
         self._timer.start()
@@ -866,6 +873,9 @@ class _Killer:
             return
         self.killed_pid, self.killed_at = pid, time.monotonic()
         if self.stop:
+            if self.stop_for is not None:
+                time.sleep(self.stop_for)
+                self._sigcont()
             return
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -877,32 +887,43 @@ class _Killer:
                 pass
             time.sleep(0.02)
 
+    def _sigcont(self) -> None:
+        with self._cont:
+            if self.continued_at is None and self.killed_pid is not None:
+                try:
+                    os.kill(self.killed_pid, signal.SIGCONT)
+                except OSError:
+                    pass
+                self.continued_at = time.monotonic()
+
     def cancel(self) -> None:
         self._timer.cancel()
-        if self.stop and self.killed_pid is not None:
-            try:
-                os.kill(self.killed_pid, signal.SIGCONT)
-            except OSError:
-                pass
+        if self.stop:
+            self._sigcont()
 
     def fields(self, t0: float) -> dict:
         return {"victim": self.victim, "signal": "SIGSTOP" if self.stop else "SIGKILL",
                 "killed_pid": self.killed_pid, "kill_error": self.error,
                 "killed_at_s": _r(self.killed_at - t0) if self.killed_at else None,
+                "stopped_for_s": _r(self.continued_at - self.killed_at)
+                if self.stop and self.continued_at and self.killed_at else None,
                 "pid_replaced_after_s": _r(self.restarted_at - self.killed_at)
                 if self.restarted_at and self.killed_at else None}
 
 
 def run_failover(bootstrap: str, kaas_data: Path, mode: str, rate: float, txn_rate: float, partitions: int,
                  warmup: float, after: float, size: int, pids: BrokerPids | None = None,
-                 stop: bool = False) -> dict:
+                 stop: bool = False, stop_for: float | None = None) -> dict:
     """A steady producer at a fixed rate while a broker is SIGKILLed ``warmup`` seconds in:
     ``leader`` mode kills the leader of partition 0 under an idempotent producer (``rate``
     messages/s round-robin); ``coordinator`` mode kills the transaction coordinator of a
     transactional producer that commits ``txn_rate`` transactions/s, each with one message
     per partition. Reports the longest gap between acknowledged messages (committed
     transactions) per partition. ``stop`` SIGSTOPs the broker instead (SIGCONT at the end),
-    so the supervisor does not restart it and the survivors have to take over."""
+    so the supervisor does not restart it and the survivors have to take over; ``stop_for``
+    SIGCONTs it that long after the SIGSTOP instead. Reports whether the client saw a fatal
+    error (``fatal_error``) and whether the transactional producer had to be re-created
+    (``producer_recreated``)."""
     from confluent_kafka import KafkaException, Producer
 
     tag = uuid.uuid4().hex[:8]
@@ -915,12 +936,17 @@ def run_failover(bootstrap: str, kaas_data: Path, mode: str, rate: float, txn_ra
     acks: dict[int, list[float]] = {p: [] for p in range(partitions)}
     errors: list[str] = []
     counters = {"sent": 0, "committed": 0, "aborted": 0, "retried": 0, "reinit": 0}
+    fatal: list[str] = []
+
+    def error_cb(err) -> None:
+        if err.fatal():
+            fatal.append(str(err))
 
     if mode == "leader":
         victim = leaders_before[0]
         if victim < 0:
             raise click.ClickException(f"partition 0 of {topic} has no leader: {leaders_before}")
-        p = Producer(producer_conf(bootstrap))
+        p = Producer({**producer_conf(bootstrap), "error_cb": error_cb})
 
         def on_delivery(err, msg):
             if err is not None:
@@ -933,7 +959,7 @@ def run_failover(bootstrap: str, kaas_data: Path, mode: str, rate: float, txn_ra
         p.flush(30)
         meter = CpuMeter(pids or BrokerPids()).start()
         t0 = time.monotonic()
-        killer = _Killer(kaas_data, victim, warmup, stop).start()
+        killer = _Killer(kaas_data, victim, warmup, stop, stop_for).start()
         end = t0 + warmup + after
         i = 0
         while True:
@@ -957,7 +983,7 @@ def run_failover(bootstrap: str, kaas_data: Path, mode: str, rate: float, txn_ra
         victim = find_coordinator(bootstrap, txn_id, 1)
 
         def new_producer():
-            prod = Producer(txn_producer_conf(bootstrap, txn_id))
+            prod = Producer({**txn_producer_conf(bootstrap, txn_id), "error_cb": error_cb})
             deadline = time.monotonic() + 60
             while True:
                 try:
@@ -975,7 +1001,7 @@ def run_failover(bootstrap: str, kaas_data: Path, mode: str, rate: float, txn_ra
         p.commit_transaction(30)
         meter = CpuMeter(pids or BrokerPids()).start()
         t0 = time.monotonic()
-        killer = _Killer(kaas_data, victim, warmup, stop).start()
+        killer = _Killer(kaas_data, victim, warmup, stop, stop_for).start()
         end = t0 + warmup + after
         n = 0
         while True:
@@ -1023,6 +1049,8 @@ def run_failover(bootstrap: str, kaas_data: Path, mode: str, rate: float, txn_ra
             except KafkaException as exc:
                 err = exc.args[0]
                 errors.append(str(err))
+                if err.fatal():
+                    fatal.append(str(err))
                 if err.code() == KafkaError._STATE or err.fatal() or not err.retriable():
                     counters["reinit"] += 1
                     p = new_producer()
@@ -1054,6 +1082,7 @@ def run_failover(bootstrap: str, kaas_data: Path, mode: str, rate: float, txn_ra
         "txn_per_s": txn_rate if mode == "coordinator" else None,
         "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS, "supervisor_restart_delay_s": 0.5,
         "warmup_s": warmup, "after_s": after, "run_s": _r(t_end - t0), **counters, "errors": len(errors), "first_errors": errors[:3],
+        "fatal_error": fatal[0] if fatal else None, "producer_recreated": counters["reinit"] > 0,
         "partitions": partitions, "topic": topic, "bootstrap": bootstrap,
         **cpu_fields(cpu_s, counters["sent"] * size, counters["committed"]),
     }
@@ -1317,44 +1346,187 @@ def eos(bootstrap, messages, size, partitions, batch, seconds, cpu_pids, kaas_da
 
 
 @cli.command()
-@click.option("--bootstrap", required=True)
-@click.option("--kaas-data", type=click.Path(path_type=Path, exists=True), required=True,
+@click.option("--bootstrap", default=None, help="A running kaas cluster (with --kaas-data).")
+@click.option("--kaas-data", type=click.Path(path_type=Path, exists=True), default=None,
               help="The `kaas cluster` data directory (its run/kaas-<id>.pid files name the victim).")
+@click.option("--start-cluster", type=int, default=0,
+              help="Instead: start a fresh kaas cluster of this many brokers on tmpfs for the run.")
 @click.option("--mode", type=click.Choice(["leader", "coordinator"]), default="leader", show_default=True)
 @click.option("--rate", type=float, default=500.0, show_default=True, help="leader: messages/s.")
 @click.option("--txn-rate", type=float, default=10.0, show_default=True,
               help="coordinator: transactions/s (one message per partition each).")
 @click.option("--partitions", type=int, default=4, show_default=True)
 @click.option("--warmup", type=float, default=3.0, show_default=True, help="Seconds before the SIGKILL.")
-@click.option("--after", type=float, default=10.0, show_default=True, help="Seconds after the SIGKILL.")
+@click.option("--after", type=float, default=10.0, show_default=True,
+              help="Seconds the run goes on after the signal (longer while a commit is stuck).")
 @click.option("--size", type=int, default=100, show_default=True)
 @click.option("--signal", "sig", type=click.Choice(["kill", "stop"]), default="kill", show_default=True,
-              help="stop: SIGSTOP (SIGCONT at the end), so the supervisor does not restart the broker.")
+              help="stop: SIGSTOP, so the supervisor does not restart the broker; SIGCONT after "
+                   "--stop-for seconds, or at the end.")
+@click.option("--stop-for", type=float, default=None, help="With --signal stop: SIGCONT after this many seconds.")
 @click.option("--cpu-pid", "cpu_pids", type=int, multiple=True)
-def failover(bootstrap, kaas_data, mode, rate, txn_rate, partitions, warmup, after, size, sig, cpu_pids) -> None:
-    """SIGKILL a partition leader (or the transaction coordinator) of a kaas cluster under a
-    steady producer; longest gap between acknowledged messages per partition."""
-    _emit(run_failover(bootstrap, kaas_data, mode, rate, txn_rate, partitions, warmup, after, size,
-                       pids=BrokerPids(cpu_pids, kaas_data), stop=sig == "stop"))
+def failover(bootstrap, kaas_data, start_cluster, mode, rate, txn_rate, partitions, warmup, after, size, sig,
+             stop_for, cpu_pids) -> None:
+    """SIGKILL (or SIGSTOP) a partition leader or the transaction coordinator of a kaas
+    cluster under a steady producer; longest gap between acknowledged messages (committed
+    transactions) per partition, whether a fatal error occurred and whether the producer
+    had to be re-created."""
+    if stop_for is not None and sig != "stop":
+        raise click.UsageError("--stop-for goes with --signal stop")
+    with _cluster_or(bootstrap, kaas_data, start_cluster) as (bootstrap, kaas_data):
+        _emit(run_failover(bootstrap, kaas_data, mode, rate, txn_rate, partitions, warmup, after, size,
+                           pids=BrokerPids(cpu_pids, kaas_data), stop=sig == "stop", stop_for=stop_for))
+
+
+@contextmanager
+def _cluster_or(bootstrap: str | None, kaas_data: Path | None, start_cluster: int):
+    """(bootstrap, data directory) of the cluster given, or of a fresh one started for the run."""
+    if not start_cluster:
+        if not bootstrap:
+            raise click.UsageError("give --bootstrap (and --kaas-data) or --start-cluster N")
+        yield bootstrap, kaas_data
+        return
+    c = _KaasCluster(start_cluster, [])
+    try:
+        yield c.bootstrap, c.data
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------------------- create
+
+
+def _wait_ready_through(bootstrap: str, topic: str, partitions: int, t_answer: float, producer, consumer,
+                        deadline: float) -> dict:
+    """Through clients bootstrapped at one broker only (made and connected beforehand): the
+    ms after ``t_answer`` until a Produce (acks=all) to every partition was acknowledged,
+    and until ``get_watermark_offsets`` answered for every partition."""
+    from confluent_kafka import TopicPartition
+
+    out: dict = {"broker": bootstrap, "produce_ms": None, "watermarks_ms": None, "errors": []}
+    pending = set(range(partitions))
+    acked: set[int] = set()
+
+    def on_delivery(err, msg) -> None:
+        if err is None:
+            acked.add(msg.partition())
+        elif len(out["errors"]) < 3:
+            out["errors"].append(str(err))
+
+    for p in range(partitions):
+        producer.produce(topic, value=b"ready?", partition=p, on_delivery=on_delivery)
+    while len(acked) < partitions and time.monotonic() < deadline:
+        producer.poll(0.002)
+        for p in list(pending - acked):  # a failed delivery: send again
+            if len(producer) == 0:
+                producer.produce(topic, value=b"ready?", partition=p, on_delivery=on_delivery)
+    if len(acked) == partitions:
+        out["produce_ms"] = _r((time.monotonic() - t_answer) * 1000, 1)
+    todo = set(range(partitions))
+    while todo and time.monotonic() < deadline:
+        for p in sorted(todo):
+            try:
+                lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=1.0)
+                if hi >= 0:
+                    todo.discard(p)
+            except Exception as exc:  # noqa: BLE001 - not known there yet: ask again
+                if len(out["errors"]) < 3:
+                    out["errors"].append(str(exc))
+                time.sleep(0.002)
+    if not todo:
+        out["watermarks_ms"] = _r((time.monotonic() - t_answer) * 1000, 1)
+    return out
+
+
+def run_create(bootstrap: str, partitions: int, big_partitions: int, rounds: int, timeout: float = 30.0) -> dict:
+    """CreateTopics through the whole bootstrap (AdminClient ``create_topics``, with
+    ``operation_timeout``): the answer's latency; then, for each broker of the bootstrap, a
+    producer and a consumer bootstrapped at that broker only (created and connected before
+    the CreateTopics) produce to every partition and read its watermarks: "ready on every
+    broker" is the slowest of them, in ms after the answer. ``rounds`` fresh topics; then
+    one topic of ``big_partitions`` partitions: its answer and the time until every
+    broker's Metadata shows all its partitions with a leader."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    brokers = [b.strip() for b in bootstrap.split(",") if b.strip()]
+    fast = {"topic.metadata.refresh.fast.interval.ms": 10, "retry.backoff.ms": 10, "retry.backoff.max.ms": 50,
+            **CLIENT_COMMON}
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_COMMON})
+    admin.list_topics(timeout=10)
+    rows = []
+    for r in range(rounds):
+        topic = f"bench-create-{uuid.uuid4().hex[:8]}"
+        clients = []
+        for b in brokers:
+            prod = Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 0, "enable.idempotence": True,
+                             "message.timeout.ms": int(timeout * 1000), **fast})
+            cons = Consumer({"bootstrap.servers": b, "group.id": f"bench-create-{r}", **fast})
+            prod.list_topics(timeout=10)  # connected, before the clock starts
+            cons.list_topics(timeout=10)
+            clients.append((b, prod, cons))
+        t0 = time.monotonic()
+        fut = admin.create_topics([NewTopic(topic, partitions)], operation_timeout=timeout)[topic]
+        fut.result(timeout + 5)
+        t_answer = time.monotonic()
+        deadline = t_answer + timeout
+        with ThreadPoolExecutor(len(clients)) as ex:
+            per_broker = list(ex.map(lambda c: _wait_ready_through(c[0], topic, partitions, t_answer, c[1], c[2],
+                                                                   deadline), clients))
+        for _, prod, cons in clients:
+            prod.flush(5)
+            cons.close()
+        ready = [max(x["produce_ms"], x["watermarks_ms"]) if x["produce_ms"] is not None and
+                 x["watermarks_ms"] is not None else None for x in per_broker]
+        rows.append({"answer_ms": _r((t_answer - t0) * 1000, 1),
+                     "ready_every_broker_ms": None if None in ready else max(ready), "per_broker": per_broker})
+    big = f"bench-create-big-{uuid.uuid4().hex[:8]}"
+    per_admin = [AdminClient({"bootstrap.servers": b, **CLIENT_COMMON}) for b in brokers]
+    for a in per_admin:
+        a.list_topics(timeout=10)
+    t0 = time.monotonic()
+    admin.create_topics([NewTopic(big, big_partitions)], operation_timeout=timeout)[big].result(timeout + 5)
+    t_answer = time.monotonic()
+    big_ready = None
+    todo = set(range(len(per_admin)))
+    while todo and time.monotonic() < t_answer + timeout:
+        for i in sorted(todo):
+            try:
+                t = per_admin[i].list_topics(big, timeout=5).topics.get(big)
+            except Exception:  # noqa: BLE001 - ask again
+                continue
+            if t is not None and t.error is None and len(t.partitions) == big_partitions and \
+                    all(p.leader >= 0 for p in t.partitions.values()):
+                todo.discard(i)
+        if todo:
+            time.sleep(0.005)
+    if not todo:
+        big_ready = _r((time.monotonic() - t_answer) * 1000, 1)
+    answers = sorted(x["answer_ms"] for x in rows)
+    readies = [x["ready_every_broker_ms"] for x in rows]
+    return {
+        "bench": "create", "bootstrap": bootstrap, "brokers": len(brokers), "partitions": partitions,
+        "rounds": rounds, "answer_ms_median": _r(statistics.median(answers), 1), "answer_ms_max": answers[-1],
+        "ready_every_broker_ms_median": None if None in readies else _r(statistics.median(readies), 1),
+        "ready_every_broker_ms_max": None if None in readies else max(readies),
+        "big_partitions": big_partitions, "big_answer_ms": _r((t_answer - t0) * 1000, 1),
+        "big_ready_every_broker_metadata_ms": big_ready,
+        "runs": rows,
+    }
 
 
 @cli.command()
-@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True)
-@click.option("--partitions", type=int, default=1000, show_default=True)
-@click.option("--messages", type=int, default=100_000, show_default=True)
-@click.option("--size", type=int, default=1024, show_default=True)
-@click.option("--txn-ids", type=int, default=1000, show_default=True)
-@click.option("--groups", type=int, default=100, show_default=True)
-@click.option("--workers", type=int, default=8, show_default=True, help="Transactional producers at a time.")
-@click.option("--group-concurrency", type=int, default=50, show_default=True, help="Group consumers at a time.")
-@click.option("--phase-seconds", type=float, default=30.0, show_default=True,
-              help="Each phase (produce, transactions, groups) stops starting work after this long.")
-@cpu_options
-def scale(bootstrap, partitions, messages, size, txn_ids, groups, workers, group_concurrency, phase_seconds,
-          cpu_pids, kaas_data) -> None:
-    """1,000 partitions, 1,000 transactional ids, 100 groups: throughput and broker RSS."""
-    _emit(run_scale(bootstrap, partitions, messages, size, txn_ids, groups, workers, group_concurrency,
-                    phase_seconds, pids=BrokerPids(cpu_pids, kaas_data)))
+@click.option("--bootstrap", default=None, help="Every broker of the cluster, comma-separated.")
+@click.option("--start-cluster", type=int, default=0, help="Instead: a fresh kaas cluster of this many brokers.")
+@click.option("--partitions", type=int, default=3, show_default=True, help="Partitions of each small topic.")
+@click.option("--big-partitions", type=int, default=1000, show_default=True)
+@click.option("--rounds", type=int, default=5, show_default=True, help="Small topics to create and time.")
+def create(bootstrap, start_cluster, partitions, big_partitions, rounds) -> None:
+    """CreateTopics: the answer's latency, the time until a topic is ready on every broker of
+    the bootstrap (produce and watermarks through a client bootstrapped at that broker
+    only), and the time to create a topic of --big-partitions partitions."""
+    with _cluster_or(bootstrap, None, start_cluster) as (bootstrap, _data):
+        _emit(run_create(bootstrap, partitions, big_partitions, rounds))
 
 
 # ---------------------------------------------------------------------------- peers

@@ -16,8 +16,23 @@ Scenarios (each reproducible from its seed, printed on failure):
   disk-full          the cluster's data directory on a tmpfs of its own (root: mount), filled
                      to the last byte by a filler file for a few seconds, then freed, three
                      times: appends, state files, heartbeats and logs all hit ENOSPC
+  continuous         for 60 s: a broker SIGKILLed every 4 s in rotation, one copier SIGKILLed
+                     and restarted, the transaction coordinator of a copier SIGSTOPped for 6 s
+                     once (faults by the clock, from a thread of their own). Progress as well
+                     as safety: the copy must complete; the longest stretch without a
+                     committed transaction and the copy rate are reported against a fault-free
+                     run of the same size (scenario ``none``, run first; --no-baseline skips it)
+  none               no faults (the baseline; not part of ``all``)
 
-Exit status 0 only when exactly-once held in every scenario run.
+Each scenario writes a report to --out (default /tmp/kaas-chaos-reports): SCENARIO-seedN.json
+(the figures, every fault with its time, every commit's time) and SCENARIO-seedN.svg, a
+timeline of committed transactions per second with each fault marked (scripts/timeline.py),
+and prints both paths. Broker restarts by the supervisor are marked too (a watcher thread
+follows the pid files).
+
+Exit status 0 only when exactly-once held in every scenario run (and, for ``continuous``,
+the copy completed). The issue-19 targets for ``continuous`` (no stretch without a commit
+over 5 s, at least half the fault-free rate) are reported, not enforced.
 """
 
 from __future__ import annotations
@@ -45,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import eos_harness  # noqa: E402
+import timeline  # noqa: E402
 from kaas import failpoints  # noqa: E402
 from kaas.domain.routing import txn_slot  # noqa: E402
 from tests.procs import ClusterProcess  # noqa: E402
@@ -59,6 +75,18 @@ DISK_FULL_ROUNDS = 3  # disk-full: how often the volume is filled and freed
 DISK_FULL_HOLD_S = float(os.environ.get("KAAS_CHAOS_DISK_FULL_HOLD_S", "4"))  # disk-full: how long the volume stays full
 DISK_FULL_GAP_S = 6.0  # disk-full: how long it has room between two full spells
 DISK_FULL_SIZE = "256m"  # disk-full: the tmpfs holding the cluster's data directory
+CONT_SECONDS = 60.0  # continuous: how long the faults go on
+CONT_KILL_EVERY_S = 4.0  # continuous: a broker SIGKILLed this often, in rotation
+CONT_COPIER_KILL_AT_S = 18.0  # continuous: a copier SIGKILLed this far into the faults...
+CONT_COPIER_DOWN_S = 2.0  # ...and restarted this much later
+CONT_STOP_AT_S = 37.0  # continuous: a copier's transaction coordinator SIGSTOPped then...
+CONT_STOP_FOR_S = 6.0  # ...for this long
+CONT_MESSAGES = 15000  # continuous (and its baseline): default size
+CONT_DURATION_S = 75.0  # continuous: the copy is paced to take this long without faults
+CONT_TIMEOUT_S = 300.0  # continuous: copy timeout
+TARGET_STRETCH_S = 5.0  # issue 19: continuous's longest stretch without a commit
+TARGET_RATE_RATIO = 0.5  # issue 19: continuous's copy rate against the fault-free run
+REPORT_DIR = Path(os.environ.get("KAAS_CHAOS_REPORTS", "/tmp/kaas-chaos-reports"))
 
 
 def controller_of(data: Path) -> int:
@@ -90,15 +118,90 @@ class Chaos:
         self.armed: tuple[str, float] | None = None  # (failpoint, when armed)
         self.faults: list[str] = []
         self.fault_times: list[float] = []
+        self.events: list[timeline.Fault] = []  # every fault and restart, for the timeline
+        self.copiers = None  # eos_harness.CopierPool, set by run_harness
         self.done = False  # the harness finished: no new faults
 
-    def log(self, what: str, at: float | None = None) -> None:
+    def log(self, what: str, at: float | None = None, kind: str | None = None) -> None:
         """Record a chaos action; ``at`` (wall clock) marks it as a fault whose recovery is
-        measured (kills, crashes, stops)."""
+        measured (kills, crashes, stops); ``kind`` (a key of ``timeline.KINDS``) marks it on
+        the timeline."""
         self.faults.append(what)
         if at is not None:
             self.fault_times.append(at)
+        if kind is not None:
+            self.events.append(timeline.Fault(at if at is not None else time.time(), kind, what))
         self.echo(f"  chaos: {what}", err=True)
+
+    def watch_restarts(self) -> None:
+        """A thread marking every broker restart (its pid file names a new process) until
+        ``done``."""
+        def pid(b: int) -> int | None:
+            try:
+                return self.cluster.pid(b)
+            except (OSError, ValueError):
+                return None
+
+        def run() -> None:
+            known = {b: pid(b) for b in range(self.cluster.n)}
+            while not self.done:
+                for b in range(self.cluster.n):
+                    now = pid(b)
+                    if now is not None and now != known[b]:
+                        known[b] = now
+                        self.log(f"broker {b} restarted (pid {now})", kind="restart")
+                time.sleep(0.05)
+
+        threading.Thread(target=run, name="restart-watch", daemon=True).start()
+
+    def _continuous(self) -> None:
+        """The continuous scenario's faults, by the clock: a broker SIGKILLed every
+        ``CONT_KILL_EVERY_S`` in rotation (skipping a stopped one) for ``CONT_SECONDS``; one
+        copier SIGKILLed and restarted; a copier's transaction coordinator SIGSTOPped for
+        ``CONT_STOP_FOR_S`` once. A thread of its own: the harness's loop may block for
+        seconds on a moving coordinator."""
+        f0 = time.monotonic()
+        plan: list[tuple[float, str, int]] = [(k * CONT_KILL_EVERY_S, "kill", k)
+                                              for k in range(int(CONT_SECONDS / CONT_KILL_EVERY_S))]
+        plan += [(CONT_COPIER_KILL_AT_S, "copier-kill", 0), (CONT_COPIER_KILL_AT_S + CONT_COPIER_DOWN_S,
+                                                              "copier-restart", 0),
+                 (CONT_STOP_AT_S, "stop", 0), (CONT_STOP_AT_S + CONT_STOP_FOR_S, "cont", 0)]
+        plan.sort()
+        stopped: int | None = None
+        victim = max(0, (self.copiers.cfg["copiers"] if self.copiers else 1) - 1)  # the last copier
+        for at, what, k in plan:
+            while not self.done and time.monotonic() - f0 < at:
+                time.sleep(min(0.02, at - (time.monotonic() - f0)))
+            if self.done:
+                return
+            if what == "kill":
+                bid = k % self.cluster.n
+                if bid == stopped:
+                    bid = (bid + 1) % self.cluster.n
+                self._kill(bid)
+            elif what == "copier-kill" and self.copiers is not None:
+                pid = self.copiers.kill(victim)
+                self.log(f"SIGKILL copier {victim} (pid {pid})", time.time(), "copier-kill")
+            elif what == "copier-restart" and self.copiers is not None:
+                self.copiers.restart(victim)
+                self.log(f"copier {victim} restarted (same transactional id)", kind="copier-restart")
+            elif what == "stop":
+                try:
+                    bid = txn_coordinator_of(self.cluster.data, self.transactional_id)
+                except (OSError, ValueError, KeyError):
+                    bid = self.rnd.randrange(self.cluster.n)
+                self.cluster.signal(bid, signal.SIGSTOP)
+                stopped = bid
+                self.log(f"SIGSTOP broker {bid} (coordinator of {self.transactional_id}) for "
+                         f"{CONT_STOP_FOR_S:.0f} s", time.time(), "stop")
+            elif what == "cont" and stopped is not None:
+                try:
+                    self.cluster.signal(stopped, signal.SIGCONT)
+                except (OSError, ValueError):
+                    pass
+                self.log(f"SIGCONT broker {stopped}", kind="cont")
+                stopped = None
+        self.log("continuous: faults over")
 
     def _fill(self, round_no: int) -> int:
         """Fill the data volume to the last byte with a filler file beside the data
@@ -125,10 +228,10 @@ class Chaos:
             if self.done:
                 return
             written = self._fill(i)
-            self.log(f"volume full ({written >> 20} MiB filler) for {DISK_FULL_HOLD_S:.0f} s", time.time())
+            self.log(f"volume full ({written >> 20} MiB filler) for {DISK_FULL_HOLD_S:.0f} s", time.time(), "disk")
             time.sleep(DISK_FULL_HOLD_S)
             self._free()
-            self.log("volume freed")
+            self.log("volume freed", kind="disk")
             time.sleep(DISK_FULL_GAP_S)
 
     def _free(self) -> None:
@@ -138,7 +241,7 @@ class Chaos:
     def _kill(self, bid: int) -> None:
         try:
             self.cluster.kill(bid)
-            self.log(f"SIGKILL broker {bid}", time.time())
+            self.log(f"SIGKILL broker {bid}", time.time(), "kill")
         except (OSError, ValueError) as exc:
             self.log(f"could not kill broker {bid}: {exc}")
 
@@ -159,7 +262,7 @@ class Chaos:
                 failpoints.disarm(run, b)
                 (run / f"failpoints-{b}.fired").unlink(missing_ok=True)
             if fired:
-                self.log(f"broker {fired} crashed at {point}", when)
+                self.log(f"broker {fired} crashed at {point}", when, "kill")
             else:
                 self.log(f"{point} did not fire in {ARM_WAIT_S} s")
             self.armed = None
@@ -187,13 +290,20 @@ class Chaos:
                 self.step = 1
                 threading.Thread(target=self._disk_full_rounds, name="disk-full", daemon=True).start()
             return
+        if self.scenario == "continuous":
+            if elapsed >= self.next_at and self.step == 0:
+                self.step = 1
+                threading.Thread(target=self._continuous, name="continuous", daemon=True).start()
+            return
+        if self.scenario == "none":
+            return
         if self.paused is not None and elapsed >= self.paused[1]:
             bid = self.paused[0]
             try:
                 self.cluster.signal(bid, signal.SIGCONT)
             except OSError:
                 pass
-            self.log(f"SIGCONT broker {bid}")
+            self.log(f"SIGCONT broker {bid}", kind="cont")
             self.paused = None
         if elapsed < self.next_at:
             return
@@ -213,7 +323,7 @@ class Chaos:
                     bid = self.rnd.randrange(self.cluster.n)
                 self.cluster.signal(bid, signal.SIGSTOP)
                 self.log(f"SIGSTOP broker {bid} (coordinator of {self.transactional_id}) for 6 s "
-                         f"(session timeout 3 s)", time.time())
+                         f"(session timeout 3 s)", time.time(), "stop")
                 self.paused = (bid, elapsed + 6.0)
                 self.step += 1
                 self.next_at = elapsed + 10.0
@@ -231,7 +341,7 @@ class Chaos:
 
 
 SCENARIOS = ("endtxn-failpoints", "random-kills", "pause-coordinator", "kill-controller", "kill-all",
-             "disk-full")
+             "disk-full", "continuous")
 
 
 @contextmanager
@@ -257,11 +367,15 @@ def scratch_volume(scenario: str):
 
 
 def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
-                 duration: float = 0) -> dict:
+                 duration: float = 0, out: Path | None = None) -> dict:
     """One scenario on a fresh cluster. ``duration``: pace the copiers so the copy takes about
-    this long (the faults must land while transactions run), 0 for full speed."""
+    this long (the faults must land while transactions run), 0 for full speed. ``out``: a
+    directory for the report (JSON and SVG timeline)."""
     with scratch_volume(scenario) as tmp:
-        return _run_in(tmp, scenario, seed, messages, copiers, timeout, echo, duration)
+        result = _run_in(tmp, scenario, seed, messages, copiers, timeout, echo, duration)
+    if out is not None:
+        write_report(result, out, echo)
+    return result
 
 
 def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
@@ -272,28 +386,66 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
                              extra=shlex.split(os.environ.get("KAAS_CHAOS_BROKER_ARGS", ""))).start()
     run_id = uuid.uuid4().hex[:8]
     cfg = {"bootstrap": cluster.bootstrap, "messages": messages, "copiers": copiers, "commit_every": 25,
-           "abort_every": 10, "rate": messages / (copiers * duration) if duration else 0, "input_partitions": 6, "output_partitions": 6, "timeout": timeout, "seed": seed,
+           "abort_every": 10, "rate": messages / (copiers * duration) if duration else 0,
+           "input_partitions": 6, "output_partitions": 6, "timeout": timeout, "seed": seed,
            "input": f"chaos-in-{run_id}", "output": f"chaos-out-{run_id}", "group": f"chaos-{run_id}"}
     chaos = Chaos(scenario, cluster, rnd, echo, transactional_id=f"{cfg['group']}-copier-0")
+    chaos.watch_restarts()
     t0 = time.monotonic()
     try:
         result = eos_harness.run_harness(cfg, chaos=chaos, echo=echo)
     finally:
+        chaos.done = True
         for bid in range(cluster.n):
             failpoints.disarm(cluster.data / "run", bid)
             try:
                 cluster.signal(bid, signal.SIGCONT)
             except (OSError, ValueError):
                 pass
-        chaos.done = True
         chaos._free()
         cluster.stop()
         if os.environ.get("KAAS_CHAOS_KEEP"):
             echo(f"data directory kept: {tmp}")
+    commits = result["commit_times"]
+    stretch, stretch_at = longest_stretch(commits)
     result.update({"scenario": scenario, "faults": chaos.faults, "seconds": round(time.monotonic() - t0, 1),
-                   "kills": len(chaos.fault_times),
-                   "recovery_s": recovery(chaos.fault_times, result.pop("commit_times"))})
+                   "kills": len(chaos.fault_times), "paced_msgs_per_s": round(cfg["rate"] * copiers, 1),
+                   "recovery_s": recovery(chaos.fault_times, commits),
+                   "longest_no_commit_s": stretch,
+                   "longest_no_commit_at_s": None if stretch_at is None
+                   else round(stretch_at - result["copy_started_at"], 1),
+                   "events": [[round(f.at - result["copy_started_at"], 3), f.kind, f.label] for f in chaos.events]})
+    if scenario == "continuous":
+        result["ok"] = result["ok"] and result["copy_completed"]
     return result
+
+
+def longest_stretch(commits: list[float]) -> tuple[float | None, float | None]:
+    """The longest stretch without a committed transaction between the first commit and the
+    last (start-up and the finished tail excluded): (seconds, wall clock of its start)."""
+    commits = sorted(commits)
+    if len(commits) < 2:
+        return None, None
+    gap, at = max((b - a, a) for a, b in zip(commits, commits[1:]))
+    return round(gap, 2), at
+
+
+def write_report(result: dict, out: Path, echo) -> tuple[Path, Path]:
+    """``out/SCENARIO-seedN.json`` (the whole result) and ``.svg`` (the timeline); echoes both."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{result['scenario']}-seed{result['seed']}"
+    t0 = result["copy_started_at"]
+    faults = [timeline.Fault(t0 + at, kind, label) for at, kind, label in result["events"]]
+    title = (f"{result['scenario']} (seed {result['seed']}): {result['messages']} messages, "
+             f"{'ok' if result['ok'] else 'FAILED'}, longest stretch without a commit "
+             f"{result['longest_no_commit_s']} s, {result['msgs_per_s']} msgs/s")
+    svg = timeline.write_svg(stem.with_suffix(".svg"), result["commit_times"], faults, t0=t0,
+                             t1=result["copy_ended_at"], title=title)
+    js = stem.with_suffix(".json")
+    js.write_text(json.dumps(result, indent=1) + "\n")
+    echo(f"report: {js}")
+    echo(f"timeline: {svg}")
+    return js, svg
 
 
 def recovery(faults: list[float], commits: list[float]) -> float | None:
@@ -315,38 +467,81 @@ def cli() -> None:
     """Chaos scenarios over the exactly-once harness."""
 
 
+SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "events", "faults")
+
+
 @cli.command()
-@click.option("--scenario", type=click.Choice([*SCENARIOS, "all"]), default="all", show_default=True)
+@click.option("--scenario", type=click.Choice([*SCENARIOS, "none", "all"]), default="all", show_default=True)
 @click.option("--seed", type=int, default=None, help="Random seed (printed; reuse it to replay).")
-@click.option("--messages", type=int, default=4000, show_default=True)
+@click.option("--messages", type=int, default=None,
+              help=f"Messages to copy [4000; continuous and its baseline: {CONT_MESSAGES}].")
 @click.option("--copiers", type=int, default=2, show_default=True)
-@click.option("--duration", type=float, default=40, show_default=True,
-              help="Pace the copiers so each copy takes about this many seconds (0: full speed).")
-@click.option("--timeout", type=float, default=150, show_default=True, help="Per scenario, seconds.")
-def run(scenario: str, seed: int | None, messages: int, copiers: int, duration: float, timeout: float) -> None:
+@click.option("--duration", type=float, default=None,
+              help=f"Pace the copiers so each copy takes about this many seconds, 0: full speed "
+                   f"[40; continuous and its baseline: {CONT_DURATION_S:.0f}].")
+@click.option("--timeout", type=float, default=None,
+              help=f"Per scenario, seconds [150; continuous: {CONT_TIMEOUT_S:.0f}].")
+@click.option("--baseline/--no-baseline", default=True, show_default=True,
+              help="continuous: first run the same copy without faults (scenario none) for the rate.")
+@click.option("--out", type=click.Path(path_type=Path), default=REPORT_DIR, show_default=True,
+              help="Directory for each scenario's JSON report and SVG timeline.")
+def run(scenario: str, seed: int | None, messages: int | None, copiers: int, duration: float | None,
+        timeout: float | None, baseline: bool, out: Path) -> None:
     """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     names = SCENARIOS if scenario == "all" else (scenario,)
     results = []
-    for i, name in enumerate(names):
-        s = seed + i
-        click.echo(f"== scenario {name} (seed {s})")
-        r = run_scenario(name, s, messages, copiers, timeout, click.echo, duration)
-        results.append(r)
+
+    def one(name: str, s: int) -> dict:
+        long = name in ("continuous", "none") and scenario in ("continuous", "none", "all")
+        m = messages or (CONT_MESSAGES if long else 4000)
+        d = duration if duration is not None else (CONT_DURATION_S if long else 40)
+        t = timeout or (CONT_TIMEOUT_S if name == "continuous" else 150)
+        click.echo(f"== scenario {name} (seed {s}, {m} messages, paced to {d:.0f} s)")
+        # continuous's report is written below, with its baseline's figures
+        r = run_scenario(name, s, m, copiers, t, click.echo, d, None if name == "continuous" else out)
         if not r["ok"]:
             for line in r["violations"] + [f"fatal: {f}" for f in r["fatal"]]:
                 click.echo(f"   {line}")
+            if not r["copy_completed"]:
+                click.echo("   the copy did not complete")
             click.echo(f"!! scenario {name} FAILED — replay with: scripts/chaos.py run --scenario {name} --seed {s}")
-    click.echo(f"{'scenario':<20} {'seed':>11} {'msgs':>6} {'kills':>5} {'recovery s':>10} {'txn ok':>7} "
-               f"{'aborted':>7} {'dups':>5} {'lost':>5} {'aborted visible':>15} {'offsets':>7} {'secs':>6}  result")
+        return r
+
+    for i, name in enumerate(names):
+        if name == "continuous" and baseline:
+            base = one("none", seed + i)
+            results.append(base)
+        r = one(name, seed + i)
+        if name == "continuous":
+            rate = r["msgs_per_s"] if r["copy_completed"] else 0.0
+            base_rate = base["msgs_per_s"] if baseline and base["copy_completed"] else None
+            r["baseline_msgs_per_s"] = base_rate
+            r["rate_vs_baseline"] = round(rate / base_rate, 2) if base_rate else None
+            r["targets"] = {
+                "copy completed": r["copy_completed"],
+                f"longest stretch without a commit <= {TARGET_STRETCH_S:.0f} s":
+                    r["longest_no_commit_s"] is not None and r["longest_no_commit_s"] <= TARGET_STRETCH_S,
+                f"rate >= {TARGET_RATE_RATIO:.0%} of fault-free": None if r["rate_vs_baseline"] is None
+                else r["rate_vs_baseline"] >= TARGET_RATE_RATIO,
+                "0 anomalies": r["ok"]}
+            write_report(r, out, click.echo)
+        results.append(r)
+    click.echo(f"{'scenario':<20} {'seed':>11} {'msgs':>6} {'kills':>5} {'recovery s':>10} {'stretch s':>9} "
+               f"{'msgs/s':>7} {'txn ok':>7} {'aborted':>7} {'dups':>5} {'lost':>5} {'aborted visible':>15} "
+               f"{'offsets':>7} {'secs':>6}  result")
     for r in results:
         rec = "-" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}"
-        click.echo(f"{r['scenario']:<20} {r['seed']:>11} {r['messages']:>6} {r['kills']:>5} {rec:>10} "
-                   f"{r['transactions_committed']:>7} {r['transactions_aborted']:>7} {r['duplicates']:>5} "
-                   f"{r['losses']:>5} {r['aborted_visible']:>15} {str(r['offsets_match']):>7} {r['seconds']:>6}  "
-                   f"{'ok' if r['ok'] else 'FAILED'}")
+        stretch = "-" if r["longest_no_commit_s"] is None else f"{r['longest_no_commit_s']:.2f}"
+        click.echo(f"{r['scenario']:<20} {r['seed']:>11} {r['messages']:>6} {r['kills']:>5} {rec:>10} {stretch:>9} "
+                   f"{r['msgs_per_s']:>7} {r['transactions_committed']:>7} {r['transactions_aborted']:>7} "
+                   f"{r['duplicates']:>5} {r['losses']:>5} {r['aborted_visible']:>15} {str(r['offsets_match']):>7} "
+                   f"{r['seconds']:>6}  {'ok' if r['ok'] else 'FAILED'}")
     for r in results:
-        click.echo(json.dumps({k: v for k, v in r.items() if k not in ("committed_offsets", "input_ends")}))
+        for target, met in r.get("targets", {}).items():
+            click.echo(f"  {r['scenario']} target: {target}: {'-' if met is None else 'yes' if met else 'NO'}")
+    for r in results:
+        click.echo(json.dumps({k: v for k, v in r.items() if k not in SUMMARY_SKIP}))
     sys.exit(0 if all(r["ok"] for r in results) else 1)
 
 

@@ -15,6 +15,17 @@
 Prints progress while it runs, a summary table at the end, and one JSON line with the
 figures. Exit status 0 only when every guarantee held. ``KAAS_HARNESS_DEBUG=eos,protocol``
 passes librdkafka debug contexts to the copiers' producers.
+
+Copiers may be SIGKILLed and restarted mid-run (``CopierPool.kill``/``restart``, used by
+``scripts/chaos.py continuous``): each copier reports through an append-only file of JSON
+lines of its own (a kill loses at most a torn last line, which is skipped; an mp.Queue or
+Event could be left locked or half-written) and stops when a ``stop`` file appears. The
+verifier first waits until no transaction is open on any output partition (the last
+stable offset, a read_committed ListOffsets, equals the high watermark): a killed copier's
+transaction stays open until its restart fences it or the coordinator aborts it after
+``transaction.timeout.ms``, and reading before then would stop at the LSO and report the
+records behind it as lost. A transaction still open when that wait gives up is reported as
+a violation (every transaction must complete), and the read stops at the LSO.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -38,24 +50,57 @@ from kaas.domain import checker  # noqa: E402 — the project's history checker
 
 GROUP_PREFIX = "eos-harness"
 
+# Client settings an Apache Kafka user would pick for fast failover (cfg keys override):
+# a dead copier's partitions move after the session timeout (the broker allows down to
+# group.min.session.timeout.ms = 1 s); a request to a hung broker is given up after
+# socket.timeout.ms rather than librdkafka's 60 s; a dead copier's open transaction is
+# aborted by its coordinator after transaction.timeout.ms (unless its restart fences it
+# first), and librdkafka wants message.timeout.ms <= transaction.timeout.ms.
+COPIER_DEFAULTS = {"session_timeout_ms": 4000, "heartbeat_interval_ms": 1000, "transaction_timeout_ms": 15000,
+                   "socket_timeout_ms": 10000}
+OPEN_TXN_WAIT_S = 45.0  # verify: how long to wait for the output's open transactions to complete
+
+
+def _knob(cfg: dict, key: str) -> int:
+    return int(cfg.get(key) or COPIER_DEFAULTS[key])
+
+
+class StatsFile:
+    """A copier's report channel: one JSON array per line, appended with one write each."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def put(self, item: tuple) -> None:
+        os.write(self.fd, (json.dumps(item) + "\n").encode())
+
 
 # ---------------------------------------------------------------------------- copier
 
-def copier(idx: int, cfg: dict, stop, stats) -> None:
-    """One copier process: consume (read_committed) -> produce in a txn -> commit offsets."""
+def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
+    """One copier process: consume (read_committed) -> produce in a txn -> commit offsets.
+    Reports to ``run_dir/copier-<idx>-<incarnation>.jsonl``; stops once ``run_dir/stop``
+    exists. A restarted copier (same ``idx``, next ``incarnation``) keeps the transactional
+    id, so its init_transactions fences and aborts what its killed predecessor left open."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-    rnd = random.Random(cfg["seed"] * 1000 + idx)
+    stats = StatsFile(Path(run_dir) / f"copier-{idx}-{incarnation}.jsonl")
+    stop_file = Path(run_dir) / "stop"
+    rnd = random.Random(cfg["seed"] * 1000 + idx * 100 + incarnation)
     consumer = Consumer({
         "bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "enable.auto.commit": False,
         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-        "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000, "max.poll.interval.ms": 60000,
+        "session.timeout.ms": _knob(cfg, "session_timeout_ms"),
+        "heartbeat.interval.ms": _knob(cfg, "heartbeat_interval_ms"), "max.poll.interval.ms": 60000,
+        "socket.timeout.ms": _knob(cfg, "socket_timeout_ms"),
         "partition.assignment.strategy": "cooperative-sticky", "reconnect.backoff.max.ms": 1000,
         "metadata.recovery.strategy": "none",
     })
+    txn_timeout = _knob(cfg, "transaction_timeout_ms")
     producer = Producer({
         "bootstrap.servers": cfg["bootstrap"], "transactional.id": f"{cfg['group']}-copier-{idx}",
-        "transaction.timeout.ms": 30000, "linger.ms": 5, "acks": "all", "message.timeout.ms": 30000,
+        "transaction.timeout.ms": txn_timeout, "linger.ms": 5, "acks": "all", "message.timeout.ms": txn_timeout,
+        "socket.timeout.ms": min(_knob(cfg, "socket_timeout_ms"), txn_timeout),
         # librdkafka's default (10 s) would measure its reconnect backoff, not the cluster's
         # recovery; bench.py's failover runs use the same
         "reconnect.backoff.max.ms": 1000,
@@ -99,7 +144,7 @@ def copier(idx: int, cfg: dict, stop, stats) -> None:
     rate = cfg.get("rate", 0)  # messages/s for this copier, 0: as fast as it goes
     next_at = time.monotonic()
     try:
-        while not stop.is_set():
+        while not stop_file.exists():
             if rate:
                 time.sleep(max(0.0, next_at - time.monotonic()))
             msgs = [m for m in consumer.consume(cfg["commit_every"], 0.5) if not m.error()]
@@ -108,7 +153,7 @@ def copier(idx: int, cfg: dict, stop, stats) -> None:
             next_at = max(next_at, time.monotonic() - 1.0) + (len(msgs) / rate if rate else 0)
             txn_no += 1
             abort = cfg["abort_every"] > 0 and rnd.random() < 1.0 / cfg["abort_every"]
-            tag = f"{idx}:{txn_no}"
+            tag = f"{idx}.{incarnation}:{txn_no}"
             try:
                 producer.begin_transaction()
                 for m in msgs:
@@ -132,7 +177,7 @@ def copier(idx: int, cfg: dict, stop, stats) -> None:
                     t0 = time.perf_counter()
                     retrying(lambda: producer.commit_transaction(30))
                     commit_ms.append((time.perf_counter() - t0) * 1000)
-                    stats.put(("commit_at", time.time()))
+                    stats.put(("commit_at", time.time(), idx))
                     committed += 1
                     copied += len(msgs)
             except KafkaException as exc:
@@ -144,12 +189,12 @@ def copier(idx: int, cfg: dict, stop, stats) -> None:
                 aborted += 1
                 stats.put(("aborted", tag))
                 rewind(msgs)
-            stats.put(("progress", idx, committed, aborted, copied))
+            stats.put(("progress", idx, incarnation, committed, aborted, copied))
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError._FENCED:
             raise
     finally:
-        stats.put(("done", idx, committed, aborted, copied, commit_ms))
+        stats.put(("done", idx, incarnation, committed, aborted, copied, commit_ms))
         consumer.close()
 
 
@@ -202,34 +247,92 @@ def create_topics(bootstrap: str, specs: dict[str, int], timeout: float = 90.0) 
             time.sleep(1.0)
 
 
-def read_output(bootstrap: str, topic: str, partitions: int, isolation: str, deadline: float) -> list:
+def end_offsets(bootstrap: str, topic: str, partitions: int, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    """Each partition's (last stable offset, high watermark): two fresh ListOffsets answers,
+    read_committed and read_uncommitted. LSO < HW while a transaction is open there."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 1000})
+    req = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    got = {}
+    for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+        futs = admin.list_offsets(req, isolation_level=level, request_timeout=timeout)
+        got[level] = {tp.partition: f.result(timeout).offset for tp, f in futs.items()}
+    return {p: (got[IsolationLevel.READ_COMMITTED][p], got[IsolationLevel.READ_UNCOMMITTED][p])
+            for p in range(partitions)}
+
+
+def wait_transactions_complete(bootstrap: str, topic: str, partitions: int, deadline: float,
+                               echo=None) -> tuple[dict[int, tuple[int, int]], float]:
+    """Poll until no transaction is open on any partition of ``topic`` (LSO == HW
+    everywhere), at most until ``deadline``. Returns the last answer and the seconds waited.
+    ListOffsets errors while a leader moves are retried."""
+    t0 = time.monotonic()
+    ends: dict[int, tuple[int, int]] = {}
+    said = False
+    while True:
+        try:
+            ends = end_offsets(bootstrap, topic, partitions)
+            if all(lso == hw for lso, hw in ends.values()):
+                break
+        except Exception as exc:  # noqa: BLE001 — a leader moving: ask again
+            ends = ends or {}
+            if time.monotonic() >= deadline:
+                raise click.ClickException(f"ListOffsets on {topic} kept failing: {exc}") from None
+        if time.monotonic() >= deadline:
+            break
+        if echo is not None and not said and time.monotonic() - t0 > 1.0:
+            open_parts = {p: e for p, e in ends.items() if e[0] != e[1]}
+            echo(f"  verify: waiting for transactions still open on {topic} (partition: (LSO, HW)) "
+                 f"{open_parts}", err=True)
+            said = True
+        time.sleep(0.25)
+    return ends, time.monotonic() - t0
+
+
+def read_output(bootstrap: str, topic: str, partitions: int, isolation: str, deadline: float,
+                targets: dict[int, int] | None = None) -> list:
+    """Read every partition of ``topic`` from offset 0. A partition is done at its first EOF
+    or, given ``targets``, once the consumer's position reaches its target offset (librdkafka
+    reports EOF only once per assignment, so a read that must reach a known offset checks
+    the position rather than waiting for a second EOF)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4()}",
                   "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
-    eof: set[int] = set()
-    while len(eof) < partitions and time.monotonic() < deadline:
+    done: set[int] = {p for p, t in (targets or {}).items() if t <= 0}
+    while len(done) < partitions and time.monotonic() < deadline:
         for m in c.consume(2000, 0.5):
             if m.error():
                 if m.error().code() == m.error()._PARTITION_EOF:
-                    eof.add(m.partition())
+                    done.add(m.partition())
                 continue
-            eof.discard(m.partition())
             out.append((m.partition(), m.offset(), json.loads(m.value()), m.timestamp()[1]))
+        if targets:
+            for tp in c.position([TopicPartition(topic, p) for p in range(partitions) if p not in done]):
+                if tp.offset >= targets.get(tp.partition, 0):
+                    done.add(tp.partition)
     c.close()
     return out
 
 
-def verify(cfg: dict, aborted_tags: set[str]) -> dict:
+def verify(cfg: dict, aborted_tags: set[str], echo=None) -> dict:
     """Read the output back (read_committed) and check the history with ``kaas.domain.checker``:
     every seeded value exactly once, nothing of an aborted transaction, each input
-    partition's order kept in the output, and the group's offsets at the input end."""
+    partition's order kept in the output, and the group's offsets at the input end. First
+    waits (``OPEN_TXN_WAIT_S`` at most) for the transactions still open on the output to
+    complete; one that does not is a violation."""
     from confluent_kafka import Consumer, TopicPartition
 
     deadline = time.monotonic() + cfg["timeout"]
-    recs = read_output(cfg["bootstrap"], cfg["output"], cfg["output_partitions"], "read_committed", deadline)
+    ends_out, waited = wait_transactions_complete(cfg["bootstrap"], cfg["output"], cfg["output_partitions"],
+                                                  min(deadline, time.monotonic() + OPEN_TXN_WAIT_S), echo)
+    still_open = {p: e for p, e in ends_out.items() if e[0] != e[1]}
+    recs = read_output(cfg["bootstrap"], cfg["output"], cfg["output_partitions"], "read_committed", deadline,
+                       targets={p: lso for p, (lso, _hw) in ends_out.items()})
     reads = []
     max_latency = 0
     for part, off, v, ts in recs:
@@ -260,7 +363,10 @@ def verify(cfg: dict, aborted_tags: set[str]) -> dict:
     if committed != ends:
         violations.append(f"copy incomplete: committed offsets {committed} != input end offsets {ends} "
                           f"({uncopied} values not copied)")
-    return {"output_records": len(recs), "duplicates": report.duplicate_count, "losses": len(report.lost),
+    if still_open:
+        violations.append(f"transactions still open on the output after {waited:.1f} s (partition: (LSO, HW)) "
+                          f"{still_open}; read to the LSO")
+    return {"output_records": len(recs), "open_txn_wait_s": round(waited, 2), "open_txns_left": len(still_open), "duplicates": report.duplicate_count, "losses": len(report.lost),
             "order_violations": len(report.non_monotonic), "aborted_visible": len(report.aborted_reads),
             "uncopied": uncopied,
             "phantoms": len(report.phantoms), "offsets_match": committed == ends,
@@ -268,47 +374,126 @@ def verify(cfg: dict, aborted_tags: set[str]) -> dict:
             "violations": violations}
 
 
+class CopierPool:
+    """The copier processes of one run: start, SIGKILL, restart one; read their reports.
+
+    Each incarnation of copier ``i`` writes ``run_dir/copier-<i>-<n>.jsonl``;
+    :meth:`drain` parses the complete lines appended since the last call (a killed
+    copier's torn last line is never complete, so it is never read)."""
+
+    def __init__(self, cfg: dict, run_dir: Path) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.ctx = mp.get_context("spawn")
+        self.procs: dict[int, object] = {}  # copier index -> its current process
+        self.incarnation: dict[int, int] = {}
+        self.killed: set[tuple[int, int]] = set()  # (index, incarnation) SIGKILLed on purpose
+        self._offsets: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+        self._lock = threading.Lock()  # chaos kills and restarts from a thread of its own
+        self.stopped = False
+
+    def start(self, idx: int) -> None:
+        with self._lock:
+            if self.stopped:
+                return
+            n = self.incarnation.get(idx, -1) + 1
+            p = self.ctx.Process(target=copier, args=(idx, n, self.cfg, str(self.run_dir)), daemon=True,
+                                 name=f"copier-{idx}-{n}")
+            p.start()
+            self.incarnation[idx] = n
+            self.procs[idx] = p
+
+    def kill(self, idx: int) -> int:
+        """SIGKILL copier ``idx`` (its transaction, if one is open, stays open). Its pid."""
+        with self._lock:
+            p = self.procs[idx]
+            self.killed.add((idx, self.incarnation[idx]))
+            os.kill(p.pid, signal.SIGKILL)
+            p.join(5)
+            return p.pid
+
+    def restart(self, idx: int) -> None:
+        """Start copier ``idx`` again (same transactional id, next incarnation)."""
+        self.start(idx)
+
+    def died(self) -> list[str]:
+        """Copiers that exited with an error without being killed on purpose (reported once)."""
+        out = []
+        with self._lock:
+            for idx, p in self.procs.items():
+                key = (idx, self.incarnation[idx])
+                if p.exitcode not in (None, 0) and key not in self.killed:
+                    out.append(f"copier {idx} died with exit code {p.exitcode}")
+                    self.killed.add(key)
+        return out
+
+    def drain(self) -> list[list]:
+        items = []
+        for path in sorted(self.run_dir.glob("copier-*.jsonl")):
+            off = self._offsets.get(path, 0)
+            with open(path, "rb") as f:
+                f.seek(off)
+                chunk = f.read()
+            self._offsets[path] = off + len(chunk)
+            *lines, rest = (self._partial.get(path, b"") + chunk).split(b"\n")
+            self._partial[path] = rest
+            items.extend(json.loads(line) for line in lines if line)
+        return items
+
+    def stop_all(self, timeout: float = 30.0) -> None:
+        (self.run_dir / "stop").touch()
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self.stopped = True
+            procs = list(self.procs.values())
+        for p in procs:
+            p.join(max(0.1, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+
+
 def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
     """Seed, copy, verify. ``chaos(elapsed_s, transactions_committed)`` is called about every
-    0.2 s while copying."""
+    0.2 s while copying; a chaos object with a ``copiers`` attribute gets the
+    :class:`CopierPool` there before the first call (to kill and restart copiers)."""
     create_topics(cfg["bootstrap"], {cfg["input"]: cfg["input_partitions"], cfg["output"]: cfg["output_partitions"]})
     t0 = time.monotonic()
     seed(cfg["bootstrap"], cfg["input"], cfg["messages"], cfg["input_partitions"])  # raises unless all acked
     echo(f"seeded {cfg['messages']} messages in {time.monotonic() - t0:.1f}s")
-    ctx = mp.get_context("spawn")
-    stop = ctx.Event()
-    stats = ctx.Queue()
-    procs = [ctx.Process(target=copier, args=(i, cfg, stop, stats), daemon=True) for i in range(cfg["copiers"])]
-    for p in procs:
-        p.start()
-    progress: dict[int, tuple[int, int, int]] = {}
+    run_dir = Path(tempfile.mkdtemp(prefix="kaas-eos-copiers-"))
+    pool = CopierPool(cfg, run_dir)
+    if chaos is not None and hasattr(chaos, "copiers"):
+        chaos.copiers = pool
+    progress: dict[tuple[int, int], tuple[int, int, int]] = {}  # (copier, incarnation) -> counts
     aborted_tags: set[str] = set()
     fatal: list[str] = []
     commit_ms: list[float] = []
     commit_times: list[float] = []  # wall clock of every committed transaction
+    commits_by_copier: dict[int, list[float]] = {}
+    started_at = time.time()
     t_copy = time.monotonic()
+    for i in range(cfg["copiers"]):
+        pool.start(i)
     last_print = 0.0
-    done = set()
+    completed = False
 
     def drain_stats():
-        while True:
-            try:
-                item = stats.get_nowait()
-            except Exception:  # noqa: BLE001 — queue.Empty
-                return
+        for item in pool.drain():
             kind = item[0]
             if kind == "progress":
-                progress[item[1]] = item[2:5]
+                progress[(item[1], item[2])] = tuple(item[3:6])
             elif kind == "aborted":
                 aborted_tags.add(item[1])
             elif kind == "fatal":
                 fatal.append(item[1])
             elif kind == "commit_at":
                 commit_times.append(item[1])
+                commits_by_copier.setdefault(item[2], []).append(item[1])
             elif kind == "done":
-                progress[item[1]] = item[2:5]
-                commit_ms.extend(item[5])
-                done.add(item[1])
+                progress[(item[1], item[2])] = tuple(item[3:6])
+                commit_ms.extend(item[6])
 
     from confluent_kafka import Consumer, TopicPartition
 
@@ -331,37 +516,45 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
                 echo(f"  [{now - t_copy:6.1f}s] committed offsets {committed}/{cfg['messages']}  "
                      f"txns committed {c} aborted {a}", err=True)
                 if committed >= cfg["messages"]:
+                    completed = True
                     break
-            for i, p in enumerate(procs):
-                if p.exitcode not in (None, 0) and i not in done:
-                    fatal.append(f"copier {i} died with exit code {p.exitcode}")
-                    done.add(i)
+            fatal.extend(pool.died())
             if fatal:
                 break
             time.sleep(0.2)
     finally:
+        ended_at = time.time()
+        copy_s = time.monotonic() - t_copy
         mon.close()
-        stop.set()
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
+        pool.stop_all()
         drain_stats()
-    copy_s = time.monotonic() - t_copy
-    result = verify(cfg, aborted_tags)
+        shutil.rmtree(run_dir, ignore_errors=True)
+    result = verify(cfg, aborted_tags, echo)
     result.update({
         "messages": cfg["messages"], "copiers": cfg["copiers"], "seed": cfg["seed"],
         "transactions_committed": sum(x[0] for x in progress.values()),
         "transactions_aborted": sum(x[1] for x in progress.values()),
+        "copy_completed": completed,
         "copy_seconds": round(copy_s, 2), "msgs_per_s": round(cfg["messages"] / copy_s, 1) if copy_s else 0,
         "commit_p99_ms": round(sorted(commit_ms)[int(len(commit_ms) * 0.99)] if commit_ms else 0, 2),
+        "copier_restarts": sum(pool.incarnation.values()),
         "fatal": fatal,
+        "copy_started_at": started_at, "copy_ended_at": ended_at,
         "commit_times": sorted(commit_times),
+        "longest_no_commit_by_copier_s": {i: _longest_gap(ts, started_at, ended_at)
+                                           for i, ts in sorted(commits_by_copier.items())},
     })
     result["ok"] = (result["duplicates"] == 0 and result["losses"] == 0 and result["order_violations"] == 0
                     and result["aborted_visible"] == 0 and result["phantoms"] == 0 and result["offsets_match"]
-                    and not fatal)
+                    and result["open_txns_left"] == 0 and not fatal)
     return result
+
+
+def _longest_gap(times: list[float], start: float, end: float) -> float:
+    """The longest stretch without an event between ``start`` and ``end`` (both count as
+    edges, so a copier that stopped committing early shows the whole stall)."""
+    edges = [start, *sorted(times), end]
+    return round(max(b - a for a, b in zip(edges, edges[1:])), 2)
 
 
 def print_summary(result: dict) -> None:
@@ -377,6 +570,8 @@ def print_summary(result: dict) -> None:
         ("phantom records (never written)", result["phantoms"], result["phantoms"] == 0),
         ("not copied before the timeout", result["uncopied"], result["uncopied"] == 0),
         ("committed offsets == input end", result["offsets_match"], result["offsets_match"]),
+        ("output partitions with a transaction left open", result["open_txns_left"], result["open_txns_left"] == 0),
+        ("waited for open transactions to complete (s)", result["open_txn_wait_s"], True),
         ("max end-to-end latency (ms)", result["max_e2e_latency_ms"], True),
         ("copy throughput (msgs/s)", result["msgs_per_s"], True),
         ("commit_transaction p99 (ms)", result["commit_p99_ms"], True),
@@ -444,7 +639,8 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
             cluster.stop()
             shutil.rmtree(tmp, ignore_errors=True)
     print_summary(result)
-    click.echo(json.dumps({k: v for k, v in result.items() if k not in ("committed_offsets", "input_ends", "commit_times")}))
+    click.echo(json.dumps({k: v for k, v in result.items()
+                           if k not in ("committed_offsets", "input_ends", "commit_times")}))
     sys.exit(0 if result["ok"] else 1)
 
 
