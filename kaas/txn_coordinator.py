@@ -220,6 +220,17 @@ class TxnCoordinator:
             raise KaasError(ErrorCode.not_coordinator)
         return slot
 
+    def _still_owned(self, transactional_id: str) -> int:
+        """``owned_slot`` again, after a wait (the id's lock, the last EndTxn's background
+        half, queued markers): a broker paused or starved meanwhile wakes up deposed, with
+        its lease lapsed, and must send the client to the new coordinator at once rather
+        than act on what it held (DESIGN section 4, hand-off rule).
+
+        Raises:
+            KaasError: NOT_COORDINATOR.
+        """
+        return self.owned_slot(transactional_id)
+
     @asynccontextmanager
     async def _locked(self, transactional_id: str) -> AsyncIterator[None]:
         holder = self._id_locks.get(transactional_id)
@@ -287,7 +298,7 @@ class TxnCoordinator:
         async with held(self._slot_locks[slot]):
             state = await self._load(slot, fill_cache=True)
             new_state = state.with_entry(meta)
-            if deferred and slot in self._slot_cache:
+            if deferred and slot in self._slot_cache and self.broker.owns_slot(slot):
                 self._slot_cache[slot] = new_state
                 self._unwritten.add(slot)
                 return
@@ -943,7 +954,9 @@ class TxnCoordinator:
             raise KaasError(ErrorCode.invalid_request, "empty transactional id")
         slot = self.owned_slot(transactional_id)
         async with self._locked(transactional_id):
-            if not await self._settled(transactional_id, BEGIN_WAIT_S):
+            settled = await self._settled(transactional_id, BEGIN_WAIT_S)
+            self._still_owned(transactional_id)
+            if not settled:
                 raise KaasError(ErrorCode.concurrent_transactions, "the last EndTxn is still being completed")
             meta = await self._get(slot, transactional_id)
             if (meta is not None and meta.state.can_begin
@@ -1017,10 +1030,14 @@ class TxnCoordinator:
         transaction's markers (the begin guard), then run the domain ``step`` and carry it out."""
         slot = self.owned_slot(transactional_id)
         async with self._locked(transactional_id):
-            if not await self._settled(transactional_id, BEGIN_WAIT_S):
+            settled = await self._settled(transactional_id, BEGIN_WAIT_S)
+            self._still_owned(transactional_id)
+            if not settled:
                 return ErrorCode.concurrent_transactions
             meta = await self._get(slot, transactional_id)
-            if await self._begin_guard(meta, producer_id, producer_epoch):
+            guarded = await self._begin_guard(meta, producer_id, producer_epoch)
+            self._still_owned(transactional_id)
+            if guarded:
                 return ErrorCode.concurrent_transactions
             return await self._carry_out(slot, step(meta))
 
@@ -1038,7 +1055,9 @@ class TxnCoordinator:
         """
         slot = self.owned_slot(transactional_id)
         async with self._locked(transactional_id):
-            if not await self._settled(transactional_id, BEGIN_WAIT_S):
+            settled = await self._settled(transactional_id, BEGIN_WAIT_S)
+            self._still_owned(transactional_id)
+            if not settled:
                 return ErrorCode.concurrent_transactions
             meta = await self._get(slot, transactional_id)
             res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, now_ms(), version)

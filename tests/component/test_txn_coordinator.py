@@ -406,6 +406,47 @@ async def test_sweep_is_ownership_gated(cluster):
     assert exc.value.code == ErrorCode.not_coordinator
 
 
+async def test_deposed_while_parked_answers_not_coordinator_and_writes_nothing(cluster, monkeypatch):
+    """A request that passed the ownership check and then waited (here behind the last
+    EndTxn's background half) while its broker was deposed (a SIGSTOP past the session
+    timeout) is answered NOT_COORDINATOR when it wakes, not CONCURRENT_TRANSACTIONS (which
+    would keep the client on this broker) and not from a write: the new owner's file is
+    left alone, and the new owner finishes the prepared transaction."""
+    world, (b0, b1, _b2) = cluster
+    p0 = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "x", [("t", 0)])
+    await produce(p0, "x", pid, epoch)
+    monkeypatch.setattr(failpoints, "_armed", {"endtxn.after_local_markers": {"action": "pause", "ms": 600}})
+    outcome: dict[str, object] = {}
+
+    async def add_next() -> None:
+        try:
+            outcome["code"] = await b0.txn.add_partitions("x", pid, epoch, [("t", 0)], V)
+        except KaasError as exc:
+            outcome["code"] = exc.code
+
+    async def end_next() -> None:
+        try:
+            outcome["end"] = await b0.txn.end_txn("x", pid, epoch, True, V)
+        except KaasError as exc:
+            outcome["end"] = exc.code
+
+    async with trio.open_nursery() as nursery:
+        b0.txn._nursery = nursery
+        assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
+        nursery.start_soon(add_next)  # parks: the background half pauses in the failpoint
+        nursery.start_soon(end_next)  # parks on the id's lock behind it
+        await trio.sleep(0.05)
+        assert not outcome
+        world.slot_owner = 1  # deposed while they wait
+    assert outcome == {"code": ErrorCode.not_coordinator, "end": ErrorCode.not_coordinator}
+    # b0 completed nothing after it was deposed: the file still holds the decision only
+    assert state_on_file(b0, "x").state is TxnState.PrepareCommit
+    await b1.txn.sweep()
+    assert state_on_file(b1, "x").state is TxnState.CompleteCommit
+    assert not open_txn(p0)
+
+
 async def test_kip890_verification(cluster):
     world, (b0, b1, _b2) = cluster
     p0, p1 = b0.lead("t", 0), b1.lead("t", 1)
