@@ -1,8 +1,11 @@
 """Spawn N broker processes, keep one pid file per broker current, restart a broker that
 dies after a short delay, and stop them all gracefully on SIGTERM/SIGINT.
 
-The supervisor owns only ``DATA/run/`` (pid files and broker logs); brokers coordinate
-through the shared volume, never through it.
+The supervisor owns ``DATA/run/`` (pid files and broker logs) and its brokers' death
+notices (``DATA/__cluster/deaths/kaas-<id>.json``, ``kaas.storage.deaths``): when it reaps
+a broker it records that the process is gone, so peers move its keys at once instead of
+after the liveness timeout. Brokers coordinate through the shared volume, never through
+the supervisor.
 
 Its own I/O never stops it (issue 17): the run directory, the pid files and the brokers'
 log files usually sit on the data volume, which can be full or failing. Each of those
@@ -21,6 +24,7 @@ operation works again) while the supervisor keeps its brokers running and restar
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -33,6 +37,7 @@ from kaas import failpoints
 
 POINT = "supervisor.write"
 PID_RETRY_S = 1.0
+POLL_S = 0.05  # how soon a broker's exit is noticed (and its death notice written)
 
 
 @dataclass
@@ -67,14 +72,28 @@ def _fault(path: Path) -> None:
         raise failpoints.oserror("ENOSPC", f"failpoint {POINT}")
 
 
+def death_file(data: Path, broker_id: int) -> Path:
+    """The broker's death notice on the shared volume (``kaas.storage.deaths``)."""
+    return Path(data) / "__cluster" / "deaths" / f"kaas-{broker_id}.json"
+
+
 def _write_pid(path: Path, pid: int) -> None:
     """Replace the pid file ``path`` (tmp + rename: readers never see a torn file).
 
     Raises:
         OSError: the write failed; ``path`` is as it was and no tmp file is left behind.
     """
+    _write_file(path, f"{pid}\n".encode())
+
+
+def _write_file(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Replace ``path`` with ``data``: tmp + rename, and with ``durable`` fsync of the tmp
+    file before the rename and of the directory after it.
+
+    Raises:
+        OSError: the write failed; ``path`` is as it was and no tmp file is left behind.
+    """
     tmp = path.with_name(f".{path.name}.tmp")
-    data = f"{pid}\n".encode()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
@@ -85,10 +104,18 @@ def _write_pid(path: Path, pid: int) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         _fault(path)  # the rename (a directory may need a new block)
         os.replace(tmp, path)
+        if durable:
+            dfd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
     except BaseException:
         try:
             os.unlink(tmp)  # a tmp left behind would hold space on a full volume
@@ -244,6 +271,24 @@ class Supervisor:
         quiet = " log=/dev/null" if logf is subprocess.DEVNULL else ""
         self._say(f"broker {child.broker_id} started pid={proc.pid} port={child.port}{metrics}{quiet}")
 
+    def _record_death(self, child: Child) -> None:
+        """Write the reaped broker's death notice (``kaas.storage.deaths``): its peers move
+        its keys at once instead of after the liveness timeout. Failing to write it costs
+        only that speed; the heartbeat rule still applies."""
+        assert child.proc is not None
+        path = death_file(self.data, child.broker_id)
+        what = f"write death notice {path}"
+        body = json.dumps({"format": 1, "broker_id": child.broker_id, "pid": child.proc.pid,
+                           "reaped_at": time.time(), "exit": child.proc.returncode}).encode()
+        try:
+            _fault(path.parent)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_file(path, body, durable=True)
+        except OSError as exc:
+            self._failed(what, exc, "peers wait out the liveness timeout instead")
+            return
+        self._recovered(what)
+
     def start(self) -> None:
         try:
             failpoints.configure(self.run_dir, "supervisor")
@@ -277,6 +322,7 @@ class Supervisor:
                 if child.proc is None:
                     continue  # not started yet
                 child.died_at = now
+                self._record_death(child)
                 self._say(f"broker {child.broker_id} exited rc={child.proc.returncode}; "
                           f"restarting in {self.restart_delay}s")
             elif not self.stopping and now - child.died_at >= self.restart_delay:
@@ -333,6 +379,6 @@ def run_supervisor(**kwargs) -> None:
                 sup.poll()
             except OSError as exc:  # a last resort: every file operation above handles its own
                 sup._failed("poll brokers", exc, "polling again")
-            time.sleep(0.2)
+            time.sleep(POLL_S)
     finally:
         sup.stop()

@@ -463,7 +463,8 @@ class Broker:
 
     def leader(self, topic: str, index: int) -> tuple[int, int]:
         """(leader broker id, leader epoch) of a partition from the assignment; (-1, epoch)
-        while it has no live leader."""
+        while it has no live leader, or its leader has not opened it yet (a Produce sent
+        there would only be refused: Metadata answers LEADER_NOT_AVAILABLE instead)."""
         part = self.partitions.get((topic, index))
         if part is not None:
             return self.id, part.epoch
@@ -471,7 +472,8 @@ class Broker:
         pl = a.leader_of(topic, index) if a is not None else None
         if pl is None:
             return -1, -1
-        if pl.leader == self.id or not self.cluster.is_alive_any(pl.leader):
+        if pl.leader == self.id or not self.cluster.is_alive_any(pl.leader) or \
+                not self.cluster.opened_by(pl.leader, topic, index):
             return -1, pl.epoch  # not (yet) taken over
         return pl.leader, pl.epoch
 
@@ -531,19 +533,47 @@ class Broker:
                 meta = self.topics.get(name)
         return meta
 
-    async def ensure_partitions(self, meta: TopicMeta, timeout: float = 5.0) -> None:
-        """Wait (bounded) until the controller assigned every partition and its leader took
-        it over, so a client's next Metadata finds leaders."""
+    async def ensure_partitions(self, meta: TopicMeta, timeout: float = 5.0) -> bool:
+        """Wait (bounded by ``timeout`` seconds) until every live broker serves the topic's
+        ``meta.partitions`` partitions: the controller assigned them, each leader opened its
+        own, and every live broker applied that assignment (so any broker's Metadata names
+        the leaders and routes to them). Returns False when the time ran out first."""
+        return await self.wait_served(lambda: self.serves_topic(meta.name, meta.partitions), timeout)
+
+    async def wait_served(self, ready, timeout: float) -> bool:
+        """Wait until ``ready()``, re-checked after every cluster tick (the doorbell makes
+        those milliseconds apart on a local volume), for at most ``timeout`` seconds."""
         self.cluster.wake()
-        with trio.move_on_after(timeout):
-            while True:
-                if all(self.leader(meta.name, p)[0] >= 0 for p in range(meta.partitions)):
-                    return
-                await trio.sleep(0.05)
+        with trio.move_on_after(max(0.0, timeout)):
+            while not ready():
+                await self.cluster.wait_changed()
+            return True
+        return ready()
+
+    def serves_topic(self, name: str, partitions: int) -> bool:
+        """Does the whole cluster serve partitions ``0..partitions-1`` of ``name``?"""
+        a = self.cluster.assignment
+        row = a.partitions.get(name) if a is not None else None
+        if row is None or len(row) < partitions or self.topics.get(name) is None:
+            return False
+        version = 0
+        for p in range(partitions):
+            if self.leader(name, p)[0] < 0:
+                return False
+            version = max(version, self.cluster.since(name, p))
+        return self.cluster.applied_everywhere(version)
+
+    def serves_without(self, name: str) -> bool:
+        """Has every live broker applied an assignment without topic ``name``?"""
+        a = self.cluster.assignment
+        return a is not None and name not in a.partitions and self.cluster.applied_everywhere(a.version)
 
     async def create_topic(self, name: str, partitions: int, topic_configs: dict[str, str],
-                           *, validate_only: bool = False,
-                           replication_factor: int = 1) -> tuple[TopicMeta | None, tuple[ErrorCode, str | None]]:
+                           *, validate_only: bool = False, replication_factor: int = 1,
+                           timeout: float = 5.0) -> tuple[TopicMeta | None, tuple[ErrorCode, str | None]]:
+        """Create the topic file, then wait up to ``timeout`` seconds until the cluster
+        serves the topic (``ensure_partitions``); REQUEST_TIMED_OUT if it did not by then
+        (the topic exists and comes into service anyway, as with Apache)."""
         if not valid_topic_name(name):
             return None, (ErrorCode.invalid_topic_exception, f"invalid topic name {name!r}")
         if partitions == -1:
@@ -564,28 +594,36 @@ class Broker:
         if meta is None:
             return None, (ErrorCode.topic_already_exists, f"topic {name} already exists")
         log.info("topic_created", topic=name, partitions=partitions, topic_id=str(meta.topic_id))
-        await self.ensure_partitions(meta)
+        if timeout > 0 and not await self.ensure_partitions(meta, timeout):
+            return meta, (ErrorCode.request_timed_out, f"topic {name} created; not yet served by every broker")
         return meta, (ErrorCode.none, None)
 
-    async def delete_topic(self, name: str) -> ErrorCode:
+    async def delete_topic(self, name: str, timeout: float = 5.0) -> ErrorCode:
+        """Delete the topic file, wait up to ``timeout`` seconds until every live broker
+        applied an assignment without the topic (its leaders closed their partitions),
+        then remove the partition directories. REQUEST_TIMED_OUT when the wait ran out:
+        the directories are removed all the same (a leader that has not closed its files
+        yet only writes into unlinked files)."""
         self.topics.refresh()
         meta = self.topics.get(name)
         if meta is None:
             return ErrorCode.unknown_topic_or_partition
+        await trio.to_thread.run_sync(self.topics.delete, name)
+        served = await self.wait_served(lambda: self.serves_without(name), timeout)
         for p in range(meta.partitions):
             part = self.partitions.get((name, p))
             if part is not None:
                 await self._close_partition(part)
-        await trio.to_thread.run_sync(self.topics.delete, name)
         tdir = self.layout.topic_dir(name)
         if tdir.exists():
             trash = tdir.with_name(f".{name}.deleted-{meta.topic_id}")
             os.rename(tdir, trash)
             await trio.to_thread.run_sync(shutil.rmtree, trash, True)
-        log.info("topic_deleted", topic=name)
-        return ErrorCode.none
+        log.info("topic_deleted", topic=name, served=served)
+        return ErrorCode.none if served else ErrorCode.request_timed_out
 
-    async def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> tuple[ErrorCode, str | None]:
+    async def add_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                             timeout: float = 5.0) -> tuple[ErrorCode, str | None]:
         self.topics.refresh()
         meta = self.topics.get(name)
         if meta is None:
@@ -596,8 +634,9 @@ class Broker:
             return ErrorCode.none, None
         new = replace(meta, partitions=count)
         await trio.to_thread.run_sync(self.topics.update, new)
-        await self.ensure_partitions(new)
         log.info("partitions_created", topic=name, partitions=count)
+        if timeout > 0 and not await self.ensure_partitions(new, timeout):
+            return ErrorCode.request_timed_out, f"{count} partitions created; not yet served by every broker"
         return ErrorCode.none, None
 
     async def alter_topic_configs(self, name: str, new_configs: dict[str, str]) -> None:

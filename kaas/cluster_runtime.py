@@ -32,9 +32,10 @@ from dataclasses import dataclass
 import structlog
 import trio
 
+from kaas import dirwatch
 from kaas.domain.assignment import Assignment, balance
 from kaas.errors import CorruptState
-from kaas.storage import atomic
+from kaas.storage import atomic, deaths
 
 log = structlog.get_logger()
 
@@ -51,6 +52,16 @@ class Peer:
     applied_version: int = 0
     draining: bool = False
     first_seen: float = 0.0
+    pid: int = 0
+    # the counter a death notice found it at: dead until the counter moves (a new incarnation)
+    dead_counter: int | None = None
+    # partitions assigned to it in its applied version that it has not opened (yet)
+    pending: frozenset[tuple[str, int]] = frozenset()
+    # its heartbeat's view of the other brokers' counters (the hand-back acknowledgement)
+    seen: dict[int, int] | None = None
+
+    def live(self, now: float, session: float) -> bool:
+        return self.dead_counter is None and now - self.changed_at < session
 
 
 class ClusterRuntime:
@@ -77,6 +88,14 @@ class ClusterRuntime:
         self.applied_version = 0
         self._became_leader_version: dict[tuple[str, int], int] = {}
         self._wake = trio.Event()
+        self._changed = trio.Event()
+        self._next_beat = 0.0  # trio clock: when the next heartbeat is due
+        self._last_published: tuple | None = None
+        self._peers_dirty = False
+        self._noticed: dict[int, deaths.Notice] = {}  # the death notice acted on, per broker
+        self._since: dict[tuple[str, int], int] = {}  # assignment version each partition's leadership began
+        self.first_counter: int | None = None  # this incarnation's first (or first after a lapse) heartbeat
+        self.doorbell = False
         self.failovers = 0
 
     # ------------------------------------------------------------------ views
@@ -90,7 +109,7 @@ class ClusterRuntime:
         for p in self.peers.values():
             if p.broker_id == self.broker.id:
                 continue
-            if now - p.changed_at < self.session and not p.draining:
+            if p.live(now, self.session) and not p.draining:
                 out.append(p.broker_id)
         return sorted(out)
 
@@ -99,7 +118,7 @@ class ClusterRuntime:
         now = time.monotonic()
         out = {self.broker.id}
         for p in self.peers.values():
-            if p.broker_id != self.broker.id and now - p.changed_at < self.session:
+            if p.broker_id != self.broker.id and p.live(now, self.session):
                 out.add(p.broker_id)
         return sorted(out)
 
@@ -126,7 +145,47 @@ class ClusterRuntime:
         if broker_id == self.broker.id:
             return True
         p = self.peers.get(broker_id)
-        return p is not None and time.monotonic() - p.changed_at < self.session
+        return p is not None and p.live(time.monotonic(), self.session)
+
+    def opened_by(self, leader: int, topic: str, index: int) -> bool:
+        """Has peer ``leader`` opened the partition it leads under the current assignment?
+        Its heartbeat shows it applied the version that gave it the partition and does not
+        list the partition as pending. Until then Metadata names no leader."""
+        p = self.peers.get(leader)
+        if p is None:
+            return False
+        key = (topic, index)
+        return p.applied_version >= self._since.get(key, 0) and key not in p.pending
+
+    def since(self, topic: str, index: int) -> int:
+        """The assignment version in which the partition's current leadership began."""
+        return self._since.get((topic, index), 0)
+
+    def applied_everywhere(self, version: int) -> bool:
+        """Has every live broker (this one included) applied assignment ``version``?"""
+        if self.applied_version < version:
+            return False
+        now = time.monotonic()
+        return all(p.applied_version >= version for p in self.peers.values()
+                   if p.broker_id != self.broker.id and p.live(now, self.session))
+
+    def acknowledged(self) -> bool:
+        """Has every live peer read a heartbeat of this incarnation (or, after a lapsed
+        lease, one written since)? Its ``seen`` entry for us proves that its tick noticed
+        us alive and unloaded the groups it held for us, so we may write their files. A
+        peer that does not publish ``seen`` (an older version) is given one session."""
+        if self.first_counter is None:
+            return False
+        me, now = self.broker.id, time.monotonic()
+        for p in self.peers.values():
+            if p.broker_id == me or not p.live(now, self.session):
+                continue
+            if p.seen is None:
+                if now - self.started < self.session:
+                    return False
+            elif p.seen.get(me, -1) < self.first_counter:
+                return False
+        return True
 
     def registered(self) -> list[int]:
         return sorted(set(self.peers) | {self.broker.id})
@@ -137,18 +196,73 @@ class ClusterRuntime:
     # ------------------------------------------------------------------ loop
 
     async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        await self._tick()
+        """Tick every ``heartbeat_ms`` (writing the heartbeat), and in between whenever the
+        doorbell rings or a caller ``wake``s the runtime (without a heartbeat, unless what
+        the heartbeat publishes changed)."""
+        self.counter = await self.broker.run_io(self._last_counter)
+        await self._tick(beat=True)
         task_status.started()
-        while True:
-            self._wake = trio.Event()
-            with trio.move_on_after(self.period):
-                await self._wake.wait()
-            try:
-                await self._tick()
-            except (OSError, CorruptState) as exc:
-                log.error("cluster_tick_failed", error=str(exc))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._serve_doorbell)
+            while True:
+                with trio.move_on_at(self._next_beat):
+                    await self._wake.wait()
+                self._wake = trio.Event()  # a wake during the tick below runs another one
+                beat = trio.current_time() >= self._next_beat
+                try:
+                    await self._tick(beat=beat)
+                except (OSError, CorruptState) as exc:
+                    log.error("cluster_tick_failed", error=str(exc))
+                    self._next_beat = trio.current_time() + self.period
 
-    async def _tick(self) -> None:
+    async def _serve_doorbell(self) -> None:
+        """Wake the runtime when the cluster state changes on a local volume: a heartbeat, a
+        death notice, a controller epoch, the assignment or a topic (inotify; on NFS it
+        sees nothing of other hosts and the ``heartbeat_ms`` tick does the work). A peer's
+        routine heartbeat (only its counter moved) is read without running a whole tick."""
+        lay = self.layout
+        watch = dirwatch.open_watch([lay.brokers, lay.deaths, lay.controller, lay.cluster, lay.topics])
+        if watch is None:
+            return
+        self.doorbell = True
+        interesting = {lay.cluster: ("assignment.json",)}
+        try:
+            while True:
+                changes = await watch.wait_changes()
+                full = False
+                for d, name in changes:
+                    if name.startswith(".") or name.endswith(".tmp"):
+                        continue
+                    want = interesting.get(d)
+                    if want is not None and name not in want:
+                        continue
+                    if d == lay.brokers and name == f"kaas-{self.broker.id}.json":
+                        continue  # our own heartbeat
+                    if d == lay.brokers:
+                        self._peers_dirty = True
+                    else:
+                        full = True
+                if full:
+                    self.wake()
+                elif self._peers_dirty:
+                    if await self.broker.run_io(self._read_peers):
+                        self.wake()  # somebody joined, died, drained or applied a version
+                    else:
+                        self._notify_changed()  # e.g. a leader opened partitions
+        finally:
+            self.doorbell = False
+            watch.close()
+
+    def _last_counter(self) -> int:
+        """The counter of this broker's last heartbeat file (a previous incarnation's):
+        counters keep rising across restarts, so a peer's ``seen`` entry for us proves it
+        read this incarnation's heartbeat."""
+        try:
+            return int(json.loads(self.layout.broker_file(self.broker.id).read_bytes())["counter"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+
+    async def _tick(self, *, beat: bool = True) -> None:
         t0 = time.monotonic()
         await self.broker.run_io(self._read_peers)
         try:
@@ -163,7 +277,9 @@ class ClusterRuntime:
             self.broker.apply_topic_configs()  # a topic's configs altered through another broker
         finally:
             self._unload_moved_groups()
-        await self._heartbeat(t0)
+        if beat or self._published() != self._last_published or not self.lease_valid():
+            await self._heartbeat(t0)
+        self._notify_changed()
 
     def _unload_moved_groups(self) -> None:
         """Forget groups whose coordinator is now another broker, on every tick whatever
@@ -176,12 +292,18 @@ class ClusterRuntime:
 
     # ------------------------------------------------------------------ heartbeats
 
-    def _read_peers(self) -> None:
+    def _read_peers(self) -> bool:
+        """Read every heartbeat file, then the death notices. Returns True when something a
+        tick acts on changed: a broker joined, died (by notice) or came back, started or
+        stopped draining, or applied another assignment version. A counter that moved is
+        recorded but is no such change (a death by silence is found by the clock)."""
+        self._peers_dirty = False
         now = time.monotonic()
+        material = False
         try:
             names = os.listdir(self.layout.brokers)
         except FileNotFoundError:
-            return
+            names = []
         for name in names:
             if not (name.startswith("kaas-") and name.endswith(".json")):
                 continue
@@ -194,13 +316,62 @@ class ClusterRuntime:
             if p is None:
                 p = self.peers[bid] = Peer(bid, first_seen=now, changed_at=now)
                 p.counter = obj.get("counter", -1)
+                material = True
             elif obj.get("counter") != p.counter:
+                if not p.live(now, self.session):
+                    material = True  # back from the dead
                 p.counter = obj.get("counter")
                 p.changed_at = now
+                p.dead_counter = None
             p.host = obj.get("host", "")
             p.port = int(obj.get("port", -1))
-            p.applied_version = int(obj.get("applied_version", 0))
-            p.draining = bool(obj.get("draining", False))
+            p.pid = int(obj.get("pid", 0) or 0)
+            applied = int(obj.get("applied_version", 0))
+            draining = bool(obj.get("draining", False))
+            if applied != p.applied_version or draining != p.draining:
+                material = True
+            p.applied_version, p.draining = applied, draining
+            pending = obj.get("pending") or ()
+            try:
+                p.pending = frozenset((str(t), int(i)) for t, i in pending) if pending else frozenset()
+            except (ValueError, TypeError):
+                p.pending = frozenset()
+            seen = obj.get("seen")
+            p.seen = {int(k): int(v) for k, v in seen.items()} if isinstance(seen, dict) else None
+        for bid, notice in deaths.read_all(self.layout.deaths).items():
+            p = self.peers.get(bid)
+            if p is None or bid == self.broker.id or p.dead_counter is not None:
+                continue
+            if notice.pid == p.pid and self._noticed.get(bid) != notice:
+                # reaped by its supervisor: dead now, until its counter moves again
+                self._noticed[bid] = notice
+                if p.live(now, self.session):
+                    log.info("peer_death_noticed", broker=bid, pid=notice.pid)
+                    material = True
+                p.dead_counter = p.counter
+        return material
+
+    def _published(self) -> tuple:
+        """What this broker's heartbeat tells its peers beyond the counter: a change is
+        written at once rather than at the next ``heartbeat_ms``."""
+        return (self.applied_version, self.broker.draining, self._pending(), tuple(self.alive_any()))
+
+    def _pending(self) -> frozenset[tuple[str, int]]:
+        """Partitions the applied assignment gives this broker that it has not opened."""
+        a = self.assignment
+        if a is None:
+            return frozenset()
+        me, opened = self.broker.id, self.broker.partitions
+        return frozenset((t, i) for t, row in a.partitions.items() for i, pl in enumerate(row)
+                         if pl.leader == me and (t, i) not in opened)
+
+    def _notify_changed(self) -> None:
+        ev, self._changed = self._changed, trio.Event()
+        ev.set()
+
+    async def wait_changed(self) -> None:
+        """Return after the next tick (the cluster view may have changed)."""
+        await self._changed.wait()
 
     async def _heartbeat(self, t0: float) -> None:
         """Write this broker's heartbeat; only a write that succeeded renews the lease (and
@@ -209,10 +380,14 @@ class ClusterRuntime:
         broker stops acknowledging writes (self-fence) until one succeeds again."""
         counter = self.counter + 1
         s = self.broker.settings
+        published = self._published()
         obj = {"format": 1, "broker_id": self.broker.id, "counter": counter,
                "host": s.advertise_host, "port": s.advertise_port, "pid": os.getpid(),
                "applied_version": self.applied_version, "draining": self.broker.draining,
-               "controller_epoch": self.controller_epoch}
+               "controller_epoch": self.controller_epoch,
+               "pending": sorted(published[2]),
+               "seen": {str(p.broker_id): p.counter for p in self.peers.values() if p.broker_id != self.broker.id}}
+        self._next_beat = trio.current_time() + self.period
         try:
             path = self.layout.broker_file(self.broker.id)
             await self.broker.run_io(lambda: atomic.write_json(path, obj, fsync=s.fsync))
@@ -220,11 +395,15 @@ class ClusterRuntime:
             log.error("heartbeat_write_failed", error=str(exc), lease_valid=self.lease_valid())
             return
         self.counter = counter
+        self._last_published = published
+        if self.first_counter is None:
+            self.first_counter = counter
         if self.lease_until and time.monotonic() > self.lease_until:
             # We were paused or starved past our lease: peers may have taken our keys and
             # written their files. Forget cached coordinator state; reload from the volume.
             log.warning("lease_lapsed", late_s=round(time.monotonic() - self.lease_until, 3))
             self.lapses += 1
+            self.first_counter = counter  # peers must read this heartbeat before we serve groups
             for gid in list(self.broker.groups.groups):
                 self.broker.groups.unload(gid)
             if self.broker.txn is not None and hasattr(self.broker.txn, "forget_cache"):
@@ -365,16 +544,26 @@ class ClusterRuntime:
             leader = a.leader_of(*key)
             if leader is None or leader.leader != me or leader.epoch != part.epoch:
                 await broker.relinquish(part)
-        # 2. record the version each key came to us in
-        for topic, leaders in a.partitions.items():
-            for p, pl in enumerate(leaders):
-                key = (topic, p)
-                if pl.leader == me:
-                    old = prev.leader_of(topic, p) if prev is not None else None
-                    if old is None or old.leader != me or old.epoch != pl.epoch:
-                        self._became_leader_version[key] = a.version
-                else:
-                    self._became_leader_version.pop(key, None)
+        # 2. record the version each leadership began in (ours: the hand-off rule below;
+        #    everyone's: Metadata names a leader only once it opened the partition)
+        if a is not prev:
+            since = self._since
+            for key in [k for k in since if k[0] not in a.partitions]:
+                del since[key]
+            for topic, leaders in a.partitions.items():
+                prow = prev.partitions.get(topic, ()) if prev is not None else ()
+                for p, pl in enumerate(leaders):
+                    key = (topic, p)
+                    old = prow[p] if p < len(prow) else None
+                    if old is None or old != pl:
+                        since[key] = a.version
+                    if pl.leader == me:
+                        if old is None or old.leader != me or old.epoch != pl.epoch:
+                            self._became_leader_version[key] = a.version
+                    else:
+                        self._became_leader_version.pop(key, None)
+            for key in [k for k in self._became_leader_version if k[0] not in a.partitions]:
+                del self._became_leader_version[key]
         self.applied_version = a.version
         # 3. take over what the hand-off rule allows
         if not self.lease_valid() and time.monotonic() - self.started > self.session:
@@ -385,7 +574,7 @@ class ClusterRuntime:
             if key in broker.partitions:
                 continue
             blockers = [p.broker_id for p in self.peers.values()
-                        if p.broker_id != me and now - p.changed_at < self.session and p.applied_version < version]
+                        if p.broker_id != me and p.live(now, self.session) and p.applied_version < version]
             if blockers:
                 continue
             pl = a.leader_of(*key)

@@ -31,3 +31,8 @@ class CorruptState(Exception):
 class CloseConnection(Exception):
     """The remote broke the protocol (or may not be served on this connection): log once
     and close the connection."""
+
+
+class PeerUnavailable(Exception):
+    """A request to a peer broker failed: it is unknown, unreachable, closed the connection
+    or did not answer in time. Its outcome must not be counted on."""

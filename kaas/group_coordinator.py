@@ -52,14 +52,15 @@ class GroupCoordinator:
 
     def check_owner(self, group_id: str) -> None:
         """Hand-off for groups: answer only while we own the group by the placement hash,
-        hold a write lease, and (in a multi-broker cluster) have been up for a session, so
-        the previous owner has seen us and unloaded the group before we write its file."""
+        hold a write lease, and (in a multi-broker cluster) every live peer has read a
+        heartbeat of this incarnation (``ClusterRuntime.acknowledged``), so a peer that
+        held our groups while we were away has unloaded them before we write their files."""
         if not self.broker.owns_group(group_id):
             raise KaasError(ErrorCode.not_coordinator)
         cluster = self.broker.cluster
         if not cluster.lease_valid():
             raise KaasError(ErrorCode.coordinator_load_in_progress, "write lease lapsed")
-        if len(cluster.registered()) > 1 and time.monotonic() - cluster.started < cluster.session:
+        if len(cluster.registered()) > 1 and not cluster.acknowledged():
             raise KaasError(ErrorCode.coordinator_load_in_progress, "joining the cluster")
 
     def _entry(self, group_id: str, create: bool = True) -> _Entry | None:

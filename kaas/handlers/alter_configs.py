@@ -1,4 +1,5 @@
-"""AlterConfigs (33): replace a topic's config overrides as a whole."""
+"""AlterConfigs (33): replace a topic's config overrides as a whole (on the controller:
+another broker forwards the request, ``_forward``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas import configs
 from kaas.domain import replicas
+from kaas.handlers import _forward
 
 API_KEY = 33
 VERSIONS = (0, 2)
@@ -58,7 +60,15 @@ async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool
     return res
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx, req):
+    try:
+        fwd = await _forward.to_controller(ctx, req, _forward.ALTER_CONFIGS_TIMEOUT_S)
+    except _forward.NotForwarded as exc:
+        return {"throttle_time": 0, "responses": [
+            {"error_code": ErrorCode.not_controller, "error_message": str(exc), "resource_type": r.resource_type,
+             "resource_name": r.resource_name} for r in req.resources]}
+    if fwd is not None:
+        return fwd
     out = []
     for r in req.resources:
         entries = {c.name: c.value for c in r.configs if c.value is not None}

@@ -1,9 +1,14 @@
-"""CreatePartitions (37): grow a topic's partition count."""
+"""CreatePartitions (37): grow a topic's partition count; answered once every live broker
+serves the new partitions (up to the request's timeout, then REQUEST_TIMED_OUT). Handled by
+the controller: another broker forwards it (``_forward``)."""
 
 from __future__ import annotations
 
 import structlog
+import trio
 from kio.schema.errors import ErrorCode
+
+from kaas.handlers import _forward
 
 API_KEY = 37
 VERSIONS = (0, 3)
@@ -11,7 +16,15 @@ VERSIONS = (0, 3)
 log = structlog.get_logger()
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx, req):
+    try:
+        fwd = await _forward.to_controller(ctx, req, req.timeout.total_seconds())
+    except _forward.NotForwarded as exc:
+        return {"throttle_time": 0, "results": [
+            {"name": t.name, "error_code": ErrorCode.not_controller, "error_message": str(exc)} for t in req.topics]}
+    if fwd is not None:
+        return fwd
+    deadline = trio.current_time() + req.timeout.total_seconds()
     out = []
     for t in req.topics:
         if t.assignments:
@@ -19,7 +32,8 @@ async def handle(ctx, req) -> dict:
                         "error_message": "manual replica assignment is not supported"})
             continue
         try:
-            code, msg = await ctx.broker.add_partitions(t.name, t.count, validate_only=req.validate_only)
+            code, msg = await ctx.broker.add_partitions(t.name, t.count, validate_only=req.validate_only,
+                                                        timeout=deadline - trio.current_time())
         except OSError as exc:  # the topic file could not be written: the count is unchanged
             log.error("topic_write_failed", topic=t.name, error=str(exc))
             code, msg = ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"

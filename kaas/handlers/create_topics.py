@@ -1,4 +1,6 @@
-"""CreateTopics (19): exclusive create of each topic file.
+"""CreateTopics (19): exclusive create of each topic file; the answer waits (up to the
+request's timeout) until every live broker serves the topic: leaders opened, assignment
+applied everywhere.
 
 The replication factor is -1 (the default, 1, as Apache's default.replication.factor) or
 1..N where N is the number of registered brokers; above N is INVALID_REPLICATION_FACTOR
@@ -9,6 +11,7 @@ names as replicas (``kaas.domain.replicas``); the bytes are one copy on the shar
 from __future__ import annotations
 
 import structlog
+import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
@@ -23,6 +26,9 @@ log = structlog.get_logger()
 
 async def handle(ctx, req) -> dict:
     broker = ctx.broker
+    # answered once every live broker serves the new topics, within the request's timeout
+    # (REQUEST_TIMED_OUT past it; 0: answered as soon as the topic files exist)
+    deadline = trio.current_time() + req.timeout.total_seconds()
     out = []
     seen: dict[str, int] = {}
     for t in req.topics:
@@ -58,7 +64,8 @@ async def handle(ctx, req) -> dict:
             continue
         try:
             meta, (code, msg) = await broker.create_topic(t.name, t.num_partitions, topic_configs,
-                                                          validate_only=req.validate_only, replication_factor=rf)
+                                                          validate_only=req.validate_only, replication_factor=rf,
+                                                          timeout=deadline - trio.current_time())
         except OSError as exc:  # the topic file could not be written: no topic was created
             log.error("topic_write_failed", topic=t.name, error=str(exc))
             meta, code, msg = None, ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"

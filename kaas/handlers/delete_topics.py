@@ -1,15 +1,33 @@
-"""DeleteTopics (20): by name (or by topic id, v6)."""
+"""DeleteTopics (20): by name (or by topic id, v6). Answered once every live broker applied
+an assignment without the topic (up to the request's timeout, then REQUEST_TIMED_OUT).
+Handled by the controller: another broker forwards it (``_forward``)."""
 
 from __future__ import annotations
 
+import trio
 from kio.schema.errors import ErrorCode
+
+from kaas.handlers import _forward
 
 API_KEY = 20
 VERSIONS = (1, 6)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx, req):
+    try:
+        fwd = await _forward.to_controller(ctx, req, req.timeout.total_seconds())
+    except _forward.NotForwarded:
+        if ctx.api_version >= 6:
+            items = [(t.name, t.topic_id) for t in req.topics]
+        else:
+            items = [(n, None) for n in req.topic_names]
+        return {"throttle_time": 0, "responses": [
+            {"name": n, "topic_id": tid, "error_code": ErrorCode.not_controller, "error_message": None}
+            for n, tid in items]}
+    if fwd is not None:
+        return fwd
     broker = ctx.broker
+    deadline = trio.current_time() + req.timeout.total_seconds()
     broker.topics.refresh()
     names: list[tuple[str | None, object]] = []
     if ctx.api_version >= 6:
@@ -26,7 +44,7 @@ async def handle(ctx, req) -> dict:
             out.append({"name": None, "topic_id": tid, "error_code": ErrorCode.unknown_topic_id})
             continue
         meta = broker.topics.get(name)
-        code = await broker.delete_topic(name)
+        code = await broker.delete_topic(name, timeout=deadline - trio.current_time())
         out.append({"name": name, "topic_id": meta.topic_id if meta else None, "error_code": code,
                     "error_message": None})
     return {"throttle_time": 0, "responses": out}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from kaas import configs
+from kaas.handlers import _forward
 from kaas.handlers.alter_configs import alter
 
 API_KEY = 44
@@ -36,7 +39,15 @@ def _apply(ops, settings):
     return compute
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx, req):
+    try:
+        fwd = await _forward.to_controller(ctx, req, _forward.ALTER_CONFIGS_TIMEOUT_S)
+    except _forward.NotForwarded as exc:
+        return {"throttle_time": 0, "responses": [
+            {"error_code": ErrorCode.not_controller, "error_message": str(exc), "resource_type": r.resource_type,
+             "resource_name": r.resource_name} for r in req.resources]}
+    if fwd is not None:
+        return fwd
     out = []
     for r in req.resources:
         ops = [(c.name, c.config_operation, c.value) for c in r.configs]

@@ -1,4 +1,5 @@
-"""Connections from this broker to its peers, for WriteTxnMarkers (API 27).
+"""Connections from this broker to its peers, for WriteTxnMarkers (API 27), and the
+forwarding of topic edits to the controller (``forward``).
 
 A transaction coordinator hands the COMMIT/ABORT markers of peer-led partitions straight
 to the partition's leader over one TCP connection per peer, as Apache's coordinator does.
@@ -28,10 +29,11 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas.errors import PeerUnavailable
 from kaas.wire import codec
 from kaas.wire.framing import FrameDecoder, FramingError
 
-__all__ = ["MARKERS_VERSION", "PeerLinks"]
+__all__ = ["MARKERS_VERSION", "LinkFailed", "PeerLinks"]
 
 log = structlog.get_logger()
 
@@ -44,7 +46,7 @@ MAX_RESPONSE = 64 * 1024 * 1024
 MarkerResult = dict[tuple[str, int], ErrorCode]
 
 
-class LinkFailed(Exception):
+class LinkFailed(PeerUnavailable):
     """The request's outcome is unknown to the caller only in the sense that it must not
     count on it: the peer closed, died, or answered something that does not match."""
 
@@ -156,7 +158,7 @@ class PeerLinks:
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
-        self.client_id = f"kaas-broker-{broker.id}"
+        self.client_id = f"{codec.PEER_CLIENT_PREFIX}{broker.id}"
         self._links: dict[int, _Link] = {}
         self.stats = {"calls": 0, "markers": 0, "failed": 0}
 
@@ -176,3 +178,40 @@ class PeerLinks:
         if res is None:
             self.stats["failed"] += 1
         return res
+
+    async def forward(self, broker_id: int, api_key: int, version: int, body: Any, timeout: float) -> Any:
+        """Send one request (a kio request object) to ``broker_id`` on a connection of its
+        own and return its decoded response body. Admin requests are rare; a connection
+        per request keeps them out of the marker link's batching.
+
+        Raises:
+            LinkFailed: the peer is unknown or unreachable, closed, or did not answer within
+                ``timeout`` seconds (the caller answers a retriable error).
+        """
+        peer = self.broker.cluster.peers.get(broker_id)
+        if peer is None or peer.port <= 0:
+            raise LinkFailed("peer address unknown")
+        try:
+            with trio.fail_after(max(0.1, timeout)):
+                stream = await trio.open_tcp_stream(peer.host, peer.port)
+                try:
+                    await stream.send_all(codec.encode_request(api_key, version, 1, self.client_id, body))
+                    decoder = FrameDecoder(MAX_RESPONSE)
+                    while True:
+                        frame = next(iter(decoder.frames()), None)
+                        if frame is not None:
+                            break
+                        data = await stream.receive_some(65536)
+                        if not data:
+                            raise LinkFailed("peer closed the connection")
+                        decoder.feed(data)
+                finally:
+                    with trio.CancelScope(shield=True), trio.move_on_after(1):
+                        await stream.aclose()
+        except (OSError, trio.BrokenResourceError, trio.TooSlowError, FramingError) as exc:
+            raise LinkFailed(f"{type(exc).__name__}: {exc}") from None
+        try:
+            _corr, response = codec.decode_response(api_key, version, bytes(frame))
+        except codec.DecodeError as exc:
+            raise LinkFailed(f"undecodable response: {exc}") from None
+        return response

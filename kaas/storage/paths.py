@@ -27,11 +27,12 @@ class Layout:
         self.marker_queue = self.cluster / "marker_queue"
         self.consumer_offsets = self.cluster / "consumer_offsets"
         self.assignment = self.cluster / "assignment.json"
+        self.deaths = self.cluster / "deaths"
 
     def ensure(self) -> None:
         for d in (self.cluster, self.data, self.run, self.topics, self.brokers, self.controller,
                   self.producer_ids, self.producer_fences, self.txn_state, self.marker_queue,
-                  self.consumer_offsets):
+                  self.consumer_offsets, self.deaths):
             d.mkdir(parents=True, exist_ok=True)
 
     def topic_file(self, topic: str) -> Path:
@@ -45,6 +46,10 @@ class Layout:
 
     def broker_file(self, broker_id: int) -> Path:
         return self.brokers / f"kaas-{broker_id}.json"
+
+    def death_file(self, broker_id: int) -> Path:
+        """The death notice of broker ``broker_id``: written only by its supervisor."""
+        return self.deaths / f"kaas-{broker_id}.json"
 
     def pid_block_file(self, broker_id: int) -> Path:
         return self.producer_ids / f"kaas-{broker_id}.json"

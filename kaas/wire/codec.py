@@ -17,6 +17,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 _KEY_VERSION_CORR = struct.Struct(">hhi")
+PEER_CLIENT_PREFIX = "kaas-broker-"
+"""The client id prefix of every request a broker sends a peer (``kaas-broker-<id>``)."""
 
 
 class DecodeError(Exception):

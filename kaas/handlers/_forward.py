@@ -1,0 +1,48 @@
+"""Topic edits go through the controller (DESIGN section 3: after its exclusive create, a
+topic file has one writer, the controller). A broker that receives CreatePartitions,
+DeleteTopics, AlterConfigs or IncrementalAlterConfigs while another broker is the
+controller forwards the request, as decoded, to the controller over a peer connection and
+answers with the controller's response. A request that came from a peer is never
+forwarded again (no ping-pong while the controller moves); one that cannot reach a live
+controller is answered NOT_CONTROLLER, which admin clients retry after a Metadata refresh.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from kaas.errors import PeerUnavailable
+from kaas.wire.codec import PEER_CLIENT_PREFIX
+
+log = structlog.get_logger()
+
+ALTER_CONFIGS_TIMEOUT_S = 30.0  # (Alter)Configs requests carry no timeout of their own
+FORWARD_MARGIN_S = 1.0  # on top of the request's own timeout: the controller answers first
+
+
+class NotForwarded(Exception):
+    """No live controller could be asked: answer NOT_CONTROLLER."""
+
+
+async def to_controller(ctx, req, timeout: float) -> Any | None:
+    """The controller's response to ``req``, or None when this broker handles it itself
+    (it is the controller, or ``req`` was forwarded to it by a peer).
+
+    Raises:
+        NotForwarded: the controller is unknown, dead, or did not answer.
+    """
+    broker = ctx.broker
+    cluster = broker.cluster
+    if cluster.is_controller or (ctx.client_id or "").startswith(PEER_CLIENT_PREFIX):
+        return None
+    cid = cluster.controller_id
+    if cid is None or cid == broker.id or not cluster.is_alive_any(cid):
+        raise NotForwarded("no live controller")
+    try:
+        return await broker.peer_links.forward(cid, ctx.api_key, ctx.api_version, req,
+                                               max(0.0, timeout) + FORWARD_MARGIN_S)
+    except PeerUnavailable as exc:
+        log.warning("forward_to_controller_failed", api_key=ctx.api_key, controller=cid, error=str(exc))
+        raise NotForwarded(str(exc)) from None
