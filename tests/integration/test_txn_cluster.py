@@ -31,6 +31,7 @@ import collections
 import json
 import os
 import signal
+import struct
 import threading
 import time
 import uuid
@@ -39,7 +40,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
 
 from kaas import failpoints
 from kaas.domain import routing
@@ -823,3 +826,159 @@ def test_write_txn_markers_refused_after_a_lease_lapse(cluster):
         codes = _write_markers(wc, 4242, 0, False, [(topic, led[O])])
     assert set(codes) == {(topic, led[O])}
     wait_healthy(cluster)
+
+
+# ----------------------------------------------------------------------------- 6. A paused coordinator
+
+
+class CommitLoop(threading.Thread):
+    """One transactional producer committing about ``rate`` transactions a second, each
+    with one record per partition (values "<n>"), the way confluent documents it: a
+    retriable error is retried, an abortable one aborts (the loop goes on), a fatal one
+    ends the loop. The producer is never recreated."""
+
+    def __init__(self, bootstrap: str, txn_id: str, topic: str, partitions: list[int], rate: float = 10.0,
+                 **conf) -> None:
+        super().__init__(daemon=True)
+        self.p = txn_producer(bootstrap, txn_id, **conf)
+        self.p.init_transactions(30)
+        self.topic, self.partitions, self.period = topic, partitions, 1 / rate
+        self.commits: list[float] = []  # monotonic time of each successful commit
+        self.committed: list[bytes] = []  # values of the committed transactions
+        self.aborted = 0
+        self.errors: list[str] = []
+        self.fatal: str | None = None
+        self.stop = threading.Event()
+
+    def _end(self, commit: bool) -> bool:
+        op = self.p.commit_transaction if commit else self.p.abort_transaction
+        while True:
+            try:
+                op(30)
+                return commit
+            except KafkaException as exc:
+                err = exc.args[0]
+                self.errors.append(f"{err.name()}: {err.str()}")
+                if err.fatal():
+                    raise
+                if err.retriable():
+                    continue
+                if commit and err.txn_requires_abort():
+                    op, commit = self.p.abort_transaction, False
+                    continue
+                raise
+
+    def run(self) -> None:
+        n = 0
+        try:
+            while not self.stop.is_set():
+                n += 1
+                value = str(n).encode()
+                self.p.begin_transaction()
+                for part in self.partitions:
+                    self.p.produce(self.topic, value=value, partition=part)
+                if self._end(True):
+                    self.commits.append(time.monotonic())
+                    self.committed.append(value)
+                else:
+                    self.aborted += 1
+                self.stop.wait(self.period)
+        except KafkaException as exc:
+            self.fatal = f"{exc.args[0].name()}: {exc.args[0].str()}"
+
+    def commits_after(self, t: float) -> int:
+        return sum(1 for c in self.commits if c > t)
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.join(60)
+        assert not self.is_alive(), "the commit loop did not stop"
+
+
+def test_paused_coordinator_answers_what_it_held_and_commits_resume(cluster):
+    """Issue 19: the transaction coordinator SIGSTOPped past the session timeout, under a
+    producer committing in a loop. A request that reached it while it was stopped is
+    answered NOT_COORDINATOR as soon as it runs again (never left unanswered), and the
+    producer commits again without a fatal error and without being recreated; every
+    committed transaction is read back exactly once."""
+    from kaas.client import WireClient, recv_exact
+    from kaas.wire import codec
+    from kaas.wire.build import build
+
+    T = 1
+    bs, data, topic, led, txn_id = _txn_case(cluster, "paused", T)
+    parts = [led[b] for b in BROKERS if b != T]
+    loop = CommitLoop(bs, txn_id, topic, parts)
+    loop.start()
+    held = WireClient("127.0.0.1", cluster.ports[T], timeout=30)
+    pid = None
+    try:
+        wait_for(lambda: len(loop.commits) >= 5 or loop.fatal, 30, "commits before the pause")
+        pid = cluster.signal(T, signal.SIGSTOP)
+        # A request the stopped broker holds (in its socket): AddPartitionsToTxn for an id
+        # it coordinated, from a pid it never gave out.
+        body = build(codec.request_class(24, 3), {
+            "v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": 4242,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": topic, "partitions": [parts[0]]}]})
+        held.sock.sendall(codec.encode_request(24, 3, 1, "held", body))
+        time.sleep(5.0)  # past the 3 s session timeout: the survivors take the slot over
+        os.kill(pid, signal.SIGCONT)
+        resumed = time.monotonic()
+        pid = None
+        size = struct.unpack(">i", recv_exact(held.sock, 4))[0]
+        answered = time.monotonic() - resumed
+        payload = recv_exact(held.sock, size)
+        corr, off = codec.response_header(24, 3, payload)
+        resp = entity_reader(load_response_schema(24, 3))(payload[off:], 0)[0]
+        codes = {p.partition_index: p.partition_error_code
+                 for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
+        assert corr == 1 and codes == {parts[0]: ErrorCode.not_coordinator}, codes
+        assert answered < 10, f"the held request was answered {answered:.1f} s after SIGCONT"
+        wait_for(lambda: loop.commits_after(resumed) >= 5 or loop.fatal, 60, "commits after SIGCONT")
+        first = min(c for c in loop.commits if c > resumed) - resumed if loop.commits_after(resumed) else None
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        held.close()
+        loop.finish()
+    assert loop.fatal is None, (loop.fatal, loop.errors)
+    assert first is not None and first < 30, f"first commit {first} s after SIGCONT; errors {loop.errors}"
+    wait_healthy(cluster)
+    got = by_partition(read(bs, topic, parts, "read_committed"))
+    for part in parts:
+        assert got.get(part, []) == loop.committed, (part, loop.errors)
+
+
+def test_coordinator_paused_past_the_request_timeout_abort_is_not_fatal(cluster):
+    """Issue 19: the coordinator stays stopped longer than the client's request timeout.
+    librdkafka times out the AddPartitionsToTxn it holds, then the messages waiting for
+    it ("requires epoch bump"), and aborts: EndTxn(abort) then InitProducerId with its
+    pid/epoch (KIP-360), both to the new coordinator, whose entry never saw that
+    transaction (still CompleteCommit). The abort is answered, the epoch bumped, and the
+    producer commits again while the old coordinator is still stopped: no fatal
+    INVALID_TXN_STATE, no new producer."""
+    T = 2
+    bs, data, topic, led, txn_id = _txn_case(cluster, "pausedlong", T)
+    parts = [led[b] for b in BROKERS if b != T]
+    loop = CommitLoop(bs, txn_id, topic, parts, **{
+        "socket.timeout.ms": 4000, "message.timeout.ms": 3000, "transaction.timeout.ms": 10000})
+    loop.start()
+    pid = None
+    try:
+        wait_for(lambda: len(loop.commits) >= 5 or loop.fatal, 30, "commits before the pause")
+        epoch_before = slot_entry(data, txn_id)["producer_epoch"]
+        pid = cluster.signal(T, signal.SIGSTOP)
+        stopped = time.monotonic()
+        wait_for(lambda: (loop.aborted and loop.commits_after(stopped) >= 3) or loop.fatal, 60,
+                 "an abort, then commits, with the coordinator stopped")
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        loop.finish()
+    assert loop.fatal is None, (loop.fatal, loop.errors)
+    assert slot_entry(data, txn_id)["producer_epoch"] > epoch_before  # the KIP-360 bump
+    wait_healthy(cluster)
+    got = by_partition(read(bs, topic, parts, "read_committed"))
+    for part in parts:
+        assert got.get(part, []) == loop.committed, (part, loop.errors)
