@@ -247,13 +247,13 @@ def create_topics(bootstrap: str, specs: dict[str, int], timeout: float = 90.0) 
             time.sleep(1.0)
 
 
-def end_offsets(bootstrap: str, topic: str, partitions: int, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
-    """Each partition's (last stable offset, high watermark): two fresh ListOffsets answers,
-    read_committed and read_uncommitted. LSO < HW while a transaction is open there."""
+def end_offsets(admin, topic: str, partitions: int, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    """Each partition's (last stable offset, high watermark): two fresh ListOffsets answers
+    (through ``admin``, an AdminClient), read_committed and read_uncommitted. LSO < HW while
+    a transaction is open there."""
     from confluent_kafka import IsolationLevel, TopicPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec
+    from confluent_kafka.admin import OffsetSpec
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 1000})
     req = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
     got = {}
     for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
@@ -268,12 +268,15 @@ def wait_transactions_complete(bootstrap: str, topic: str, partitions: int, dead
     """Poll until no transaction is open on any partition of ``topic`` (LSO == HW
     everywhere), at most until ``deadline``. Returns the last answer and the seconds waited.
     ListOffsets errors while a leader moves are retried."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 1000})
     t0 = time.monotonic()
     ends: dict[int, tuple[int, int]] = {}
     said = False
     while True:
         try:
-            ends = end_offsets(bootstrap, topic, partitions)
+            ends = end_offsets(admin, topic, partitions)
             if all(lso == hw for lso, hw in ends.values()):
                 break
         except Exception as exc:  # noqa: BLE001 — a leader moving: ask again

@@ -79,7 +79,7 @@ def svg(commit_times: Sequence[float], faults: Sequence[Fault], *, t0: float, t1
            f'<rect x="0" y="0" width="{W}" height="{H}" fill="white"/>',
            f'<text x="{LEFT}" y="16" font-size="13" font-weight="bold">{escape(title)}</text>',
            f'<text x="{LEFT}" y="31" fill="#555">committed transactions per second; '
-           f'{len(commit_times)} commits, {len(faults)} faults</text>']
+           f'{len(commit_times)} commits; dashed lines: faults and restarts</text>']
     g0, g1 = longest_gap(commit_times, t0, t1)
     out.append(f'<rect class="gap" x="{x(g0 - t0):.1f}" y="{TOP}" width="{max(0.5, x(g1 - t0) - x(g0 - t0)):.1f}" '
                f'height="{ph}" fill="#fde0dd" opacity="0.6"><title>longest stretch without a commit: '
