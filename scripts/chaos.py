@@ -421,13 +421,10 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
 
 
 def longest_stretch(commits: list[float]) -> tuple[float | None, float | None]:
-    """The longest stretch without a committed transaction between the first commit and the
-    last (start-up and the finished tail excluded): (seconds, wall clock of its start)."""
-    commits = sorted(commits)
-    if len(commits) < 2:
-        return None, None
-    gap, at = max((b - a, a) for a, b in zip(commits, commits[1:]))
-    return round(gap, 2), at
+    """The longest stretch without a committed transaction between two commits (start-up
+    and the finished tail excluded): (seconds, wall clock of its start)."""
+    gap = timeline.longest_gap(commits)
+    return (None, None) if gap is None else (round(gap[1] - gap[0], 2), gap[0])
 
 
 def write_report(result: dict, out: Path, echo) -> tuple[Path, Path]:

@@ -544,7 +544,7 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
         "fatal": fatal,
         "copy_started_at": started_at, "copy_ended_at": ended_at,
         "commit_times": sorted(commit_times),
-        "longest_no_commit_by_copier_s": {i: _longest_gap(ts, started_at, ended_at)
+        "longest_no_commit_by_copier_s": {i: _longest_gap(ts)
                                            for i, ts in sorted(commits_by_copier.items())},
     })
     result["ok"] = (result["duplicates"] == 0 and result["losses"] == 0 and result["order_violations"] == 0
@@ -553,11 +553,10 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
     return result
 
 
-def _longest_gap(times: list[float], start: float, end: float) -> float:
-    """The longest stretch without an event between ``start`` and ``end`` (both count as
-    edges, so a copier that stopped committing early shows the whole stall)."""
-    edges = [start, *sorted(times), end]
-    return round(max(b - a for a, b in zip(edges, edges[1:])), 2)
+def _longest_gap(times: list[float]) -> float | None:
+    """The longest stretch between two consecutive events (None for fewer than two)."""
+    ts = sorted(times)
+    return round(max(b - a for a, b in zip(ts, ts[1:])), 2) if len(ts) > 1 else None
 
 
 def print_summary(result: dict) -> None:

@@ -6,7 +6,7 @@
 A self-contained SVG (no dependency, no script, no external font), to open in a browser:
 one bar per second of committed transactions, a dashed vertical line per fault in the
 colour of its kind (hover a line for its full label), the longest stretch without a commit
-shaded. Times are wall-clock seconds (``time.time()``); the x axis is seconds since ``t0``.
+shaded (between two commits). Times are wall-clock seconds (``time.time()``); the x axis is seconds since ``t0``.
 """
 
 from __future__ import annotations
@@ -49,11 +49,14 @@ def per_second(commit_times: Iterable[float], t0: float, seconds: int) -> list[i
     return bins
 
 
-def longest_gap(commit_times: Sequence[float], t0: float, t1: float) -> tuple[float, float]:
-    """The longest stretch without a commit between ``t0`` and ``t1`` (run start and end
-    count as its edges): (start, end)."""
-    edges = [t0, *sorted(t for t in commit_times if t0 <= t <= t1), t1]
-    return max(zip(edges, edges[1:]), key=lambda ab: ab[1] - ab[0])
+def longest_gap(commit_times: Sequence[float]) -> tuple[float, float] | None:
+    """The longest stretch without a commit between two consecutive commits (start-up and
+    the finished tail are not stretches without progress): (start, end), None for fewer
+    than two commits."""
+    ts = sorted(commit_times)
+    if len(ts) < 2:
+        return None
+    return max(zip(ts, ts[1:]), key=lambda ab: ab[1] - ab[0])
 
 
 def svg(commit_times: Sequence[float], faults: Sequence[Fault], *, t0: float, t1: float | None = None,
@@ -80,10 +83,12 @@ def svg(commit_times: Sequence[float], faults: Sequence[Fault], *, t0: float, t1
            f'<text x="{LEFT}" y="16" font-size="13" font-weight="bold">{escape(title)}</text>',
            f'<text x="{LEFT}" y="31" fill="#555">committed transactions per second; '
            f'{len(commit_times)} commits; dashed lines: faults and restarts</text>']
-    g0, g1 = longest_gap(commit_times, t0, t1)
-    out.append(f'<rect class="gap" x="{x(g0 - t0):.1f}" y="{TOP}" width="{max(0.5, x(g1 - t0) - x(g0 - t0)):.1f}" '
-               f'height="{ph}" fill="#fde0dd" opacity="0.6"><title>longest stretch without a commit: '
-               f'{g1 - g0:.2f} s</title></rect>')
+    gap = longest_gap(commit_times)
+    if gap is not None:
+        g0, g1 = gap
+        out.append(f'<rect class="gap" x="{x(g0 - t0):.1f}" y="{TOP}" width="{max(0.5, x(g1 - t0) - x(g0 - t0)):.1f}" '
+                   f'height="{ph}" fill="#fde0dd" opacity="0.6"><title>longest stretch without a commit: '
+                   f'{g1 - g0:.2f} s</title></rect>')
     for v in range(0, ytop + 1, ystep):  # y grid and labels
         out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>')
         out.append(f'<text x="{LEFT - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v}</text>')

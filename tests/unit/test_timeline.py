@@ -36,10 +36,11 @@ def test_svg_parses_and_marks_every_fault(tmp_path):
 def test_empty_run_still_draws():
     root = ET.fromstring(timeline.svg([], [], t0=T0))
     assert root.tag == f"{NS}svg"
-    assert not [e for e in root.iter(f"{NS}rect") if e.get("class") == "bar"]
+    assert not [e for e in root.iter(f"{NS}rect") if e.get("class") in ("bar", "gap")]
 
 
 def test_per_second_and_longest_gap():
     commits = [T0 + 0.5, T0 + 0.7, T0 + 2.1, T0 + 9.0]
     assert timeline.per_second(commits, T0, 10) == [2, 0, 1, 0, 0, 0, 0, 0, 0, 1]
-    assert timeline.longest_gap(commits, T0, T0 + 10) == (T0 + 2.1, T0 + 9.0)
+    assert timeline.longest_gap(commits) == (T0 + 2.1, T0 + 9.0)
+    assert timeline.longest_gap(commits[:1]) is None
