@@ -526,6 +526,43 @@ async def test_complete_is_written_lazily_and_a_new_owner_finishes_the_prepared_
     assert state_on_file(b0, "lazy2").state is TxnState.CompleteAbort
 
 
+async def test_after_a_move_retries_and_the_abort_of_a_lost_transaction_are_answered(cluster):
+    """The client's side of a coordinator move: the old coordinator answered nothing after
+    PrepareCommit (its Complete* was only in memory). At the new owner the retried commit
+    is finished and answered NONE, and again NONE; the old one sends the client on with
+    NOT_COORDINATOR. The next transaction's AddPartitionsToTxn was lost with the old
+    coordinator: the client's abort (nothing open) and its KIP-360 InitProducerId are
+    answered, and it commits at the bumped epoch."""
+    world, (b0, b1, _b2) = cluster
+    part = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "mv", [("t", 0)])
+    await produce(part, "mv", pid, epoch)
+    assert await b0.txn.end_txn("mv", pid, epoch, True, V) == ErrorCode.none
+    assert state_on_file(b0, "mv").state is TxnState.PrepareCommit
+    world.slot_owner = 1
+    with pytest.raises(KaasError) as exc:
+        await b0.txn.add_partitions("mv", pid, epoch, [("t", 0)], V)
+    assert exc.value.code == ErrorCode.not_coordinator
+    assert await b1.txn.end_txn("mv", pid, epoch, True, V) == ErrorCode.none
+    assert state_of(b1, "mv").state is TxnState.CompleteCommit
+    assert await b1.txn.end_txn("mv", pid, epoch, True, V) == ErrorCode.none
+    assert not open_txn(part)
+    await b0.txn.apply_queue()  # t-0's leader applies the re-driven marker (a no-op)
+    # the lost transaction: abort, then the bump, then on at epoch + 1
+    assert await b1.txn.end_txn("mv", pid, epoch, False, V) == ErrorCode.none
+    assert state_of(b1, "mv").state is TxnState.CompleteCommit
+    assert await b1.txn.init_producer_id("mv", 60_000, pid, epoch, 4) == (pid, epoch + 1)
+    assert await b1.txn.add_partitions("mv", pid, epoch + 1, [("t", 0)], V) == ErrorCode.none
+    await produce(part, "mv", pid, epoch + 1)
+    assert await b1.txn.end_txn("mv", pid, epoch + 1, True, V) == ErrorCode.none
+    await b0.txn.apply_queue()
+    assert not open_txn(part)
+    # a commit of a transaction the coordinator never saw stays refused
+    assert await b1.txn.end_txn("mv", pid, epoch + 1, False, V) == ErrorCode.none
+    assert await b1.txn.init_producer_id("mv", 60_000, pid, epoch + 1, 4) == (pid, epoch + 2)
+    assert await b1.txn.end_txn("mv", pid, epoch + 2, True, V) == ErrorCode.invalid_txn_state
+
+
 def test_sweep_interval_env(monkeypatch):
     from kaas import txn_coordinator as tc
 
