@@ -35,7 +35,6 @@ class _Entry:
     offsets: GroupOffsets | None = None
     error: str | None = None
     lock: trio.Lock = field(default_factory=trio.Lock)
-    persisted: tuple | None = None  # (state, generation) of the membership on file
 
 
 class GroupCoordinator:
@@ -64,10 +63,12 @@ class GroupCoordinator:
             raise KaasError(ErrorCode.coordinator_load_in_progress, "joining the cluster")
 
     def _entry(self, group_id: str, create: bool = True) -> _Entry | None:
-        """The group in memory; else, with ``create``, the group as its file left it: a
-        Stable membership is restored (same generation, members and assignments, sessions
-        restarted), so consumers carry on across a coordinator move without a rebalance.
-        Without ``create`` only a group whose file holds a stable membership is loaded."""
+        """The group in memory; else, with ``create``, the group as its file left it: its
+        membership is restored (a Stable generation with its members and assignments, or a
+        rebalance in progress; sessions from the heartbeat times on file, see
+        ``Group.restore``), so consumers carry on across a coordinator move without a
+        rebalance, and a rebalance under way finishes. Without ``create`` only a group
+        whose file holds members is loaded."""
         e = self.groups.get(group_id)
         if e is not None:
             return e
@@ -84,11 +85,11 @@ class GroupCoordinator:
             log.warning("group_file_unreadable", group=group_id, error=str(exc))
         group = None
         snap = offsets.membership if offsets is not None else None
-        if snap is not None and snap.get("state") == GroupState.STABLE.value:
+        if snap is not None and snap.get("members"):
             try:
                 group = Group.restore(group_id, snap, now_ms=now_ms(), **settings)
-                log.info("group_restored", group=group_id, generation=group.generation_id,
-                         members=len(group.members))
+                log.info("group_restored", group=group_id, state=group.state.value,
+                         generation=group.generation_id, members=len(group.members))
             except ValueError as exc:
                 log.error("group_membership_unreadable", group=group_id, error=str(exc))
         if group is None:
@@ -96,32 +97,43 @@ class GroupCoordinator:
                 return None
             group = Group(group_id, now_ms=now_ms(), **settings)
         e = _Entry(group, offsets=offsets)
-        if snap is not None:
-            e.persisted = (snap.get("state"), snap.get("generation"))
         self.groups[group_id] = e
         return e
 
     async def _persist_membership(self, e: _Entry) -> None:
-        """Keep the group's stable membership (or its being Empty again) on file, once per
-        change. A group that never had a generation writes nothing (reading a group must
-        not create its file)."""
+        """Keep the group's membership on file: once per change (state, generation,
+        members, assignments), and its members' heartbeat times once they lag by a third
+        of a session (``Group.persist_due``). A group that never had a generation writes
+        nothing (reading a group must not create its file); neither does one whose file
+        could not be read (reported by ``_offsets``)."""
         g = e.group
-        if g.state not in (GroupState.STABLE, GroupState.EMPTY):
-            return
-        key = (g.state.value, g.generation_id)
-        if key == e.persisted or (g.state is GroupState.EMPTY and e.persisted is None and g.generation_id == 0):
+        if e.offsets is None and e.error is not None:
             return
         try:
+            if e.offsets is not None and not g.persist_due(e.offsets.membership, now_ms()):
+                return
             async with e.lock:
                 # re-checked under the lock: a DeleteGroups meanwhile must not be undone
-                if self.groups.get(g.group_id) is not e or (g.state.value, g.generation_id) != key:
+                if self.groups.get(g.group_id) is not e:
                     return
-                new = (await self._offsets(e)).copy()
-                new.membership = g.snapshot()
+                now = now_ms()
+                current = await self._offsets(e)
+                if not g.persist_due(current.membership, now):
+                    return
+                new = current.copy()
+                new.membership = g.snapshot(now)
                 await self._save(e, new)
-            e.persisted = key
         except KaasError as exc:
             log.warning("group_membership_not_saved", group=g.group_id, error=exc.code.name)
+
+    @staticmethod
+    def _with_membership(e: _Entry, new: GroupOffsets) -> GroupOffsets:
+        """``new`` (about to be written anyway, for offsets) with the group's membership as
+        it is now, when the group has members: the write keeps their heartbeat times fresh
+        on file at no extra cost."""
+        if e.group.members:
+            new.membership = e.group.snapshot(now_ms())
+        return new
 
     async def _offsets(self, e: _Entry) -> GroupOffsets:
         """The group's offsets, loaded from its file on first use (after a takeover too)."""
@@ -325,7 +337,7 @@ class GroupCoordinator:
         if code != ErrorCode.none:
             return code
         async with e.lock:
-            new = (await self._offsets(e)).copy()
+            new = self._with_membership(e, (await self._offsets(e)).copy())
             new.offsets.update(offsets)
             await self._save(e, new)
         return ErrorCode.none
@@ -339,7 +351,7 @@ class GroupCoordinator:
         if code != ErrorCode.none:
             return code
         async with e.lock:
-            new = (await self._offsets(e)).copy()
+            new = self._with_membership(e, (await self._offsets(e)).copy())
             new.pending.setdefault(producer_id, {}).update(offsets)
             await self._save(e, new)
         return ErrorCode.none
@@ -352,7 +364,7 @@ class GroupCoordinator:
             g = await self._offsets(e)
             if producer_id not in g.pending:
                 return
-            new = g.copy()
+            new = self._with_membership(e, g.copy())
             staged = new.pending.pop(producer_id)
             if commit:
                 new.offsets.update(staged)

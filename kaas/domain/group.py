@@ -47,6 +47,12 @@ Choices where Apache leaves room, or where this machine differs:
 * The client id/host of a replaced static member are the new request's (Apache keeps
   the old ones).
 * GROUP_MAX_SIZE_REACHED is not implemented (Apache's default max size is unbounded).
+* Persistence (``snapshot``/``restore``): a rebalance in progress is kept, not only a
+  Stable generation, and so is each member's last heartbeat time; a restored member's
+  session ends at its last heartbeat plus its session, clamped to between half a session
+  and a whole one from the restore (``restored_session_deadline``), where Apache restarts
+  every session. So a dead member is removed, and a rebalance completes, even when the
+  coordinator moves more often than the session timeout. docs/groups.rst says why.
 
 Invariants:
     - ``generation_id`` never falls; it rises by one each time a join phase completes.
@@ -77,6 +83,7 @@ __all__ = [
     "DEFAULT_INITIAL_REBALANCE_DELAY_MS",
     "DEFAULT_MAX_SESSION_TIMEOUT_MS",
     "DEFAULT_MIN_SESSION_TIMEOUT_MS",
+    "HEARTBEAT_PERSIST_FRACTION",
     "UNKNOWN_GENERATION_ID",
     "UNKNOWN_MEMBER_ID",
     "Effect",
@@ -88,6 +95,8 @@ __all__ = [
     "LeaveResult",
     "Member",
     "SyncReply",
+    "restored_session_deadline",
+    "restored_session_floor_ms",
 ]
 
 DEFAULT_INITIAL_REBALANCE_DELAY_MS = 3000
@@ -98,6 +107,37 @@ DEFAULT_MAX_SESSION_TIMEOUT_MS = 1_800_000
 """Apache ``group.max.session.timeout.ms``."""
 UNKNOWN_GENERATION_ID = -1
 UNKNOWN_MEMBER_ID = ""
+HEARTBEAT_PERSIST_FRACTION = 1 / 3
+"""A member's heartbeat time on file is rewritten once it lags the truth by this fraction
+of the member's session timeout (``Group.persist_due``)."""
+
+
+def restored_session_floor_ms(session_timeout_ms: int) -> int:
+    """The least time a restored member is given, from the restore, to reach its new
+    coordinator: half its session timeout (at least 1.5 heartbeat intervals at the
+    interval of a third of the session that clients default to and Apache recommends)."""
+    return session_timeout_ms // 2
+
+
+def restored_session_deadline(last_heartbeat_ms: int | None, session_timeout_ms: int, now_ms: int) -> int:
+    """When the session of a member restored at ``now_ms`` ends unless it is heard from.
+
+    Args:
+        last_heartbeat_ms: when the previous coordinator last heard from the member, by
+            its file (its wall clock), or ``None`` when the file does not say.
+        session_timeout_ms: the member's session timeout.
+        now_ms: the restoring coordinator's wall clock.
+
+    Returns:
+        ``last_heartbeat_ms + session_timeout_ms`` clamped to between
+        ``now_ms + restored_session_floor_ms(session_timeout_ms)`` and
+        ``now_ms + session_timeout_ms``; the upper end (Apache's reset on load) when the
+        file gives no heartbeat time.
+    """
+    if last_heartbeat_ms is None:
+        return now_ms + session_timeout_ms
+    return max(min(last_heartbeat_ms, now_ms) + session_timeout_ms,
+               now_ms + restored_session_floor_ms(session_timeout_ms))
 
 
 class GroupState(enum.Enum):
@@ -192,6 +232,8 @@ class Member:
     ``join_key``/``sync_key`` hold the parked JoinGroup/SyncGroup request (``None`` when
     none is parked); a non-``None`` ``join_key`` is the "joined in the current round"
     flag. ``assignment`` is ``None`` until the leader's SyncGroup gives it a slot.
+    ``last_heartbeat_ms`` is when the member was last heard from (for a restored member:
+    when its previous coordinator last heard from it, by that coordinator's file).
     """
 
     member_id: str
@@ -206,6 +248,14 @@ class Member:
     assignment: bytes | None = None
     join_key: Hashable | None = None
     sync_key: Hashable | None = None
+    grace_until_ms: int = 0
+
+    @property
+    def session_deadline_ms(self) -> int:
+        """When the member's session ends unless it is heard from: its last heartbeat plus
+        its session timeout, but not before ``grace_until_ms`` (the time a restored member
+        is given to reach its new coordinator, see ``Group.restore``)."""
+        return max(self.last_heartbeat_ms + self.session_timeout_ms, self.grace_until_ms)
 
     def metadata_for(self, protocol_name: str | None) -> bytes:
         """The metadata this member sent for ``protocol_name`` (``b""`` if none)."""
@@ -705,44 +755,94 @@ class Group:
 
     # ------------------------------------------------------------------ persistence
 
-    def snapshot(self) -> dict[str, object] | None:
-        """The membership to keep on file, as Apache keeps it in ``__consumer_offsets``
-        when a generation completes, so that a new coordinator carries on without a
-        rebalance: for a Stable group its generation, protocol, leader and every member
-        with its metadata and assignment; for an Empty group the generation alone.
-        ``None`` in the transient states (the last stable membership stays on file)."""
-        if self._state is _STABLE:
-            return {
-                "state": _STABLE.value,
-                "generation": self._generation_id,
-                "protocol_type": self._protocol_type,
-                "protocol": self._protocol_name,
-                "leader": self._leader_id,
-                "members": [
-                    {
-                        "member_id": m.member_id,
-                        "group_instance_id": m.group_instance_id,
-                        "client_id": m.client_id,
-                        "client_host": m.client_host,
-                        "session_timeout_ms": m.session_timeout_ms,
-                        "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                        "protocol_type": m.protocol_type,
-                        "protocols": [[name, md.hex()] for name, md in m.protocols],
-                        "assignment": (m.assignment or b"").hex(),
-                    }
-                    for m in self._members.values()
-                ],
-            }
+    def snapshot(self, now_ms: int) -> dict[str, object] | None:
+        """The membership to keep on file, so that a coordinator taking the group over
+        carries on where this one stopped (Apache keeps only a Stable generation, in
+        ``__consumer_offsets``; here a rebalance in progress is kept too).
+
+        For a group with members: its state, generation, protocol, leader, when it entered
+        its state (``since_ms``: for a rebalance, when the join or sync phase began) and
+        every member with its metadata, assignment (``None`` while it has none) and
+        ``last_heartbeat_ms``: when it was last heard from, ``now_ms`` for a member whose
+        JoinGroup or SyncGroup is parked here (it is waiting on us, so alive). For an Empty
+        group the generation alone. ``None`` for a Dead group.
+        """
+        if self._state is _DEAD:
+            return None
         if self._state is _EMPTY:
             return {"state": _EMPTY.value, "generation": self._generation_id,
                     "protocol_type": self._protocol_type}
-        return None
+        return {
+            "state": self._state.value,
+            "generation": self._generation_id,
+            "protocol_type": self._protocol_type,
+            "protocol": self._protocol_name,
+            "leader": self._leader_id,
+            "since_ms": self._state_since_ms,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "session_timeout_ms": m.session_timeout_ms,
+                    "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                    "protocol_type": m.protocol_type,
+                    "protocols": [[name, md.hex()] for name, md in m.protocols],
+                    "assignment": None if m.assignment is None else m.assignment.hex(),
+                    "last_heartbeat_ms": _last_seen_ms(m, now_ms),
+                }
+                for m in self._members.values()
+            ],
+        }
+
+    def persist_due(self, on_file: Mapping[str, object] | None, now_ms: int) -> bool:
+        """Should ``snapshot(now_ms)`` be written over ``on_file`` (the membership the
+        group's file holds)?
+
+        Yes when the membership changed (state, generation, leader, members, assignments),
+        or when some member was heard from at least ``HEARTBEAT_PERSIST_FRACTION`` of its
+        session after the time on file, so that the file's heartbeat times lag the truth
+        by about that much at most, at a cost of one write per group per that interval
+        (and none while nobody is heard from, e.g. a group whose members all died). Never
+        for a group that never had a generation (reading a group must not create its file)
+        nor for a Dead one.
+        """
+        snap = self.snapshot(now_ms)
+        if snap is None:
+            return False
+        if on_file is None:
+            return not (self._state is _EMPTY and self._generation_id == 0)
+        if _shape(snap) != _shape(on_file):
+            return True
+        seen_on_file = {}
+        for raw in on_file.get("members") or ():  # type: ignore[attr-defined]
+            if isinstance(raw, Mapping):
+                seen_on_file[raw.get("member_id")] = raw.get("last_heartbeat_ms")
+        for m in self._members.values():
+            old = seen_on_file.get(m.member_id)
+            if not isinstance(old, int):
+                return True  # written before heartbeat times were kept
+            if _last_seen_ms(m, now_ms) - old >= m.session_timeout_ms * HEARTBEAT_PERSIST_FRACTION:
+                return True
+        return False
 
     @classmethod
     def restore(cls, group_id: str, snap: Mapping[str, object], *, now_ms: int, **settings: object) -> Group:
-        """A group as ``snapshot()`` described it, for a coordinator taking it over: a
-        Stable group keeps its generation, leader, members and assignments, and every
-        member's session starts afresh at ``now_ms`` (Apache does the same on load).
+        """The group as ``snapshot()`` left it, for a coordinator taking it over at
+        ``now_ms`` (this coordinator's wall clock; the file's times are the writer's).
+
+        A Stable group keeps its generation, leader, members and assignments. A group
+        caught in a rebalance stays in it: PreparingRebalance keeps its members (each
+        must rejoin, or have its session end), CompletingRebalance its new generation and
+        leader (each member must send SyncGroup); the phase ends at its rebalance timeout
+        counted from when it began (``since_ms``), but not before the latest restored
+        member's floor below, so that no live member is dropped before it could rejoin.
+
+        Each member's session ends at ``restored_session_deadline``: its last heartbeat on
+        file plus its session timeout, clamped to between half a session and a whole one
+        from ``now_ms``. A member the file gives no heartbeat time for (a file written
+        before they were kept) gets a whole session from ``now_ms``, as Apache does on load.
 
         Raises:
             ValueError: the snapshot is malformed.
@@ -752,30 +852,58 @@ class Group:
             g._generation_id = int(snap["generation"])  # type: ignore[call-overload]
             pt = snap.get("protocol_type")
             g._protocol_type = None if pt is None else str(pt)
+            state = snap.get("state")
+            if state not in _RESTORABLE:
+                raise ValueError(f"bad group snapshot: state {state!r}")
             members = snap.get("members") or []
-            if snap.get("state") == _STABLE.value and members:
-                g._protocol_name = str(snap["protocol"])
-                g._leader_id = str(snap["leader"])
-                for raw in members:  # type: ignore[attr-defined]
-                    iid = raw["group_instance_id"]
-                    m = Member(
-                        member_id=str(raw["member_id"]),
-                        group_instance_id=None if iid is None else str(iid),
-                        client_id=str(raw["client_id"]),
-                        client_host=str(raw["client_host"]),
-                        session_timeout_ms=int(raw["session_timeout_ms"]),
-                        rebalance_timeout_ms=int(raw["rebalance_timeout_ms"]),
-                        protocol_type=str(raw["protocol_type"]),
-                        protocols=tuple((str(n), bytes.fromhex(md)) for n, md in raw["protocols"]),
-                        last_heartbeat_ms=now_ms,
-                        assignment=bytes.fromhex(raw["assignment"]),
-                    )
-                    g._members[m.member_id] = m
-                    if m.group_instance_id is not None:
-                        g._static[m.group_instance_id] = m.member_id
-                if g._leader_id not in g._members:
-                    raise ValueError(f"leader {g._leader_id!r} is not a member")
+            if state == _EMPTY.value or not members:
+                return g
+            proto = snap.get("protocol")
+            g._protocol_name = None if proto is None else str(proto)
+            g._leader_id = str(snap["leader"])
+            for raw in members:  # type: ignore[attr-defined]
+                iid = raw["group_instance_id"]
+                seen = raw.get("last_heartbeat_ms")
+                assignment = raw.get("assignment")
+                m = Member(
+                    member_id=str(raw["member_id"]),
+                    group_instance_id=None if iid is None else str(iid),
+                    client_id=str(raw["client_id"]),
+                    client_host=str(raw["client_host"]),
+                    session_timeout_ms=int(raw["session_timeout_ms"]),
+                    rebalance_timeout_ms=int(raw["rebalance_timeout_ms"]),
+                    protocol_type=str(raw["protocol_type"]),
+                    protocols=tuple((str(n), bytes.fromhex(md)) for n, md in raw["protocols"]),
+                    last_heartbeat_ms=now_ms if seen is None else min(int(seen), now_ms),
+                    assignment=None if assignment is None else bytes.fromhex(assignment),
+                )
+                if seen is not None:
+                    m.grace_until_ms = now_ms + restored_session_floor_ms(m.session_timeout_ms)
+                g._members[m.member_id] = m
+                if m.group_instance_id is not None:
+                    g._static[m.group_instance_id] = m.member_id
+            if g._leader_id not in g._members:
+                raise ValueError(f"leader {g._leader_id!r} is not a member")
+            since = snap.get("since_ms")
+            g._state_since_ms = now_ms if since is None else min(int(since), now_ms)  # type: ignore[call-overload]
+            if state == _STABLE.value:
+                if g._protocol_name is None or any(m.assignment is None for m in g._members.values()):
+                    raise ValueError("a Stable member without an assignment or protocol")
                 g._state = _STABLE
+                return g
+            phase_end = max(
+                g._state_since_ms + g._rebalance_timeout_ms(),
+                max(m.session_deadline_ms for m in g._members.values()),
+            )
+            if state == _PREPARING.value:
+                g._state = _PREPARING
+                g._join_deadline_ms = phase_end
+            else:
+                if g._protocol_name is None:
+                    raise ValueError("CompletingRebalance without a protocol")
+                g._state = _COMPLETING
+                g._pending_sync = set(g._members)
+                g._sync_deadline_ms = phase_end
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"bad group snapshot: {exc!r}") from None
         return g
@@ -1096,7 +1224,7 @@ class Group:
         ]
         for m in self._members.values():
             if m.join_key is None and m.sync_key is None:
-                timers.append((m.last_heartbeat_ms + m.session_timeout_ms, _T_SESSION, m.member_id))
+                timers.append((m.session_deadline_ms, _T_SESSION, m.member_id))
         if self._sync_deadline_ms is not None:
             timers.append((self._sync_deadline_ms, _T_SYNC, None))
         if self._join_deadline_ms is not None:
@@ -1131,6 +1259,26 @@ class Group:
             self._join_deadline_ms = now_ms + self._initial_step_ms
             return []
         return self._complete_join(now_ms)
+
+
+_RESTORABLE = (_EMPTY.value, _PREPARING.value, _COMPLETING.value, _STABLE.value)
+
+
+def _last_seen_ms(m: Member, now_ms: int) -> int:
+    """When ``m`` was last heard from: now if its JoinGroup or SyncGroup is parked here."""
+    if m.join_key is not None or m.sync_key is not None:
+        return now_ms
+    return m.last_heartbeat_ms
+
+
+def _shape(snap: Mapping[str, object]) -> object:
+    """A snapshot without its members' heartbeat times: what a membership change changes."""
+    members = snap.get("members")
+    if not isinstance(members, list):
+        return dict(snap)
+    stripped = [{k: v for k, v in raw.items() if k != "last_heartbeat_ms"} if isinstance(raw, Mapping) else raw
+                for raw in members]
+    return {**snap, "members": stripped}
 
 
 def _join_error(request_key: Hashable, code: ErrorCode, member_id: str) -> JoinReply:

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from kio.schema.errors import ErrorCode as E
@@ -18,6 +18,7 @@ from kaas.domain.group import (
     JoinReply,
     LeaveMemberResult,
     SyncReply,
+    restored_session_deadline,
 )
 
 SESSION = 10_000
@@ -71,13 +72,13 @@ def two_step(g: Group, now: int, client: str = "c", **kw: object) -> tuple[str, 
     return r.member_id, join(g, now, r.member_id, client=client, **kw)
 
 
-def stable_group(n: int) -> tuple[Group, list[str]]:
+def stable_group(n: int, session: int = SESSION) -> tuple[Group, list[str]]:
     """n dynamic members c0..; Stable at generation 1 (all at t=0); member i assigned A<i>."""
     g = new_group()
-    ids = [only(join(g, 0, client=f"c{i}")).member_id for i in range(n)]  # all pending
+    ids = [only(join(g, 0, client=f"c{i}", session=session)).member_id for i in range(n)]  # all pending
     effects = []
     for i, mid in enumerate(ids):
-        effects += join(g, 0, mid, client=f"c{i}", key=("setup", i))
+        effects += join(g, 0, mid, client=f"c{i}", key=("setup", i), session=session)
     replies = by_key(effects)  # pending members held the phase until the last one joined
     assert {r.generation_id for r in replies.values()} == {1} and len(replies) == n
     out = g.sync(0, ids[0], None, 1, {mid: f"A{i}".encode() for i, mid in enumerate(ids)}, "s0")
@@ -794,11 +795,12 @@ class GroupMachine(RuleBasedStateMachine):
     @rule(c=st.integers(0, len(CLIENT_INSTANCES) - 1))
     def leave(self, c: int) -> None:
         cl = self.clients[c]
-        res = self.g.leave(self.now, [(cl.member_id, cl.instance)])
+        left = cl.member_id  # the released replies may give the client another id (a fresh join)
+        res = self.g.leave(self.now, [(left, cl.instance)])
         assert res.error_code is E.none and len(res.members) == 1
         self._apply(list(res.effects))
         if res.members[0].error_code is E.none:
-            assert cl.member_id not in self.g.members or cl.member_id == ""
+            assert left not in self.g.members or left == ""
 
     @rule(c=st.integers(0, len(CLIENT_INSTANCES) - 1))
     def commit(self, c: int) -> None:
@@ -893,8 +895,9 @@ def test_stable_group_sizes(n: int):
 
 def test_a_restored_stable_group_carries_on_with_the_same_generation_and_assignments():
     g, ids = stable_group(3)
-    snap = g.snapshot()
+    snap = g.snapshot(0)
     assert snap["state"] == "Stable" and snap["generation"] == 1
+    assert [m["last_heartbeat_ms"] for m in snap["members"]] == [0, 0, 0]
     r = Group.restore("g", snap, now_ms=50_000)
     assert r.state is GroupState.STABLE and r.generation_id == 1
     assert r.leader_id == g.leader_id and r.protocol_name == g.protocol_name
@@ -902,11 +905,13 @@ def test_a_restored_stable_group_carries_on_with_the_same_generation_and_assignm
     for mid in ids:
         assert r.members[mid].assignment == g.members[mid].assignment
         assert r.members[mid].protocols == g.members[mid].protocols
-    # sessions start afresh: nobody expires at once, every member heartbeats on
-    assert r.tick(50_000 + SESSION - 1) == []
+    # last heard from long ago: half a session to reach the new coordinator, not a whole one
+    assert r.next_deadline() == 50_000 + SESSION // 2
+    assert r.tick(50_000 + SESSION // 2 - 1) == []
     assert all(r.heartbeat(50_000 + 100, mid, None, 1) is E.none for mid in ids)
     assert r.heartbeat(50_000 + 100, ids[0], None, 0) is E.illegal_generation
     assert r.heartbeat(50_000 + 100, "stranger", None, 1) is E.unknown_member_id
+    assert r.tick(50_100 + SESSION - 1) == [] and len(r.members) == 3  # heard from: a whole session
     # the leader's rejoin starts the next generation's rebalance, as before the move
     join(r, 50_200, ids[0], client="c0", key="rejoin")
     assert r.state is GroupState.PREPARING_REBALANCE
@@ -922,18 +927,284 @@ def test_static_members_are_restored_with_their_instance_ids():
     g = new_group()
     mid = only(join(g, 0, client="s", instance="inst-1", key="j")).member_id
     g.sync(0, mid, "inst-1", 1, {mid: b"A"}, "s")
-    r = Group.restore("g", g.snapshot(), now_ms=1)
+    r = Group.restore("g", g.snapshot(0), now_ms=1)
     assert r.static_member_id("inst-1") == mid
     assert r.heartbeat(2, mid, "inst-1", 1) is E.none
 
 
-def test_only_stable_and_empty_groups_have_a_snapshot():
+def test_snapshots_of_each_state():
     g = new_group()
-    assert g.snapshot() == {"state": "Empty", "generation": 0, "protocol_type": None}
-    two_step(g, 0, client="a")
-    assert g.state is not GroupState.STABLE and g.snapshot() is None
+    assert g.snapshot(0) == {"state": "Empty", "generation": 0, "protocol_type": None}
+    mid, _ = two_step(g, 0, client="a")  # parked: heard from "now" whenever the snapshot is taken
+    snap = g.snapshot(700)
+    assert snap["state"] == "CompletingRebalance" and snap["generation"] == 1 and snap["since_ms"] == 0
+    assert snap["members"][0]["last_heartbeat_ms"] == 0  # its join was answered at 0: not parked
+    g.sync(5, mid, None, 1, {mid: b"A"}, "sync")
+    assert g.state is GroupState.STABLE and g.snapshot(9)["members"][0]["last_heartbeat_ms"] == 5
+    g, (leader, follower) = stable_group(2)
+    join(g, 10, leader, client="c0", key="rejoin")  # parked in PreparingRebalance
+    snap = g.snapshot(4_000)
+    assert snap["state"] == "PreparingRebalance" and snap["since_ms"] == 10
+    assert [(m["member_id"], m["last_heartbeat_ms"], m["assignment"]) for m in snap["members"]] == [
+        (leader, 4_000, b"A0".hex()), (follower, 0, b"A1".hex())]
+    g.mark_dead(5_000)
+    assert g.snapshot(5_000) is None
     e = Group.restore("g", {"state": "Empty", "generation": 7, "protocol_type": "consumer"}, now_ms=0)
     assert e.state is GroupState.EMPTY and e.generation_id == 7 and e.members == {}
+
+
+@given(
+    heard=st.one_of(st.none(), st.integers(-10**9, 10**9)),
+    session=st.integers(6_000, 1_800_000),
+    now=st.integers(0, 10**9),
+)
+def test_a_restored_session_is_never_shorter_than_on_file_nor_than_half_a_session(heard, session, now):
+    d = restored_session_deadline(heard, session, now)
+    # never later than Apache's reset on load, never earlier than half a session from the restore
+    assert now + session // 2 <= d <= now + session
+    if heard is None:
+        assert d == now + session
+    else:
+        # never earlier than the session the previous coordinator would have given (a time
+        # on file from the future, another host's clock running ahead, counts as now)
+        assert d >= min(heard, now) + session
+        if now - session // 2 <= heard <= now:
+            assert d == heard + session
+
+
+def test_restored_sessions_count_from_the_heartbeats_on_file():
+    g, (a, b) = stable_group(2)
+    assert g.heartbeat(9_000, b, None, 1) is E.none
+    snap = g.snapshot(9_500)
+    assert [m["last_heartbeat_ms"] for m in snap["members"]] == [0, 9_000]
+    r = Group.restore("g", snap, now_ms=10_000)
+    assert r.members[a].session_deadline_ms == 15_000  # silent for a session: half a session left
+    assert r.members[b].session_deadline_ms == 19_000  # heard from at 9 000: its session on
+    assert r.tick(14_999) == [] and r.next_deadline() == 15_000
+    r.tick(15_000)
+    assert list(r.members) == [b] and r.state is GroupState.PREPARING_REBALANCE
+    # a file without heartbeat times (written before they were kept): Apache's reset on load
+    old = {**snap, "members": [{k: v for k, v in m.items() if k != "last_heartbeat_ms"}
+                               for m in snap["members"]]}
+    del old["since_ms"]
+    r = Group.restore("g", old, now_ms=10_000)
+    assert {m.session_deadline_ms for m in r.members.values()} == {10_000 + SESSION}
+    # a time on file from the future (the writer's clock ahead) counts as the restore time
+    ahead = {**snap, "members": [{**m, "last_heartbeat_ms": 99_000} for m in snap["members"]]}
+    r = Group.restore("g", ahead, now_ms=10_000)
+    assert {m.session_deadline_ms for m in r.members.values()} == {10_000 + SESSION}
+
+
+def test_persist_due_for_changes_and_heartbeats_a_third_of_a_session_late():
+    g, (a, b) = stable_group(2)
+    assert not new_group().persist_due(None, 0)  # never had a generation: no file
+    assert g.persist_due(None, 0)
+    on_file = g.snapshot(0)
+    assert not g.persist_due(on_file, 1)
+    g.heartbeat(SESSION // 3 - 1, a, None, 1)
+    assert not g.persist_due(on_file, SESSION // 3)
+    g.heartbeat(SESSION // 3 + 1, a, None, 1)
+    assert g.persist_due(on_file, SESSION // 3 + 2)
+    on_file = g.snapshot(SESSION // 3 + 2)
+    # a restore changes nothing on file, and writes nothing until someone is heard from
+    r = Group.restore("g", on_file, now_ms=40_000)
+    assert not r.persist_due(on_file, 40_000)
+    assert r.heartbeat(40_100, b, None, 1) is E.none and r.persist_due(on_file, 40_100)
+    # a membership change is due at once
+    join(g, 4_000, a, client="c0", key="rejoin")
+    assert g.state is GroupState.PREPARING_REBALANCE and g.persist_due(on_file, 4_000)
+    assert not g.persist_due(g.snapshot(4_000), 4_001)
+    # a parked member counts as heard from whenever the snapshot is taken
+    assert not g.persist_due(g.snapshot(4_000), 4_000 + SESSION // 3 - 1)
+    assert g.persist_due(g.snapshot(4_000), 4_000 + SESSION // 3 + 1)
+
+
+def test_a_rebalance_in_progress_is_restored_and_completes():
+    g, (a, b) = stable_group(2)
+    g.heartbeat(1_000, b, None, 1)
+    join(g, 2_000, a, client="c0", key="a-rejoin")  # PreparingRebalance since 2 000, a parked
+    snap = g.snapshot(3_000)
+    r = Group.restore("g", snap, now_ms=4_000)
+    assert r.state is GroupState.PREPARING_REBALANCE and r.generation_id == 1
+    assert r.state_since_ms == 2_000 and r.members[a].join_key is None
+    # the survivors' heartbeats say "rejoin"; a rejoins, b (dead since 1 000) is removed when
+    # its session ends (11 000), and the phase completes then, not at the rebalance timeout
+    assert r.heartbeat(4_500, a, None, 1) is E.rebalance_in_progress
+    assert join(r, 4_600, a, client="c0", key="a-again") == []
+    assert r.next_deadline() == 11_000
+    reply = by_key(r.tick(11_000))["a-again"]
+    assert reply.error_code is E.none and reply.generation_id == 2 and reply.leader == a
+    assert list(r.members) == [a] and r.state is GroupState.COMPLETING_REBALANCE
+    # restored in CompletingRebalance: the leader's SyncGroup completes the generation
+    c = Group.restore("g", r.snapshot(11_500), now_ms=12_000)
+    assert c.state is GroupState.COMPLETING_REBALANCE and c.generation_id == 2 and c.leader_id == a
+    assert only(c.sync(12_100, a, None, 2, {a: b"all"}, "s")).assignment == b"all"
+    assert c.state is GroupState.STABLE
+    # a member that rejoins having missed its JoinGroup answer gets this generation's
+    c2 = Group.restore("g", r.snapshot(11_500), now_ms=12_000)
+    again = only(join(c2, 12_050, a, client="c0", key="missed"))
+    assert again.generation_id == 2 and again.members == (JoinMember(a, None, b"r-meta"),)
+
+
+def test_a_restored_rebalance_ends_by_its_timeout_from_when_it_began_but_not_before_a_member_could_rejoin():
+    g, (a, b) = stable_group(2)
+    join(g, 0, a, client="c0", key="k", rebalance=REBALANCE)
+    snap = g.snapshot(0)
+    late = Group.restore("g", snap, now_ms=REBALANCE + 1_000)  # long past the rebalance timeout
+    assert late._join_deadline_ms == REBALANCE + 1_000 + SESSION // 2
+    early = Group.restore("g", snap, now_ms=1_000)
+    assert early._join_deadline_ms == REBALANCE
+
+
+@pytest.mark.parametrize("bad_state", ["Dead", "Bogus", None])
+def test_a_snapshot_in_an_unknown_state_is_refused(bad_state):
+    g, _ = stable_group(1)
+    with pytest.raises(ValueError):
+        Group.restore("g", {**g.snapshot(0), "state": bad_state}, now_ms=0)
+    snap = g.snapshot(0)
+    snap["members"][0]["assignment"] = None  # Stable, yet without an assignment
+    with pytest.raises(ValueError):
+        Group.restore("g", snap, now_ms=0)
+
+
+# ------------------------------------------------------------ coordinator churn (simulated)
+
+CHURN_SESSION = 6_000
+STEP = 100
+
+
+class LiveClient:
+    """A live member as a client library drives it: heartbeats every ``hb`` ms, rejoins and
+    syncs when told to, and re-sends what it had parked at a coordinator that died."""
+
+    def __init__(self, member_id: str, generation: int, hb: int) -> None:
+        self.member_id, self.generation, self.hb = member_id, generation, hb
+        self.next_at = 0
+        self.parked: tuple[str, object] | None = None  # ("join"|"sync", key)
+        self.want = "heartbeat"
+        self.assignment: bytes | None = b"A?"
+        self.keys = itertools.count()
+
+    def act(self, g: Group, now: int) -> list:
+        if self.parked is not None or now < self.next_at:
+            return []
+        self.next_at = now + self.hb
+        if self.want == "join":
+            key = ("join", next(self.keys))
+            self.parked = key
+            return g.join(now, self.member_id, None, "live", "h", CHURN_SESSION, REBALANCE,
+                          "consumer", PROTOS, True, key)
+        if self.want == "sync":
+            key = ("sync", next(self.keys))
+            self.parked = key
+            mine = {m: m.encode() for m in self.members} if self.members else {}
+            return g.sync(now, self.member_id, None, self.generation, mine, key)
+        code = g.heartbeat(now, self.member_id, None, self.generation)
+        assert code is not E.unknown_member_id, f"live member dropped at {now}"
+        if code in (E.rebalance_in_progress, E.illegal_generation):
+            self.want = "join"
+        return []
+
+    def answer(self, effects: list) -> None:
+        for e in effects:
+            if self.parked is None or e.request_key != self.parked:
+                continue
+            self.parked = None
+            self.next_at = 0  # act on the answer at once
+            assert e.error_code is not E.unknown_member_id, f"live member dropped: {e}"
+            if isinstance(e, JoinReply):
+                if e.error_code is E.none:
+                    self.generation, self.want = e.generation_id, "sync"
+                    self.members = [m.member_id for m in e.members]
+                    self.assignment = None
+                else:
+                    self.want = "join"
+            elif e.error_code is E.none:
+                self.want, self.assignment = "heartbeat", e.assignment
+            else:
+                self.want = "join"
+
+    def coordinator_died(self, reach_at: int) -> None:
+        self.next_at = reach_at
+        if self.parked is not None:
+            self.want = self.parked[0]  # re-send it to the next coordinator
+            self.parked = None
+
+
+def run_churn(tenures: list[int], gap: int, reach: int, hb: int, dead_leader: bool, reset_on_load: bool = False):
+    """A Stable group of two at 0; one member dies at 0, the other lives. The coordinator
+    serves for each of ``tenures`` (ms) in turn, ``gap`` ms apart, each restoring the group
+    from the last snapshot its predecessor wrote (checked every 500 ms, as the runtime's
+    loop does, with ``persist_due``). The live member reaches each new coordinator
+    ``reach`` ms after it loaded the group. With ``reset_on_load`` the heartbeat times on
+    file are ignored (every session restarts on load, Apache's rule). Returns (group,
+    client, [(end of each tenure, whether the dead member was still there then)], the
+    dead member's id)."""
+    g, (m0, m1) = stable_group(2, CHURN_SESSION)
+    dead, live = (m0, m1) if dead_leader else (m1, m0)
+    client = LiveClient(live, 1, hb)
+    on_file = g.snapshot(0)
+    now, history = 0, []
+    for length in tenures:
+        snap = on_file
+        if reset_on_load and "members" in snap:
+            snap = {**snap, "members": [{k: v for k, v in m.items() if k != "last_heartbeat_ms"}
+                                        for m in snap["members"]]}
+        g = Group.restore("g", snap, now_ms=now)
+        assert g.generation_id == on_file["generation"]
+        client.coordinator_died(now + reach)
+        end = now + length
+        while now < end:
+            client.answer(g.tick(now))
+            before = g.state
+            effects = client.act(g, now)
+            if g.state is GroupState.STABLE and before is not GroupState.STABLE:
+                on_file = g.snapshot(now)  # on file before the assignments go out, as the runtime does
+            client.answer(effects)
+            if now % 500 == 0 and g.persist_due(on_file, now):
+                on_file = g.snapshot(now)
+            now += STEP
+        history.append((now, dead in g.members))
+        now += gap
+    return g, client, history, dead
+
+
+@given(
+    tenures=st.lists(st.integers(5, 90).map(lambda x: x * STEP), min_size=1, max_size=12),
+    gap=st.integers(0, 30).map(lambda x: x * STEP),
+    reach=st.integers(0, (CHURN_SESSION // 2 - 2 * STEP) // STEP).map(lambda x: x * STEP),
+    hb=st.sampled_from([500, 1_000, CHURN_SESSION // 3]),
+    dead_leader=st.booleans(),
+)
+def test_under_coordinator_churn_a_live_member_stays_and_a_dead_one_goes(tenures, gap, reach, hb, dead_leader):
+    """However often the coordinator moves, a live member that reaches each new coordinator
+    within half a session is never dropped (``LiveClient`` asserts it); the dead member is
+    gone by the end of the first tenure that outlasts both its session since it died and
+    half a session since the restore; a last long tenure ends in a Stable generation of
+    the live member alone."""
+    tenures = tenures + [4 * CHURN_SESSION]
+    g, client, history, dead = run_churn(tenures, gap, reach, hb, dead_leader)
+    start = 0
+    for length, (end, dead_present) in zip(tenures, history):
+        if length > CHURN_SESSION // 2 + STEP and end > CHURN_SESSION + STEP:
+            assert not dead_present, (start, end)
+            break
+        start = end + gap
+    assert g.state is GroupState.STABLE and list(g.members) == [client.member_id]
+    assert client.generation == g.generation_id and client.assignment == client.member_id.encode()
+
+
+def test_a_dead_member_outlives_churn_only_with_sessions_restarted_on_load():
+    """Coordinator moves every 4 s, a 6 s session: with the heartbeat times on file the dead
+    member goes within a few moves; with every session restarted on load (Apache's rule,
+    what a file without heartbeat times gets) it would stay for as long as the churn."""
+    churn = [4_000] * 8 + [4 * CHURN_SESSION]
+    g, client, history, _ = run_churn(churn, 500, 1_000, 1_000, True)
+    assert [present for _, present in history[:4]] == [True, False, False, False]
+    assert list(g.members) == [client.member_id]
+    g, client, history, dead = run_churn(churn, 500, 1_000, 1_000, True, reset_on_load=True)
+    assert all(present for _, present in history[:8])  # through all the churn
+    assert list(g.members) == [client.member_id]  # gone once a coordinator lasts a session
 
 
 @pytest.mark.parametrize("bad", [
