@@ -2,9 +2,11 @@
 cluster through the supervisor: a member dies without leaving while the broker that
 coordinates the group is SIGKILLed each time it has served the group for a while, always
 well under the members' session timeout. The dead member must still be removed and the
-rebalance complete (the survivor ends up owning every partition), and the live member must
-never be dropped by a move (it keeps its member id throughout, and once the group is
-Stable, further moves change nothing it sees)."""
+rebalance complete (the live members end up owning every partition between them), and a
+live member must never be dropped by a move (it keeps its member id throughout, and once
+the group is Stable, further moves change nothing it sees). With a replacement member that
+joins right after the death (a restarted process, as in the issue), the rebalance it starts
+is under way while the coordinator moves."""
 
 from __future__ import annotations
 
@@ -142,10 +144,11 @@ def serving_coordinator(cluster: ClusterProcess, group: str, timeout: float = 60
     return wait_for(serving, timeout, "a broker serving the group", interval=0.1) - 1
 
 
-def test_a_group_finishes_rebalancing_while_its_coordinator_keeps_moving(tmp_path):
+@pytest.mark.parametrize("replacement", [False, True], ids=["survivor-alone", "with-replacement"])
+def test_a_group_finishes_rebalancing_while_its_coordinator_keeps_moving(tmp_path, replacement):
     cluster = ClusterProcess(tmp_path / "data", 3, extra=["--group-initial-rebalance-delay-ms", "300"]).start()
     topic, group = f"churn-{uuid.uuid4().hex[:6]}", f"churn-group-{uuid.uuid4().hex[:6]}"
-    live = dead = None
+    live = dead = newcomer = None
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
@@ -166,16 +169,24 @@ def test_a_group_finishes_rebalancing_while_its_coordinator_keeps_moving(tmp_pat
         dead.send_signal(signal.SIGKILL)  # no LeaveGroup: only its session can remove it
         dead.wait(10)
         t_dead = time.monotonic()
+        if replacement:
+            newcomer = LiveMember(cluster.bootstrap, group, topic)
+        members = [live] if newcomer is None else [live, newcomer]
+
+        def settled_now() -> bool:
+            owned = [m.owns() for m in members]
+            return (sum(map(len, owned)) == PARTITIONS and set().union(*owned) == set(range(PARTITIONS))
+                    and all(owned))
 
         # Churn: each coordinator serves the group for HOLD_S, then it is SIGKILLed (and
-        # restarted by the supervisor), until the survivor owns every partition.
+        # restarted by the supervisor), until the live members own every partition.
         moves: list[tuple[float, int]] = []
         settled = None
         while settled is None and time.monotonic() - t_dead < 150:
             coord = serving_coordinator(cluster, group)
             end = time.monotonic() + HOLD_S
             while time.monotonic() < end:
-                if live.owns() == set(range(PARTITIONS)):
+                if settled_now():
                     settled = time.monotonic() - t_dead
                     break
                 time.sleep(0.05)
@@ -187,24 +198,28 @@ def test_a_group_finishes_rebalancing_while_its_coordinator_keeps_moving(tmp_pat
         assert settled is not None, f"the group never settled under churn; kills: {moves}"
         assert len(moves) >= 1  # it did not settle before its coordinator moved at all
         coord = serving_coordinator(cluster, group)
-        assert describe(cluster, coord, group) == ("Stable", [member_id])
+        final_ids = sorted(m.snapshot()[1][-1] for m in members)
+        assert member_id in final_ids
+        assert describe(cluster, coord, group) == ("Stable", final_ids)
         events, ids = live.snapshot()
         assert ids == [member_id], f"the live member was dropped and rejoined: {ids}"
         assert not [e for e in events if e[0] == "lost"], events
+        before = [m.snapshot() for m in members]
 
-        # A Stable group whose coordinator keeps moving: the live member sees nothing.
+        # A Stable group whose coordinator keeps moving: the live members see nothing.
         for _ in range(3):
             coord = serving_coordinator(cluster, group)
             time.sleep(1.0)
             cluster.wait_restarted(coord, cluster.kill(coord))
         coord = serving_coordinator(cluster, group)
         time.sleep(2 * SESSION_MS / 1000)  # past a whole session on the last coordinator
-        assert describe(cluster, serving_coordinator(cluster, group), group) == ("Stable", [member_id])
-        assert live.snapshot() == (events, [member_id])
-        assert live.owns() == set(range(PARTITIONS))
+        assert describe(cluster, serving_coordinator(cluster, group), group) == ("Stable", final_ids)
+        assert [m.snapshot() for m in members] == before
+        assert settled_now()
     finally:
-        if live is not None:
-            live.close()
+        for m in (live, newcomer):
+            if m is not None:
+                m.close()
         if dead is not None and dead.poll() is None:
             dead.kill()
             dead.wait(10)
