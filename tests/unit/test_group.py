@@ -670,7 +670,8 @@ class GroupMachine(RuleBasedStateMachine):
     @initialize(delay=st.sampled_from([0, 3000]))
     def setup(self, delay: int) -> None:
         counter = itertools.count(1)
-        self.g = Group("g", initial_rebalance_delay_ms=delay, id_factory=lambda: str(next(counter)))
+        self.group_settings = {"initial_rebalance_delay_ms": delay, "id_factory": lambda: str(next(counter))}
+        self.g = Group("g", **self.group_settings)
         self.now = 0
         self.keys = itertools.count(1)
         self.outstanding: dict[int, int] = {}  # request key -> client index
@@ -716,7 +717,7 @@ class GroupMachine(RuleBasedStateMachine):
             c.member_id, c.generation, c.members = "", -1, ()
         else:
             assert r.error_code in {E.rebalance_in_progress, E.inconsistent_group_protocol,
-                                    E.invalid_session_timeout}, r
+                                    E.invalid_session_timeout, E.not_coordinator}, r
 
     # -------------------------------------------------------------- rules
 
@@ -813,6 +814,18 @@ class GroupMachine(RuleBasedStateMachine):
     def advance(self, dt: int) -> None:
         self.now += dt
         self._apply(self.g.tick(self.now))
+        d = self.g.next_deadline()
+        assert d is None or d > self.now
+
+    @rule(dt=st.sampled_from([0, 1_000, 4_000, 20_000]))
+    def coordinator_moves(self, dt: int) -> None:
+        """The coordinator dies (its parked requests fail with NOT_COORDINATOR) and, ``dt``
+        later, another one restores the group from the snapshot it wrote last."""
+        snap = self.g.snapshot(self.now)
+        self._apply(self.g.mark_dead(self.now))
+        self.now += dt
+        self.g = Group.restore("g", snap, now_ms=self.now, **self.group_settings)
+        assert self.g.generation_id == snap["generation"]
         d = self.g.next_deadline()
         assert d is None or d > self.now
 
