@@ -983,6 +983,15 @@ def test_a_restored_session_is_never_shorter_than_on_file_nor_than_half_a_sessio
         assert d >= min(heard, now) + session
         if now - session // 2 <= heard <= now:
             assert d == heard + session
+    # and it is the session a restored group gives the member
+    g, (mid,) = stable_group(1)
+    snap = g.snapshot(0)
+    snap["members"][0]["session_timeout_ms"] = session
+    if heard is None:
+        del snap["members"][0]["last_heartbeat_ms"]
+    else:
+        snap["members"][0]["last_heartbeat_ms"] = heard
+    assert Group.restore("g", snap, now_ms=now).members[mid].session_deadline_ms == d
 
 
 def test_restored_sessions_count_from_the_heartbeats_on_file():
