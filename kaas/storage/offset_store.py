@@ -44,7 +44,7 @@ class GroupOffsets:
     offsets: dict[TP, Committed] = field(default_factory=dict)
     pending: dict[int, dict[TP, Committed]] = field(default_factory=dict)  # pid -> staged
     generation: int = 0
-    membership: dict | None = None  # the group's last stable membership (Group.snapshot())
+    membership: dict | None = None  # the group's membership as its coordinator last wrote it (Group.snapshot())
     file_id: tuple[int, int] | None = field(default=None, compare=False)  # atomic.content_id read/written
 
     def copy(self) -> GroupOffsets:
