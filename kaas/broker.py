@@ -264,6 +264,7 @@ class Broker:
         failpoints.configure(self.layout.run, self.id)
         nursery.start_soon(self._failpoint_loop)
         await nursery.start(self.cluster.serve)
+        await nursery.start(self.peer_links.serve_presence)
         nursery.start_soon(self._retention_loop)
         await nursery.start(self.groups.serve_timers)
         txn_coordinator.install(self, nursery)
@@ -463,8 +464,8 @@ class Broker:
 
     def leader(self, topic: str, index: int) -> tuple[int, int]:
         """(leader broker id, leader epoch) of a partition from the assignment; (-1, epoch)
-        while it has no live leader, or its leader has not opened it yet (a Produce sent
-        there would only be refused: Metadata answers LEADER_NOT_AVAILABLE instead)."""
+        while it has no live leader. The routing view (markers go to the assigned leader,
+        which applies them when it opens the partition); Metadata uses ``served_leader``."""
         part = self.partitions.get((topic, index))
         if part is not None:
             return self.id, part.epoch
@@ -472,10 +473,21 @@ class Broker:
         pl = a.leader_of(topic, index) if a is not None else None
         if pl is None:
             return -1, -1
-        if pl.leader == self.id or not self.cluster.is_alive_any(pl.leader) or \
-                not self.cluster.opened_by(pl.leader, topic, index):
+        if pl.leader == self.id or not self.cluster.is_alive_any(pl.leader):
             return -1, pl.epoch  # not (yet) taken over
         return pl.leader, pl.epoch
+
+    def served_leader(self, topic: str, index: int) -> tuple[int, int]:
+        """``leader``, but (-1, epoch) also while a peer leader has not opened the partition
+        yet (its heartbeat still lists it pending, or predates the version that gave it
+        the partition), or is suspected dead (its presence connection ended): Metadata
+        answers LEADER_NOT_AVAILABLE rather than send a client to a broker that would only
+        refuse it or not answer, and the client asks again soon."""
+        leader, epoch = self.leader(topic, index)
+        if leader >= 0 and leader != self.id and (self.cluster.is_suspected(leader)
+                                                  or not self.cluster.opened_by(leader, topic, index)):
+            return -1, epoch
+        return leader, epoch
 
     async def verify_txn_partition(self, part: Partition, transactional_id: str | None,
                                    header: wb.BatchHeader) -> None:
@@ -558,7 +570,7 @@ class Broker:
             return False
         version = 0
         for p in range(partitions):
-            if self.leader(name, p)[0] < 0:
+            if self.served_leader(name, p)[0] < 0:
                 return False
             version = max(version, self.cluster.since(name, p))
         return self.cluster.applied_everywhere(version)

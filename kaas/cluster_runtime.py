@@ -34,6 +34,7 @@ import trio
 
 from kaas import dirwatch
 from kaas.domain.assignment import Assignment, balance
+from kaas.domain.routing import TXN_SLOTS
 from kaas.errors import CorruptState
 from kaas.storage import atomic, deaths
 
@@ -59,6 +60,8 @@ class Peer:
     pending: frozenset[tuple[str, int]] = frozenset()
     # its heartbeat's view of the other brokers' counters (the hand-back acknowledgement)
     seen: dict[int, int] | None = None
+    # the counter it had when its presence connection ended: suspected until it moves
+    suspected_counter: int | None = None
 
     def live(self, now: float, session: float) -> bool:
         return self.dead_counter is None and now - self.changed_at < session
@@ -96,6 +99,7 @@ class ClusterRuntime:
         self._since: dict[tuple[str, int], int] = {}  # assignment version each partition's leadership began
         self.first_counter: int | None = None  # this incarnation's first (or first after a lapse) heartbeat
         self.doorbell = False
+        self._owned_slots: frozenset[int] = frozenset()
         self.failovers = 0
 
     # ------------------------------------------------------------------ views
@@ -146,6 +150,22 @@ class ClusterRuntime:
             return True
         p = self.peers.get(broker_id)
         return p is not None and p.live(time.monotonic(), self.session)
+
+    def suspect(self, broker_id: int, pid: int) -> None:
+        """The presence connection to process ``pid`` of ``broker_id`` ended
+        (``PeerLinks.serve_presence``): until its heartbeat counter moves, Metadata and
+        FindCoordinator send clients elsewhere for its keys. Ownership does not change;
+        read the volume now, where its supervisor's death notice may already be."""
+        p = self.peers.get(broker_id)
+        if p is None or p.pid != pid or p.suspected_counter is not None:
+            return  # (another incarnation by now)
+        p.suspected_counter = p.counter
+        log.info("peer_suspected", broker=broker_id, pid=pid)
+        self.wake()
+
+    def is_suspected(self, broker_id: int) -> bool:
+        p = self.peers.get(broker_id)
+        return p is not None and p.suspected_counter is not None
 
     def opened_by(self, leader: int, topic: str, index: int) -> bool:
         """Has peer ``leader`` opened the partition it leads under the current assignment?
@@ -323,6 +343,7 @@ class ClusterRuntime:
                 p.counter = obj.get("counter")
                 p.changed_at = now
                 p.dead_counter = None
+                p.suspected_counter = None
             p.host = obj.get("host", "")
             p.port = int(obj.get("port", -1))
             p.pid = int(obj.get("pid", 0) or 0)
@@ -555,7 +576,9 @@ class ClusterRuntime:
                 for p, pl in enumerate(leaders):
                     key = (topic, p)
                     old = prow[p] if p < len(prow) else None
-                    if old is None or old != pl:
+                    if prev is None:
+                        since[key] = 0  # began before we joined: the leader's pending list tells
+                    elif old is None or old != pl:
                         since[key] = a.version
                     if pl.leader == me:
                         if old is None or old.leader != me or old.epoch != pl.epoch:
@@ -585,6 +608,11 @@ class ClusterRuntime:
             if meta is None or pl is None:
                 continue
             await broker.take_over(meta, key[1], pl.epoch)
-        # 4. coordinator state of keys that are not ours any more
+        # 4. coordinator state of keys that are not ours any more; slots that came to us
+        #    are swept at once (prepared transactions of a dead coordinator finish now)
         if broker.txn is not None and hasattr(broker.txn, "drop_unowned_slots"):
             broker.txn.drop_unowned_slots()
+            owned = frozenset(s for s in range(TXN_SLOTS) if broker.owns_slot(s))
+            if owned - self._owned_slots and hasattr(broker.txn, "wake_sweeps"):
+                broker.txn.wake_sweeps()
+            self._owned_slots = owned

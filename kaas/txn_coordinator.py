@@ -80,6 +80,7 @@ Described = tuple[str, ErrorCode, dtxn.TxnDescription | None]
 SWEEP_INTERVAL_MS = 10_000
 """Reaper + reconcile tick (Apache transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
 SWEEP_ENV = "KAAS_TXN_SWEEP_MS"
+RETRY_SWEEP_S = 0.1  # the first retry of a sweep that left a prepared or timed-out transaction unfinished
 MARKER_POLL_S = 2.0
 MARKER_STAT_S = 0.05
 BEGIN_WAIT_S = 0.25  # how long a new transaction waits for the last one's queued markers
@@ -147,6 +148,8 @@ class TxnCoordinator:
         self.queue = MarkerQueue(layout.marker_queue, fsync=s.fsync)
         self.fence_log = FenceLog(layout.fence_log(broker.id), fsync=s.fsync)
         self.sweep_ms = sweep_interval_ms()
+        self._sweep_wake = trio.Event()
+        self._sweep_again_soon = False
         self._id_locks: dict[str, list[Any]] = {}
         self._slot_locks = [trio.Lock() for _ in range(TXN_SLOTS)]
         # pid -> {(epoch, topic, partition): Partition} of positive KIP-890 verifications
@@ -1264,10 +1267,30 @@ class TxnCoordinator:
 
     async def serve_sweeps(self) -> None:
         """The timeout reaper and the marker reconcile: once at start (a crash may have left
-        prepared entries), then every ``sweep_ms``; only slots this broker owns."""
+        prepared entries), then every ``sweep_ms``, and at once when slots move to this
+        broker (``wake_sweeps``: a transaction its previous coordinator prepared is finished
+        now, as Apache's coordinator does when it loads a partition, rather than at the next
+        sweep while the producer's EndTxn retries meet CONCURRENT_TRANSACTIONS); only slots
+        this broker owns."""
+        retry = RETRY_SWEEP_S
         while True:
+            self._sweep_wake = trio.Event()
+            self._sweep_again_soon = False
             await self.sweep()
-            await trio.sleep(self.sweep_ms / 1000)
+            # a transaction left unfinished (e.g. a partition between leaders for a moment,
+            # right after a failover) is tried again shortly, not a whole sweep later; the
+            # pause doubles while it stays unfinished
+            pause = self.sweep_ms / 1000
+            if self._sweep_again_soon:
+                pause, retry = min(pause, retry), retry * 2
+            else:
+                retry = RETRY_SWEEP_S
+            with trio.move_on_after(pause):
+                await self._sweep_wake.wait()
+
+    def wake_sweeps(self) -> None:
+        """Run a sweep now (slots moved to this broker)."""
+        self._sweep_wake.set()
 
     async def sweep(self) -> None:
         """One pass: abort timed-out Ongoing entries, finish every prepared one, then write
@@ -1317,5 +1340,7 @@ class TxnCoordinator:
                     return
             if code != ErrorCode.none:
                 log.warning("txn_reconcile_incomplete", transactional_id=transactional_id, error=code.name)
+                self._sweep_again_soon = True
         except KaasError as exc:
             log.warning("txn_sweep_failed", transactional_id=transactional_id, error=exc.code.name)
+            self._sweep_again_soon = True

@@ -7,8 +7,9 @@ from kio.schema.errors import ErrorCode
 
 def partition_row(broker, view, meta, index: int) -> dict:
     """Leader, leader epoch, replicas, ISR and offline replicas of ``meta``'s partition
-    ``index`` (LEADER_NOT_AVAILABLE while it has no live leader; the replicas still listed)."""
-    leader, epoch = broker.leader(meta.name, index)
+    ``index`` (LEADER_NOT_AVAILABLE while it has no live leader, or its leader has not
+    opened it yet; the replicas still listed)."""
+    leader, epoch = broker.served_leader(meta.name, index)
     rs = broker.replicas(view, meta, index, leader)
     return {
         "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,

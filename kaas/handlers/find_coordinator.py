@@ -19,7 +19,9 @@ def locate(broker, key: str, key_type: int) -> dict:
         return {"error_code": ErrorCode.invalid_request, "error_message": f"key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
     info = broker.broker_info(owner) if owner is not None else None
-    if info is None:
+    if info is None or (owner != broker.id and broker.cluster.is_suspected(owner)):
+        # none, or one whose process seems to have just exited: the client asks again
+        # shortly and meets the new owner once its death is confirmed
         return {"error_code": ErrorCode.coordinator_not_available, "error_message": None,
                 "node_id": -1, "host": "", "port": -1}
     return {"error_code": ErrorCode.none, "error_message": None, "node_id": info.node_id,

@@ -1,5 +1,7 @@
-"""Connections from this broker to its peers, for WriteTxnMarkers (API 27), and the
-forwarding of topic edits to the controller (``forward``).
+"""Connections from this broker to its peers, for WriteTxnMarkers (API 27), the
+forwarding of topic edits to the controller (``forward``), and presence
+(``serve_presence``): one idle connection to every live peer, whose end is the earliest
+sign that the peer's process exited.
 
 A transaction coordinator hands the COMMIT/ABORT markers of peer-led partitions straight
 to the partition's leader over one TCP connection per peer, as Apache's coordinator does.
@@ -42,6 +44,8 @@ MARKERS_VERSION = 1
 CONNECT_TIMEOUT_S = 2.0
 LIVENESS_CHECK_S = 0.5  # how often a waiting request looks whether its peer was declared dead
 MAX_RESPONSE = 64 * 1024 * 1024
+PRESENCE_SCAN_S = 0.1  # how often live peers without a presence connection are connected to
+PRESENCE_IDLE_S = 5.0  # how often an idle presence connection checks its peer is still alive
 
 MarkerResult = dict[tuple[str, int], ErrorCode]
 
@@ -215,3 +219,53 @@ class PeerLinks:
         except codec.DecodeError as exc:
             raise LinkFailed(f"undecodable response: {exc}") from None
         return response
+
+    async def serve_presence(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Keep one idle connection open to every live peer. The kernel closes a process's
+        sockets the moment it exits, so the end of that connection is the first sign of a
+        death, milliseconds before its supervisor's notice and seconds before the heartbeat
+        rule. It only makes the peer *suspected* (``ClusterRuntime.suspect``): Metadata
+        and FindCoordinator answer retriable errors for its keys, so clients look again
+        shortly instead of waiting for a dead broker; nothing moves until a notice or the
+        heartbeat rule says the peer is dead, and the suspicion ends with its next
+        heartbeat (a live peer that closed the connection for its own reasons)."""
+        cluster = self.broker.cluster
+        watched: set[int] = set()
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                for bid in cluster.alive_any():
+                    if bid != self.broker.id and bid not in watched:
+                        watched.add(bid)
+                        nursery.start_soon(self._watch_presence, bid, watched)
+                await trio.sleep(PRESENCE_SCAN_S)
+
+    async def _watch_presence(self, broker_id: int, watched: set[int]) -> None:
+        cluster = self.broker.cluster
+        try:
+            peer = cluster.peers.get(broker_id)
+            if peer is None or peer.port <= 0:
+                return
+            try:
+                with trio.fail_after(CONNECT_TIMEOUT_S):
+                    stream = await trio.open_tcp_stream(peer.host, peer.port)
+            except (OSError, trio.TooSlowError):
+                await trio.sleep(PRESENCE_SCAN_S)  # not listening (yet): the scan tries again
+                return
+            pid = peer.pid
+            try:
+                while True:
+                    with trio.move_on_after(PRESENCE_IDLE_S):
+                        if not await stream.receive_some(4096):
+                            break
+                        continue
+                    if not cluster.is_alive_any(broker_id):
+                        return  # declared dead meanwhile: nothing left to tell
+            except (OSError, trio.BrokenResourceError):
+                pass
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await stream.aclose()
+            cluster.suspect(broker_id, pid)
+        finally:
+            watched.discard(broker_id)
