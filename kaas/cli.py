@@ -96,6 +96,9 @@ def cli() -> None:
 @click.option("--marker-rpc/--no-marker-rpc", default=True, show_default=True,
               help="Hand transaction markers to peer leaders with WriteTxnMarkers; off: only through "
                    "the marker queue on the data directory.")
+@click.option("--inotify/--no-inotify", default=True, show_default=True,
+              help="Wake on changes of the data directory through inotify (a doorbell; where the "
+                   "volume is NFS it sees nothing of other hosts); off: polling only, as on NFS.")
 @click.option("--metrics-port", type=int, default=0, show_default=True,
               help="Serve Prometheus /metrics over HTTP on this port of the listen host (0 = off).")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")

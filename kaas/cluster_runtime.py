@@ -241,6 +241,8 @@ class ClusterRuntime:
         sees nothing of other hosts and the ``heartbeat_ms`` tick does the work). A peer's
         routine heartbeat (only its counter moved) is read without running a whole tick."""
         lay = self.layout
+        if not self.broker.settings.inotify:
+            return
         watch = dirwatch.open_watch([lay.brokers, lay.deaths, lay.controller, lay.cluster, lay.topics])
         if watch is None:
             return

@@ -37,6 +37,7 @@ class Settings:
     log_level: str = "info"
     fsync: bool = True
     marker_rpc: bool = True
+    inotify: bool = True  # doorbells on a local data directory; off: polling only, as on NFS
     metrics_port: int = 0  # Prometheus /metrics; 0 = off
     cluster_id: str = "kaas-cluster"
     extra: dict = field(default_factory=dict)

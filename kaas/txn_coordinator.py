@@ -186,6 +186,8 @@ class TxnCoordinator:
         local data directory; on NFS this sees nothing and the stat poll does the work).
         A commit touching a peer-led partition then costs the peer a millisecond, not a poll
         interval, before the producer's next transaction may begin."""
+        if not self.broker.settings.inotify:
+            return
         watch = dirwatch.open_watch(self.broker.layout.marker_dir(self.broker.id))
         if watch is None:
             return

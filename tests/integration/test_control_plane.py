@@ -46,9 +46,11 @@ def produce_all(bootstrap: str, topic: str, partitions: int) -> list:
     return errors
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = ClusterProcess(tmp_path / "data", 3).start()
+@pytest.fixture(params=["inotify", "polling"])
+def cluster(request, tmp_path):
+    """With the doorbell, and with polling only (the rules an NFS volume leaves)."""
+    extra = [] if request.param == "inotify" else ["--no-inotify"]
+    c = ClusterProcess(tmp_path / "data", 3, extra=extra).start()
     yield c
     c.stop()
 

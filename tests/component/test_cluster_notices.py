@@ -1,0 +1,175 @@
+"""The cluster runtime's fast paths over a tmp data directory, with peers' heartbeat files
+and death notices written by hand (no peer processes): death notices, suspicion, the
+opened-leader view, the hand-back acknowledgement, and the inotify doorbell."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import trio
+
+from kaas import dirwatch
+from kaas.broker import Broker
+from kaas.settings import Settings
+from kaas.storage import atomic, deaths
+
+
+def make_broker(tmp_path, broker_id: int = 0, **kw) -> Broker:
+    return Broker(Settings(broker_id=broker_id, data=tmp_path / "data", fsync=False, **kw))
+
+
+def beat(broker: Broker, peer: int, counter: int, *, pid: int = 4242, applied: int = 0,
+         pending=(), seen=None) -> None:
+    obj = {"format": 1, "broker_id": peer, "counter": counter, "host": "127.0.0.1", "port": 1,
+           "pid": pid, "applied_version": applied, "draining": False, "pending": [list(k) for k in pending]}
+    if seen is not None:
+        obj["seen"] = {str(k): v for k, v in seen.items()}
+    atomic.write_json(broker.layout.broker_file(peer), obj, fsync=False)
+
+
+def notice(broker: Broker, peer: int, pid: int, at: float = 1.0) -> None:
+    path = broker.layout.death_file(peer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(deaths.encode(peer, pid, -9, now=at))
+
+
+def test_a_death_notice_kills_that_pid_until_its_counter_moves(tmp_path):
+    b = make_broker(tmp_path)
+    b.layout.ensure()
+    rt = b.cluster
+    beat(b, 1, 10, pid=500)
+    assert rt._read_peers()  # joined
+    assert rt.is_alive_any(1)
+    notice(b, 1, pid=499)  # an older incarnation's notice: not this one
+    assert not rt._read_peers()
+    assert rt.is_alive_any(1)
+    notice(b, 1, pid=500)
+    assert rt._read_peers()  # dead at once, without waiting out the session
+    assert not rt.is_alive_any(1) and 1 not in rt.alive()
+    assert not rt._read_peers()  # the same notice is acted on once
+    beat(b, 1, 11, pid=501)  # the restarted incarnation
+    assert rt._read_peers()
+    assert rt.is_alive_any(1)
+    # the old notice (pid 500) no longer matches; a new one for 501 kills it again
+    assert not rt._read_peers() and rt.is_alive_any(1)
+    notice(b, 1, pid=501, at=2.0)
+    rt._read_peers()
+    assert not rt.is_alive_any(1)
+
+
+def test_a_notice_for_a_reused_pid_applies_only_until_the_counter_moves(tmp_path):
+    b = make_broker(tmp_path)
+    b.layout.ensure()
+    rt = b.cluster
+    beat(b, 1, 10, pid=500)
+    notice(b, 1, pid=500)
+    rt._read_peers()
+    assert not rt.is_alive_any(1)
+    beat(b, 1, 11, pid=500)  # a new incarnation that got the same pid
+    rt._read_peers()
+    assert rt.is_alive_any(1)
+
+
+def test_suspicion_lasts_until_the_next_heartbeat_and_moves_nothing(tmp_path):
+    b = make_broker(tmp_path)
+    b.layout.ensure()
+    rt = b.cluster
+    beat(b, 1, 10, pid=500)
+    rt._read_peers()
+    rt.suspect(1, pid=499)  # another incarnation's connection: ignored
+    assert not rt.is_suspected(1)
+    rt.suspect(1, pid=500)
+    assert rt.is_suspected(1)
+    assert rt.is_alive_any(1) and 1 in rt.alive()  # ownership stays
+    beat(b, 1, 11, pid=500)
+    rt._read_peers()
+    assert not rt.is_suspected(1)
+
+
+def test_opened_by_follows_the_leaders_heartbeat(tmp_path):
+    b = make_broker(tmp_path)
+    b.layout.ensure()
+    rt = b.cluster
+    rt._since[("t", 0)] = 7
+    rt._since[("t", 1)] = 5
+    beat(b, 1, 10, applied=6)
+    rt._read_peers()
+    assert not rt.opened_by(1, "t", 0)  # has not applied the version that gave it t-0
+    assert rt.opened_by(1, "t", 1)
+    beat(b, 1, 11, applied=7, pending=[("t", 0)])
+    rt._read_peers()
+    assert not rt.opened_by(1, "t", 0)  # applied, still opening
+    beat(b, 1, 12, applied=7)
+    rt._read_peers()
+    assert rt.opened_by(1, "t", 0)
+    assert not rt.opened_by(2, "t", 0)  # unknown broker
+
+
+def test_acknowledged_once_every_live_peer_read_this_incarnation(tmp_path):
+    b = make_broker(tmp_path)
+    b.layout.ensure()
+    rt = b.cluster
+    assert not rt.acknowledged()  # no heartbeat of ours yet
+    rt.first_counter = 41
+    beat(b, 1, 10, seen={0: 40})
+    beat(b, 2, 10, seen={0: 41})
+    rt._read_peers()
+    assert not rt.acknowledged()  # peer 1 has only read our previous incarnation
+    beat(b, 1, 11, seen={0: 42})
+    rt._read_peers()
+    assert rt.acknowledged()
+    notice(b, 2, pid=4242)
+    rt._read_peers()
+    assert rt.acknowledged()  # a dead peer is not waited for
+
+
+async def test_counters_continue_across_incarnations_and_heartbeats_publish_views(tmp_path):
+    b = make_broker(tmp_path)
+    b.layout.ensure()
+    atomic.write_json(b.layout.broker_file(0), {"format": 1, "broker_id": 0, "counter": 77}, fsync=False)
+    beat(b, 1, 5)
+    b.cluster.counter = b.cluster._last_counter()
+    await b.cluster._tick()
+    obj = json.loads(b.layout.broker_file(0).read_bytes())
+    assert obj["counter"] == 78 and b.cluster.first_counter == 78
+    assert obj["seen"] == {"1": 5} and obj["pending"] == []
+    assert obj["pid"] == os.getpid()
+
+
+async def test_doorbell_reports_entries_of_every_watched_directory(tmp_path):
+    a, c = tmp_path / "a", tmp_path / "c"
+    watch = dirwatch.open_watch([a, c])
+    assert watch is not None
+    try:
+        (a / "x.json").write_text("1")
+        (c / "y.json").write_text("2")
+        got: set = set()
+        with trio.fail_after(5):
+            while {(a, "x.json"), (c, "y.json")} - got:
+                got |= await watch.wait_changes()
+    finally:
+        watch.close()
+
+
+async def test_a_peer_heartbeat_wakes_the_runtime_through_the_doorbell(tmp_path):
+    b = make_broker(tmp_path)
+    b.layout.ensure()
+    rt = b.cluster
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(rt._serve_doorbell)
+        with trio.fail_after(5):
+            while not rt.doorbell:
+                await trio.sleep(0.01)
+            beat(b, 3, 1)  # a broker joins: a material change
+            await rt._wake.wait()
+        assert 3 in rt.peers
+        nursery.cancel_scope.cancel()
+
+
+async def test_polling_only_opens_no_doorbell(tmp_path):
+    b = make_broker(tmp_path, inotify=False)
+    b.layout.ensure()
+    with trio.move_on_after(0.2):
+        await b.cluster._serve_doorbell()  # returns at once
+    assert not b.cluster.doorbell
