@@ -24,7 +24,6 @@ operation works again) while the supervisor keeps its brokers running and restar
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
 import subprocess
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kaas import failpoints
+from kaas.storage import deaths
 
 POINT = "supervisor.write"
 PID_RETRY_S = 1.0
@@ -278,8 +278,7 @@ class Supervisor:
         assert child.proc is not None
         path = death_file(self.data, child.broker_id)
         what = f"write death notice {path}"
-        body = json.dumps({"format": 1, "broker_id": child.broker_id, "pid": child.proc.pid,
-                           "reaped_at": time.time(), "exit": child.proc.returncode}).encode()
+        body = deaths.encode(child.broker_id, child.proc.pid, child.proc.returncode)
         try:
             _fault(path.parent)
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
+from kio.schema.errors import ErrorCode
 
 from kaas.errors import PeerUnavailable
 from kaas.wire.codec import PEER_CLIENT_PREFIX
@@ -46,3 +47,14 @@ async def to_controller(ctx, req, timeout: float) -> Any | None:
     except PeerUnavailable as exc:
         log.warning("forward_to_controller_failed", api_key=ctx.api_key, controller=cid, error=str(exc))
         raise NotForwarded(str(exc)) from None
+
+
+async def configs_to_controller(ctx, req) -> Any | None:
+    """``to_controller`` for AlterConfigs and IncrementalAlterConfigs (the same response
+    shape): the controller's response, a NOT_CONTROLLER response, or None (handle here)."""
+    try:
+        return await to_controller(ctx, req, ALTER_CONFIGS_TIMEOUT_S)
+    except NotForwarded as exc:
+        return {"throttle_time": 0, "responses": [
+            {"error_code": ErrorCode.not_controller, "error_message": str(exc), "resource_type": r.resource_type,
+             "resource_name": r.resource_name} for r in req.resources]}

@@ -61,12 +61,7 @@ async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool
 
 
 async def handle(ctx, req):
-    try:
-        fwd = await _forward.to_controller(ctx, req, _forward.ALTER_CONFIGS_TIMEOUT_S)
-    except _forward.NotForwarded as exc:
-        return {"throttle_time": 0, "responses": [
-            {"error_code": ErrorCode.not_controller, "error_message": str(exc), "resource_type": r.resource_type,
-             "resource_name": r.resource_name} for r in req.resources]}
+    fwd = await _forward.configs_to_controller(ctx, req)
     if fwd is not None:
         return fwd
     out = []

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from kaas import failpoints
 from kaas.client import WireClient
@@ -81,11 +81,17 @@ def test_create_then_produce_through_every_broker(cluster):
     admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=10)[topic].result()
     controller = json.loads((cluster.data / "__cluster" / "assignment.json").read_text())["controller_epoch"]
     assert controller >= 1
-    for port in cluster.ports:
+    for i, port in enumerate(cluster.ports):
         one = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
         n = len(metadata(port, topic)) + 1
         one.create_partitions([NewPartitions(topic, n)], operation_timeout=10)[topic].result()
         assert len(metadata(port, topic)) == n
+        res = ConfigResource("topic", topic, set_config={"retention.ms": str(100_000 + i)})
+        for fut in one.alter_configs([res]).values():
+            fut.result()
+        other = AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster.ports[(i + 1) % 3]}"})
+        (desc,) = other.describe_configs([ConfigResource("topic", topic)]).values()
+        assert desc.result()["retention.ms"].value == str(100_000 + i)
     admin.delete_topics([topic], operation_timeout=10)[topic].result()
     for port in cluster.ports:
         with WireClient("127.0.0.1", port, timeout=5.0) as wc:
