@@ -40,6 +40,7 @@ from kaas.storage import atomic, deaths
 
 log = structlog.get_logger()
 
+REJOIN_HOLD_S = 2.0  # a broker back from the dead gets keys placed on it again this long after
 LIST_WINDOW_S = 9.0  # Apache's broker.session.timeout.ms default: how long Metadata names a silent broker
 
 
@@ -62,6 +63,7 @@ class Peer:
     seen: dict[int, int] | None = None
     # the counter it had when its presence connection ended: suspected until it moves
     suspected_counter: int | None = None
+    back_at: float = 0.0  # monotonic time it came back after being dead (0: never dead)
 
     def live(self, now: float, session: float) -> bool:
         return self.dead_counter is None and now - self.changed_at < session
@@ -74,6 +76,7 @@ class ClusterRuntime:
         self.layout = broker.layout
         self.session = s.session_timeout_ms / 1000
         self.list_window = max(3 * self.session, LIST_WINDOW_S)  # see listed()
+        self.rejoin_hold = REJOIN_HOLD_S  # see _placeable()
         self.period = s.heartbeat_ms / 1000
         self.peers: dict[int, Peer] = {}
         self.counter = 0
@@ -301,6 +304,7 @@ class ClusterRuntime:
             self._unload_moved_groups()
         if beat or self._published() != self._last_published or not self.lease_valid():
             await self._heartbeat(t0)
+        self._sweep_gained_slots()
         self._notify_changed()
 
     def _unload_moved_groups(self) -> None:
@@ -342,6 +346,7 @@ class ClusterRuntime:
             elif obj.get("counter") != p.counter:
                 if not p.live(now, self.session):
                     material = True  # back from the dead
+                    p.back_at = now
                 p.counter = obj.get("counter")
                 p.changed_at = now
                 p.dead_counter = None
@@ -506,7 +511,7 @@ class ClusterRuntime:
             self.is_controller = False
             return
         floors = None
-        new = balance(prev, topics, self.registered(), self.alive(), self.controller_epoch, epoch_floor=floors)
+        new = balance(prev, topics, self.registered(), self._placeable(), self.controller_epoch, epoch_floor=floors)
         if prev is not None and new == prev:
             return
         # Still the controller? A deposed one must not overwrite its successor's file.
@@ -523,6 +528,17 @@ class ClusterRuntime:
             return
         log.info("assignment_written", version=new.version, controller_epoch=new.controller_epoch,
                  alive=self.alive(), partitions=sum(len(v) for v in new.partitions.values()))
+
+    def _placeable(self) -> list[int]:
+        """The alive brokers the controller places keys on: a broker back from the dead
+        (restarted after a death notice, resumed after a pause) gets its share back only
+        ``rejoin_hold`` after it returned. Its keys moved away at its death, and the
+        clients that followed them are still settling: moving the keys back at once
+        would be a second disruption on top of the first (Apache, too, moves leadership
+        back to a returning broker only later, by preferred-leader election)."""
+        now = time.monotonic()
+        return [b for b in self.alive() if b == self.broker.id or b not in self.peers
+                or now - self.peers[b].back_at >= self.rejoin_hold]
 
     def _read_assignment_file(self) -> Assignment | None:
         """The assignment as last written, read afresh; parsed again only when its bytes
@@ -595,6 +611,7 @@ class ClusterRuntime:
             # our lease lapsed (e.g. we were paused): heartbeat first, take over next tick
             return
         now = time.monotonic()
+        took = False
         for key, version in list(self._became_leader_version.items()):
             if key in broker.partitions:
                 continue
@@ -609,12 +626,24 @@ class ClusterRuntime:
                 meta = broker.topics.get(key[0])
             if meta is None or pl is None:
                 continue
-            await broker.take_over(meta, key[1], pl.epoch)
-        # 4. coordinator state of keys that are not ours any more; slots that came to us
-        #    are swept at once (prepared transactions of a dead coordinator finish now)
+            if await broker.take_over(meta, key[1], pl.epoch) is not None:
+                took = True
+        # markers queued for partitions we now lead, or must pass on to their new leader,
+        # are applied now rather than at the marker watcher's next poll (2 s)
+        if (took or a is not prev) and broker.txn is not None and hasattr(broker.txn, "wake_markers"):
+            broker.txn.wake_markers()
+        # 4. coordinator state of keys that are not ours any more
         if broker.txn is not None and hasattr(broker.txn, "drop_unowned_slots"):
             broker.txn.drop_unowned_slots()
-            owned = frozenset(s for s in range(TXN_SLOTS) if broker.owns_slot(s))
-            if owned - self._owned_slots and hasattr(broker.txn, "wake_sweeps"):
-                broker.txn.wake_sweeps()
-            self._owned_slots = owned
+
+    def _sweep_gained_slots(self) -> None:
+        """Slots that came to us (by the assignment, with a valid lease: after the tick's
+        heartbeat) are swept at once: prepared transactions of a dead or departed
+        coordinator finish now, not at the next periodic sweep."""
+        txn = self.broker.txn
+        if txn is None or not hasattr(txn, "wake_sweeps"):
+            return
+        owned = frozenset(s for s in range(TXN_SLOTS) if self.broker.owns_slot(s))
+        if owned - self._owned_slots:
+            txn.wake_sweeps()
+        self._owned_slots = owned

@@ -80,7 +80,7 @@ Described = tuple[str, ErrorCode, dtxn.TxnDescription | None]
 SWEEP_INTERVAL_MS = 10_000
 """Reaper + reconcile tick (Apache transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
 SWEEP_ENV = "KAAS_TXN_SWEEP_MS"
-RETRY_SWEEP_S = 0.1  # the first retry of a sweep that left a prepared or timed-out transaction unfinished
+RETRY_SWEEP_S = 0.02  # the first retry of a sweep that left a prepared or timed-out transaction unfinished
 MARKER_POLL_S = 2.0
 MARKER_STAT_S = 0.05
 BEGIN_WAIT_S = 0.25  # how long a new transaction waits for the last one's queued markers

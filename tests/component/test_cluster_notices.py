@@ -173,3 +173,21 @@ async def test_polling_only_opens_no_doorbell(tmp_path):
     with trio.move_on_after(0.2):
         await b.cluster._serve_doorbell()  # returns at once
     assert not b.cluster.doorbell
+
+
+def test_a_broker_back_from_the_dead_gets_keys_placed_on_it_only_after_the_hold(tmp_path):
+    b = make_broker(tmp_path)
+    b.layout.ensure()
+    rt = b.cluster
+    beat(b, 1, 10, pid=500)
+    beat(b, 2, 10, pid=600)
+    rt._read_peers()
+    assert rt._placeable() == [0, 1, 2]  # first seen: no hold
+    notice(b, 1, pid=500)
+    rt._read_peers()
+    assert rt._placeable() == [0, 2]
+    beat(b, 1, 11, pid=501)  # restarted
+    rt._read_peers()
+    assert 1 in rt.alive() and rt._placeable() == [0, 2]  # alive, but not given keys yet
+    rt.peers[1].back_at -= rt.rejoin_hold
+    assert rt._placeable() == [0, 1, 2]
