@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 from kio.schema.errors import ErrorCode
 
-from kaas import metrics
+from kaas import counters
 from kaas.errors import CloseConnection
 from kaas.handlers import REGISTRY, Context, versions_table
 from kaas.wire import codec
@@ -83,10 +83,10 @@ async def execute(p: Prepared) -> bytes | None:
             out = codec.encode_response(p.api_key, p.version, p.corr, result)
         return out
     except Exception:
-        metrics.record_error(p.api_key)
+        counters.record_error(p.api_key)
         raise
     finally:
-        metrics.record_request(p.api_key, p.size, out, perf_counter() - t0)
+        counters.record_request(p.api_key, p.size, out, perf_counter() - t0)
 
 
 async def dispatch(broker, frame: bytes, peer: str) -> bytes | None:

@@ -6,7 +6,7 @@ Carries out the effects of the pure ``domain.txn`` machine on the shared volume:
   operation and written only by the slot's owner (``broker.owns_slot``);
 * two-phase EndTxn: Persist Prepare*, write the markers of self-led partitions
   (``Partition.append_control`` + ``wait_durable``), hand the peer-led ones to their
-  leaders with WriteTxnMarkers (``net.peer_link``; ``apply_marker_request`` is the leader's
+  leaders with WriteTxnMarkers (``kaas.peers``; ``apply_marker_request`` is the leader's
   side) and enqueue whatever a link did not deliver (``storage.markers``), then the offset
   hook (local groups directly, peer-coordinated ones over the same links, queued when a
   link does not take them) and the Complete* transition. On a running broker the client is answered

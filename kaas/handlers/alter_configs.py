@@ -52,7 +52,7 @@ async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool
         return res
     if not validate_only:
         try:
-            await broker.alter_topic_configs(name, new)
+            await broker.admin.alter_topic_configs(name, new)
         except OSError as exc:  # the topic file could not be written: the configs are unchanged
             log.error("topic_write_failed", topic=name, error=str(exc))
             res["error_code"] = ErrorCode.kafka_storage_error

@@ -32,7 +32,7 @@ async def handle(ctx, req):
                         "error_message": "manual replica assignment is not supported"})
             continue
         try:
-            code, msg = await ctx.broker.add_partitions(t.name, t.count, validate_only=req.validate_only,
+            code, msg = await ctx.broker.admin.add_partitions(t.name, t.count, validate_only=req.validate_only,
                                                         timeout=deadline - trio.current_time())
         except OSError as exc:  # the topic file could not be written: the count is unchanged
             log.error("topic_write_failed", topic=t.name, error=str(exc))

@@ -63,7 +63,7 @@ async def handle(ctx, req) -> dict:
             res["error_message"] = isr_error
             continue
         try:
-            meta, (code, msg) = await broker.create_topic(t.name, t.num_partitions, topic_configs,
+            meta, (code, msg) = await broker.admin.create_topic(t.name, t.num_partitions, topic_configs,
                                                           validate_only=req.validate_only, replication_factor=rf,
                                                           timeout=deadline - trio.current_time())
         except OSError as exc:  # the topic file could not be written: no topic was created

@@ -44,7 +44,7 @@ async def handle(ctx, req):
             out.append({"name": None, "topic_id": tid, "error_code": ErrorCode.unknown_topic_id})
             continue
         meta = broker.topics.get(name)
-        code = await broker.delete_topic(name, timeout=deadline - trio.current_time())
+        code = await broker.admin.delete_topic(name, timeout=deadline - trio.current_time())
         out.append({"name": name, "topic_id": meta.topic_id if meta else None, "error_code": code,
                     "error_message": None})
     return {"throttle_time": 0, "responses": out}

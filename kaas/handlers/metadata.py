@@ -33,7 +33,7 @@ async def handle(ctx, req) -> dict:
             topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "partitions": []})
             continue
         try:
-            meta = await broker.ensure_topic(name, auto_create=auto)
+            meta = await broker.admin.ensure_topic(name, auto_create=auto)
         except OSError as exc:
             # auto-creation could not write the topic file: as Apache answers a topic
             # being auto-created (retriable), and the client asks again

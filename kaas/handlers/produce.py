@@ -64,7 +64,7 @@ async def handle(ctx, req):
         create_error = None
         if meta is None:
             try:
-                meta = await broker.ensure_topic(td.name, auto_create=True)
+                meta = await broker.admin.ensure_topic(td.name, auto_create=True)
             except OSError as exc:  # auto-creation could not write the topic file
                 log.error("topic_write_failed", topic=td.name, error=str(exc))
                 create_error = ErrorCode.kafka_storage_error

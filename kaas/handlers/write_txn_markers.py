@@ -1,5 +1,5 @@
 """WriteTxnMarkers (27): a peer's transaction coordinator hands this broker the COMMIT/ABORT
-markers of partitions it leads (``net.peer_link``). Answers per partition once the markers
+markers of partitions it leads (``kaas.peers``). Answers per partition once the markers
 are durable; a partition not led here gets NOT_LEADER_OR_FOLLOWER and the sender queues its
 marker on the volume instead. A "topic" ``__kaas_group:<group id>`` carries a transaction's
 offset hook for a group this broker coordinates (``TxnCoordinator.apply_marker_request``).

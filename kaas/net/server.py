@@ -11,7 +11,7 @@ import trio
 from kaas.broker import Broker
 from kaas.net.connection import serve_connection
 from kaas.settings import Settings
-from kaas.tasks.log_cleaner import serve_log_cleaner
+from kaas.tasks import serve_broker as serve_broker_tasks
 
 log = structlog.get_logger()
 
@@ -21,10 +21,9 @@ async def serve_broker(settings: Settings, *, task_status=trio.TASK_STATUS_IGNOR
     broker = Broker(settings)
     broker.connections = 0
     async with trio.open_nursery() as root:
-        await broker.start(root)
-        await root.start(serve_log_cleaner, broker)
+        await root.start(serve_broker_tasks, broker)
         if settings.metrics_port:
-            from kaas.metrics import serve_metrics
+            from kaas.net.metrics_http import serve_metrics
 
             await root.start(serve_metrics, broker, settings.listen_host, settings.metrics_port)
         listeners = await trio.open_tcp_listeners(settings.listen_port, host=settings.listen_host)

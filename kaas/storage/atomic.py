@@ -22,7 +22,6 @@ from typing import Any
 
 import crc32c
 
-from kaas import failpoints
 from kaas.errors import CorruptState
 from kaas.storage import fs
 
@@ -143,7 +142,7 @@ def create_exclusive(path: Path, data: bytes, *, fsync: bool = True) -> bool:
     tmp = path.with_name(f".{path.name}.{_writer_id()}.excl")
     try:
         write_bytes(tmp, data, fsync=fsync)
-        failpoints.io_fault("state.rename", path=str(path))
+        fs.io_fault("state.rename", path=str(path))
         os.link(tmp, path)
     except FileExistsError:
         return False

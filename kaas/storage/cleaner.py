@@ -35,7 +35,6 @@ from pathlib import Path
 
 import msgpack
 
-from kaas import failpoints
 from kaas.domain import compaction as plan_mod
 from kaas.errors import CorruptState
 from kaas.storage import atomic, fs
@@ -183,7 +182,7 @@ def prepare(job: Job) -> Prepared:
             if not body:
                 seg.remove = True
                 continue
-            failpoints.hit("cleaner.before_copy", path=seg.name)
+            fs.crash_point("cleaner.before_copy", path=seg.name)
             stem = job.path / seg.name[:-4]
             copy = Path(f"{stem}.log{SUFFIX}")
             written.append(copy)
@@ -229,9 +228,9 @@ def commit(log, prepared: Prepared, state: dict) -> None:
     except OSError:
         discard(prepared)
         raise
-    failpoints.hit("cleaner.after_commit_file")
+    fs.crash_point("cleaner.after_commit_file")
     _roll_forward(job.path, replace, remove, job.fsync)
-    failpoints.hit("cleaner.after_swap")
+    fs.crash_point("cleaner.after_swap")
     _unlink(job.path / COMMIT_FILE)
 
 

@@ -82,3 +82,15 @@ def _write_prefix(fd: int, buffers, fraction: float) -> None:
     view = memoryview(data)[:keep]
     while view:
         view = view[os.write(fd, view):]
+
+
+def io_fault(point: str, **context) -> float | None:
+    """A failpoint that fails an I/O call: raises the armed ``OSError``, or returns the
+    fraction a ``short`` write may write (``failpoints.io_fault``)."""
+    return failpoints.io_fault(point, **context)
+
+
+def crash_point(name: str, **context) -> None:
+    """A failpoint between two steps of a multi-file update (crash tests: ``crash`` kills
+    the process there)."""
+    failpoints.hit(name, **context)

@@ -1,7 +1,7 @@
 """The marker queue: ``__cluster/marker_queue/to-<broker>/`` (seed, DESIGN section 7).
 
 A transaction coordinator that owes a COMMIT/ABORT marker on a partition led by another
-broker, and could not hand it over with WriteTxnMarkers (``net.peer_link``: the link failed,
+broker, and could not hand it over with WriteTxnMarkers (``kaas.peers``: the link failed,
 the peer is declared dead, or it answered an error), or that owes the offset hook of a group
 coordinated elsewhere, writes an entry into that broker's queue; the broker's marker
 watcher applies it and deletes it.

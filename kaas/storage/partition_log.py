@@ -34,7 +34,6 @@ from __future__ import annotations
 import bisect
 import os
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +41,7 @@ from pathlib import Path
 import msgpack
 from kio.schema.errors import ErrorCode
 
-from kaas import failpoints
+from kaas.clock import wall_ms
 from kaas.domain.producer_state import ProducerStateTable
 from kaas.errors import CorruptState, KaasError
 from kaas.storage import atomic, cleaner, fs
@@ -134,8 +133,9 @@ class PartitionLog:
         config: segment and retention settings.
     """
 
-    def __init__(self, path: Path, config: LogConfig) -> None:
+    def __init__(self, path: Path, config: LogConfig, *, clock: Callable[[], int] = wall_ms) -> None:
         self.path = Path(path)
+        self.clock = clock  # wall-clock milliseconds (segment ages, recovery journal, retention)
         self.config = config
         self.segments: list[Segment] = []
         self.epoch = -1
@@ -185,7 +185,7 @@ class PartitionLog:
                                f"asked to open at epoch {epoch} below the manifest's {prev_epoch}")
         self.epoch = epoch
         self._write_manifest(high_watermark=manifest.get("high_watermark", 0) if manifest else 0)
-        failpoints.hit("takeover.after_manifest")
+        fs.crash_point("takeover.after_manifest")
         self.open_notes = cleaner.finish(self.path, self.config.fsync)
         self.cleaner_state = cleaner.read_state(self.path)
         replay_from = self._load_snapshot()
@@ -241,7 +241,7 @@ class PartitionLog:
 
     def write_snapshot(self) -> None:
         """Persist the producer state as of the log end (on roll and relinquish)."""
-        failpoints.hit("snapshot.before_write")
+        fs.crash_point("snapshot.before_write")
         data = msgpack.packb({"format": 1, "offset": self.log_end_offset,
                               "producers": self.producers.to_snapshot()})
         atomic.write_bytes(self.path / "producer-state.snapshot", data, fsync=self.config.fsync)
@@ -436,7 +436,7 @@ class PartitionLog:
                        offset: int) -> None:
         """Record one cut recovery made (bytes [start, end) of ``seg``, from ``offset`` on)."""
         self.recoveries.append({
-            "time_ms": int(time.time() * 1000), "segment": seg.name, "action": action,
+            "time_ms": self.clock(), "segment": seg.name, "action": action,
             "epoch": self.epoch, "from_byte": start, "to_byte": end, "bytes": end - start,
             "from_offset": offset, "reason": reason,
         })
@@ -493,7 +493,7 @@ class PartitionLog:
                 # opened for appending (recovery leaves segments closed or read-only).
                 self._close_fd(old)
                 old.fd = os.open(old.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-                old.created_ms = int(time.time() * 1000)
+                old.created_ms = self.clock()
                 return old
             if old.fd >= 0 and self.config.fsync:
                 self._fsync_segments([old.fd])
@@ -510,7 +510,7 @@ class PartitionLog:
                 self.write_snapshot()
         seg = Segment(self.log_end_offset, self.epoch, self.path / segment_name(self.log_end_offset, self.epoch))
         seg.next_offset = self.log_end_offset
-        seg.created_ms = int(time.time() * 1000)
+        seg.created_ms = self.clock()
         seg.fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             seg.size = os.fstat(seg.fd).st_size
@@ -532,7 +532,7 @@ class PartitionLog:
         """
         self._check_writable()
         seg = self.active
-        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        now = now_ms if now_ms is not None else self.clock()
         if seg.size >= self.config.segment_bytes or (
             seg.size and now - seg.created_ms >= self.config.segment_ms
         ):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,3 +141,13 @@ class TopicStore:
         self._cache.pop(name, None)
         self._stamps.pop(name, None)
         return True
+
+
+def remove_topic_data(topic_dir: Path, meta: TopicMeta) -> None:
+    """Remove a deleted topic's partition directories: renamed aside first (one rename, so
+    a broker that looks afterwards never sees half a topic), then removed."""
+    if not topic_dir.exists():
+        return
+    trash = topic_dir.with_name(f".{meta.name}.deleted-{meta.topic_id}")
+    os.rename(topic_dir, trash)
+    shutil.rmtree(trash, True)

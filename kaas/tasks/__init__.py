@@ -1,2 +1,43 @@
-"""Trio loops of a broker process that are not request handling: each takes the
-``Broker`` and runs until cancelled (``serve_*``, reporting readiness via task_status)."""
+"""Every trio loop of a broker process, started by ``net.server`` through ``serve_broker``:
+the membership tick and its doorbell (``membership``), presence connections
+(``presence``), retention (``retention``), the group timers, the transaction
+coordinator's marker watcher, fence watcher and sweeps, the log cleaner
+(``log_cleaner``) and the failpoint reload."""
+
+from __future__ import annotations
+
+import trio
+
+from kaas import failpoints, txn_coordinator
+from kaas.broker import Broker
+from kaas.tasks.log_cleaner import serve_log_cleaner
+from kaas.tasks.membership import Membership
+from kaas.tasks.presence import serve_presence
+from kaas.tasks.retention import serve_retention
+
+FAILPOINT_RELOAD_S = 0.2
+
+
+async def serve_failpoints() -> None:
+    """Re-read the failpoint file (``run/failpoints-<id>.json``) five times a second."""
+    while True:
+        await trio.sleep(FAILPOINT_RELOAD_S)
+        failpoints.reload()
+
+
+async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Join the cluster and run the broker's loops until cancelled: heartbeats, controller
+    election, assignment (partitions this broker is assigned are taken over by the
+    membership tick), then everything that serves on top of them."""
+    async with trio.open_nursery() as nursery:
+        broker.nursery = nursery
+        broker.topics.refresh()
+        failpoints.configure(broker.layout.run, broker.id)
+        nursery.start_soon(serve_failpoints)
+        await nursery.start(Membership(broker).serve)
+        await nursery.start(serve_presence, broker.cluster)
+        await nursery.start(serve_retention, broker)
+        await nursery.start(broker.groups.serve_timers)
+        txn_coordinator.install(broker, nursery)
+        await nursery.start(serve_log_cleaner, broker)
+        task_status.started()

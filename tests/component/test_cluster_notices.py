@@ -13,6 +13,7 @@ from kaas import dirwatch
 from kaas.broker import Broker
 from kaas.settings import Settings
 from kaas.storage import atomic, deaths
+from tests.component.ticks import membership, tick
 
 
 def make_broker(tmp_path, broker_id: int = 0, **kw) -> Broker:
@@ -38,23 +39,24 @@ def test_a_death_notice_kills_that_pid_until_its_counter_moves(tmp_path):
     b = make_broker(tmp_path)
     b.layout.ensure()
     rt = b.cluster
+    tk = membership(b)
     beat(b, 1, 10, pid=500)
-    assert rt._read_peers()  # joined
+    assert tk._read_peers()  # joined
     assert rt.is_alive_any(1)
     notice(b, 1, pid=499)  # an older incarnation's notice: not this one
-    assert not rt._read_peers()
+    assert not tk._read_peers()
     assert rt.is_alive_any(1)
     notice(b, 1, pid=500)
-    assert rt._read_peers()  # dead at once, without waiting out the session
+    assert tk._read_peers()  # dead at once, without waiting out the session
     assert not rt.is_alive_any(1) and 1 not in rt.alive()
-    assert not rt._read_peers()  # the same notice is acted on once
+    assert not tk._read_peers()  # the same notice is acted on once
     beat(b, 1, 11, pid=501)  # the restarted incarnation
-    assert rt._read_peers()
+    assert tk._read_peers()
     assert rt.is_alive_any(1)
     # the old notice (pid 500) no longer matches; a new one for 501 kills it again
-    assert not rt._read_peers() and rt.is_alive_any(1)
+    assert not tk._read_peers() and rt.is_alive_any(1)
     notice(b, 1, pid=501, at=2.0)
-    rt._read_peers()
+    tk._read_peers()
     assert not rt.is_alive_any(1)
 
 
@@ -62,12 +64,13 @@ def test_a_notice_for_a_reused_pid_applies_only_until_the_counter_moves(tmp_path
     b = make_broker(tmp_path)
     b.layout.ensure()
     rt = b.cluster
+    tk = membership(b)
     beat(b, 1, 10, pid=500)
     notice(b, 1, pid=500)
-    rt._read_peers()
+    tk._read_peers()
     assert not rt.is_alive_any(1)
     beat(b, 1, 11, pid=500)  # a new incarnation that got the same pid
-    rt._read_peers()
+    tk._read_peers()
     assert rt.is_alive_any(1)
 
 
@@ -75,15 +78,16 @@ def test_suspicion_lasts_until_the_next_heartbeat_and_moves_nothing(tmp_path):
     b = make_broker(tmp_path)
     b.layout.ensure()
     rt = b.cluster
+    tk = membership(b)
     beat(b, 1, 10, pid=500)
-    rt._read_peers()
+    tk._read_peers()
     rt.suspect(1, pid=499)  # another incarnation's connection: ignored
     assert not rt.is_suspected(1)
     rt.suspect(1, pid=500)
     assert rt.is_suspected(1)
     assert rt.is_alive_any(1) and 1 in rt.alive()  # ownership stays
     beat(b, 1, 11, pid=500)
-    rt._read_peers()
+    tk._read_peers()
     assert not rt.is_suspected(1)
 
 
@@ -91,17 +95,18 @@ def test_opened_by_follows_the_leaders_heartbeat(tmp_path):
     b = make_broker(tmp_path)
     b.layout.ensure()
     rt = b.cluster
+    tk = membership(b)
     rt._since[("t", 0)] = 7
     rt._since[("t", 1)] = 5
     beat(b, 1, 10, applied=6)
-    rt._read_peers()
+    tk._read_peers()
     assert not rt.opened_by(1, "t", 0)  # has not applied the version that gave it t-0
     assert rt.opened_by(1, "t", 1)
     beat(b, 1, 11, applied=7, pending=[("t", 0)])
-    rt._read_peers()
+    tk._read_peers()
     assert not rt.opened_by(1, "t", 0)  # applied, still opening
     beat(b, 1, 12, applied=7)
-    rt._read_peers()
+    tk._read_peers()
     assert rt.opened_by(1, "t", 0)
     assert not rt.opened_by(2, "t", 0)  # unknown broker
 
@@ -110,17 +115,18 @@ def test_acknowledged_once_every_live_peer_read_this_incarnation(tmp_path):
     b = make_broker(tmp_path)
     b.layout.ensure()
     rt = b.cluster
+    tk = membership(b)
     assert not rt.acknowledged()  # no heartbeat of ours yet
     rt.first_counter = 41
     beat(b, 1, 10, seen={0: 40})
     beat(b, 2, 10, seen={0: 41})
-    rt._read_peers()
+    tk._read_peers()
     assert not rt.acknowledged()  # peer 1 has only read our previous incarnation
     beat(b, 1, 11, seen={0: 42})
-    rt._read_peers()
+    tk._read_peers()
     assert rt.acknowledged()
     notice(b, 2, pid=4242)
-    rt._read_peers()
+    tk._read_peers()
     assert rt.acknowledged()  # a dead peer is not waited for
 
 
@@ -129,8 +135,8 @@ async def test_counters_continue_across_incarnations_and_heartbeats_publish_view
     b.layout.ensure()
     atomic.write_json(b.layout.broker_file(0), {"format": 1, "broker_id": 0, "counter": 77}, fsync=False)
     beat(b, 1, 5)
-    b.cluster.counter = b.cluster._last_counter()
-    await b.cluster._tick()
+    b.cluster.counter = membership(b)._last_counter()
+    await tick(b)
     obj = json.loads(b.layout.broker_file(0).read_bytes())
     assert obj["counter"] == 78 and b.cluster.first_counter == 78
     assert obj["seen"] == {"1": 5} and obj["pending"] == []
@@ -156,13 +162,14 @@ async def test_a_peer_heartbeat_wakes_the_runtime_through_the_doorbell(tmp_path)
     b = make_broker(tmp_path)
     b.layout.ensure()
     rt = b.cluster
+    tk = membership(b)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(rt._serve_doorbell)
+        nursery.start_soon(tk._serve_doorbell)
         with trio.fail_after(5):
             while not rt.doorbell:
                 await trio.sleep(0.01)
             beat(b, 3, 1)  # a broker joins: a material change
-            await rt._wake.wait()
+            await rt.wait_woken()
         assert 3 in rt.peers
         nursery.cancel_scope.cancel()
 
@@ -171,7 +178,7 @@ async def test_polling_only_opens_no_doorbell(tmp_path):
     b = make_broker(tmp_path, inotify=False)
     b.layout.ensure()
     with trio.move_on_after(0.2):
-        await b.cluster._serve_doorbell()  # returns at once
+        await membership(b)._serve_doorbell()  # returns at once
     assert not b.cluster.doorbell
 
 
@@ -179,15 +186,16 @@ def test_a_broker_back_from_the_dead_gets_keys_placed_on_it_only_after_the_hold(
     b = make_broker(tmp_path)
     b.layout.ensure()
     rt = b.cluster
+    tk = membership(b)
     beat(b, 1, 10, pid=500)
     beat(b, 2, 10, pid=600)
-    rt._read_peers()
-    assert rt._placeable() == [0, 1, 2]  # first seen: no hold
+    tk._read_peers()
+    assert tk._placeable() == [0, 1, 2]  # first seen: no hold
     notice(b, 1, pid=500)
-    rt._read_peers()
-    assert rt._placeable() == [0, 2]
+    tk._read_peers()
+    assert tk._placeable() == [0, 2]
     beat(b, 1, 11, pid=501)  # restarted
-    rt._read_peers()
-    assert 1 in rt.alive() and rt._placeable() == [0, 2]  # alive, but not given keys yet
+    tk._read_peers()
+    assert 1 in rt.alive() and tk._placeable() == [0, 2]  # alive, but not given keys yet
     rt.peers[1].back_at -= rt.rejoin_hold
-    assert rt._placeable() == [0, 1, 2]
+    assert tk._placeable() == [0, 1, 2]

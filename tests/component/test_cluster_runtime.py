@@ -10,12 +10,14 @@ disk (or NFS) the same work goes to worker threads.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import trio
 
 from kaas.broker import Broker
 from kaas.settings import Settings
+from tests.component.ticks import membership
 
 
 @pytest.mark.parametrize("memory_backed", [True, False])
@@ -31,10 +33,11 @@ async def test_tick_renews_the_lease_and_hops_threads_only_off_tmpfs(tmp_path, m
 
     monkeypatch.setattr(trio.to_thread, "run_sync", counting)
     rt = broker.cluster
+    tk = membership(broker)
     assert not rt.lease_valid()
 
-    await rt._tick()
-    await rt._tick()
+    await tk._tick()
+    await tk._tick()
 
     assert rt.lease_valid()
     assert rt.is_controller and rt.controller_epoch == 1
@@ -55,24 +58,24 @@ async def test_a_silent_peer_leaves_metadata_later_than_it_loses_its_keys(tmp_pa
     Metadata keeps naming it until the listing window (9 s) runs out: librdkafka
     decommissions a broker that drops out of Metadata, and a full shared disk makes every
     broker miss heartbeats for a few seconds at once."""
-    from kaas import cluster_runtime
-
+    
     clock = [1000.0]
-    monkeypatch.setattr(cluster_runtime.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=False))
     rt = broker.cluster
+    tk = membership(broker)
     peer = {"format": 1, "broker_id": 1, "counter": 1, "host": "127.0.0.1", "port": 9999, "pid": 1,
             "applied_version": 0, "draining": False, "controller_epoch": 0}
     broker.layout.broker_file(1).write_text(json.dumps(peer))
-    await rt._tick()
+    await tk._tick()
     assert rt.alive() == [0, 1] and rt.listed() == [0, 1]
     assert [b.node_id for b in broker.brokers()] == [0, 1]
     clock[0] += 4.0  # past the 3 s session timeout, no new heartbeat
-    await rt._tick()
+    await tk._tick()
     assert rt.alive() == [0] and not rt.is_alive_any(1)
     assert rt.listed() == [0, 1] and [b.node_id for b in broker.brokers()] == [0, 1]
     clock[0] += 6.0  # 10 s silent: past the listing window
-    await rt._tick()
+    await tk._tick()
     assert rt.listed() == [0] and [b.node_id for b in broker.brokers()] == [0]
 
 
@@ -85,7 +88,8 @@ async def test_a_topic_config_altered_through_another_broker_reaches_the_leader(
 
     broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=False))
     rt = broker.cluster
-    await rt._tick()
+    tk = membership(broker)
+    await tk._tick()
     meta = broker.topics.create("t", 1, {"segment.bytes": "100000"})
     broker.topics.refresh()
     part = await broker._open_partition(meta, 0, 1)
@@ -93,6 +97,6 @@ async def test_a_topic_config_altered_through_another_broker_reaches_the_leader(
     other = TopicStore(broker.layout.topics, fsync=False)  # another broker's view of the volume
     other.refresh()
     other.update(replace(meta, configs={"segment.bytes": "2048", "cleanup.policy": "compact"}))
-    await rt._tick()
+    await tk._tick()
     assert part.log.config.segment_bytes == 2048 and part.log.config.compact
     await broker._close_partition(part)

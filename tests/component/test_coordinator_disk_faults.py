@@ -25,6 +25,7 @@ from kaas.storage.producer_ids import SPAN, PidAllocator
 from kaas.txn_coordinator import TxnCoordinator
 from tests.component.faults import faults, leftovers  # noqa: F401 (faults: fixture)
 from tests.component.test_txn_coordinator import V, FakeBroker, World, begin, open_txn, produce, state_of
+from tests.component.ticks import membership, tick
 
 
 @pytest.fixture
@@ -193,8 +194,8 @@ async def started_broker(tmp_path, **settings):
     from kaas.settings import Settings
 
     broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=True, **settings))
-    await broker.cluster._tick()
-    await broker.cluster._tick()
+    await tick(broker)
+    await tick(broker)
     assert broker.cluster.lease_valid() and broker.cluster.is_controller
     return broker
 
@@ -292,17 +293,18 @@ async def test_membership_write_failure_is_retried_not_raised(tmp_path, faults):
 async def test_heartbeat_failure_self_fences_and_recovers(tmp_path, faults):
     broker = await started_broker(tmp_path, session_timeout_ms=400)
     rt = broker.cluster
+    tk = membership(broker)
     beat = broker.layout.broker_file(0)
     before = beat.read_bytes()
     counter = rt.counter
 
     faults.arm("enospc", "brokers/kaas-0")
     t_fail = time.monotonic()
-    await rt._tick()
+    await tk._tick()
     assert beat.read_bytes() == before and leftovers(beat.parent) == []
     assert rt.counter == counter  # not ahead of the file
     await trio.sleep(max(0.0, t_fail + 0.25 - time.monotonic()))
-    await rt._tick()
+    await tk._tick()
     assert not rt.lease_valid()  # self-fenced: no lease since the last good heartbeat
     assert not broker.owns_slot(0)
     await raises_code(ErrorCode.coordinator_load_in_progress,
@@ -310,7 +312,7 @@ async def test_heartbeat_failure_self_fences_and_recovers(tmp_path, faults):
                                            offsets={("t", 0): Committed(1)}))
 
     faults.disarm()
-    await rt._tick()
+    await tk._tick()
     assert rt.lease_valid() and rt.lapses == 1 and rt.counter == counter + 1
     assert json.loads(beat.read_bytes())["counter"] == counter + 1
     assert broker.owns_slot(0)
@@ -322,24 +324,25 @@ async def test_controller_file_failures_do_not_stop_the_heartbeat(tmp_path, faul
 
     broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=True))
     rt = broker.cluster
+    tk = membership(broker)
     controller_dir = broker.layout.controller
     faults.arm("enospc", "controller/")
-    await rt._tick()  # the election's exclusive create fails: not elected, heartbeat written
+    await tk._tick()  # the election's exclusive create fails: not elected, heartbeat written
     assert not rt.is_controller and rt.lease_valid()
     assert list(controller_dir.iterdir()) == []
     faults.disarm()
-    await rt._tick()
+    await tk._tick()
     assert rt.is_controller and rt.controller_epoch == 1
 
     broker.topics.create("t", 2)
     before = broker.layout.assignment.read_bytes()
     faults.arm("rename", "assignment.json")
     counter = rt.counter
-    await rt._tick()  # the assignment write fails: the old one stays in force, logged
+    await tk._tick()  # the assignment write fails: the old one stays in force, logged
     assert broker.layout.assignment.read_bytes() == before and leftovers(broker.layout.assignment.parent) == []
     assert rt.counter == counter + 1 and rt.lease_valid()
     faults.disarm()
-    await rt._tick()
+    await tk._tick()
     assert "t" in json.loads(broker.layout.assignment.read_bytes())["partitions"]
 
 

@@ -9,18 +9,19 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-import kaas.broker
+import kaas.broker.partition
 from kaas.handlers import Context, create_topics, list_offsets, metadata, produce
 from kaas.wire import batch as wb
 from kaas.wire import codec
 from kaas.wire.build import build
 from tests.component.test_coordinator_disk_faults import started_broker
+from tests.component.ticks import tick
 
 
 async def open_topic(broker, name: str, configs: dict[str, str], replication_factor: int = 1):
     broker.topics.create(name, 1, configs, replication_factor)
     for _ in range(3):
-        await broker.cluster._tick()
+        await tick(broker)
         if (name, 0) in broker.partitions:
             return broker.partitions[(name, 0)]
     raise AssertionError(f"{name} not taken over")
@@ -62,7 +63,7 @@ def stored_headers(part) -> list[wb.BatchHeader]:
 def clock(monkeypatch):
     """The broker's wall clock at append, stepped by hand."""
     now = [5_000]
-    monkeypatch.setattr(kaas.broker, "now_ms", lambda: now[0])
+    monkeypatch.setattr(kaas.broker.partition, "now_ms", lambda: now[0])
     return now
 
 

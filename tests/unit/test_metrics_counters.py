@@ -1,9 +1,10 @@
-"""kaas.metrics: the lock-free counters behind /metrics and the API names they use."""
+"""kaas.counters: the lock-free counters behind /metrics; the API names the endpoint gives them."""
 
 from __future__ import annotations
 
-from kaas import metrics
+from kaas import counters as metrics
 from kaas.handlers import REGISTRY
+from kaas.net.metrics_http import _api_name
 
 
 def test_histogram_buckets_are_le_and_cumulative():
@@ -22,8 +23,8 @@ def test_record_request_counts_per_api():
         metrics.record_request(0, 80, None, 0.004)  # acks=0: no response
         metrics.record_error(1)
         s = metrics.API[0]
-        assert (s.name, s.requests, s.bytes_in, s.bytes_out, s.latency.count) == ("Produce", 2, 200, 30, 2)
-        assert metrics.API[1].name == "Fetch" and metrics.API[1].errors == 1
+        assert (_api_name(s.api_key), s.requests, s.bytes_in, s.bytes_out, s.latency.count) == ("Produce", 2, 200, 30, 2)
+        assert _api_name(metrics.API[1].api_key) == "Fetch" and metrics.API[1].errors == 1
     finally:
         metrics.reset()
 

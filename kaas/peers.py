@@ -1,7 +1,6 @@
-"""Connections from this broker to its peers, for WriteTxnMarkers (API 27), the
-forwarding of topic edits to the controller (``forward``), and presence
-(``serve_presence``): one idle connection to every live peer, whose end is the earliest
-sign that the peer's process exited.
+"""Connections from this broker to its peers, for WriteTxnMarkers (API 27) and the
+forwarding of topic edits to the controller (``forward``). (The presence connections,
+whose end is the earliest sign that a peer's process exited, are ``tasks.presence``.)
 
 A transaction coordinator hands the COMMIT/ABORT markers of peer-led partitions straight
 to the partition's leader over one TCP connection per peer, as Apache's coordinator does.
@@ -24,8 +23,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import structlog
 import trio
@@ -35,7 +34,7 @@ from kaas.errors import PeerUnavailable
 from kaas.wire import codec
 from kaas.wire.framing import FrameDecoder, FramingError
 
-__all__ = ["MARKERS_VERSION", "LinkFailed", "PeerLinks"]
+__all__ = ["MARKERS_VERSION", "LinkFailed", "PeerDirectory", "PeerLinks"]
 
 log = structlog.get_logger()
 
@@ -48,6 +47,27 @@ PRESENCE_SCAN_S = 0.1  # how often live peers without a presence connection are 
 PRESENCE_IDLE_S = 5.0  # how often an idle presence connection checks its peer is still alive
 
 MarkerResult = dict[tuple[str, int], ErrorCode]
+
+
+class PeerAddress(Protocol):
+    host: str
+    port: int
+    pid: int
+
+
+class PeerDirectory(Protocol):
+    """Where the peers are and which are alive (``broker.ClusterView`` is one)."""
+
+    me: int
+
+    @property
+    def peers(self) -> Mapping[int, PeerAddress]: ...
+
+    def alive_any(self) -> list[int]: ...
+
+    def is_alive_any(self, broker_id: int) -> bool: ...
+
+    def suspect(self, broker_id: int, pid: int) -> None: ...
 
 
 class LinkFailed(PeerUnavailable):
@@ -104,7 +124,7 @@ class _Link:
             return ask.results
 
     async def _connect(self) -> None:
-        peer = self.links.broker.cluster.peers.get(self.broker_id)
+        peer = self.links.cluster.peers.get(self.broker_id)
         if peer is None or peer.port <= 0:
             raise LinkFailed("peer address unknown")
         with trio.fail_after(CONNECT_TIMEOUT_S):
@@ -143,7 +163,7 @@ class _Link:
             if scope.cancelled_caught:
                 # alive_any: a draining peer still serves (and holds its lease); only a
                 # peer silent for the session timeout has let its lease lapse
-                if self.broker_id not in self.links.broker.cluster.alive_any():
+                if self.broker_id not in self.links.cluster.alive_any():
                     raise LinkFailed("peer declared dead while the request was out")
                 continue
             if not data:
@@ -160,9 +180,10 @@ class _Link:
 class PeerLinks:
     """This broker's links to its peers (``broker.peer_links``), opened on first use."""
 
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.client_id = f"{codec.PEER_CLIENT_PREFIX}{broker.id}"
+    def __init__(self, broker_id: int, cluster: PeerDirectory) -> None:
+        self.broker_id = broker_id
+        self.cluster = cluster
+        self.client_id = f"{codec.PEER_CLIENT_PREFIX}{broker_id}"
         self._links: dict[int, _Link] = {}
         self.stats = {"calls": 0, "markers": 0, "failed": 0}
 
@@ -192,7 +213,7 @@ class PeerLinks:
             LinkFailed: the peer is unknown or unreachable, closed, or did not answer within
                 ``timeout`` seconds (the caller answers a retriable error).
         """
-        peer = self.broker.cluster.peers.get(broker_id)
+        peer = self.cluster.peers.get(broker_id)
         if peer is None or peer.port <= 0:
             raise LinkFailed("peer address unknown")
         try:
@@ -219,53 +240,3 @@ class PeerLinks:
         except codec.DecodeError as exc:
             raise LinkFailed(f"undecodable response: {exc}") from None
         return response
-
-    async def serve_presence(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Keep one idle connection open to every live peer. The kernel closes a process's
-        sockets the moment it exits, so the end of that connection is the first sign of a
-        death, milliseconds before its supervisor's notice and seconds before the heartbeat
-        rule. It only makes the peer *suspected* (``ClusterRuntime.suspect``): Metadata
-        and FindCoordinator answer retriable errors for its keys, so clients look again
-        shortly instead of waiting for a dead broker; nothing moves until a notice or the
-        heartbeat rule says the peer is dead, and the suspicion ends with its next
-        heartbeat (a live peer that closed the connection for its own reasons)."""
-        cluster = self.broker.cluster
-        watched: set[int] = set()
-        async with trio.open_nursery() as nursery:
-            task_status.started()
-            while True:
-                for bid in cluster.alive_any():
-                    if bid != self.broker.id and bid not in watched:
-                        watched.add(bid)
-                        nursery.start_soon(self._watch_presence, bid, watched)
-                await trio.sleep(PRESENCE_SCAN_S)
-
-    async def _watch_presence(self, broker_id: int, watched: set[int]) -> None:
-        cluster = self.broker.cluster
-        try:
-            peer = cluster.peers.get(broker_id)
-            if peer is None or peer.port <= 0:
-                return
-            try:
-                with trio.fail_after(CONNECT_TIMEOUT_S):
-                    stream = await trio.open_tcp_stream(peer.host, peer.port)
-            except (OSError, trio.TooSlowError):
-                await trio.sleep(PRESENCE_SCAN_S)  # not listening (yet): the scan tries again
-                return
-            pid = peer.pid
-            try:
-                while True:
-                    with trio.move_on_after(PRESENCE_IDLE_S):
-                        if not await stream.receive_some(4096):
-                            break
-                        continue
-                    if not cluster.is_alive_any(broker_id):
-                        return  # declared dead meanwhile: nothing left to tell
-            except (OSError, trio.BrokenResourceError):
-                pass
-            finally:
-                with trio.CancelScope(shield=True), trio.move_on_after(1):
-                    await stream.aclose()
-            cluster.suspect(broker_id, pid)
-        finally:
-            watched.discard(broker_id)

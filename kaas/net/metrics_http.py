@@ -1,7 +1,8 @@
-"""Prometheus metrics of one broker process, served on ``--metrics-port`` (0 = off).
+"""Prometheus metrics of one broker process: the collector and the HTTP endpoint, served
+on ``--metrics-port`` (0 = off).
 
 The hot path never touches prometheus_client: a request adds to plain integers and a
-bucket list in this module (everything runs on the trio thread, so no locks are needed),
+bucket list in ``kaas.counters`` (everything runs on the trio thread, so no locks are needed),
 and a custom collector turns them into metric families at scrape time. Gauges (partitions
 led, producer states, transactions, marker queue depth, ...) are read from the ``Broker``
 object when Prometheus scrapes; the few that need the shared volume (slot files, the
@@ -41,16 +42,19 @@ broker_info{broker_id,cluster_id,...}     gauge      1, with identifying labels
 plus the standard ``process_*``, ``python_gc_*`` and ``python_info`` collectors.
 """
 
+
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
 import structlog
 import trio
+
+from kaas import counters
+from kaas.handlers import REGISTRY
 
 log = structlog.get_logger()
 
@@ -61,103 +65,13 @@ try:
 except Exception:  # not installed (running from a checkout)
     __version__ = "unknown"
 
-LATENCY_BOUNDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                  1.0, 2.5, 5.0, 10.0, 30.0)
-FSYNC_BOUNDS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                0.5, 1.0, 2.5, 5.0)
-TAKEOVER_BOUNDS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-
-
-class Histogram:
-    """A fixed-bucket histogram: ``observe`` is one bisect and two additions."""
-
-    __slots__ = ("bounds", "counts", "total")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
-        self.total = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.total += value
-
-    @property
-    def count(self) -> int:
-        return sum(self.counts)
-
-    def cumulative(self) -> list[tuple[str, int]]:
-        """Prometheus buckets: (le, cumulative count), ending with +Inf."""
-        out = []
-        acc = 0
-        for bound, n in zip((*self.bounds, float("inf")), self.counts):
-            acc += n
-            out.append(("+Inf" if bound == float("inf") else repr(float(bound)), acc))
-        return out
-
-
-class ApiStats:
-    __slots__ = ("name", "requests", "errors", "bytes_in", "bytes_out", "latency")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.requests = 0
-        self.errors = 0
-        self.bytes_in = 0
-        self.bytes_out = 0
-        self.latency = Histogram(LATENCY_BOUNDS)
-
-
-# Process-wide (one broker per process). Keys: Kafka api keys.
-API: dict[int, ApiStats] = {}
-FSYNC = Histogram(FSYNC_BOUNDS)
-TAKEOVER = Histogram(TAKEOVER_BOUNDS)
-
-
-def _api(api_key: int) -> ApiStats:
-    from kaas.handlers import REGISTRY
-
+def _api_name(api_key: int) -> str:
     h = REGISTRY.get(api_key)
-    s = API[api_key] = ApiStats(h.api_name if h is not None else f"Api{api_key}")
-    return s
-
-
-def record_request(api_key: int, size_in: int, response: bytes | None, seconds: float) -> None:
-    """One request answered (called by ``dispatch.execute``)."""
-    s = API.get(api_key) or _api(api_key)
-    s.requests += 1
-    s.bytes_in += size_in
-    if response is not None:
-        s.bytes_out += len(response)
-    s.latency.observe(seconds)
-
-
-def record_error(api_key: int) -> None:
-    s = API.get(api_key) or _api(api_key)
-    s.errors += 1
-
-
-def reset() -> None:
-    """Forget every count (tests)."""
-    global FSYNC, TAKEOVER
-    API.clear()
-    FSYNC = Histogram(FSYNC_BOUNDS)
-    TAKEOVER = Histogram(TAKEOVER_BOUNDS)
-
-
-def observe_fsync(seconds: float) -> None:
-    FSYNC.observe(seconds)
-
-
-def observe_takeover(seconds: float) -> None:
-    TAKEOVER.observe(seconds)
-
-
-# ---------------------------------------------------------------------- collector
+    return h.api_name if h is not None else f"Api{api_key}"
 
 
 class BrokerCollector:
-    """Turns this module's counters and the broker's state into metric families."""
+    """Turns ``kaas.counters`` and and the broker's state into metric families."""
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
@@ -182,11 +96,10 @@ class BrokerCollector:
             await trio.to_thread.run_sync(partial(_volume_stats, txn, b.id, owned))
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                            HistogramMetricFamily)
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         b = self.broker
-        apis = sorted(API.values(), key=lambda s: s.name)
+        apis = sorted(((_api_name(s.api_key), s) for s in counters.API.values()), key=lambda t: t[0])
         req = CounterMetricFamily("kaas_requests", "Requests handled, per Kafka API.", labels=["api"])
         err = CounterMetricFamily("kaas_request_errors", "Requests whose handler raised.", labels=["api"])
         bin_ = CounterMetricFamily("kaas_request_bytes", "Request frame bytes received (bytes in).",
@@ -195,12 +108,12 @@ class BrokerCollector:
                                    labels=["api"])
         lat = HistogramMetricFamily("kaas_request_duration_seconds",
                                     "Time from decoded request to encoded response.", labels=["api"])
-        for s in apis:
-            req.add_metric([s.name], s.requests)
-            err.add_metric([s.name], s.errors)
-            bin_.add_metric([s.name], s.bytes_in)
-            bout.add_metric([s.name], s.bytes_out)
-            lat.add_metric([s.name], s.latency.cumulative(), s.latency.total)
+        for name, s in apis:
+            req.add_metric([name], s.requests)
+            err.add_metric([name], s.errors)
+            bin_.add_metric([name], s.bytes_in)
+            bout.add_metric([name], s.bytes_out)
+            lat.add_metric([name], s.latency.cumulative(), s.latency.total)
         yield from (req, err, bin_, bout, lat)
 
         parts = list(b.partitions.values())
@@ -218,12 +131,12 @@ class BrokerCollector:
         yield _gauge("kaas_marker_queue_depth", "Files in this broker's marker queue.", self.marker_queue_depth)
 
         fs = HistogramMetricFamily("kaas_fsync_seconds", "Group-commit fsync latency.")
-        fs.add_metric([], FSYNC.cumulative(), FSYNC.total)
+        fs.add_metric([], counters.FSYNC.cumulative(), counters.FSYNC.total)
         yield fs
         yield CounterMetricFamily("kaas_partition_takeovers", "Partitions taken over (opened).",
                                   value=getattr(b, "takeovers", 0))
         tk = HistogramMetricFamily("kaas_partition_takeover_seconds", "Time to open (recover) one partition.")
-        tk.add_metric([], TAKEOVER.cumulative(), TAKEOVER.total)
+        tk.add_metric([], counters.TAKEOVER.cumulative(), counters.TAKEOVER.total)
         yield tk
 
         from kaas.tasks.log_cleaner import Stats as CleanerStats

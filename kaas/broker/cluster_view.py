@@ -1,0 +1,147 @@
+"""What this broker knows of the cluster (DESIGN section 4): its peers, the controller, the
+applied assignment and its own write lease. ``tasks.membership`` keeps it current (one tick
+every ``heartbeat_ms``, and whenever the doorbell rings or somebody ``wake``s it); handlers
+and coordinators only read it. The rules themselves are ``domain.membership``.
+
+Lease (self-fencing): a broker whose last successful heartbeat is older than
+``session_timeout_ms / 2`` by its own monotonic clock stops acknowledging writes
+(``lease_valid``), so by the time peers call it dead it has already stopped. A SIGSTOPped
+broker resumes with an expired lease and applies the new assignment before writing again.
+"""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+import trio
+
+from kaas.domain import membership as rules
+from kaas.domain.assignment import Assignment
+from kaas.domain.membership import LIST_WINDOW_S, REJOIN_HOLD_S, Peer
+
+__all__ = ["ClusterView", "Peer"]
+
+log = structlog.get_logger()
+
+
+class ClusterView:
+    def __init__(self, broker_id: int, session_timeout_ms: int, heartbeat_ms: int) -> None:
+        self.me = broker_id
+        self.draining = False  # this broker drains (SIGTERM): the controller moves its keys away
+        self.session = session_timeout_ms / 1000
+        self.list_window = max(3 * self.session, LIST_WINDOW_S)  # see listed()
+        self.rejoin_hold = REJOIN_HOLD_S  # see domain.membership.placeable
+        self.period = heartbeat_ms / 1000
+        self.peers: dict[int, Peer] = {}
+        self.counter = 0
+        self.lease_until = 0.0
+        # times the lease was found lapsed: a connection accepted before the last lapse may
+        # hold requests sent before peers declared this broker dead (WriteTxnMarkers checks)
+        self.lapses = 0
+        self.started = time.monotonic()
+        self.assignment: Assignment | None = None
+        self.controller_epoch = 0  # highest epoch file seen
+        self.is_controller = False
+        self.controller_id: int | None = None
+        self.applied_version = 0
+        self._since: dict[tuple[str, int], int] = {}  # assignment version each partition's leadership began
+        self.first_counter: int | None = None  # this incarnation's first (or first after a lapse) heartbeat
+        self.doorbell = False  # the inotify doorbell is running
+        self.failovers = 0
+        self._wake = trio.Event()
+        self._changed = trio.Event()
+
+    # ------------------------------------------------------------------ views
+
+    def lease_valid(self) -> bool:
+        return time.monotonic() < self.lease_until
+
+    def alive(self) -> list[int]:
+        return rules.alive(self.me, self.draining, self.peers.values(), time.monotonic(), self.session)
+
+    def alive_any(self) -> list[int]:
+        """Alive brokers including draining ones (still serving until they relinquish)."""
+        return rules.alive_any(self.me, self.peers.values(), time.monotonic(), self.session)
+
+    def listed(self) -> list[int]:
+        """The brokers Metadata names: every broker heard from within ``list_window``
+        (longer than the liveness timeout). Leadership and coordinators move after
+        ``session``; the broker list does not shrink as fast, because librdkafka
+        decommissions the handle of a broker that drops out of Metadata, and a handle
+        its transaction or group coordinator lookup still holds then never comes back
+        (seen in the disk-full chaos scenario: every broker missed heartbeats for a few
+        seconds, clients got one-broker Metadata answers, and a copier's
+        send_offsets_to_transaction hung for good). Apache lists a broker until
+        broker.session.timeout.ms (9 s) without a heartbeat; this is the same window."""
+        return rules.listed(self.me, self.peers.values(), time.monotonic(), self.list_window)
+
+    def is_alive_any(self, broker_id: int) -> bool:
+        """``broker_id in alive_any()``, without building the list (asked on every
+        transactional request)."""
+        if broker_id == self.me:
+            return True
+        p = self.peers.get(broker_id)
+        return p is not None and p.live(time.monotonic(), self.session)
+
+    def suspect(self, broker_id: int, pid: int) -> None:
+        """The presence connection to process ``pid`` of ``broker_id`` ended
+        (``tasks.presence``): until its heartbeat counter moves, Metadata and
+        FindCoordinator send clients elsewhere for its keys. Ownership does not change;
+        read the volume now, where its supervisor's death notice may already be."""
+        p = self.peers.get(broker_id)
+        if p is None or p.pid != pid or p.suspected_counter is not None:
+            return  # (another incarnation by now)
+        p.suspected_counter = p.counter
+        log.info("peer_suspected", broker=broker_id, pid=pid)
+        self.wake()
+
+    def is_suspected(self, broker_id: int) -> bool:
+        p = self.peers.get(broker_id)
+        return p is not None and p.suspected_counter is not None
+
+    def opened_by(self, leader: int, topic: str, index: int) -> bool:
+        """Has peer ``leader`` opened the partition it leads under the current assignment?
+        Until then Metadata names no leader."""
+        key = (topic, index)
+        return rules.opened_by(self.peers.get(leader), self._since.get(key, 0), key)
+
+    def since(self, topic: str, index: int) -> int:
+        """The assignment version in which the partition's current leadership began."""
+        return self._since.get((topic, index), 0)
+
+    def applied_everywhere(self, version: int) -> bool:
+        """Has every live broker (this one included) applied assignment ``version``?"""
+        return rules.applied_everywhere(version, self.me, self.applied_version, self.peers.values(),
+                                        time.monotonic(), self.session)
+
+    def acknowledged(self) -> bool:
+        """Has every live peer read a heartbeat of this incarnation (or, after a lapsed
+        lease, one written since)? Its ``seen`` entry for us proves that its tick noticed
+        us alive and unloaded the groups it held for us, so we may write their files."""
+        now = time.monotonic()
+        return rules.acknowledged(self.me, self.first_counter, self.peers.values(), now, self.session,
+                                  now - self.started)
+
+    def registered(self) -> list[int]:
+        return sorted(set(self.peers) | {self.me})
+
+    # ------------------------------------------------------------------ wakeups
+
+    def wake(self) -> None:
+        """Ask the membership tick to run now."""
+        self._wake.set()
+
+    async def wait_woken(self) -> None:
+        await self._wake.wait()
+
+    def clear_wake(self) -> None:
+        self._wake = trio.Event()
+
+    def notify_changed(self) -> None:
+        ev, self._changed = self._changed, trio.Event()
+        ev.set()
+
+    async def wait_changed(self) -> None:
+        """Return after the next tick (the cluster view may have changed)."""
+        await self._changed.wait()

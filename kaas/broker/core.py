@@ -1,0 +1,374 @@
+"""The narrow Broker object handed to handlers: led partitions, the cluster view, routing,
+and the coordinators. The trio loops that keep it current live in ``kaas.tasks``; topic
+administration is ``broker.admin`` (``broker.topic_admin``)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import structlog
+import trio
+from kio.schema.errors import ErrorCode
+
+from kaas import configs, counters
+from kaas.broker.cluster_view import ClusterView
+from kaas.broker.partition import Partition
+from kaas.broker.topic_admin import TopicAdmin
+from kaas.domain import replicas, routing
+from kaas.errors import CorruptState, KaasError
+from kaas.group_coordinator import GroupCoordinator
+from kaas.peers import PeerLinks
+from kaas.settings import Settings
+from kaas.storage.partition_log import PartitionLog
+from kaas.storage.paths import Layout
+from kaas.storage.producer_ids import PidAllocator
+from kaas.storage.topics import TopicMeta, TopicStore
+from kaas.wire import batch as wb
+
+log = structlog.get_logger()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def fs_type(path) -> str:
+    """The file system type of the mount holding ``path`` (from /proc/self/mountinfo)."""
+    target = os.path.realpath(path)
+    best, kind = "", ""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                mount_point = left.split()[4]
+                if (target == mount_point or target.startswith(mount_point.rstrip("/") + "/")) \
+                        and len(mount_point) >= len(best):
+                    best, kind = mount_point, right.split()[0]
+    except OSError:
+        return ""
+    return kind
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class Broker:
+    """Everything a handler may touch. Created by ``net.server`` per process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.id = settings.broker_id
+        self.layout = Layout(settings.data)
+        self.layout.ensure()
+        self.memory_backed = fs_type(self.layout.data) in ("tmpfs", "ramfs")
+        self.topics = TopicStore(self.layout.topics, fsync=settings.fsync)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        # partitions whose log failed (a write or fsync error), by key: the reason. The
+        # cluster runtime reopens them through recovery on its next tick; until then they
+        # answer KAFKA_STORAGE_ERROR.
+        self.offline: dict[tuple[str, int], str] = {}
+        self._data_event = trio.Event()
+        self.nursery: trio.Nursery | None = None
+        self.started_ms = now_ms()
+        self.fsync_count = 0
+        self.fsync_seconds = 0.0
+        self.stopping = False
+        self.connections = 0
+        self.txn = None
+        self.groups = GroupCoordinator(self)
+        self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms)
+        self.peer_links = PeerLinks(self.id, self.cluster)
+        self.admin = TopicAdmin(self)
+        self.takeovers = 0
+        self.takeover_seconds = 0.0
+        self.pids = PidAllocator(self.layout.pid_block_file(self.id), self.id, fsync=settings.fsync)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def draining(self) -> bool:
+        """SIGTERM: this broker drains (the controller moves its keys away)."""
+        return self.cluster.draining
+
+    async def drain_wait(self, timeout: float = 5.0) -> None:
+        """SIGTERM: flag draining so the controller moves our keys away, and wait (bounded)
+        until we lead nothing while still serving; the caller then relinquishes the rest."""
+        if self.txn is not None:
+            if not await self.txn.wait_finishing(timeout / 2):  # EndTxns answered early
+                log.warning("txn_finishing_at_drain", note="left prepared for the next owner's sweep")
+            await self.txn.flush_slots()  # deferred Complete* states, while we own the slots
+        self.cluster.draining = True
+        self.cluster.wake()
+        with trio.move_on_after(timeout):
+            while self.partitions and len(self.cluster.alive()) > 0:  # noqa: ASYNC110 - peers' heartbeats, no event
+                await trio.sleep(0.1)
+
+    async def close(self) -> None:
+        """Relinquish every partition; after this the broker takes nothing over again."""
+        self.stopping = True
+        for part in list(self.partitions.values()):
+            await self._close_partition(part)
+
+    async def take_over(self, meta: TopicMeta, index: int, epoch: int) -> Partition | None:
+        if self.stopping or self.draining:
+            return None
+        return await self._open_partition(meta, index, epoch)
+
+    async def relinquish(self, part: Partition) -> None:
+        await self._close_partition(part)
+
+    async def _open_partition(self, meta: TopicMeta, index: int, epoch: int | None = None) -> Partition | None:
+        key = (meta.name, index)
+        if key in self.partitions:
+            return self.partitions[key]
+        plog = PartitionLog(self.layout.partition_dir(meta.name, index),
+                            configs.log_config(self.settings, meta.configs))
+        try:
+            t0 = time.monotonic()
+            epoch = await trio.to_thread.run_sync(plog.open, epoch)
+            took = time.monotonic() - t0
+            self.takeovers += 1
+            self.takeover_seconds += took
+            counters.observe_takeover(took)
+        except (CorruptState, OSError, KaasError) as exc:
+            plog.abandon()
+            if key in self.offline:  # said once when it went offline; retried every tick
+                log.debug("partition_recovery_failed", topic=meta.name, partition=index, error=str(exc))
+            else:
+                log.error("partition_takeover_failed", topic=meta.name, partition=index, error=str(exc))
+            return None
+        finally:
+            for cut in plog.recoveries:
+                log.warning("recovery_truncated", topic=meta.name, partition=index, **cut)
+            if plog.recovery_journal_error:
+                log.error("recovery_journal_write_failed", topic=meta.name, partition=index,
+                          error=plog.recovery_journal_error)
+        if key in self.partitions or self.stopping:  # raced with another opener, or shutting down
+            await trio.to_thread.run_sync(plog.close)
+            return self.partitions.get(key)
+        if plog.snapshot_error:
+            log.error("producer_snapshot_unreadable_rebuilt_from_log", topic=meta.name, partition=index,
+                      error=plog.snapshot_error)
+        part = Partition(meta.name, index, plog, self)
+        self.partitions[key] = part
+        reason = self.offline.pop(key, None)
+        if reason is not None:
+            log.warning("partition_back_online", topic=meta.name, partition=index, epoch=epoch,
+                        was=reason, log_end_offset=plog.log_end_offset)
+        log.info("partition_takeover", topic=meta.name, partition=index, epoch=epoch,
+                 log_end_offset=plog.log_end_offset, log_start_offset=plog.log_start_offset)
+        return part
+
+    async def _close_partition(self, part: Partition) -> None:
+        part.closed = True
+        if self.partitions.get((part.topic, part.index)) is part:
+            del self.partitions[(part.topic, part.index)]
+        try:
+            await trio.to_thread.run_sync(part.log.close)
+        except OSError as exc:  # e.g. the topic directory was deleted under us
+            log.warning("partition_close_failed", topic=part.topic, partition=part.index, error=str(exc))
+        log.info("partition_relinquish", topic=part.topic, partition=part.index, epoch=part.epoch)
+
+    def take_offline(self, part: Partition) -> None:
+        """A write or fsync of ``part`` failed and could not be undone: stop serving it
+        (KAFKA_STORAGE_ERROR), give its files up without writing, and let the cluster
+        runtime reopen it through recovery (it stays assigned here, so the next tick takes
+        it over again, and keeps trying while the disk refuses writes)."""
+        key = (part.topic, part.index)
+        if part.offline is not None:
+            return
+        part.offline = part.log.failed or "storage error"
+        part.closed = True
+        if self.partitions.get(key) is part:
+            del self.partitions[key]
+        self.offline[key] = part.offline
+        log.error("partition_offline", topic=part.topic, partition=part.index, epoch=part.epoch,
+                  reason=part.offline, durable_offset=part.log.durable_offset)
+        if part.syncing:  # a worker thread may be fsyncing its fds: close them after it
+            part._abandon_after_sync = True
+        else:
+            part.log.abandon()
+        self.notify_data()  # long-polling fetches of it answer now
+        self.cluster.wake()
+
+    async def run_io(self, fn, *args):
+        """Run blocking file work: in a worker thread on a real disk, inline on tmpfs where
+        the thread round trip costs more than the (memory-speed) file operation.
+
+        Inline means no checkpoint either: a trio checkpoint is a trip through the
+        scheduler (an epoll poll and a task switch, ~20 us here), more than the file
+        operation itself, and a transactional request makes several. Background loops
+        that call this many times in a row yield on their own (``apply_queue``, ``sweep``)."""
+        if self.memory_backed:
+            return fn(*args)
+        return await trio.to_thread.run_sync(fn, *args)
+
+    def allocate_pid(self) -> int:
+        return self.pids.allocate()
+
+    # ------------------------------------------------------------------ cluster view
+
+    def brokers(self) -> list[BrokerInfo]:
+        """The brokers Metadata names: every broker heard from recently (draining ones
+        included: they still answer until they exit; ``ClusterView.listed``)."""
+        s = self.settings
+        out = []
+        for bid in self.cluster.listed():
+            if bid == self.id:
+                out.append(BrokerInfo(self.id, s.advertise_host, s.advertise_port))
+            else:
+                p = self.cluster.peers.get(bid)
+                if p is not None and p.port > 0:
+                    out.append(BrokerInfo(bid, p.host, p.port))
+        return out
+
+    def controller_id(self) -> int:
+        """The controller as Metadata reports it: always a broker of the same response's
+        broker list (librdkafka waits for a named controller it cannot reach until its next
+        metadata refresh, minutes away). Any broker can serve the admin APIs."""
+        owner = self.cluster.controller_id
+        if owner is not None and any(b.node_id == owner for b in self.brokers()):
+            return owner
+        return self.id
+
+    @property
+    def controller_epoch(self) -> int:
+        return self.cluster.controller_epoch
+
+    def registered_brokers(self) -> list[int]:
+        return self.cluster.registered()
+
+    def alive_brokers(self) -> list[int]:
+        return self.cluster.alive()
+
+    def replica_view(self) -> replicas.View:
+        """The cluster snapshot ``replicas`` reads (take one per request)."""
+        return replicas.View.of(self.cluster.registered(), self.cluster.alive(), self.cluster.alive_any())
+
+    def replicas(self, view: replicas.View, meta: TopicMeta, index: int, leader: int) -> replicas.Replicas:
+        """Replicas, ISR and offline replicas Metadata reports for a partition whose live
+        leader is ``leader`` (-1: none; the ring then starts at the assigned leader)."""
+        anchor = leader
+        if anchor < 0:
+            a = self.cluster.assignment
+            pl = a.leader_of(meta.name, index) if a is not None else None
+            anchor = pl.leader if pl is not None else -1
+        return replicas.describe(view, leader, anchor, index, meta.replication_factor)
+
+    def broker_info(self, broker_id: int) -> BrokerInfo | None:
+        return next((b for b in self.brokers() if b.node_id == broker_id), None)
+
+    def group_owner(self, group_id: str) -> int | None:
+        return routing.coordinator_for(group_id, self.registered_brokers(), self.alive_brokers())
+
+    def owns_group(self, group_id: str) -> bool:
+        return self.group_owner(group_id) == self.id
+
+    def slot_owner(self, slot: int) -> int | None:
+        a = self.cluster.assignment
+        if a is not None and a.txn_slots:
+            owner = a.txn_slots.get(slot, -1)
+            if owner >= 0 and self.cluster.is_alive_any(owner):
+                return owner
+        owner = routing.slot_owners(self.registered_brokers(), self.alive_brokers()).get(slot, -1)
+        return None if owner < 0 else owner
+
+    def owns_slot(self, slot: int) -> bool:
+        """This broker coordinates the slot and may write its file: it is the assigned
+        owner and holds a write lease. A broker resumed after a pause answers requests
+        from its socket backlog before it applies the new assignment; without the lease
+        check it could write a slot file its successor already owns."""
+        return self.slot_owner(slot) == self.id and self.cluster.lease_valid()
+
+    def txn_owner(self, transactional_id: str) -> int | None:
+        return self.slot_owner(routing.txn_slot(transactional_id))
+
+    def leader(self, topic: str, index: int) -> tuple[int, int]:
+        """(leader broker id, leader epoch) of a partition from the assignment; (-1, epoch)
+        while it has no live leader. The routing view (markers go to the assigned leader,
+        which applies them when it opens the partition); Metadata uses ``served_leader``."""
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            return self.id, part.epoch
+        a = self.cluster.assignment
+        pl = a.leader_of(topic, index) if a is not None else None
+        if pl is None:
+            return -1, -1
+        if pl.leader == self.id or not self.cluster.is_alive_any(pl.leader):
+            return -1, pl.epoch  # not (yet) taken over
+        return pl.leader, pl.epoch
+
+    def served_leader(self, topic: str, index: int) -> tuple[int, int]:
+        """``leader``, but (-1, epoch) also while a peer leader has not opened the partition
+        yet (its heartbeat still lists it pending, or predates the version that gave it
+        the partition), or is suspected dead (its presence connection ended): Metadata
+        answers LEADER_NOT_AVAILABLE rather than send a client to a broker that would only
+        refuse it or not answer, and the client asks again soon."""
+        leader, epoch = self.leader(topic, index)
+        if leader >= 0 and leader != self.id and (self.cluster.is_suspected(leader)
+                                                  or not self.cluster.opened_by(leader, topic, index)):
+            return -1, epoch
+        return leader, epoch
+
+    async def verify_txn_partition(self, part: Partition, transactional_id: str | None,
+                                   header: wb.BatchHeader) -> None:
+        """KIP-890 part 1: a transactional batch must belong to an Ongoing transaction that
+        has this partition. Without a coordinator every transactional batch is refused."""
+        if self.txn is None:
+            raise KaasError(ErrorCode.invalid_txn_state, "no transaction coordinator")
+        await self.txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch,
+                                        part.topic, part.index)
+
+    def check_before_ack(self, part: Partition) -> None:
+        """After the fsync and before the ack: the manifest must still carry our epoch,
+        else a new leader took the partition over and this write may be discarded."""
+        part.check_open()
+        try:
+            epoch = part.log.manifest_epoch()
+        except (OSError, CorruptState):
+            epoch = -1
+        if epoch != part.epoch:
+            log.warning("partition_deposed", topic=part.topic, partition=part.index, epoch=part.epoch,
+                        manifest_epoch=epoch)
+            part.closed = True
+            self.partitions.pop((part.topic, part.index), None)
+            self.cluster.wake()
+            raise KaasError(ErrorCode.not_leader_or_follower, "partition taken over")
+
+    def get_partition(self, topic: str, index: int) -> Partition:
+        """The led partition, or a KaasError telling the client what to do."""
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            return part
+        meta = self.topics.get(topic)
+        if meta is None or index < 0 or index >= meta.partitions:
+            raise KaasError(ErrorCode.unknown_topic_or_partition)
+        reason = self.offline.get((topic, index))
+        if reason is not None:
+            a = self.cluster.assignment
+            pl = a.leader_of(topic, index) if a is not None else None
+            if pl is not None and pl.leader == self.id:
+                raise KaasError(ErrorCode.kafka_storage_error, f"partition offline: {reason}")
+            self.offline.pop((topic, index), None)  # moved away: no longer ours to report
+        raise KaasError(ErrorCode.not_leader_or_follower)
+
+    # ------------------------------------------------------------------ data wakeups
+
+    def notify_data(self) -> None:
+        ev, self._data_event = self._data_event, trio.Event()
+        ev.set()
+
+    async def wait_for_data(self) -> None:
+        await self._data_event.wait()
+
+    def stats_fsync(self, seconds: float) -> None:
+        self.fsync_count += 1
+        self.fsync_seconds += seconds
+        counters.observe_fsync(seconds)

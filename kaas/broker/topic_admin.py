@@ -1,0 +1,166 @@
+"""Topic administration on the shared volume: create, delete, add partitions, alter
+configs, and the waits that let CreateTopics, CreatePartitions and DeleteTopics answer only
+once every live broker serves the change (docs/control_plane.rst). Reached as
+``broker.admin``; the topic files themselves are ``storage.topics``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+from kio.schema.errors import ErrorCode
+
+from kaas import configs
+from kaas.storage.topics import TopicMeta, remove_topic_data, valid_topic_name
+
+if TYPE_CHECKING:
+    from kaas.broker.core import Broker
+
+log = structlog.get_logger()
+
+
+class TopicAdmin:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._applied_meta: dict[str, object] = {}  # topic -> the TopicMeta its partitions' configs came from
+
+    async def ensure_topic(self, name: str, *, auto_create: bool) -> TopicMeta | None:
+        meta = self.broker.topics.get(name)
+        if meta is None:
+            self.broker.topics.refresh()
+            meta = self.broker.topics.get(name)
+        if meta is None and auto_create and self.broker.settings.auto_create_topics and valid_topic_name(name):
+            meta, _err = await self.create_topic(name, self.broker.settings.num_partitions, {})
+            if meta is None:
+                self.broker.topics.refresh()
+                meta = self.broker.topics.get(name)
+        return meta
+
+    async def ensure_partitions(self, meta: TopicMeta, timeout: float = 5.0) -> bool:
+        """Wait (bounded by ``timeout`` seconds) until every live broker serves the topic's
+        ``meta.partitions`` partitions: the controller assigned them, each leader opened its
+        own, and every live broker applied that assignment (so any broker's Metadata names
+        the leaders and routes to them). Returns False when the time ran out first."""
+        return await self.wait_served(lambda: self.serves_topic(meta.name, meta.partitions), timeout)
+
+    async def wait_served(self, ready, timeout: float) -> bool:
+        """Wait until ``ready()``, re-checked after every cluster tick (the doorbell makes
+        those milliseconds apart on a local volume), for at most ``timeout`` seconds."""
+        self.broker.cluster.wake()
+        with trio.move_on_after(max(0.0, timeout)):
+            while not ready():
+                await self.broker.cluster.wait_changed()
+            return True
+        return ready()
+
+    def serves_topic(self, name: str, partitions: int) -> bool:
+        """Does the whole cluster serve partitions ``0..partitions-1`` of ``name``?"""
+        a = self.broker.cluster.assignment
+        row = a.partitions.get(name) if a is not None else None
+        if row is None or len(row) < partitions or self.broker.topics.get(name) is None:
+            return False
+        version = 0
+        for p in range(partitions):
+            if self.broker.served_leader(name, p)[0] < 0:
+                return False
+            version = max(version, self.broker.cluster.since(name, p))
+        return self.broker.cluster.applied_everywhere(version)
+
+    def serves_without(self, name: str) -> bool:
+        """Has every live broker applied an assignment without topic ``name``?"""
+        a = self.broker.cluster.assignment
+        return a is not None and name not in a.partitions and self.broker.cluster.applied_everywhere(a.version)
+
+    async def create_topic(self, name: str, partitions: int, topic_configs: dict[str, str],
+                           *, validate_only: bool = False, replication_factor: int = 1,
+                           timeout: float = 5.0) -> tuple[TopicMeta | None, tuple[ErrorCode, str | None]]:
+        """Create the topic file, then wait up to ``timeout`` seconds until the cluster
+        serves the topic (``ensure_partitions``); REQUEST_TIMED_OUT if it did not by then
+        (the topic exists and comes into service anyway, as with Apache)."""
+        if not valid_topic_name(name):
+            return None, (ErrorCode.invalid_topic_exception, f"invalid topic name {name!r}")
+        if partitions == -1:
+            partitions = self.broker.settings.num_partitions
+        if partitions <= 0:
+            return None, (ErrorCode.invalid_partitions, "partition count must be positive")
+        for k, v in topic_configs.items():
+            err = configs.validate(k, v)
+            if err:
+                return None, (ErrorCode.invalid_config, err)
+        self.broker.topics.refresh()
+        if self.broker.topics.get(name) is not None:
+            return None, (ErrorCode.topic_already_exists, f"topic {name} already exists")
+        if validate_only:
+            return None, (ErrorCode.none, None)
+        meta = await trio.to_thread.run_sync(self.broker.topics.create, name, partitions, topic_configs,
+                                             replication_factor)
+        if meta is None:
+            return None, (ErrorCode.topic_already_exists, f"topic {name} already exists")
+        log.info("topic_created", topic=name, partitions=partitions, topic_id=str(meta.topic_id))
+        if timeout > 0 and not await self.ensure_partitions(meta, timeout):
+            return meta, (ErrorCode.request_timed_out, f"topic {name} created; not yet served by every broker")
+        return meta, (ErrorCode.none, None)
+
+    async def delete_topic(self, name: str, timeout: float = 5.0) -> ErrorCode:
+        """Delete the topic file, wait up to ``timeout`` seconds until every live broker
+        applied an assignment without the topic (its leaders closed their partitions),
+        then remove the partition directories. REQUEST_TIMED_OUT when the wait ran out:
+        the directories are removed all the same (a leader that has not closed its files
+        yet only writes into unlinked files)."""
+        self.broker.topics.refresh()
+        meta = self.broker.topics.get(name)
+        if meta is None:
+            return ErrorCode.unknown_topic_or_partition
+        await trio.to_thread.run_sync(self.broker.topics.delete, name)
+        served = await self.wait_served(lambda: self.serves_without(name), timeout)
+        for p in range(meta.partitions):
+            part = self.broker.partitions.get((name, p))
+            if part is not None:
+                await self.broker.relinquish(part)
+        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(name), meta)
+        log.info("topic_deleted", topic=name, served=served)
+        return ErrorCode.none if served else ErrorCode.request_timed_out
+
+    async def add_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                             timeout: float = 5.0) -> tuple[ErrorCode, str | None]:
+        self.broker.topics.refresh()
+        meta = self.broker.topics.get(name)
+        if meta is None:
+            return ErrorCode.unknown_topic_or_partition, None
+        if count <= meta.partitions:
+            return ErrorCode.invalid_partitions, f"topic has {meta.partitions} partitions already"
+        if validate_only:
+            return ErrorCode.none, None
+        new = replace(meta, partitions=count)
+        await trio.to_thread.run_sync(self.broker.topics.update, new)
+        log.info("partitions_created", topic=name, partitions=count)
+        if timeout > 0 and not await self.ensure_partitions(new, timeout):
+            return ErrorCode.request_timed_out, f"{count} partitions created; not yet served by every broker"
+        return ErrorCode.none, None
+
+    async def alter_topic_configs(self, name: str, new_configs: dict[str, str]) -> None:
+        meta = self.broker.topics.get(name)
+        assert meta is not None
+        new = replace(meta, configs=new_configs)
+        await trio.to_thread.run_sync(self.broker.topics.update, new)
+        self.apply_topic_configs()
+
+    def apply_topic_configs(self) -> None:
+        """Give each partition this broker leads its topic's configs as the topic files say
+        now. Any broker serves AlterConfigs and writes the topic file; the others find the
+        change on their next membership tick (``TopicStore.refresh``) and apply it here."""
+        fresh: dict[str, object] = {}
+        for (name, _index), part in list(self.broker.partitions.items()):
+            meta = self.broker.topics.get(name)
+            if meta is None or self._applied_meta.get(name) is meta:
+                continue  # (the cache replaces a topic's TopicMeta when its file changes)
+            cfg = fresh.get(name)
+            if cfg is None:
+                cfg = fresh[name] = configs.log_config(self.broker.settings, meta.configs)
+            if cfg != part.log.config:
+                part.log.config = cfg
+                log.info("topic_configs_applied", topic=name, partition=part.index)
+        for name in fresh:
+            self._applied_meta[name] = self.broker.topics.get(name)

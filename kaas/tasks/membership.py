@@ -1,0 +1,379 @@
+"""The membership tick (DESIGN section 4): heartbeats, controller election, assignment.
+
+Every broker, every ``heartbeat_ms``:
+  1. reads the peers' heartbeat files and judges liveness by its own monotonic clock
+     (a peer is dead when its counter has not moved for ``session_timeout_ms``, or at once
+     when its supervisor's death notice names its process);
+  2. reads ``assignment.json`` (ignored when its controller epoch is below the highest
+     ``controller/epoch-<n>``), relinquishes what moved away, takes over what moved to it
+     once the hand-off rule allows;
+  3. writes its own heartbeat (counter, address, applied assignment version, draining,
+     pending partitions, the counters it has seen), which renews its write lease.
+The controller (the broker that won the exclusive create of the highest epoch file)
+also re-balances and writes ``assignment.json`` when membership or topics change.
+
+Between ticks the inotify doorbell (a local volume only; ``--no-inotify`` turns it off, and
+on NFS it sees nothing of other hosts) runs a tick at once when the cluster state changed.
+
+The tick's file work goes through ``broker.run_io``: inline on tmpfs, in worker threads on
+a disk or NFS. Each thread round trip costs the tick a turn through the trio run queue; on
+a loop busy with 1,000-partition requests four of them stretched a tick to 0.8 s and the
+lease ran out under load (see docs/performance.rst, "Lease lapses under load").
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import structlog
+import trio
+
+from kaas import dirwatch
+from kaas.broker import Broker
+from kaas.domain import membership as rules
+from kaas.domain.assignment import Assignment, balance
+from kaas.domain.membership import Peer
+from kaas.domain.routing import TXN_SLOTS
+from kaas.errors import CorruptState
+from kaas.storage import cluster_files, deaths
+from kaas.storage.cluster_files import AssignmentFile
+
+log = structlog.get_logger()
+
+
+class Membership:
+    """Keeps ``broker.cluster`` (a ``ClusterView``) current and acts on it."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.view = broker.cluster
+        self.layout = broker.layout
+        self._assignment_file = AssignmentFile(self.layout.assignment)
+        self._became_leader_version: dict[tuple[str, int], int] = {}
+        self._next_beat = 0.0  # trio clock: when the next heartbeat is due
+        self._last_published: tuple | None = None
+        self._peers_dirty = False
+        self._noticed: dict[int, deaths.Notice] = {}  # the death notice acted on, per broker
+        self._owned_slots: frozenset[int] = frozenset()
+
+    # ------------------------------------------------------------------ loop
+
+    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Tick every ``heartbeat_ms`` (writing the heartbeat), and in between whenever the
+        doorbell rings or a caller ``wake``s the view (without a heartbeat, unless what
+        the heartbeat publishes changed)."""
+        view = self.view
+        view.counter = await self.broker.run_io(self._last_counter)
+        await self._tick(beat=True)
+        task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._serve_doorbell)
+            while True:
+                with trio.move_on_at(self._next_beat):
+                    await view.wait_woken()
+                view.clear_wake()  # a wake during the tick below runs another one
+                beat = trio.current_time() >= self._next_beat
+                try:
+                    await self._tick(beat=beat)
+                except (OSError, CorruptState) as exc:
+                    log.error("cluster_tick_failed", error=str(exc))
+                    self._next_beat = trio.current_time() + view.period
+
+    async def _serve_doorbell(self) -> None:
+        """Wake the tick when the cluster state changes on a local volume: a heartbeat, a
+        death notice, a controller epoch, the assignment or a topic (inotify; on NFS it
+        sees nothing of other hosts and the ``heartbeat_ms`` tick does the work). A peer's
+        routine heartbeat (only its counter moved) is read without running a whole tick."""
+        lay, view = self.layout, self.view
+        if not self.broker.settings.inotify:
+            return
+        watch = dirwatch.open_watch([lay.brokers, lay.deaths, lay.controller, lay.cluster, lay.topics])
+        if watch is None:
+            return
+        view.doorbell = True
+        interesting = {lay.cluster: ("assignment.json",)}
+        try:
+            while True:
+                changes = await watch.wait_changes()
+                full = False
+                for d, name in changes:
+                    if name.startswith(".") or name.endswith(".tmp"):
+                        continue
+                    want = interesting.get(d)
+                    if want is not None and name not in want:
+                        continue
+                    if d == lay.brokers and name == f"kaas-{self.broker.id}.json":
+                        continue  # our own heartbeat
+                    if d == lay.brokers:
+                        self._peers_dirty = True
+                    else:
+                        full = True
+                if full:
+                    view.wake()
+                elif self._peers_dirty:
+                    if await self.broker.run_io(self._read_peers):
+                        view.wake()  # somebody joined, died, drained or applied a version
+                    else:
+                        view.notify_changed()  # e.g. a leader opened partitions
+        finally:
+            view.doorbell = False
+            watch.close()
+
+    def _last_counter(self) -> int:
+        """The counter of this broker's last heartbeat file (a previous incarnation's):
+        counters keep rising across restarts, so a peer's ``seen`` entry for us proves it
+        read this incarnation's heartbeat."""
+        return cluster_files.last_counter(self.layout, self.broker.id)
+
+    async def _tick(self, *, beat: bool = True) -> None:
+        t0 = time.monotonic()
+        broker = self.broker
+        await broker.run_io(self._read_peers)
+        try:
+            await self._elect()
+            if self.view.is_controller:
+                await self._control()
+            await self._apply_assignment()
+            try:
+                await broker.run_io(broker.topics.refresh)
+            except OSError as exc:  # (never costs the heartbeat below)
+                log.warning("topics_unreadable", error=str(exc))
+            broker.admin.apply_topic_configs()  # a topic's configs altered through another broker
+        finally:
+            self._unload_moved_groups()
+        if beat or self._published() != self._last_published or not self.view.lease_valid():
+            await self._heartbeat(t0)
+        self._sweep_gained_slots()
+        self.view.notify_changed()
+
+    def _unload_moved_groups(self) -> None:
+        """Forget groups whose coordinator is now another broker, on every tick whatever
+        else the tick did: a group that comes back must be read afresh from the file its
+        interim coordinator wrote, never served from a cache of an earlier ownership."""
+        broker = self.broker
+        for gid in list(broker.groups.groups):
+            if not broker.owns_group(gid):
+                broker.groups.unload(gid)
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def _read_peers(self) -> bool:
+        """Read every heartbeat file, then the death notices. Returns True when something a
+        tick acts on changed (``domain.membership.absorb_heartbeat``), or a death notice
+        killed a live peer."""
+        self._peers_dirty = False
+        view, me = self.view, self.broker.id
+        now = time.monotonic()
+        material = False
+        for obj in cluster_files.read_heartbeats(self.layout):
+            material |= rules.absorb_heartbeat(view.peers, obj, now, view.session)
+        for bid, notice in deaths.read_all(self.layout.deaths).items():
+            p = view.peers.get(bid)
+            if p is None or bid == me or not rules.notice_applies(p, notice.pid) \
+                    or self._noticed.get(bid) == notice:
+                continue
+            # reaped by its supervisor: dead now, until its counter moves again
+            self._noticed[bid] = notice
+            if rules.mark_dead(p, now, view.session):
+                log.info("peer_death_noticed", broker=bid, pid=notice.pid)
+                material = True
+        return material
+
+    def _published(self) -> tuple:
+        """What this broker's heartbeat tells its peers beyond the counter: a change is
+        written at once rather than at the next ``heartbeat_ms``."""
+        view = self.view
+        return (view.applied_version, view.draining, self._pending(), tuple(view.alive_any()))
+
+    def _pending(self) -> frozenset[tuple[str, int]]:
+        """Partitions the applied assignment gives this broker that it has not opened."""
+        return rules.pending(self.view.assignment, self.broker.id, self.broker.partitions)
+
+    async def _heartbeat(self, t0: float) -> None:
+        """Write this broker's heartbeat; only a write that succeeded renews the lease (and
+        advances ``counter``). A failed one (ENOSPC, EIO, ...) leaves the previous file and
+        the lease as they were: after ``session_timeout/2`` without a successful write the
+        broker stops acknowledging writes (self-fence) until one succeeds again."""
+        view, broker = self.view, self.broker
+        counter = view.counter + 1
+        s = broker.settings
+        published = self._published()
+        obj = {"format": 1, "broker_id": broker.id, "counter": counter,
+               "host": s.advertise_host, "port": s.advertise_port, "pid": os.getpid(),
+               "applied_version": view.applied_version, "draining": view.draining,
+               "controller_epoch": view.controller_epoch,
+               "pending": sorted(published[2]),
+               "seen": {str(p.broker_id): p.counter for p in view.peers.values() if p.broker_id != broker.id}}
+        self._next_beat = trio.current_time() + view.period
+        try:
+            await broker.run_io(lambda: cluster_files.write_heartbeat(self.layout, broker.id, obj, fsync=s.fsync))
+        except OSError as exc:
+            log.error("heartbeat_write_failed", error=str(exc), lease_valid=view.lease_valid())
+            return
+        view.counter = counter
+        self._last_published = published
+        if view.first_counter is None:
+            view.first_counter = counter
+        if view.lease_until and time.monotonic() > view.lease_until:
+            # We were paused or starved past our lease: peers may have taken our keys and
+            # written their files. Forget cached coordinator state; reload from the volume.
+            log.warning("lease_lapsed", late_s=round(time.monotonic() - view.lease_until, 3))
+            view.lapses += 1
+            view.first_counter = counter  # peers must read this heartbeat before we serve groups
+            for gid in list(broker.groups.groups):
+                broker.groups.unload(gid)
+            if broker.txn is not None:
+                broker.txn.forget_cache()
+        # The lease runs from when this tick began: everything after t0 was checked.
+        view.lease_until = t0 + view.session / 2
+        if broker.id not in view.peers:
+            view.peers[broker.id] = Peer(broker.id, s.advertise_host, s.advertise_port, view.counter,
+                                         time.monotonic(), view.applied_version, view.draining)
+
+    # ------------------------------------------------------------------ controller
+
+    def _highest_epoch(self) -> tuple[int, int | None]:
+        return cluster_files.highest_epoch(self.layout)
+
+    async def _elect(self) -> None:
+        view, broker = self.view, self.broker
+        epoch, owner = await broker.run_io(self._highest_epoch)
+        view.controller_epoch = epoch
+        view.controller_id = owner
+        alive = view.alive_any()
+        if owner is not None and (owner in alive or owner == broker.id):
+            was = view.is_controller
+            view.is_controller = owner == broker.id and not view.draining
+            if was and not view.is_controller:
+                log.info("controller_resigned", controller_epoch=epoch)
+            if owner != broker.id:
+                return
+            if not view.draining:
+                return
+        # No live controller (or we are draining away from it): race for the next epoch.
+        # Wait one session after start so we know who is alive before deposing anybody.
+        if time.monotonic() - view.started < view.session and owner is not None:
+            return
+        if view.draining:
+            view.is_controller = False
+            if owner != broker.id:
+                return
+        try:
+            won = await broker.run_io(
+                lambda: cluster_files.claim_epoch(self.layout, epoch + 1, broker.id, fsync=broker.settings.fsync))
+        except OSError as exc:  # not elected: the next tick races again
+            log.error("controller_epoch_write_failed", controller_epoch=epoch + 1, error=str(exc))
+            return
+        if won:
+            view.controller_epoch = epoch + 1
+            view.controller_id = broker.id
+            view.is_controller = True
+            view.failovers += 1
+            log.info("controller_elected", controller_epoch=epoch + 1, previous_controller=owner)
+
+    async def _control(self) -> None:
+        view, broker = self.view, self.broker
+        broker.topics.refresh()
+        topics = {name: meta.partitions for name, meta in broker.topics.topics.items()}
+        prev = self._read_assignment_file()
+        if prev is not None and prev.controller_epoch > view.controller_epoch:
+            view.is_controller = False
+            return
+        new = balance(prev, topics, view.registered(), self._placeable(), view.controller_epoch, epoch_floor=None)
+        if prev is not None and new == prev:
+            return
+        # Still the controller? A deposed one must not overwrite its successor's file.
+        epoch, _owner = self._highest_epoch()
+        if epoch != view.controller_epoch:
+            view.is_controller = False
+            return
+        try:
+            await broker.run_io(lambda: self._assignment_file.write(new, fsync=broker.settings.fsync))
+        except OSError as exc:
+            # the previous assignment stays in force; the next tick computes and writes again
+            log.error("assignment_write_failed", version=new.version, error=str(exc))
+            return
+        log.info("assignment_written", version=new.version, controller_epoch=new.controller_epoch,
+                 alive=view.alive(), partitions=sum(len(v) for v in new.partitions.values()))
+
+    def _placeable(self) -> list[int]:
+        """The alive brokers the controller places keys on (``domain.membership.placeable``:
+        one back from the dead gets its share again only ``rejoin_hold`` after it returned;
+        Apache, too, moves leadership back to a returning broker only later, by
+        preferred-leader election)."""
+        view = self.view
+        return rules.placeable(view.alive(), self.broker.id, view.peers, time.monotonic(), view.rejoin_hold)
+
+    def _read_assignment_file(self) -> Assignment | None:
+        try:
+            return self._assignment_file.read()
+        except CorruptState as exc:
+            log.error("assignment_corrupt", error=str(exc))
+            raise
+
+    # ------------------------------------------------------------------ apply
+
+    async def _apply_assignment(self) -> None:
+        view, broker = self.view, self.broker
+        a = await broker.run_io(self._read_assignment_file)
+        if a is None:
+            return
+        if a.controller_epoch < view.controller_epoch and view.assignment is not None \
+                and a.version <= view.assignment.version:
+            return  # written by a deposed controller: ignored until the new one writes
+        if view.assignment is not None and a.version < view.assignment.version and \
+                a.controller_epoch <= view.assignment.controller_epoch:
+            return
+        prev = view.assignment
+        view.assignment = a
+        me = broker.id
+        # 1. relinquish everything that moved away (or whose topic is gone)
+        for key, part in list(broker.partitions.items()):
+            leader = a.leader_of(*key)
+            if leader is None or leader.leader != me or leader.epoch != part.epoch:
+                await broker.relinquish(part)
+        # 2. record the version each leadership began in (ours: the hand-off rule below;
+        #    everyone's: Metadata names a leader only once it opened the partition)
+        if a is not prev:
+            rules.track_leadership(prev, a, me, view._since, self._became_leader_version)
+        view.applied_version = a.version
+        # 3. take over what the hand-off rule allows
+        if not view.lease_valid() and time.monotonic() - view.started > view.session:
+            # our lease lapsed (e.g. we were paused): heartbeat first, take over next tick
+            return
+        now = time.monotonic()
+        took = False
+        for key, version in list(self._became_leader_version.items()):
+            if key in broker.partitions:
+                continue
+            if rules.handoff_blockers(me, version, view.peers.values(), now, view.session):
+                continue
+            pl = a.leader_of(*key)
+            meta = broker.topics.get(key[0])
+            if meta is None:
+                broker.topics.refresh()
+                meta = broker.topics.get(key[0])
+            if meta is None or pl is None:
+                continue
+            if await broker.take_over(meta, key[1], pl.epoch) is not None:
+                took = True
+        # markers queued for partitions we now lead, or must pass on to their new leader,
+        # are applied now rather than at the marker watcher's next poll (2 s)
+        if (took or a is not prev) and broker.txn is not None:
+            broker.txn.wake_markers()
+        # 4. coordinator state of keys that are not ours any more
+        if broker.txn is not None:
+            broker.txn.drop_unowned_slots()
+
+    def _sweep_gained_slots(self) -> None:
+        """Slots that came to us (by the assignment, with a valid lease: after the tick's
+        heartbeat) are swept at once: prepared transactions of a dead or departed
+        coordinator finish now, not at the next periodic sweep."""
+        txn = self.broker.txn
+        if txn is None:
+            return
+        owned = frozenset(s for s in range(TXN_SLOTS) if self.broker.owns_slot(s))
+        if owned - self._owned_slots:
+            txn.wake_sweeps()
+        self._owned_slots = owned

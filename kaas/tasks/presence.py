@@ -1,0 +1,59 @@
+"""Presence: one idle connection from this broker to every live peer. The kernel closes a
+process's sockets the moment it exits, so the end of that connection is the first sign of
+a death (docs/control_plane.rst)."""
+
+from __future__ import annotations
+
+import trio
+
+from kaas.peers import CONNECT_TIMEOUT_S, PRESENCE_IDLE_S, PRESENCE_SCAN_S, PeerDirectory
+
+
+async def serve_presence(cluster: PeerDirectory, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Keep one idle connection open to every live peer. The kernel closes a process's
+    sockets the moment it exits, so the end of that connection is the first sign of a
+    death, milliseconds before its supervisor's notice and seconds before the heartbeat
+    rule. It only makes the peer *suspected* (``ClusterView.suspect``): Metadata
+    and FindCoordinator answer retriable errors for its keys, so clients look again
+    shortly instead of waiting for a dead broker; nothing moves until a notice or the
+    heartbeat rule says the peer is dead, and the suspicion ends with its next
+    heartbeat (a live peer that closed the connection for its own reasons)."""
+    watched: set[int] = set()
+    async with trio.open_nursery() as nursery:
+        task_status.started()
+        while True:
+            for bid in cluster.alive_any():
+                if bid != cluster.me and bid not in watched:
+                    watched.add(bid)
+                    nursery.start_soon(_watch_presence, cluster, bid, watched)
+            await trio.sleep(PRESENCE_SCAN_S)
+
+
+async def _watch_presence(cluster: PeerDirectory, broker_id: int, watched: set[int]) -> None:
+    try:
+        peer = cluster.peers.get(broker_id)
+        if peer is None or peer.port <= 0:
+            return
+        try:
+            with trio.fail_after(CONNECT_TIMEOUT_S):
+                stream = await trio.open_tcp_stream(peer.host, peer.port)
+        except (OSError, trio.TooSlowError):
+            await trio.sleep(PRESENCE_SCAN_S)  # not listening (yet): the scan tries again
+            return
+        pid = peer.pid
+        try:
+            while True:
+                with trio.move_on_after(PRESENCE_IDLE_S):
+                    if not await stream.receive_some(4096):
+                        break
+                    continue
+                if not cluster.is_alive_any(broker_id):
+                    return  # declared dead meanwhile: nothing left to tell
+        except (OSError, trio.BrokenResourceError):
+            pass
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+        cluster.suspect(broker_id, pid)
+    finally:
+        watched.discard(broker_id)
