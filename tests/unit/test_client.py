@@ -44,7 +44,8 @@ def test_a_minus_one_time_reads_as_none_and_the_rest_as_kio_reads_it():
 
 def test_without_negative_times_it_reads_exactly_what_kio_reads():
     data = encoded(1_000)
-    assert response_reader(DescribeTransactionsResponse)(data, 0) == entity_reader(DescribeTransactionsResponse)(data, 0)
+    cls = DescribeTransactionsResponse
+    assert response_reader(cls)(data, 0) == entity_reader(cls)(data, 0)
 
 
 def test_a_class_without_times_gets_kio_reader_itself():
