@@ -10,10 +10,11 @@ import struct
 from functools import cache
 from typing import Any
 
-from kio._kio_native import get_field_reader, read_int64, read_unsigned_varint
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
+from kio.serial._parse import get_field_reader
+from kio.serial.readers import read_int64, read_unsigned_varint
 
 from kaas.wire import codec
 from kaas.wire.build import build
