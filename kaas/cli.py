@@ -34,7 +34,7 @@ class _LazyGroup(click.Group):
     one of them runs or help lists them, so ``kaas broker`` starts without their imports."""
 
     LAZY = {
-        "txn": "kaas.txn_cli:txn",
+        "txn": "kaas.tools.txn:txn",
         "topics": "kaas.tools.topics:topics",
         "groups": "kaas.tools.groups:groups",
         "inspect": "kaas.tools.inspect_data:inspect",

@@ -1,11 +1,12 @@
 """Operator tools: subcommands of the one ``kaas`` click CLI.
 
-``kaas topics`` and ``kaas groups`` speak the Kafka wire protocol (``kaas.client.WireClient``),
-like kafka-topics and kafka-consumer-groups; ``kaas inspect`` reads a data directory
+``kaas topics``, ``kaas groups`` and ``kaas txn`` speak the Kafka wire protocol with kio
+request classes (``_wire.Cluster`` over ``kaas.client.WireClient``), like kafka-topics,
+kafka-consumer-groups and kafka-transactions; ``kaas inspect`` reads a data directory
 offline and never writes it, like kafka-dump-log. ``output`` holds the shared table
-rendering (also used by ``kaas txn``).
+rendering.
 
 Sits at the ``cli`` layer: may import ``kaas.client``, ``kaas.storage`` (read-only parsing
-helpers only), ``kaas.wire.batch`` and ``kaas.domain``; nothing imports it but ``kaas.cli``
-and ``kaas.txn_cli``.
+helpers only), ``kaas.wire.batch``, ``kaas.wire.build.ms`` and ``kaas.domain``; nothing
+imports it but ``kaas.cli``.
 """

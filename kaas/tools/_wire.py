@@ -1,5 +1,6 @@
-"""Wire-protocol plumbing shared by ``kaas topics`` and ``kaas groups``: bootstrap, a pool
-of connections per broker, metadata, coordinator look-up, retries of retriable errors."""
+"""Wire-protocol plumbing shared by ``kaas topics``, ``kaas groups`` and ``kaas txn``:
+bootstrap, a pool of connections per broker, metadata, coordinator look-up, retries of
+retriable errors. Requests are kio request objects (their class names the API and version)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from typing import Any, TypeVar
 
 import click
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from kaas.client import WireClient
 
 T = TypeVar("T")
+
+GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
 
 RETRIABLE = frozenset({
     ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
@@ -81,14 +86,15 @@ class Cluster:
                 pass
         self._conns.clear()
 
-    def call_at(self, addr: tuple[str, int], api_key: int, version: int, body: dict) -> Any:
-        """One request to the broker at ``addr``; a broken connection is reopened once."""
+    def call_at(self, addr: tuple[str, int], req: Any) -> Any:
+        """One request (a kio request object) to the broker at ``addr``; the kio response.
+        A broken connection is reopened once."""
         for attempt in (0, 1):
             wc = self._conns.get(addr)
             try:
                 if wc is None:
                     wc = self._conns[addr] = WireClient(addr[0], addr[1], timeout=self.timeout)
-                return wc.call(api_key, version, body)
+                return wc.call_entity(req)
             except OSError as exc:
                 bad = self._conns.pop(addr, None)
                 if bad is not None:
@@ -97,29 +103,35 @@ class Cluster:
                     raise click.ClickException(f"broker {addr[0]}:{addr[1]}: {exc}") from None
         raise AssertionError("unreachable")
 
-    def call(self, broker_id: int, api_key: int, version: int, body: dict) -> Any:
+    def call(self, broker_id: int, req: Any) -> Any:
         if broker_id not in self.brokers:
             self.metadata([])
         if broker_id not in self.brokers:
             raise RetriableError(ErrorCode.leader_not_available, f"broker {broker_id} is not in the metadata")
-        return self.call_at(self.brokers[broker_id], api_key, version, body)
+        return self.call_at(self.brokers[broker_id], req)
 
-    def call_any(self, api_key: int, version: int, body: dict) -> Any:
+    def call_any(self, req: Any) -> Any:
         """One request to the first bootstrap (or known) broker that answers."""
         last: Exception | None = None
         for addr in list(dict.fromkeys([*self.brokers.values(), *self.bootstrap])):
             try:
-                return self.call_at(addr, api_key, version, body)
+                return self.call_at(addr, req)
             except click.ClickException as exc:
                 last = exc
         raise click.ClickException(f"no broker answered: {last.message if last else 'none given'}")
 
+    def call_controller(self, req: Any) -> Any:
+        """One request to the controller the last Metadata named, else to any broker."""
+        if self.controller_id in self.brokers:
+            return self.call(self.controller_id, req)
+        return self.call_any(req)
+
     def metadata(self, topics: list[str] | None) -> Any:
         """Metadata v12 for ``topics`` (None: every topic; []: none), never auto-creating.
         Refreshes the broker list and the controller id."""
-        md = self.call_any(3, 12, {
-            "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
-            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        md = self.call_any(MetadataRequest(
+            topics=None if topics is None else tuple(MetadataRequestTopic(name=t, topic_id=None) for t in topics),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
         self.brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
         self.controller_id = md.controller_id
         return md
@@ -129,16 +141,25 @@ class Cluster:
             self.metadata([])
         return sorted(self.brokers)
 
-    def group_coordinator(self, group: str) -> int:
-        """The broker id coordinating ``group`` (FindCoordinator v3, key type 0)."""
-        r = self.call_any(10, 3, {"key": group, "key_type": 0})
+    def coordinator(self, key: str, key_type: int = GROUP) -> int:
+        """The broker id coordinating ``key``, a group (``GROUP``) or a transactional id
+        (``TRANSACTION``), by FindCoordinator v3.
+
+        Raises:
+            RetriableError: a retriable error code (for ``retry``).
+            click.ClickException: any other error code.
+        """
+        r = self.call_any(FindCoordinatorRequest(key=key, key_type=key_type))
         if r.error_code != ErrorCode.none:
             if r.error_code in RETRIABLE:
-                raise RetriableError(r.error_code, f"FindCoordinator({group})")
-            raise click.ClickException(f"FindCoordinator({group}): {code_name(r.error_code)}")
-        self.brokers.setdefault(r.node_id, (r.host, r.port))
+                raise RetriableError(r.error_code, f"FindCoordinator({key})")
+            raise click.ClickException(f"FindCoordinator({key}): {code_name(r.error_code)}")
         self.brokers[r.node_id] = (r.host, r.port)
         return r.node_id
+
+    def group_coordinator(self, group: str) -> int:
+        """The broker id coordinating ``group``."""
+        return self.coordinator(group, GROUP)
 
 
 def retry(fn: Callable[[], T], timeout: float = 15.0) -> T:

@@ -14,7 +14,16 @@ from __future__ import annotations
 import struct
 
 import click
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.list_groups.v4.request import ListGroupsRequest
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.offset_commit.v8.request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest
 
 from kaas.tools._wire import RETRIABLE, Cluster, RetriableError, bootstrap_option, code_name, json_option, retry
 from kaas.tools.output import emit, table
@@ -51,7 +60,7 @@ def decode_assignment(data: bytes) -> list[tuple[str, int]] | None:
 def _describe_group(c: Cluster, group: str) -> tuple[int, object]:
     def attempt():
         coord = c.group_coordinator(group)
-        r = c.call(coord, 15, 5, {"groups": [group], "include_authorized_operations": False})
+        r = c.call(coord, DescribeGroupsRequest(groups=(group,), include_authorized_operations=False))
         g = r.groups[0]
         if g.error_code in RETRIABLE:
             raise RetriableError(g.error_code, f"DescribeGroups({group})")
@@ -63,7 +72,7 @@ def _describe_group(c: Cluster, group: str) -> tuple[int, object]:
 
 def _committed(c: Cluster, coord: int, group: str) -> dict[tuple[str, int], int]:
     def attempt():
-        r = c.call(coord, 9, 7, {"group_id": group, "topics": None, "require_stable": False})
+        r = c.call(coord, OffsetFetchRequest(group_id=group, topics=None, require_stable=False))
         if r.error_code in RETRIABLE:
             raise RetriableError(r.error_code, f"OffsetFetch({group})")
         if r.error_code != ErrorCode.none:
@@ -110,11 +119,12 @@ def _list_offsets(c: Cluster, partitions: list[tuple[str, int]], spec: int,
             by_leader.setdefault(leader, []).append(tp)
         retriable = None
         for leader, tps in by_leader.items():
-            topics: dict[str, list[dict]] = {}
+            topics: dict[str, list[ListOffsetsPartition]] = {}
             for t, p in tps:
-                topics.setdefault(t, []).append({"partition_index": p, "current_leader_epoch": -1, "timestamp": spec})
-            r = c.call(leader, 2, 7, {"replica_id": -1, "isolation_level": 0,
-                                      "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+                topics.setdefault(t, []).append(ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
+                                                                     timestamp=spec))
+            r = c.call(leader, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=tuple(
+                ListOffsetsTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items())))
             for t in r.topics:
                 for p in t.partitions:
                     tp = (t.name, p.partition_index)
@@ -150,7 +160,7 @@ def list_(states: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
     with Cluster(bootstrap) as c:
         for bid in c.broker_ids():
             def attempt(bid=bid):
-                r = c.call(bid, 16, 4, {"states_filter": list(states)})
+                r = c.call(bid, ListGroupsRequest(states_filter=tuple(states)))
                 if r.error_code in RETRIABLE:
                     raise RetriableError(r.error_code, f"ListGroups at broker {bid}")
                 if r.error_code != ErrorCode.none:
@@ -297,17 +307,19 @@ def reset_offsets(group: str, topic_specs: tuple[str, ...], all_topics: bool, to
             plan.append({"group": group, "topic": tp[0], "partition": tp[1], "current_offset": cur,
                          "new_offset": new, "log_start_offset": lo, "log_end_offset": hi})
         if execute and plan:
-            topics: dict[str, list[dict]] = {}
+            topics: dict[str, list[OffsetCommitRequestPartition]] = {}
             for r in plan:
-                topics.setdefault(r["topic"], []).append({"partition_index": r["partition"],
-                                                          "committed_offset": r["new_offset"],
-                                                          "committed_leader_epoch": -1, "committed_metadata": ""})
-            body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-                    "group_instance_id": None, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                topics.setdefault(r["topic"], []).append(OffsetCommitRequestPartition(
+                    partition_index=r["partition"], committed_offset=r["new_offset"], committed_leader_epoch=-1,
+                    committed_metadata=""))
+            req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                      group_instance_id=None, topics=tuple(
+                                          OffsetCommitRequestTopic(name=t, partitions=tuple(ps))
+                                          for t, ps in topics.items()))
 
             def commit():
                 node = c.group_coordinator(group)
-                r = c.call(node, 8, 8, body)
+                r = c.call(node, req)
                 errors = {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions
                           if p.error_code != ErrorCode.none}
                 if any(code in RETRIABLE for code in errors.values()):

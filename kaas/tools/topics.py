@@ -3,7 +3,12 @@ kafka-topics tool (Metadata, CreateTopics, DeleteTopics, DescribeConfigs)."""
 
 from __future__ import annotations
 
+import datetime
+
 import click
+from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.errors import ErrorCode
 
 from kaas.tools._wire import Cluster, bootstrap_option, code_name, json_option
@@ -11,6 +16,7 @@ from kaas.tools.output import cell, emit, table
 
 TOPIC_RESOURCE = 2
 SOURCE_TOPIC = 1  # DescribeConfigs config_source of a per-topic override
+ADMIN_TIMEOUT = datetime.timedelta(seconds=30)  # CreateTopics/DeleteTopics: answered once the cluster serves it
 
 
 def _topic_rows(md) -> list[dict]:
@@ -72,9 +78,10 @@ def describe(names: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
             errs = ", ".join(f"{r['name']} ({r['error']})" for r in rows if r["error"])
             raise click.ClickException(f"cannot describe {errs}")
         if rows:
-            res = c.call_any(32, 4, {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": r["name"],
-                                                     "configuration_keys": None} for r in rows],
-                                     "include_synonyms": False, "include_documentation": False})
+            res = c.call_any(DescribeConfigsRequest(
+                resources=tuple(DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=r["name"],
+                                                        configuration_keys=None) for r in rows),
+                include_synonyms=False, include_documentation=False))
             by_name = {x.resource_name: x for x in res.results}
             for r in rows:
                 cfg = by_name.get(r["name"])
@@ -119,11 +126,12 @@ def create(name: str, partitions: int, replication_factor: int, configs: tuple[s
     cfg = _parse_configs(configs)
     with Cluster(bootstrap) as c:
         c.metadata([])
-        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
-                            "assignments": [], "configs": [{"name": k, "value": v} for k, v in cfg.items()]}],
-                "timeout": 30000, "validate_only": validate_only}
-        target = c.controller_id if c.controller_id in c.brokers else None
-        r = c.call(target, 19, 7, body) if target is not None else c.call_any(19, 7, body)
+        req = CreateTopicsRequest(
+            topics=(CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor,
+                                   assignments=(), configs=tuple(CreatableTopicConfig(name=k, value=v)
+                                                                 for k, v in cfg.items())),),
+            timeout=ADMIN_TIMEOUT, validate_only=validate_only)
+        r = c.call_controller(req)
     t = r.topics[0]
     if t.error_code == ErrorCode.topic_already_exists and if_not_exists:
         out = {"name": name, "created": False, "exists": True, "topic_id": None, "partitions": None, "configs": cfg}
@@ -148,9 +156,8 @@ def delete(names: tuple[str, ...], if_exists: bool, bootstrap: str, as_json: boo
     """Delete TOPICs (DeleteTopics)."""
     with Cluster(bootstrap) as c:
         c.metadata([])
-        body = {"topics": [{"name": n, "topic_id": None} for n in names], "timeout": 30000}
-        target = c.controller_id if c.controller_id in c.brokers else None
-        r = c.call(target, 20, 6, body) if target is not None else c.call_any(20, 6, body)
+        r = c.call_controller(DeleteTopicsRequest(topics=tuple(DeleteTopicState(name=n, topic_id=None) for n in names),
+                                                  timeout=ADMIN_TIMEOUT))
     rows, failed = [], []
     for x in r.responses:
         code = x.error_code

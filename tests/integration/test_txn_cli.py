@@ -1,4 +1,5 @@
-"""`kaas txn list|describe|abort` against a real broker, asserting on --json output."""
+"""`kaas txn list|describe|abort` (``kaas.tools.txn``) against a real broker, asserting on
+--json output, the human tables and the errors."""
 
 from __future__ import annotations
 
@@ -32,10 +33,17 @@ def test_list_describe_abort(broker):
     assert mine and mine[0]["state"] == "Ongoing" and mine[0]["coordinator"] == 0
     d = run("txn", "describe", "cli-txn", "--bootstrap", bs, "--json")
     assert d["state"] == "Ongoing" and d["partitions"] == ["cli-topic-0"] and d["timeout_ms"] == 60000
+    assert d["start_time_ms"] > 1_600_000_000_000 and d["coordinator"] == bs
+    human = CliRunner().invoke(cli, ["txn", "describe", "cli-txn", "--bootstrap", bs])
+    assert human.exit_code == 0, human.output
+    assert "state            Ongoing" in human.output and "partitions       cli-topic-0" in human.output
+    human = CliRunner().invoke(cli, ["txn", "list", "--bootstrap", bs])
+    assert human.exit_code == 0 and "cli-txn" in human.output and "Ongoing" in human.output
     out = run("txn", "abort", "cli-txn", "--bootstrap", bs, "--json")
     assert out["aborted"] and out["producer_epoch"] >= 1
     d = run("txn", "describe", "cli-txn", "--bootstrap", bs, "--json")
     assert d["state"] in ("Empty", "CompleteAbort") and d["partitions"] == []
+    assert isinstance(d["start_time_ms"], int)  # -1 (no transaction) when Empty: kio alone refuses it
     with pytest.raises(KafkaException):
         p.commit_transaction(10)
     from confluent_kafka import Consumer, TopicPartition
@@ -56,3 +64,8 @@ def test_list_describe_abort(broker):
     assert got == []
     assert [r for r in run("txn", "list", "--bootstrap", bs, "--json", "--state", "Ongoing")
             if r["transactional_id"] == "cli-txn"] == []
+
+
+def test_describe_of_an_unknown_id_fails_with_its_error_code(broker):
+    res = CliRunner().invoke(cli, ["txn", "describe", "no-such-txn", "--bootstrap", broker.bootstrap])
+    assert res.exit_code == 1 and "no-such-txn: TRANSACTIONAL_ID_NOT_FOUND" in res.output, res.output

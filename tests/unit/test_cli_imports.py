@@ -17,7 +17,7 @@ from kaas.cli import cli
 _CHILD = r"""
 import sys
 import kaas.cli
-tools = sorted(m for m in ("kaas.txn_cli", "kaas.tools.topics", "kaas.tools.groups", "kaas.tools.inspect_data")
+tools = sorted(m for m in ("kaas.tools.txn", "kaas.tools.topics", "kaas.tools.groups", "kaas.tools.inspect_data")
                if m in sys.modules)
 kaas.cli._without_test_libraries()
 import kaas.broker, kaas.net.server  # what the broker command imports
