@@ -53,14 +53,18 @@ INLINE_APIS = frozenset({
 INLINE_WHEN_ALONE = frozenset({0})
 
 
-async def _send(stream: trio.SocketStream, fd: int, data) -> None:
+async def _send(stream: trio.abc.Stream, fd: int | None, data) -> None:
     """Send ``data`` on the connection: straight to the socket when it takes all of it (a
     response is normally far smaller than the socket's send buffer), through trio for
-    what it does not take.
+    what it does not take. A stream that is not a socket (``fd`` None: a TLS stream, a
+    test's memory stream) is sent to through trio alone.
 
     Trio's ``send_all`` ends even a send that completed at once with a checkpoint, a pass
     through the scheduler (an epoll poll and a task switch) that costs more than the send.
     The caller holds the connection's send lock, so nothing else sends meanwhile."""
+    if fd is None:
+        await stream.send_all(data)
+        return
     try:
         sent = os.write(fd, data)
     except BlockingIOError:
@@ -80,7 +84,7 @@ class _Slot:
         self.close: str | None = None
 
 
-async def serve_connection(broker, stream: trio.SocketStream) -> None:
+async def serve_connection(broker, stream: trio.abc.Stream) -> None:
     """Serve one connection until the peer closes it or breaks the protocol.
 
     Nothing a connection does can take the broker down: transport errors end the
@@ -94,15 +98,16 @@ async def serve_connection(broker, stream: trio.SocketStream) -> None:
         log.error("connection_crashed", error=repr(group.exceptions[0]))
 
 
-async def _serve(broker, stream: trio.SocketStream) -> None:
+async def _serve(broker, stream: trio.abc.Stream) -> None:
     conn_id = next(_conn_ids)
+    sock = stream.socket if isinstance(stream, trio.SocketStream) else None
     try:
-        host, port = stream.socket.getpeername()[:2]
+        host, port = sock.getpeername()[:2] if sock is not None else ("memory", 0)
         peer = f"{host}:{port}"
-    except OSError:
+    except (OSError, ValueError):  # (an AF_UNIX peer has no (host, port))
         peer = "?"
     lapses = broker.cluster.lapses
-    fd = stream.socket.fileno()
+    fd = sock.fileno() if sock is not None else None
     decoder = FrameDecoder(broker.settings.max_request_size)
     slots: deque[_Slot] = deque()
     have_slot = trio.Event()
@@ -165,10 +170,15 @@ async def _serve(broker, stream: trio.SocketStream) -> None:
                 room = decoder.room()
                 if room is not None:  # the rest of a large frame: straight into its buffer
                     with room:
-                        try:
-                            got = await stream.socket.recv_into(room)
-                        except OSError as exc:
-                            raise trio.BrokenResourceError from exc
+                        if sock is not None:
+                            try:
+                                got = await sock.recv_into(room)
+                            except OSError as exc:
+                                raise trio.BrokenResourceError from exc
+                        else:
+                            chunk = await stream.receive_some(len(room))
+                            got = len(chunk)
+                            room[:got] = chunk
                     if not got:
                         break
                     decoder.received(got)

@@ -1,13 +1,13 @@
 """A real connection, dispatch and handlers over an in-process stream pair, with a real
-``Broker`` on a tmp data directory started the way ``net.server`` starts it (its
-membership tick, coordinators and timers in a nursery). No process, no listener: the
-test is the client, encoding requests with kio classes and reading framed responses.
+``Broker`` on a tmp data directory started the way ``net.server`` starts it
+(``tasks.serve_broker``: its membership tick, coordinators and timers in a nursery). No
+process, no listener: the test is the client, encoding requests with kio classes and
+reading framed responses.
 
-Like hypercorn's ``tests/trio/test_sanity.py``, except that the pair is two ends of one
-loopback TCP connection made in this process and not ``trio.testing.memory_stream_pair``:
-``serve_connection`` writes to the socket's file descriptor, receives large frames with
-``recv_into`` and names the peer by ``getpeername()`` as (host, port), so it needs a
-``trio.SocketStream`` of an inet socket. Only ``open_stream_pair`` knows that.
+Like hypercorn's ``tests/trio/test_sanity.py``, every test runs twice: over
+``trio.testing.memory_stream_pair`` (the connection's generic stream path), and over two
+ends of one loopback TCP connection made in this process (its socket fast path: responses
+written straight to the file descriptor, large frames received with ``recv_into``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
@@ -33,6 +34,7 @@ from kaas.broker import Broker
 from kaas.handlers import versions_table
 from kaas.net.connection import serve_connection
 from kaas.settings import Settings
+from kaas.tasks import serve_broker
 from kaas.wire import batch as wb
 from kaas.wire import codec
 from kaas.wire import records as wr
@@ -47,7 +49,7 @@ async def open_broker(tmp_path) -> AsyncIterator[Broker]:
     broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=False, advertise_port=19092,
                              auto_create_topics=False, max_request_size=MAX_REQUEST))
     async with trio.open_nursery() as root:
-        await broker.start(root)
+        await root.start(serve_broker, broker)
         assert broker.cluster.is_controller and broker.cluster.lease_valid()
         try:
             yield broker
@@ -57,8 +59,18 @@ async def open_broker(tmp_path) -> AsyncIterator[Broker]:
             root.cancel_scope.cancel()
 
 
-async def open_stream_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
-    """(client end, broker end) of one loopback connection; the listener is closed at once."""
+@pytest.fixture(autouse=True, params=["memory", "socket"])
+def stream_kind(request, monkeypatch):
+    """Which stream pair ``open_client`` makes (every test runs over both)."""
+    monkeypatch.setattr(Client, "kind", request.param)
+    return request.param
+
+
+async def open_stream_pair(kind: str) -> tuple[trio.abc.Stream, trio.abc.Stream]:
+    """(client end, broker end): a memory stream pair, or one loopback connection (the
+    listener is closed at once)."""
+    if kind == "memory":
+        return trio.testing.memory_stream_pair()
     with trio.socket.socket() as listener:
         await listener.bind(("127.0.0.1", 0))
         listener.listen(1)
@@ -71,7 +83,9 @@ async def open_stream_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
 class Client:
     """The client end: kio request objects out, (correlation id, kio response) in."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    kind = "memory"  # the stream pair open_client makes (see stream_kind)
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
         self.corr = 0
         self.buf = bytearray()
@@ -122,7 +136,7 @@ class Client:
 
 @asynccontextmanager
 async def open_client(broker: Broker, nursery: trio.Nursery) -> AsyncIterator[Client]:
-    ours, theirs = await open_stream_pair()
+    ours, theirs = await open_stream_pair(Client.kind)
     nursery.start_soon(serve_connection, broker, theirs)
     async with ours:
         yield Client(ours)
