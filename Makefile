@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 
-.PHONY: install cluster test test-unit test-int bench eos chaos docs clean $(QUIX_VENV)
+.PHONY: install cluster lint test test-unit test-int bench eos chaos docs clean $(QUIX_VENV)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,11 @@ $(QUIX_VENV): $(QUIX_STAMP)
 
 cluster: $(STAMP)
 	@$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT) --metrics-base-port $(METRICS) -- $(ARGS)
+
+# The layer contracts (pyproject.toml [tool.importlinter], docs/architecture.rst) and ruff.
+lint: $(STAMP)
+	$(BIN)/lint-imports
+	$(BIN)/ruff check kaas cluster tests scripts
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests

@@ -114,7 +114,8 @@ def broker(broker_id, data, listen, advertise, log_json, log_level, **opts) -> N
     from kaas.settings import Settings
 
     lhost, lport = _hostport(listen)
-    ahost, aport = _hostport(advertise) if advertise else (lhost if lhost not in ("0.0.0.0", "::") else "127.0.0.1", lport)
+    default_host = lhost if lhost not in ("0.0.0.0", "::") else "127.0.0.1"
+    ahost, aport = _hostport(advertise) if advertise else (default_host, lport)
     settings = Settings(
         broker_id=broker_id, data=data, listen_host=lhost, listen_port=lport,
         advertise_host=ahost, advertise_port=aport, log_json=log_json, log_level=log_level,

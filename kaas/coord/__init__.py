@@ -1,1 +1,2 @@
-"""Coordinators: transactions (``coord.txn``) and consumer groups (``coord.group``), seeing the broker only through ``coord.ports``."""
+"""Coordinators: transactions (``coord.txn``) and consumer groups (``coord.group``),
+seeing the broker only through ``coord.ports``."""

@@ -63,16 +63,17 @@ async def handle(ctx, req) -> dict:
             res["error_message"] = isr_error
             continue
         try:
-            meta, (code, msg) = await broker.admin.create_topic(t.name, t.num_partitions, topic_configs,
-                                                          validate_only=req.validate_only, replication_factor=rf,
-                                                          timeout=deadline - trio.current_time())
+            meta, (code, msg) = await broker.admin.create_topic(
+                t.name, t.num_partitions, topic_configs, validate_only=req.validate_only, replication_factor=rf,
+                timeout=deadline - trio.current_time())
         except OSError as exc:  # the topic file could not be written: no topic was created
             log.error("topic_write_failed", topic=t.name, error=str(exc))
             meta, code, msg = None, ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"
         res["error_code"] = code
         res["error_message"] = msg
         if code == ErrorCode.none:
-            parts = meta.partitions if meta else (t.num_partitions if t.num_partitions > 0 else broker.settings.num_partitions)
+            asked = t.num_partitions if t.num_partitions > 0 else broker.settings.num_partitions
+            parts = meta.partitions if meta else asked
             res["num_partitions"] = parts
             res["replication_factor"] = meta.replication_factor if meta else rf
             if meta is not None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers._partitions import partition_row
-
 from kaas.storage.topics import valid_topic_name
 
 API_KEY = 75

@@ -6,7 +6,6 @@ import hashlib
 import urllib.parse
 from pathlib import Path
 
-
 MAX_ENCODED = 200
 
 

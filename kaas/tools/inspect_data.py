@@ -118,7 +118,8 @@ def inspect() -> None:
 # ------------------------------------------------------------------ log
 
 
-def iter_batches(path: Path, *, bodies: bool = True) -> Iterator[tuple[int, wb.BatchHeader, bytes] | tuple[str, int, int]]:
+def iter_batches(path: Path, *, bodies: bool = True
+                 ) -> Iterator[tuple[int, wb.BatchHeader, bytes] | tuple[str, int, int]]:
     """Yield ``(position, header, batch bytes)`` for each whole batch of a segment file
     (``bodies=False``: the bytes are the header only, nothing more is read), then
     ``("end", position, file size)``: bytes from ``position`` on are a torn tail."""
@@ -290,7 +291,7 @@ def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int |
     def human() -> list[str]:
         m = manifest or {}
         lines = [f"Partition: {topic}-{partition}\tDir: {pdir}",
-                 f"Manifest: " + (manifest_err or (f"epoch {m.get('epoch')}  log_start_offset "
+                 "Manifest: " + (manifest_err or (f"epoch {m.get('epoch')}  log_start_offset "
                                                    f"{m.get('log_start_offset')}  high_watermark "
                                                    f"{m.get('high_watermark')}" if manifest else "(none)")),
                  f"Snapshot: {cell(out['snapshot'])}", ""]

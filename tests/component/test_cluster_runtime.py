@@ -58,7 +58,7 @@ async def test_a_silent_peer_leaves_metadata_later_than_it_loses_its_keys(tmp_pa
     Metadata keeps naming it until the listing window (9 s) runs out: librdkafka
     decommissions a broker that drops out of Metadata, and a full shared disk makes every
     broker miss heartbeats for a few seconds at once."""
-    
+
     clock = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=False))
@@ -87,7 +87,6 @@ async def test_a_topic_config_altered_through_another_broker_reaches_the_leader(
     from kaas.storage.topics import TopicStore
 
     broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=False))
-    rt = broker.cluster
     tk = membership(broker)
     await tk._tick()
     meta = broker.topics.create("t", 1, {"segment.bytes": "100000"})

@@ -6,7 +6,6 @@ active segment rolled by segment.ms."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 

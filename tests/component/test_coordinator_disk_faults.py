@@ -24,7 +24,7 @@ from kaas.storage.offset_store import Committed
 from kaas.storage.producer_ids import SPAN, PidAllocator
 from kaas.txn_coordinator import TxnCoordinator
 from tests.component.faults import faults, leftovers  # noqa: F401 (faults: fixture)
-from tests.component.test_txn_coordinator import V, FakeBroker, World, begin, open_txn, produce, state_of
+from tests.component.test_txn_coordinator import FakeBroker, V, World, begin, open_txn, produce, state_of
 from tests.component.ticks import membership, tick
 
 

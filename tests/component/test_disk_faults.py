@@ -21,8 +21,8 @@ from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
 from kaas.errors import KaasError
-from kaas.storage.partition_log import RECOVERY_FILE, LogConfig, PartitionLog
 from kaas.storage import atomic
+from kaas.storage.partition_log import RECOVERY_FILE, LogConfig, PartitionLog
 from kaas.wire import batch as wb
 
 from .test_partition_log import Appended, abandon, check_all, make, open_log, put

@@ -23,7 +23,8 @@ def test_record_request_counts_per_api():
         metrics.record_request(0, 80, None, 0.004)  # acks=0: no response
         metrics.record_error(1)
         s = metrics.API[0]
-        assert (_api_name(s.api_key), s.requests, s.bytes_in, s.bytes_out, s.latency.count) == ("Produce", 2, 200, 30, 2)
+        got = (_api_name(s.api_key), s.requests, s.bytes_in, s.bytes_out, s.latency.count)
+        assert got == ("Produce", 2, 200, 30, 2)
         assert _api_name(metrics.API[1].api_key) == "Fetch" and metrics.API[1].errors == 1
     finally:
         metrics.reset()

@@ -65,8 +65,9 @@ def test_xerial_framed_snappy_is_read():
     framed = b"\x82SNAPPY\x00" + b"\x00\x00\x00\x01\x00\x00\x00\x01" + len(block).to_bytes(4, "big") + block
     tail = bytearray(inner[wb.CRC_START:wb.HEADER_SIZE]) + framed
     tail[0:2] = (h.attributes | 2).to_bytes(2, "big")
-    import crc32c
     import struct
+
+    import crc32c
 
     buf = struct.pack(">qiibI", 0, 9 + len(tail), -1, 2, crc32c.crc32c(bytes(tail))) + bytes(tail)
     got = wr.records(buf)
