@@ -17,18 +17,21 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import configs, failpoints, metrics, txn_coordinator
+from kaas import configs, failpoints, metrics
 from kaas.domain import replicas, routing
 from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import CorruptState, KaasError
 from kaas.cluster_runtime import ClusterRuntime
-from kaas.group_coordinator import GroupCoordinator
+from kaas.coord.group import GroupCoordinator
+from kaas.coord.txn import TxnCoordinator
 from kaas.net.peer_link import PeerLinks
 from kaas.settings import Settings
 from kaas.storage.partition_log import AppendResult, PartitionLog, ReadResult
 from kaas.storage.paths import Layout
 from kaas.storage.producer_ids import PidAllocator
 from kaas.storage.topics import TopicMeta, TopicStore, valid_topic_name
+from kaas.tasks.group_timers import serve_timers
+from kaas.tasks.txn import serve_txn
 from kaas.wire import batch as wb
 
 log = structlog.get_logger()
@@ -246,7 +249,7 @@ class Broker:
         self.draining = False
         self.stopping = False
         self.connections = 0
-        self.txn = None
+        self.txn: TxnCoordinator | None = None
         self.groups = GroupCoordinator(self)
         self.cluster = ClusterRuntime(self)
         self.peer_links = PeerLinks(self)
@@ -266,8 +269,10 @@ class Broker:
         await nursery.start(self.cluster.serve)
         await nursery.start(self.peer_links.serve_presence)
         nursery.start_soon(self._retention_loop)
-        await nursery.start(self.groups.serve_timers)
-        txn_coordinator.install(self, nursery)
+        await nursery.start(serve_timers, self.groups)
+        if self.txn is None:
+            self.txn = TxnCoordinator(self)
+            nursery.start_soon(serve_txn, self.txn)
 
     async def drain_wait(self, timeout: float = 5.0) -> None:
         """SIGTERM: flag draining so the controller moves our keys away, and wait (bounded)
