@@ -60,7 +60,8 @@ def sweep_interval_ms() -> int:
     return SWEEP_INTERVAL_MS
 
 
-async def serve_txn(coord: TxnCoordinator, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def serve_txn(coord: TxnCoordinator, *,
+                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Run the marker watcher, the fence watcher and the reaper/reconcile forever; their
     nursery also runs the background halves of early-answered EndTxns."""
     async with trio.open_nursery() as nursery:
@@ -93,7 +94,8 @@ async def serve_queue_doorbell(coord: TxnCoordinator, *,
         watch.close()
 
 
-async def serve_markers(coord: TxnCoordinator, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def serve_markers(coord: TxnCoordinator, *,
+                       task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Apply this broker's marker queue: a full pass (claims included) at least every
     ``MARKER_POLL_S`` (the seed's 2 s), at once when woken, and as soon as a cheap stat of
     the queue directory (every ``MARKER_STAT_S``) shows a change. The faster path keeps a
@@ -123,7 +125,8 @@ async def serve_markers(coord: TxnCoordinator, *, task_status: trio.TaskStatus[N
                     break
 
 
-async def serve_fences(coord: TxnCoordinator, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def serve_fences(coord: TxnCoordinator, *,
+                      task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Read every fence log, then poll the other brokers' every 500 ms (``poll_fences``)."""
     await coord.load_fences()
     task_status.started()
@@ -132,7 +135,8 @@ async def serve_fences(coord: TxnCoordinator, *, task_status: trio.TaskStatus[No
         await trio.sleep(FENCE_POLL_S)
 
 
-async def serve_sweeps(coord: TxnCoordinator, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def serve_sweeps(coord: TxnCoordinator, *,
+                      task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """The timeout reaper and the marker reconcile (``sweep``): once at start (a crash may
     have left prepared entries), then every ``sweep_interval_ms()``, and at once when slots
     move to this broker (``wake_sweeps``: a transaction its previous coordinator prepared
