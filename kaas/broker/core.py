@@ -18,7 +18,8 @@ from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.domain import replicas, routing
 from kaas.errors import CorruptState, KaasError
-from kaas.group_coordinator import GroupCoordinator
+from kaas.coord.group import GroupCoordinator
+from kaas.coord.txn import TxnCoordinator
 from kaas.peers import PeerLinks
 from kaas.settings import Settings
 from kaas.storage.partition_log import PartitionLog
@@ -81,7 +82,7 @@ class Broker:
         self.fsync_seconds = 0.0
         self.stopping = False
         self.connections = 0
-        self.txn = None
+        self.txn: TxnCoordinator | None = None  # created by tasks.serve_broker
         self.groups = GroupCoordinator(self)
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms)
         self.peer_links = PeerLinks(self.id, self.cluster)

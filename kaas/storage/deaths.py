@@ -4,7 +4,7 @@ A supervisor that reaps one of its broker processes knows for certain that the p
 gone, seconds before its peers could conclude it from a silent heartbeat. It records the
 fact here (the supervisor of broker ``<id>`` is the file's only writer; tmp + fsync +
 rename), so every broker can treat that incarnation as dead at once
-(``cluster_runtime``): its keys move without waiting out ``session_timeout``.
+(``tasks.membership``): its keys move without waiting out ``session_timeout``.
 
 A notice names the reaped process by ``pid``. It applies to the heartbeat file that names
 the same pid, and only until that heartbeat's counter moves: a restarted incarnation

@@ -1,19 +1,22 @@
 """Every trio loop of a broker process, started by ``net.server`` through ``serve_broker``:
 the membership tick and its doorbell (``membership``), presence connections
-(``presence``), retention (``retention``), the group timers, the transaction
-coordinator's marker watcher, fence watcher and sweeps, the log cleaner
-(``log_cleaner``) and the failpoint reload."""
+(``presence``), retention (``retention``), the group timers (``group_timers``), the
+transaction coordinator's marker watcher, queue doorbell, fence watcher and sweeps
+(``txn``), the log cleaner (``log_cleaner``) and the failpoint reload."""
 
 from __future__ import annotations
 
 import trio
 
-from kaas import failpoints, txn_coordinator
+from kaas import failpoints
 from kaas.broker import Broker
+from kaas.coord.txn import TxnCoordinator
+from kaas.tasks.group_timers import serve_timers
 from kaas.tasks.log_cleaner import serve_log_cleaner
 from kaas.tasks.membership import Membership
 from kaas.tasks.presence import serve_presence
 from kaas.tasks.retention import serve_retention
+from kaas.tasks.txn import serve_txn
 
 FAILPOINT_RELOAD_S = 0.2
 
@@ -37,7 +40,9 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
         await nursery.start(Membership(broker).serve)
         await nursery.start(serve_presence, broker.cluster)
         await nursery.start(serve_retention, broker)
-        await nursery.start(broker.groups.serve_timers)
-        txn_coordinator.install(broker, nursery)
+        await nursery.start(serve_timers, broker.groups)
+        if broker.txn is None:
+            broker.txn = TxnCoordinator(broker)
+        nursery.start_soon(serve_txn, broker.txn)
         await nursery.start(serve_log_cleaner, broker)
         task_status.started()

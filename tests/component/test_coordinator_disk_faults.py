@@ -22,7 +22,8 @@ from kaas.errors import KaasError
 from kaas.storage.fences import FenceReader, FenceRecord
 from kaas.storage.offset_store import Committed
 from kaas.storage.producer_ids import SPAN, PidAllocator
-from kaas.txn_coordinator import TxnCoordinator
+from kaas.tasks.group_timers import serve_timers
+from kaas.coord.txn import TxnCoordinator
 from tests.component.faults import faults, leftovers  # noqa: F401 (faults: fixture)
 from tests.component.test_txn_coordinator import FakeBroker, V, World, begin, open_txn, produce, state_of
 from tests.component.ticks import membership, tick
@@ -81,10 +82,10 @@ async def test_a_failed_flush_of_deferred_completes_keeps_them_for_the_next_one(
     await produce(p0, "x", pid, epoch)
     assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
     slot = txn_slot("x")
-    assert slot in b0.txn._unwritten
+    assert slot in b0.txn.slots.unwritten
     faults.arm("eio", "slot-")
     await b0.txn.flush_slots()  # logged, not raised
-    assert slot in b0.txn._unwritten
+    assert slot in b0.txn.slots.unwritten
     assert b0.txn.store.load(slot).get("x").state is TxnState.PrepareCommit
     faults.disarm()
     await b0.txn.flush_slots()
@@ -270,7 +271,7 @@ async def test_membership_write_failure_is_retried_not_raised(tmp_path, faults):
                                   require_known_member=False)
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(groups.serve_timers)
+        nursery.start_soon(serve_timers, groups)
         await join()
         member = reply.member_id
         sync = await groups.sync("g", member_id=member, group_instance_id="i", generation_id=reply.generation_id,

@@ -9,8 +9,8 @@ import json
 import pytest
 from kio.schema.errors import ErrorCode
 
-import kaas.group_coordinator as gc
-from kaas.group_coordinator import GroupCoordinator
+import kaas.coord.group.coordinator as gc
+from kaas.coord.group import GroupCoordinator
 from kaas.storage.offset_store import Committed
 from tests.component.test_coordinator_disk_faults import started_broker
 

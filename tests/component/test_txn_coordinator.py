@@ -18,15 +18,16 @@ import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import failpoints, txn_coordinator
+from kaas import failpoints
 from kaas.broker import Partition
+from kaas.coord.txn import TxnCoordinator
 from kaas.domain.routing import txn_slot
 from kaas.domain.txn import TxnState
 from kaas.errors import KaasError
 from kaas.settings import Settings
 from kaas.storage.partition_log import LogConfig, PartitionLog
 from kaas.storage.paths import Layout
-from kaas.txn_coordinator import TxnCoordinator
+from kaas.tasks import txn as txn_tasks
 from kaas.wire import batch as wb
 
 V = 3  # request version used for AddPartitions/EndTxn (PRODUCER_FENCED from v2)
@@ -152,7 +153,7 @@ def state_of(b: FakeBroker, txn_id: str):
     """The coordinator's view: its slot in memory (ahead of the file by at most a deferred
     Complete*), else the file."""
     slot = txn_slot(txn_id)
-    cached = b.txn._slot_cache.get(slot)
+    cached = b.txn.slots.cache.get(slot)
     return (cached if cached is not None else b.txn.store.load(slot)).get(txn_id)
 
 
@@ -199,11 +200,11 @@ async def test_queue_watcher_wakes_on_the_doorbell_and_polls_only_off_tmpfs(clus
     the stat poll runs between passes as well (NFS: inotify misses other hosts' writes)."""
     world, (b0, b1, _b2) = cluster
     b1.memory_backed = memory_backed
-    monkeypatch.setattr(txn_coordinator, "MARKER_POLL_S", 60.0)
+    monkeypatch.setattr(txn_tasks, "MARKER_POLL_S", 60.0)
     b0.lead("t", 0)
     p1 = b1.lead("t", 1)
     counts = {"stamps": 0, "passes": 0}
-    stamp, apply = b1.txn._queue_stamp, b1.txn.apply_queue
+    stamp, apply = b1.txn.queue_stamp, b1.txn.apply_queue
 
     async def counted_stamp():
         counts["stamps"] += 1
@@ -213,13 +214,13 @@ async def test_queue_watcher_wakes_on_the_doorbell_and_polls_only_off_tmpfs(clus
         counts["passes"] += 1
         await apply()
 
-    monkeypatch.setattr(b1.txn, "_queue_stamp", counted_stamp)
+    monkeypatch.setattr(b1.txn, "queue_stamp", counted_stamp)
     monkeypatch.setattr(b1.txn, "apply_queue", counted_apply)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(b1.txn.serve_queue_doorbell)
-        nursery.start_soon(b1.txn.serve_markers)
+        nursery.start_soon(txn_tasks.serve_queue_doorbell, b1.txn)
+        nursery.start_soon(txn_tasks.serve_markers, b1.txn)
         with trio.fail_after(10):
-            while not b1.txn._doorbell_live or counts["passes"] == 0:
+            while not b1.txn.doorbell_live or counts["passes"] == 0:
                 await trio.sleep(0.01)
         pid, epoch = await begin(b0.txn, "x", [("t", 1)])
         await produce(p1, "x", pid, epoch)
@@ -298,11 +299,11 @@ async def test_end_txn_answers_after_prepare_and_finishes_in_the_background(clus
     await produce(p1, "x", pid, epoch)
     monkeypatch.setattr(failpoints, "_armed", {"endtxn.after_enqueue": {"action": "error", "count": 1}})
     async with trio.open_nursery() as nursery:
-        b0.txn._nursery = nursery
+        b0.txn.finisher.nursery = nursery
         assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
         assert state_of(b0, "x").state is TxnState.PrepareCommit  # the decision; the rest follows
         assert open_txn(p0)  # no marker before the answer, not even a self-led one
-        assert await b0.txn._settled("x", 5)
+        assert await b0.txn.finisher.settled("x", 5)
         assert not open_txn(p0)
         assert failpoints._armed["endtxn.after_enqueue"]["count"] == 0  # the first hand-over failed
         assert state_of(b0, "x").state is TxnState.CompleteCommit  # retried and completed
@@ -432,7 +433,7 @@ async def test_deposed_while_parked_answers_not_coordinator_and_writes_nothing(c
             outcome["end"] = exc.code
 
     async with trio.open_nursery() as nursery:
-        b0.txn._nursery = nursery
+        b0.txn.finisher.nursery = nursery
         assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
         nursery.start_soon(add_next)  # parks: the background half pauses in the failpoint
         nursery.start_soon(end_next)  # parks on the id's lock behind it
@@ -564,11 +565,9 @@ async def test_after_a_move_retries_and_the_abort_of_a_lost_transaction_are_answ
 
 
 def test_sweep_interval_env(monkeypatch):
-    from kaas import txn_coordinator as tc
-
-    monkeypatch.delenv(tc.SWEEP_ENV, raising=False)
-    assert tc.sweep_interval_ms() == tc.SWEEP_INTERVAL_MS == 10_000
-    monkeypatch.setenv(tc.SWEEP_ENV, "250")
-    assert tc.sweep_interval_ms() == 250
-    monkeypatch.setenv(tc.SWEEP_ENV, "nope")
-    assert tc.sweep_interval_ms() == 10_000
+    monkeypatch.delenv(txn_tasks.SWEEP_ENV, raising=False)
+    assert txn_tasks.sweep_interval_ms() == txn_tasks.SWEEP_INTERVAL_MS == 10_000
+    monkeypatch.setenv(txn_tasks.SWEEP_ENV, "250")
+    assert txn_tasks.sweep_interval_ms() == 250
+    monkeypatch.setenv(txn_tasks.SWEEP_ENV, "nope")
+    assert txn_tasks.sweep_interval_ms() == 10_000

@@ -1,6 +1,7 @@
 """The group coordinator runtime: carries out the pure ``domain.group`` machine's effects,
-parks JoinGroup/SyncGroup requests until their reply, runs the session/rebalance timers,
-and keeps committed offsets in ``storage.offset_store``.
+parks JoinGroup/SyncGroup requests until their reply, fires the session/rebalance timers
+(``fire_timers``, run by ``kaas.tasks.group_timers.serve_timers``), and keeps committed
+offsets in ``storage.offset_store``.
 
 Which broker coordinates a group is ``broker.group_owner(group_id)`` (FNV-1a over the
 registered brokers, DESIGN section 4); every entry point checks it and answers
@@ -18,6 +19,8 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas.coord.ports import GroupBroker
+from kaas.coord.wakeup import Wakeup
 from kaas.domain.group import Group, GroupState, JoinReply, SyncReply
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
@@ -38,21 +41,21 @@ class _Entry:
 
 
 class GroupCoordinator:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: GroupBroker) -> None:
         self.broker = broker
         s = broker.settings
         self.store = OffsetStore(broker.layout.consumer_offsets, fsync=s.fsync)
         self.groups: dict[str, _Entry] = {}
         self._waiters: dict[int, tuple[trio.Event, list]] = {}
         self._keys = itertools.count(1)
-        self._wake = trio.Event()
+        self.timer_wakeup = Wakeup()  # set when a parked request is answered or a timer may have moved
 
     # ------------------------------------------------------------------ ownership
 
     def check_owner(self, group_id: str) -> None:
         """Hand-off for groups: answer only while we own the group by the placement hash,
         hold a write lease, and (in a multi-broker cluster) every live peer has read a
-        heartbeat of this incarnation (``ClusterRuntime.acknowledged``), so a peer that
+        heartbeat of this incarnation (``ClusterView.acknowledged``), so a peer that
         held our groups while we were away has unloaded them before we write their files."""
         if not self.broker.owns_group(group_id):
             raise KaasError(ErrorCode.not_coordinator)
@@ -190,7 +193,7 @@ class GroupCoordinator:
             if w is not None:
                 w[1].append(eff)
                 w[0].set()
-        self._wake.set()
+        self.timer_wakeup.set()
 
     async def _park(self, key: int, effects) -> JoinReply | SyncReply:
         for eff in effects:
@@ -207,30 +210,32 @@ class GroupCoordinator:
             self._waiters.pop(key, None)
         return box[0]
 
-    async def serve_timers(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        while True:
-            deadline = None
-            for e in self.groups.values():
-                d = e.group.next_deadline()
-                if d is not None and (deadline is None or d < deadline):
-                    deadline = d
-            wait = 1.0 if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
-            self._wake = trio.Event()
-            with trio.move_on_after(min(wait, 1.0)):
-                await self._wake.wait()
-            now = now_ms()
-            for gid, e in list(self.groups.items()):
-                d = e.group.next_deadline()
-                if d is not None and d <= now:
-                    before = e.group.state
-                    self._deliver(e.group.tick(now))
-                    if e.group.state is not before:
-                        log.info("group_state", group=gid, state=e.group.state.value,
-                                 generation=e.group.generation_id)
-            for e in list(self.groups.values()):
-                if self.broker.owns_group(e.group.group_id) and self.broker.cluster.lease_valid():
-                    await self._persist_membership(e)
+    def timer_wait_s(self, longest: float) -> float:
+        """Seconds until the earliest timer of a loaded group is due, at most ``longest``
+        (the wait of ``kaas.tasks.group_timers.serve_timers``, cut short by ``timer_wakeup``)."""
+        deadline = None
+        for e in self.groups.values():
+            d = e.group.next_deadline()
+            if d is not None and (deadline is None or d < deadline):
+                deadline = d
+        wait = longest if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+        return min(wait, longest)
+
+    async def fire_timers(self) -> None:
+        """Run the timers that are due (session expiry, rebalance deadlines) and keep the
+        owned groups' membership on file (``_persist_membership``)."""
+        now = now_ms()
+        for gid, e in list(self.groups.items()):
+            d = e.group.next_deadline()
+            if d is not None and d <= now:
+                before = e.group.state
+                self._deliver(e.group.tick(now))
+                if e.group.state is not before:
+                    log.info("group_state", group=gid, state=e.group.state.value,
+                             generation=e.group.generation_id)
+        for e in list(self.groups.values()):
+            if self.broker.owns_group(e.group.group_id) and self.broker.cluster.lease_valid():
+                await self._persist_membership(e)
 
     # ------------------------------------------------------------------ membership
 

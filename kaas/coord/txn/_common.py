@@ -1,0 +1,63 @@
+"""What the parts of the transaction coordinator share: the clock, failpoints, the
+coordinator epoch, the once-only report of an unreadable file, the event counters."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from kaas import failpoints
+from kaas.coord.ports import TxnBroker
+from kaas.errors import KaasError
+
+log = structlog.get_logger()
+
+Stats = dict[str, int]
+"""Event counters (``TxnCoordinator.stats``; the metrics endpoint reads them)."""
+
+
+def new_stats() -> Stats:
+    return {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
+            "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0,
+            "answered_before_markers": 0, "offset_hooks_sent": 0, "offset_hooks_applied": 0}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def hit(name: str) -> None:
+    """Fire a named failpoint (DESIGN section 9); an ``error`` action becomes the retriable
+    COORDINATOR_NOT_AVAILABLE, like a failing disk would."""
+    try:
+        await failpoints.hit_async(name)
+    except OSError as exc:
+        raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+
+
+def coordinator_epoch(broker: TxnBroker) -> int:
+    """The coordinator epoch written into markers: the controller epoch, else 0."""
+    value = getattr(broker, "controller_epoch", 0)
+    if callable(value):
+        value = value()
+    return value if isinstance(value, int) and 0 <= value < 2**31 else 0
+
+
+class Unreadable:
+    """Files found unreadable (a slot file, a marker queue entry), each logged once per
+    distinct error."""
+
+    def __init__(self) -> None:
+        self._errors: dict[Any, str] = {}
+
+    def report(self, key: Any, exc: Exception) -> None:
+        if self._errors.get(key) != str(exc):
+            self._errors[key] = str(exc)
+            log.error("txn_state_unreadable", key=str(key), error=str(exc))
+
+    def readable_again(self, key: Any) -> bool:
+        """Forget ``key``; True when it had been reported."""
+        return self._errors.pop(key, None) is not None

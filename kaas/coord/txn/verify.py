@@ -1,0 +1,103 @@
+"""KIP-890 part 1 produce verification: a transactional batch is accepted on a partition
+only while its transaction is Ongoing there (``Verifier.verify_partition``); positive
+answers are cached per partition until a marker or a fence makes them stale."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kaas.coord.ports import LedPartition, TxnBroker
+from kaas.coord.txn.slots import Slots
+from kaas.domain.routing import txn_slot
+from kaas.domain.txn import TxnState
+from kaas.errors import CorruptState, KaasError
+
+__all__ = ["Verifier"]
+
+
+class Verifier:
+    """The verification of transactional batches, with its cache of positive answers."""
+
+    def __init__(self, broker: TxnBroker, slots: Slots) -> None:
+        self.broker = broker
+        self.slots = slots
+        # pid -> {(epoch, topic, partition): Partition} of positive KIP-890 verifications
+        self._verified: dict[int, dict[tuple[int, str, int], LedPartition]] = {}
+
+    def forget(self, producer_id: int, part: LedPartition) -> None:
+        """A marker of ``producer_id`` goes to ``part``: its next batch needs a new check."""
+        verified = self._verified.get(producer_id)
+        if verified:
+            for key in [k for k in verified if k[1] == part.topic and k[2] == part.index]:
+                del verified[key]
+
+    def forget_older(self, producer_id: int, producer_epoch: int) -> None:
+        """``producer_id`` was fenced at ``producer_epoch``: drop the answers for lower epochs."""
+        verified = self._verified.get(producer_id)
+        if verified:
+            for key in [k for k in verified if k[0] < producer_epoch]:
+                del verified[key]
+
+    def forget_closed(self) -> None:
+        """Drop the answers for partitions this broker does not lead any more."""
+        for pid in list(self._verified):
+            verified = self._verified[pid]
+            for k in [k for k, p in verified.items() if p.closed]:
+                del verified[k]
+            if not verified:
+                del self._verified[pid]
+
+    async def verify_partition(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                               topic: str, partition: int) -> None:
+        """KIP-890 part 1: may a transactional batch of (pid, epoch) go to this partition?
+
+        Accepted when this pid's transaction is already open on the partition at this
+        epoch, when a positive answer is cached, or when the slot file (read afresh: the
+        coordinator may be another broker) shows the transaction Ongoing with this pid and
+        epoch and holding the partition.
+
+        Raises:
+            KaasError: INVALID_PRODUCER_EPOCH for an older epoch (a fenced zombie),
+                INVALID_TXN_STATE when the partition is not in the ongoing transaction,
+                KAFKA_STORAGE_ERROR when the slot file cannot be read.
+        """
+        if not transactional_id:
+            raise KaasError(ErrorCode.invalid_txn_state, "transactional batch without a transactional id")
+        part = self.broker.partitions.get((topic, partition))
+        if part is not None:
+            entry = part.log.producers.get(producer_id)
+            if entry is not None:
+                if producer_epoch < entry.epoch:
+                    raise KaasError(ErrorCode.invalid_producer_epoch,
+                                    f"producer {producer_id} epoch {producer_epoch} is fenced by {entry.epoch}")
+                if producer_epoch == entry.epoch and entry.txn_first_offset is not None:
+                    return
+            cached = self._verified.get(producer_id, {}).get((producer_epoch, topic, partition))
+            if cached is part:
+                return
+        slot = txn_slot(transactional_id)
+        # when this broker coordinates the id, its cached slot is the file's content
+        state = self.slots.cached(slot)
+        if state is None:
+            try:
+                state = await self.broker.run_io(self.slots.store.load, slot)
+            except (CorruptState, OSError) as exc:
+                self.slots.unreadable.report(("slot", slot), exc)
+                raise KaasError(ErrorCode.kafka_storage_error, f"transaction slot {slot} is unreadable") from None
+        meta = state.get(transactional_id)
+        if meta is None:
+            raise KaasError(ErrorCode.invalid_txn_state, f"unknown transactional id {transactional_id!r}")
+        if meta.producer_id != producer_id:
+            if meta.last_producer_id == producer_id:
+                raise KaasError(ErrorCode.invalid_producer_epoch, f"producer {producer_id} was replaced")
+            raise KaasError(ErrorCode.invalid_txn_state,
+                            f"producer {producer_id} is not the producer of {transactional_id!r}")
+        if producer_epoch < meta.producer_epoch:
+            raise KaasError(ErrorCode.invalid_producer_epoch,
+                            f"producer {producer_id} epoch {producer_epoch} is fenced by {meta.producer_epoch}")
+        if (producer_epoch != meta.producer_epoch or meta.state is not TxnState.Ongoing
+                or (topic, partition) not in meta.partitions):
+            raise KaasError(ErrorCode.invalid_txn_state,
+                            f"{topic}-{partition} is not in an ongoing transaction of {transactional_id!r}")
+        if part is not None:
+            self._verified.setdefault(producer_id, {})[(producer_epoch, topic, partition)] = part
