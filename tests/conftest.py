@@ -5,7 +5,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from tests.procs import BrokerProcess
+from kaas.testing import BrokerProcess
 
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("deep", max_examples=2000, deadline=None)

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import subprocess
 import sys
 
-from tests.procs import ClusterProcess, wait_ready
+from kaas.testing import ClusterProcess, wait_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

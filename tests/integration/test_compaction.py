@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from kaas import failpoints
 from kaas.client import WireClient
 from kaas.wire.batch import build_batch
-from tests.procs import BrokerProcess, ClusterProcess
+from kaas.testing import BrokerProcess, ClusterProcess
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 
 from kaas import failpoints
 from kaas.client import WireClient
-from tests.procs import ClusterProcess, wait_for
+from kaas.testing import ClusterProcess, wait_for
 
 
 

@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 
 from kaas import failpoints
 from tests.integration.test_durability import create_topic, read_partitions
-from tests.procs import BrokerProcess
+from kaas.testing import BrokerProcess
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 from kaas.client import WireClient
-from tests.procs import ClusterProcess, wait_for
+from kaas.testing import ClusterProcess, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

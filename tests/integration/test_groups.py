@@ -26,7 +26,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaas.storage.paths import encode_name
-from tests.procs import BrokerProcess
+from kaas.testing import BrokerProcess
 
 pytestmark = pytest.mark.slow
 

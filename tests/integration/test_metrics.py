@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.procs import BrokerProcess, ClusterProcess, free_port, free_ports
+from kaas.testing import BrokerProcess, ClusterProcess, free_port, free_ports
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaas.client import WireClient
-from tests.procs import ClusterProcess, wait_for
+from kaas.testing import ClusterProcess, wait_for
 
 pytestmark = pytest.mark.slow
 

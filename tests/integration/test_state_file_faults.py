@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from kaas import failpoints
 from kaas.client import WireClient
 from tests.integration.test_transactions import SWEEP_ENV, create_topic, read_all, txn_producer, values
-from tests.procs import BrokerProcess, wait_for
+from kaas.testing import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 

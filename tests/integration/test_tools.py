@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kaas.cli import cli
-from tests.procs import ClusterProcess
+from kaas.testing import ClusterProcess
 
 pytestmark = pytest.mark.slow
 

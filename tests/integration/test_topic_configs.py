@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from kaas import configs
 from kaas.settings import Settings
-from tests.procs import BrokerProcess
+from kaas.testing import BrokerProcess
 
 pytestmark = pytest.mark.slow
 

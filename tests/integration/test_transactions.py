@@ -20,7 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaas import failpoints
-from tests.procs import BrokerProcess, wait_for
+from kaas.testing import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -473,7 +473,7 @@ def test_three_brokers_sigkill_a_partition_leader(tmp_path):
     SIGKILLed, its queue is claimed by a survivor and forwarded to the new leader: the
     committed transactions stay exactly-once."""
     from kaas.domain import routing
-    from tests.procs import free_ports
+    from kaas.testing import free_ports
 
     base = free_ports(3)
     brokers = [BrokerProcess(tmp_path / "data", i, base + i, env=SWEEP_ENV) for i in range(3)]

@@ -46,7 +46,7 @@ from kio.serial import entity_reader
 
 from kaas import failpoints
 from kaas.domain import routing
-from tests.procs import ClusterProcess, wait_for
+from kaas.testing import ClusterProcess, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

@@ -1,4 +1,4 @@
-"""Real broker processes for tests: a single broker, or a cluster through the supervisor."""
+"""Real broker processes for tests and scripts: a single broker, or a cluster through the supervisor."""
 
 from __future__ import annotations
 
