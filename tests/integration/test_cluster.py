@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 from kaas.testing import ClusterProcess, wait_ready
+from tests.fixtures import cluster_fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -30,13 +31,7 @@ def controller_of(data: Path) -> int:
     return int(json.loads((cdir / f"epoch-{n}").read_text())["broker_id"])
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = ClusterProcess(tmp_path / "data", 3).start()
-    try:
-        yield c
-    finally:
-        c.stop()
+cluster = cluster_fixture(3)
 
 
 class Load:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import pytest
 from confluent_kafka import KafkaException, Producer
@@ -19,11 +18,9 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 from kaas import failpoints
 from kaas.client import WireClient
 from kaas.testing import ClusterProcess, wait_for
+from tests.fixtures import cluster_fixture
+from tests.kafka import uniq
 
-
-
-def uniq(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 def metadata(port: int, topic: str) -> dict[int, tuple[int, int]]:
@@ -46,13 +43,9 @@ def produce_all(bootstrap: str, topic: str, partitions: int) -> list:
     return errors
 
 
-@pytest.fixture(params=["inotify", "polling"])
-def cluster(request, tmp_path):
-    """With the doorbell, and with polling only (the rules an NFS volume leaves)."""
-    extra = [] if request.param == "inotify" else ["--no-inotify"]
-    c = ClusterProcess(tmp_path / "data", 3, extra=extra).start()
-    yield c
-    c.stop()
+cluster = cluster_fixture(3, params=["inotify", "polling"],
+                          extra=lambda mode: [] if mode == "inotify" else ["--no-inotify"],
+                          doc="With the doorbell, and with polling only (the rules an NFS volume leaves).")
 
 
 def test_create_then_produce_through_every_broker(cluster):
