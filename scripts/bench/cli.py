@@ -13,6 +13,7 @@ from .suite import run_compare, run_suite, suite_benches
 from .targets import _cluster_or, serve_mock_peer
 from .workloads.create import run_create
 from .workloads.failover import run_failover
+from .workloads.scale import run_scale
 from .workloads.throughput import run_consume, run_fetch, run_idempotence, run_produce
 from .workloads.txn import run_eos, run_txn
 
@@ -153,6 +154,25 @@ def failover(bootstrap, kaas_data, start_cluster, mode, rate, txn_rate, partitio
     with _cluster_or(bootstrap, kaas_data, start_cluster) as (bootstrap, kaas_data):
         _emit(run_failover(bootstrap, kaas_data, mode, rate, txn_rate, partitions, warmup, after, size,
                            pids=BrokerPids(cpu_pids, kaas_data), stop=sig == "stop", stop_for=stop_for))
+
+
+@cli.command()
+@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True)
+@click.option("--partitions", type=int, default=1000, show_default=True)
+@click.option("--messages", type=int, default=100_000, show_default=True)
+@click.option("--size", type=int, default=1024, show_default=True)
+@click.option("--txn-ids", type=int, default=1000, show_default=True)
+@click.option("--groups", type=int, default=100, show_default=True)
+@click.option("--workers", type=int, default=8, show_default=True, help="Transactional producers at a time.")
+@click.option("--group-concurrency", type=int, default=50, show_default=True, help="Group consumers at a time.")
+@click.option("--phase-seconds", type=float, default=30.0, show_default=True,
+              help="Each phase (produce, transactions, groups) stops starting work after this long.")
+@cpu_options
+def scale(bootstrap, partitions, messages, size, txn_ids, groups, workers, group_concurrency, phase_seconds,
+          cpu_pids, kaas_data) -> None:
+    """1,000 partitions, 1,000 transactional ids, 100 groups: throughput and broker RSS."""
+    _emit(run_scale(bootstrap, partitions, messages, size, txn_ids, groups, workers, group_concurrency,
+                    phase_seconds, pids=BrokerPids(cpu_pids, kaas_data)))
 
 
 @cli.command()
