@@ -69,6 +69,15 @@ def read_to_end(bootstrap: str, topic: str, partitions: int | list[int], isolati
     return out
 
 
+def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
+    """(low, high) watermarks of a partition, asked of its leader (not cached)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": uniq("watermarks")})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=5, cached=False)
+    finally:
+        c.close()
+
+
 def values(msgs) -> list[bytes]:
     return [m.value() for m in msgs]
 

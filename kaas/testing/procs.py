@@ -196,6 +196,15 @@ class ClusterProcess:
         self.wait_formed(timeout)
         return self
 
+    @contextmanager
+    def running(self, timeout: float = 30.0) -> Iterator[ClusterProcess]:
+        """Start the cluster, yield it, stop it (SIGTERM to the supervisor) at the end."""
+        self.start(timeout)
+        try:
+            yield self
+        finally:
+            self.stop()
+
     def wait_formed(self, timeout: float = 30.0) -> None:
         """Wait until every broker's Metadata lists all N brokers and names a controller."""
         from kaas.client import WireClient

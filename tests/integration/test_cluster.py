@@ -19,6 +19,7 @@ import sys
 
 from kaas.testing import ClusterProcess, wait_ready
 from tests.fixtures import cluster_fixture
+from tests.kafka import create_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -130,8 +131,7 @@ def wait_acks(load: Load, more: int, timeout: float = 30.0) -> None:
 
 def test_failover_under_load_and_controller_loss(cluster):
     topic = f"chaos-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, TOPIC_PARTS, 1)])[topic].result(15)
+    create_topic(cluster.bootstrap, topic, TOPIC_PARTS, timeout=15)
     load = Load(cluster.bootstrap, topic).start()
     wait_acks(load, 500)
     kills = []
@@ -188,8 +188,7 @@ def test_failover_under_load_and_controller_loss(cluster):
 
 def test_paused_broker_writes_nothing_after_its_partitions_moved(cluster):
     topic = f"pause-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, TOPIC_PARTS, 1)])[topic].result(15)
+    create_topic(cluster.bootstrap, topic, TOPIC_PARTS, timeout=15)
     victim = 1
     load = Load(cluster.bootstrap, topic).start()
     wait_acks(load, 300)

@@ -206,8 +206,7 @@ def test_cleaning_on_a_cluster_survives_the_leader_being_killed(tmp_path):
     gives the latest committed values throughout."""
     import signal
 
-    c = ClusterProcess(tmp_path / "data", 3, extra=["--log-cleaner-backoff-ms", "200"]).start()
-    try:
+    with ClusterProcess(tmp_path / "data", 3, extra=["--log-cleaner-backoff-ms", "200"]).running() as c:
         topic = create(c.bootstrap)
         expect = write_history(c.bootstrap, topic)
         deadline = time.monotonic() + 20
@@ -233,5 +232,3 @@ def test_cleaning_on_a_cluster_survives_the_leader_being_killed(tmp_path):
             time.sleep(0.2)
         check(c.bootstrap, topic, expect, written=280)
         assert not any("recovery_truncated" in c.broker_log(i) for i in range(3))
-    finally:
-        c.stop()

@@ -133,9 +133,8 @@ def test_death_notice_moves_keys_before_the_liveness_timeout(tmp_path):
     partitions are led by another broker within seconds: its supervisor reaped it and
     wrote a death notice, which every broker believes at once. The restarted incarnation
     is not taken for dead by that old notice."""
-    c = ClusterProcess(tmp_path / "data", 3, extra=["--session-timeout-ms", "20000"],
-                       supervisor_args=["--restart-delay", "15"]).start()
-    try:
+    with ClusterProcess(tmp_path / "data", 3, extra=["--session-timeout-ms", "20000"],
+                        supervisor_args=["--restart-delay", "15"]).running() as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
         topic = uniq("notice")
         admin.create_topics([NewTopic(topic, 6, 1)], operation_timeout=10)[topic].result()
@@ -160,5 +159,3 @@ def test_death_notice_moves_keys_before_the_liveness_timeout(tmp_path):
         wait_for(lambda: victim in {leader for _e, leader in metadata(c.ports[0], topic).values()},
                  15, "the restarted broker leads partitions again")
         assert produce_all(bootstrap0, topic, 6) == []
-    finally:
-        c.stop()

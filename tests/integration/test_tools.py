@@ -184,8 +184,7 @@ def test_groups(shared_broker):
 
 
 def test_cluster_topics_groups_and_inspect(tmp_path):
-    cluster = ClusterProcess(tmp_path / "data", 3).start()
-    try:
+    with ClusterProcess(tmp_path / "data", 3).running() as cluster:
         bs = cluster.bootstrap
         first = f"127.0.0.1:{cluster.ports[0]}"
         topic = uniq("tools-ct")
@@ -233,8 +232,6 @@ def test_cluster_topics_groups_and_inspect(tmp_path):
         assert topic in {t["name"] for t in info["topics"]}
         text = human("inspect", "cluster", "--data", cluster.data)
         assert "Assignment: version" in text and "Marker queues" in text
-    finally:
-        cluster.stop()
 
 
 # --------------------------------------------------------------------------- offline inspectors

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from kaas import configs
 from kaas.settings import Settings
 from kaas.testing import BrokerProcess, wait_for
 from tests.fixtures import broker_fixture
-from tests.kafka import uniq
+from tests.kafka import uniq, watermarks
 
 pytestmark = pytest.mark.slow
 
@@ -227,14 +227,6 @@ def produce(bootstrap: str, topic: str, values: list[bytes], timestamp: int = 0)
                   on_delivery=lambda err, _msg: errors.append(err))
         assert p.flush(15) == 0
     return errors
-
-
-def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": uniq("cfg")})
-    try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5, cached=False)
-    finally:
-        c.close()
 
 
 def segment_files(broker: BrokerProcess, topic: str) -> list[Path]:
