@@ -14,7 +14,6 @@ import click
 
 from kaas.client import recv_exact
 
-
 BENCH = Path(__file__).resolve().parent  # this package: ``python scripts/bench`` runs it
 REPO = BENCH.parent.parent
 PEERS = Path(os.environ.get("KAAS_PEERS", REPO.parent / "shared" / "peers"))
