@@ -188,7 +188,8 @@ def test_failover_under_load_and_controller_loss(cluster):
 
 def test_paused_broker_writes_nothing_after_its_partitions_moved(cluster):
     topic = f"pause-{uuid.uuid4().hex[:6]}"
-    create_topic(cluster.bootstrap, topic, TOPIC_PARTS, timeout=15)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, TOPIC_PARTS, 1)])[topic].result(15)
     victim = 1
     load = Load(cluster.bootstrap, topic).start()
     wait_acks(load, 300)
