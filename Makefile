@@ -48,7 +48,7 @@ test-int: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
 
 bench: $(STAMP)
-	$(BIN)/python scripts/bench.py suite
+	$(BIN)/python scripts/bench suite
 
 eos: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/python scripts/eos_harness.py run --start-cluster 3 --messages 5000 --copiers 3

@@ -24,7 +24,6 @@ by a consumer, against a topic of 10 k such records (target: < 3x).
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import statistics
@@ -40,18 +39,17 @@ import click
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import MIB  # noqa: E402 — scripts/bench, the benchmark package
+from bench.targets import tmp_base  # noqa: E402
 from kaas.storage import cleaner  # noqa: E402
-from tests.procs import ClusterProcess  # noqa: E402
-
-MIB = 1 << 20
+from kaas.testing import ClusterProcess  # noqa: E402
 
 
 class Cluster:
     """A fresh kaas cluster on tmpfs (/dev/shm) for one benchmark."""
 
     def __init__(self, brokers: int = 3, backoff_ms: int = 1000) -> None:
-        base = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        self.tmp = Path(tempfile.mkdtemp(prefix="kaas-bench-compaction-", dir=base))
+        self.tmp = Path(tempfile.mkdtemp(prefix="kaas-bench-compaction-", dir=tmp_base()))
         self.c = ClusterProcess(self.tmp / "data", brokers, extra=["--log-cleaner-backoff-ms", str(backoff_ms)])
 
     def __enter__(self) -> Cluster:

@@ -63,7 +63,7 @@ import eos_harness  # noqa: E402
 import timeline  # noqa: E402
 from kaas import failpoints  # noqa: E402
 from kaas.domain.routing import txn_slot  # noqa: E402
-from tests.procs import ClusterProcess  # noqa: E402
+from kaas.testing import ClusterProcess  # noqa: E402
 
 ENDTXN_POINTS = ("endtxn.after_prepare", "endtxn.after_local_markers", "endtxn.after_enqueue",
                  "endtxn.before_complete")

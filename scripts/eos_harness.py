@@ -102,7 +102,7 @@ def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
         "transaction.timeout.ms": txn_timeout, "linger.ms": 5, "acks": "all", "message.timeout.ms": txn_timeout,
         "socket.timeout.ms": min(_knob(cfg, "socket_timeout_ms"), txn_timeout),
         # librdkafka's default (10 s) would measure its reconnect backoff, not the cluster's
-        # recovery; bench.py's failover runs use the same
+        # recovery; scripts/bench's failover runs use the same
         "reconnect.backoff.max.ms": 1000,
         # With every broker down at once librdkafka (2.16) "re-bootstraps": it drops the
         # brokers it knew, and a send_offsets_to_transaction() waiting for the group
@@ -592,8 +592,7 @@ def print_summary(result: dict) -> None:
 
 def launch_cluster(n: int, data: Path):
     """A fresh kaas cluster through the supervisor, on free ports."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.procs import ClusterProcess  # noqa: E402 — the project's own launcher
+    from kaas.testing import ClusterProcess  # the project's own launcher
 
     return ClusterProcess(data, n).start()
 

@@ -481,8 +481,7 @@ def run(brokers, messages, keys, partitions, pace_ms, commit_interval, kill_at, 
     if not os.access(quix_python, os.X_OK):
         raise click.ClickException(f"{quix_python} not found: run `make .venv-quix` (or pass --ensure-venv)")
     seed = seed if seed is not None else random.randrange(1 << 30)
-    sys.path.insert(0, str(ROOT))
-    from tests.procs import ClusterProcess  # noqa: E402 — the project's own launcher
+    from kaas.testing import ClusterProcess  # the project's own launcher
 
     work = Path(tempfile.mkdtemp(prefix="kaas-quix-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
     cluster = ClusterProcess(work / "data", brokers,

@@ -24,6 +24,8 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from tests.kafka import watermarks
+
 pytestmark = pytest.mark.slow
 
 
@@ -56,14 +58,6 @@ def consumer(bootstrap: str, **conf) -> Consumer:
     return Consumer({"bootstrap.servers": bootstrap, "group.id": f"admin-{uuid.uuid4()}",
                      "enable.auto.commit": False, "session.timeout.ms": 6000,
                      "heartbeat.interval.ms": 1000, **conf})
-
-
-def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
-    c = consumer(bootstrap)
-    try:
-        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=5, cached=False)
-    finally:
-        c.close()
 
 
 def describe_topic(admin: AdminClient, name: str):

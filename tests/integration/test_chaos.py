@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kaas import failpoints
-from tests.procs import BrokerProcess
+from kaas.testing import BrokerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

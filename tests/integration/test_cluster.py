@@ -17,7 +17,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import subprocess
 import sys
 
-from tests.procs import ClusterProcess, wait_ready
+from kaas.testing import ClusterProcess, wait_ready
+from tests.fixtures import cluster_fixture
+from tests.kafka import create_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -30,13 +32,7 @@ def controller_of(data: Path) -> int:
     return int(json.loads((cdir / f"epoch-{n}").read_text())["broker_id"])
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = ClusterProcess(tmp_path / "data", 3).start()
-    try:
-        yield c
-    finally:
-        c.stop()
+cluster = cluster_fixture(3)
 
 
 class Load:
@@ -135,8 +131,7 @@ def wait_acks(load: Load, more: int, timeout: float = 30.0) -> None:
 
 def test_failover_under_load_and_controller_loss(cluster):
     topic = f"chaos-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, TOPIC_PARTS, 1)])[topic].result(15)
+    create_topic(cluster.bootstrap, topic, TOPIC_PARTS, timeout=15)
     load = Load(cluster.bootstrap, topic).start()
     wait_acks(load, 500)
     kills = []

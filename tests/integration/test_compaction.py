@@ -10,13 +10,15 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
 from kaas.client import WireClient
 from kaas.wire.batch import build_batch
-from tests.procs import BrokerProcess, ClusterProcess
+from kaas.testing import BrokerProcess, ClusterProcess
+from tests.fixtures import broker_fixture
+from tests.kafka import create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -24,16 +26,12 @@ COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.
            "delete.retention.ms": "600000"}
 
 
-@pytest.fixture
-def cbroker(tmp_path):
-    with BrokerProcess(tmp_path / "data", extra=["--log-cleaner-backoff-ms", "200"]).running() as b:
-        yield b
+cbroker = broker_fixture(extra=["--log-cleaner-backoff-ms", "200"])
 
 
 def create(bootstrap: str, configs: dict | None = None) -> str:
     name = f"changelog-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, 1, 1, config=configs or COMPACT)])[name].result(10)
+    create_topic(bootstrap, name, 1, config=configs or COMPACT)
     return name
 
 
@@ -208,8 +206,7 @@ def test_cleaning_on_a_cluster_survives_the_leader_being_killed(tmp_path):
     gives the latest committed values throughout."""
     import signal
 
-    c = ClusterProcess(tmp_path / "data", 3, extra=["--log-cleaner-backoff-ms", "200"]).start()
-    try:
+    with ClusterProcess(tmp_path / "data", 3, extra=["--log-cleaner-backoff-ms", "200"]).running() as c:
         topic = create(c.bootstrap)
         expect = write_history(c.bootstrap, topic)
         deadline = time.monotonic() + 20
@@ -235,5 +232,3 @@ def test_cleaning_on_a_cluster_survives_the_leader_being_killed(tmp_path):
             time.sleep(0.2)
         check(c.bootstrap, topic, expect, written=280)
         assert not any("recovery_truncated" in c.broker_log(i) for i in range(3))
-    finally:
-        c.stop()

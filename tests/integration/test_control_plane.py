@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import pytest
 from confluent_kafka import KafkaException, Producer
@@ -18,12 +17,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 
 from kaas import failpoints
 from kaas.client import WireClient
-from tests.procs import ClusterProcess, wait_for
+from kaas.testing import ClusterProcess, wait_for
+from tests.fixtures import cluster_fixture
+from tests.kafka import uniq
 
-
-
-def uniq(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 def metadata(port: int, topic: str) -> dict[int, tuple[int, int]]:
@@ -46,13 +43,9 @@ def produce_all(bootstrap: str, topic: str, partitions: int) -> list:
     return errors
 
 
-@pytest.fixture(params=["inotify", "polling"])
-def cluster(request, tmp_path):
-    """With the doorbell, and with polling only (the rules an NFS volume leaves)."""
-    extra = [] if request.param == "inotify" else ["--no-inotify"]
-    c = ClusterProcess(tmp_path / "data", 3, extra=extra).start()
-    yield c
-    c.stop()
+cluster = cluster_fixture(3, params=["inotify", "polling"],
+                          extra=lambda mode: [] if mode == "inotify" else ["--no-inotify"],
+                          doc="With the doorbell, and with polling only (the rules an NFS volume leaves).")
 
 
 def test_create_then_produce_through_every_broker(cluster):
@@ -140,9 +133,8 @@ def test_death_notice_moves_keys_before_the_liveness_timeout(tmp_path):
     partitions are led by another broker within seconds: its supervisor reaped it and
     wrote a death notice, which every broker believes at once. The restarted incarnation
     is not taken for dead by that old notice."""
-    c = ClusterProcess(tmp_path / "data", 3, extra=["--session-timeout-ms", "20000"],
-                       supervisor_args=["--restart-delay", "15"]).start()
-    try:
+    with ClusterProcess(tmp_path / "data", 3, extra=["--session-timeout-ms", "20000"],
+                        supervisor_args=["--restart-delay", "15"]).running() as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
         topic = uniq("notice")
         admin.create_topics([NewTopic(topic, 6, 1)], operation_timeout=10)[topic].result()
@@ -167,5 +159,3 @@ def test_death_notice_moves_keys_before_the_liveness_timeout(tmp_path):
         wait_for(lambda: victim in {leader for _e, leader in metadata(c.ports[0], topic).values()},
                  15, "the restarted broker leads partitions again")
         assert produce_all(bootstrap0, topic, 6) == []
-    finally:
-        c.stop()

@@ -19,8 +19,9 @@ import pytest
 from confluent_kafka import Producer
 
 from kaas import failpoints
-from tests.integration.test_durability import create_topic, read_partitions
-from tests.procs import BrokerProcess
+from kaas.testing import BrokerProcess
+from tests.integration.test_durability import read_partitions
+from tests.kafka import create_topic
 
 pytestmark = pytest.mark.slow
 

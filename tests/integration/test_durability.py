@@ -12,14 +12,10 @@ from collections import defaultdict
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.kafka import create_topic
 
 pytestmark = pytest.mark.slow
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
 
 
 def read_partitions(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0):

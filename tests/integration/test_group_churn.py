@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 from kaas.client import WireClient
-from tests.procs import ClusterProcess, wait_for
+from kaas.testing import ClusterProcess, wait_for
+from tests.kafka import create_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -150,8 +150,7 @@ def test_a_group_finishes_rebalancing_while_its_coordinator_keeps_moving(tmp_pat
     topic, group = f"churn-{uuid.uuid4().hex[:6]}", f"churn-group-{uuid.uuid4().hex[:6]}"
     live = dead = newcomer = None
     try:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+        create_topic(cluster.bootstrap, topic, PARTITIONS, timeout=30)
         live = LiveMember(cluster.bootstrap, group, topic)
         dead = subprocess.Popen(
             [sys.executable, "-c", DEAD_MEMBER, cluster.bootstrap, group, topic, repr(CONSUMER)],

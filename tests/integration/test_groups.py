@@ -17,16 +17,16 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from kaas.storage.paths import encode_name
-from tests.procs import BrokerProcess
+from tests.fixtures import broker_fixture
+from tests.kafka import create_topic, uniq
 
 pytestmark = pytest.mark.slow
 
@@ -38,35 +38,10 @@ CONSUMER_TIMEOUTS = {"session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 
 
 # --------------------------------------------------------------------------- helpers
 
-@pytest.fixture(scope="module")
-def gbroker(tmp_path_factory):
-    """One broker for the tests that do not restart it (distinct topics and groups)."""
-    b = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", extra=GROUP_FLAGS).start()
-    try:
-        yield b
-    finally:
-        if b.proc is not None:
-            b.kill()
-
-
-@pytest.fixture
-def own_broker(tmp_path):
-    """A broker of its own, for tests that restart it or edit its data directory."""
-    b = BrokerProcess(tmp_path / "data", extra=GROUP_FLAGS).start()
-    try:
-        yield b
-    finally:
-        if b.proc is not None:
-            b.kill()
-
-
-def uniq(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+gbroker = broker_fixture(scope="module", name="groups", extra=GROUP_FLAGS,
+                         doc="One broker for the tests that do not restart it (distinct topics and groups).")
+own_broker = broker_fixture(extra=GROUP_FLAGS,
+                            doc="A broker of its own, for tests that restart it or edit its data directory.")
 
 
 def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: str) -> dict[int, list[int]]:

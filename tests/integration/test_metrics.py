@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.procs import BrokerProcess, ClusterProcess, free_port, free_ports
+from kaas.testing import BrokerProcess, ClusterProcess, free_port, free_ports
+from tests.kafka import create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +36,7 @@ def sample(samples, name: str, **labels) -> float:
 
 
 def produce_and_consume(bootstrap: str, topic: str, n: int, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
+    create_topic(bootstrap, topic, partitions)
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2})
     for i in range(n):
         p.produce(topic, f"v{i}".encode(), key=str(i).encode())
@@ -133,8 +132,7 @@ def test_cluster_metrics_base_port(tmp_path):
                        extra=["--no-fsync"])
     if mbase in c.ports or mbase + 1 in c.ports:
         pytest.skip("port ranges collided")
-    c.start()
-    try:
+    with c.running():
         produce_and_consume(c.bootstrap, "metrics-cluster", 100, 4)
         deadline = time.monotonic() + 15
         while True:
@@ -148,5 +146,3 @@ def test_cluster_metrics_base_port(tmp_path):
         assert sum(sample(m, "kaas_requests_total", api="Produce") for m in ms) > 0
         ids = sorted(k[1] for m in ms for k in m if k[0] == "kaas_broker_info")
         assert [dict(labels)["broker_id"] for labels in ids] == ["0", "1"]
-    finally:
-        c.stop()

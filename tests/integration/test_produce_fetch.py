@@ -8,7 +8,9 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+
+from tests.kafka import create_topic
 
 pytestmark = pytest.mark.slow
 
@@ -28,12 +30,6 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expect: int, timeou
     finally:
         c.close()
     return out
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futs = admin.create_topics([NewTopic(name, partitions, 1)])
-    futs[name].result(10)
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])

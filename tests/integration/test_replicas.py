@@ -19,7 +19,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaas.client import WireClient
-from tests.procs import ClusterProcess, wait_for
+from kaas.testing import ClusterProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -54,8 +54,7 @@ def produce_codes(bootstrap: str, topic: str, n_partitions: int, **conf) -> list
 @pytest.mark.cluster
 def test_replication_factor_isr_and_min_insync_replicas_on_three_brokers(tmp_path):
     # the supervisor restarts a killed broker after 10 s: long enough to see it dead
-    c = ClusterProcess(tmp_path / "data", 3, supervisor_args=["--restart-delay", "10"]).start()
-    try:
+    with ClusterProcess(tmp_path / "data", 3, supervisor_args=["--restart-delay", "10"]).running() as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
         topic, parts = "rf3", 3
         admin.create_topics([NewTopic(topic, parts, 3, config={"min.insync.replicas": "3"})])[topic].result(15)
@@ -108,8 +107,6 @@ def test_replication_factor_isr_and_min_insync_replicas_on_three_brokers(tmp_pat
         wait_for(lambda: all(sorted(p.isr_nodes) == [0, 1, 2] for p in partitions(c.ports[0], topic)),
                  25, "the restarted broker back in the ISR")
         assert produce_codes(c.bootstrap, topic, parts, acks="all") == [0] * parts
-    finally:
-        c.stop()
 
 
 # ---------------------------------------------------------------------------- one broker
@@ -220,8 +217,7 @@ def test_librdkafka_transaction_scenarios_on_replication_factor_3_topics(tmp_pat
 
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    c = ClusterProcess(tmp_path / "data", 3).start()
-    try:
+    with ClusterProcess(tmp_path / "data", 3).running() as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
         src, dst = "rdk-0103-in", "rdk-0103-out"
         fs = admin.create_topics([NewTopic(src, 3, 3), NewTopic(dst, 3, 3)])
@@ -329,5 +325,3 @@ def test_librdkafka_transaction_scenarios_on_replication_factor_3_topics(tmp_pat
         assert ei.value.args[0].fatal() or ei.value.args[0].code() in (
             KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
         assert b"zombie" not in read(src)
-    finally:
-        c.stop()

@@ -10,7 +10,6 @@ duplicated. A broker whose heartbeat cannot be written fences itself and comes b
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -18,18 +17,16 @@ from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
 from kaas.client import WireClient
-from tests.integration.test_transactions import SWEEP_ENV, create_topic, read_all, txn_producer, values
-from tests.procs import BrokerProcess, wait_for
+from tests.fixtures import broker_fixture
+from tests.kafka import SWEEP_ENV, create_topic, read_to_end, txn_producer, uniq, values
+from kaas.testing import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def disk_broker(tmp_path_factory):
-    """One broker for the module (distinct topics, groups and transactional ids)."""
-    with BrokerProcess(tmp_path_factory.mktemp("disk") / "data", env=SWEEP_ENV,
-                      extra=["--group-initial-rebalance-delay-ms", "0"]).running() as b:
-        yield b
+disk_broker = broker_fixture(scope="module", name="disk", env=SWEEP_ENV,
+                             extra=["--group-initial-rebalance-delay-ms", "0"],
+                             doc="One broker for the module (distinct topics, groups and transactional ids).")
 
 
 def _count(b: BrokerProcess, event: str) -> int:
@@ -49,10 +46,6 @@ def disarm(b: BrokerProcess) -> None:
     seen = _count(b, "failpoints_cleared")
     failpoints.disarm(b.data / "run", b.broker_id)
     wait_for(lambda: _count(b, "failpoints_cleared") > seen, 10, "failpoints cleared")
-
-
-def uniq(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 # ----------------------------------------------------------------------------- slot file
@@ -75,13 +68,13 @@ def test_commit_on_a_full_disk_is_retriable_and_commits_once_it_has_room(disk_br
         p.commit_transaction(2)  # every EndTxn gets COORDINATOR_NOT_AVAILABLE
     err = exc.value.args[0]
     assert err.retriable() and not err.txn_requires_abort() and not err.fatal(), err
-    assert values(read_all(bs, topic, 2, "read_committed")) == []  # nothing decided yet
+    assert values(read_to_end(bs, topic, 2, "read_committed")) == []  # nothing decided yet
     assert _count(b, "txn_slot_write_failed") > 0
 
     disarm(b)
     p.commit_transaction(10)  # the same commit, resumed
-    assert sorted(values(read_all(bs, topic, 2, "read_committed"))) == sorted(sent)
-    assert len(read_all(bs, topic, 2, "read_uncommitted")) == len(sent)
+    assert sorted(values(read_to_end(bs, topic, 2, "read_committed"))) == sorted(sent)
+    assert len(read_to_end(bs, topic, 2, "read_uncommitted")) == len(sent)
     assert b.alive()
 
 
@@ -148,7 +141,7 @@ def test_init_producer_id_when_the_pid_block_cannot_be_written(broker):
     assert p.flush(1.5) == 1
     disarm(b)
     assert p.flush(10) == 0
-    assert values(read_all(bs, topic, 1, "read_uncommitted")) == [b"after-eio"]
+    assert values(read_to_end(bs, topic, 1, "read_uncommitted")) == [b"after-eio"]
     assert not (b.data / "__cluster" / "producer_ids" / "kaas-0.json.tmp").exists()
     assert _count(b, "pid_block_write_failed") > 0
 
@@ -183,7 +176,7 @@ def test_a_short_fence_log_write_is_retried_and_fences_the_zombie(disk_broker):
     zombie.produce(topic, value=b"zombie")
     with pytest.raises(KafkaException):
         zombie.commit_transaction(10)
-    assert values(read_all(bs, topic, 1, "read_committed")) == [b"successor"]
+    assert values(read_to_end(bs, topic, 1, "read_committed")) == [b"successor"]
 
 
 # ----------------------------------------------------------------------------- topic files
@@ -250,5 +243,5 @@ def test_a_broker_that_cannot_write_its_heartbeat_fences_itself_and_recovers(dis
     disarm(b)
     assert p.flush(10) == 0
     wait_for(lambda: _count(b, "lease_lapsed") > lapsed, 5, "the lease renewed after the lapse")
-    assert values(read_all(bs, topic, 1, "read_uncommitted")) == [b"before", b"during"]
+    assert values(read_to_end(bs, topic, 1, "read_uncommitted")) == [b"before", b"during"]
     assert b.alive()

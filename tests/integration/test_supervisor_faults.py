@@ -20,7 +20,7 @@ import pytest
 
 from kaas import failpoints
 from kaas.client import WireClient
-from tests.procs import ClusterProcess, free_ports, wait_ready, wait_for
+from kaas.testing import ClusterProcess, free_ports, wait_ready, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -49,8 +49,7 @@ def started_pids(text: str, broker_id: int) -> list[tuple[int, str]]:
 
 
 def test_supervisor_survives_failing_pid_and_log_files(tmp_path):
-    c = ClusterProcess(tmp_path / "data", 2).start()
-    try:
+    with ClusterProcess(tmp_path / "data", 2).running() as c:
         run = c.data / "run"
         pid0, pid1 = c.pid(0), c.pid(1)
         log = c.log_path
@@ -93,8 +92,6 @@ def test_supervisor_survives_failing_pid_and_log_files(tmp_path):
         wait_for(lambda: any(p == newer for p, _ in started_pids(log.read_text(errors="replace"), 0)), 10)
         assert started_pids(log.read_text(errors="replace"), 0)[-1] == (newer, f" port={c.ports[0]}")
         assert c.proc.poll() is None
-    finally:
-        c.stop()
     assert c.log_path.read_text(errors="replace").rstrip().endswith("[kaas-cluster] all brokers stopped")
 
 
@@ -165,8 +162,7 @@ def test_supervisor_on_a_full_tmpfs(tiny_tmpfs):
     data = tiny_tmpfs / "data"
     c = ClusterProcess(data, 1)
     c.log_path = tiny_tmpfs.parent / f"supervisor-{uuid.uuid4().hex}.log"  # off the full volume
-    c.start()
-    try:
+    with c.running():
         pid0 = c.pid(0)
         filler = tiny_tmpfs / "filler"
         fill(filler)
@@ -185,5 +181,3 @@ def test_supervisor_on_a_full_tmpfs(tiny_tmpfs):
         wait_for(lambda: (data / "run" / "kaas-0.pid").exists(), 10, "pid file written again")
         last = started_pids(log.read_text(errors="replace"), 0)[-1][0]
         assert c.pid(0) == last and alive(last)
-    finally:
-        c.stop()

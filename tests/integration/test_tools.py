@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,8 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kaas.cli import cli
-from tests.procs import ClusterProcess
+from kaas.testing import ClusterProcess, wait_for
+from tests.kafka import uniq
 
 pytestmark = pytest.mark.slow
 
@@ -42,21 +42,6 @@ def fails(*args: str) -> str:
     res = invoke(*args)
     assert res.exit_code != 0, (args, res.output)
     return res.output
-
-
-def uniq(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def wait_for(fn, what: str, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
@@ -94,7 +79,7 @@ def test_topics(shared_broker):
     listed = {r["name"]: r for r in run("topics", "list", "--bootstrap", bs)}
     assert listed[name]["partition_count"] == 3 and listed[name]["topic_id"] == out["topic_id"]
 
-    rows = wait_for(lambda: leaders_ready(bs, name), "leaders of the new topic")
+    rows = wait_for(lambda: leaders_ready(bs, name), what="leaders of the new topic", timeout=15.0, interval=0.1)
     (d,) = rows
     assert d["name"] == name and d["topic_id"] == out["topic_id"] and d["partition_count"] == 3
     assert [p["partition"] for p in d["partitions"]] == [0, 1, 2]
@@ -126,7 +111,7 @@ def test_groups(shared_broker):
     bs = shared_broker.bootstrap
     topic, group = uniq("tools-gt"), uniq("tools-g")
     run("topics", "create", topic, "--partitions", "2", "--bootstrap", bs)
-    wait_for(lambda: leaders_ready(bs, topic), "leaders")
+    wait_for(lambda: leaders_ready(bs, topic), what="leaders", timeout=15.0, interval=0.1)
     produce(bs, topic, {0: 5, 1: 5})
 
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
@@ -164,7 +149,8 @@ def test_groups(shared_broker):
     finally:
         c.close()
 
-    wait_for(lambda: run("groups", "describe", group, "--bootstrap", bs)["state"] == "Empty", "an Empty group")
+    wait_for(lambda: run("groups", "describe", group, "--bootstrap", bs)["state"] == "Empty", what="an Empty group",
+             timeout=15.0, interval=0.1)
     plan = run("groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--bootstrap", bs)
     assert plan["executed"] is False
     assert [(o["partition"], o["current_offset"], o["new_offset"]) for o in plan["offsets"]] == [(0, 3, 0), (1, 5, 0)]
@@ -198,14 +184,14 @@ def test_groups(shared_broker):
 
 
 def test_cluster_topics_groups_and_inspect(tmp_path):
-    cluster = ClusterProcess(tmp_path / "data", 3).start()
-    try:
+    with ClusterProcess(tmp_path / "data", 3).running() as cluster:
         bs = cluster.bootstrap
         first = f"127.0.0.1:{cluster.ports[0]}"
         topic = uniq("tools-ct")
         run("topics", "create", topic, "--partitions", "6", "--bootstrap", first)
         rows = wait_for(lambda: (r := leaders_ready(bs, topic)) and
-                        {p["leader"] for p in r[0]["partitions"]} == {0, 1, 2} and r, "leaders on every broker", 30)
+                        {p["leader"] for p in r[0]["partitions"]} == {0, 1, 2} and r, what="leaders on every broker",
+                        timeout=30, interval=0.1)
         parts = rows[0]["partitions"]
         produce(bs, topic, {p: 2 for p in range(6)})
 
@@ -246,8 +232,6 @@ def test_cluster_topics_groups_and_inspect(tmp_path):
         assert topic in {t["name"] for t in info["topics"]}
         text = human("inspect", "cluster", "--data", cluster.data)
         assert "Assignment: version" in text and "Marker queues" in text
-    finally:
-        cluster.stop()
 
 
 # --------------------------------------------------------------------------- offline inspectors
@@ -270,7 +254,7 @@ def test_inspect_offline(broker):
     bs, data = broker.bootstrap, broker.data
     topic = "tools-insp"
     run("topics", "create", topic, "--partitions", "1", "--bootstrap", bs)
-    wait_for(lambda: leaders_ready(bs, topic), "leader")
+    wait_for(lambda: leaders_ready(bs, topic), what="leader", timeout=15.0, interval=0.1)
     p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 50})
     for i in range(3):
         p.produce(topic, value=f"plain-{i}".encode(), partition=0)
@@ -409,7 +393,7 @@ def test_inspect_cluster_shows_the_live_high_watermark(broker):
     bs, data = broker.bootstrap, broker.data
     topic = "tools-hw"
     run("topics", "create", topic, "--partitions", "1", "--config", "segment.bytes=4096", "--bootstrap", bs)
-    wait_for(lambda: leaders_ready(bs, topic), "leader")
+    wait_for(lambda: leaders_ready(bs, topic), what="leader", timeout=15.0, interval=0.1)
     for _ in range(10):  # at least ten batches of ~6 KB: at least ten segments
         produce(bs, topic, {0: 500})
     info = run("inspect", "cluster", "--data", data)

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import ast
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgpack
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from kaas import configs
 from kaas.settings import Settings
-from tests.procs import BrokerProcess
+from kaas.testing import BrokerProcess, wait_for
+from tests.fixtures import broker_fixture
+from tests.kafka import uniq, watermarks
 
 pytestmark = pytest.mark.slow
 
@@ -131,21 +132,13 @@ def test_honoured_keys_point_at_real_tests(name, ref):
 # --------------------------------------------------------------------------- a real broker
 
 
-@pytest.fixture(scope="module")
-def cfg_broker(tmp_path_factory):
-    """One broker whose retention runs every 200 ms (topics are named per test)."""
-    with BrokerProcess(tmp_path_factory.mktemp("topic-configs") / "data",
-                      extra=["--retention-check-ms", "200"]).running() as b:
-        yield b
+cfg_broker = broker_fixture(scope="module", name="topic-configs", extra=["--retention-check-ms", "200"],
+                            doc="One broker whose retention runs every 200 ms (topics are named per test).")
 
 
 @pytest.fixture(scope="module")
 def admin(cfg_broker):
     return AdminClient({"bootstrap.servers": cfg_broker.bootstrap})
-
-
-def uniq(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def create(admin: AdminClient, name: str, config: dict[str, str]) -> None:
@@ -236,25 +229,8 @@ def produce(bootstrap: str, topic: str, values: list[bytes], timestamp: int = 0)
     return errors
 
 
-def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": uniq("cfg")})
-    try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5, cached=False)
-    finally:
-        c.close()
-
-
 def segment_files(broker: BrokerProcess, topic: str) -> list[Path]:
     return sorted((broker.data / "data" / topic / "0").glob("*.log"))
-
-
-def wait_for(fn, what: str, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while not (value := fn()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-    return value
 
 
 def test_segment_bytes_and_index_interval_bytes(admin, cfg_broker):
@@ -290,7 +266,7 @@ def test_retention_ms_deletes_old_segments(admin, cfg_broker):
     two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
     produce(cfg_broker.bootstrap, old, [b"o" * 500] * 24, timestamp=two_hours_ago)
     produce(cfg_broker.bootstrap, young, [b"y" * 500] * 24)
-    low, high = wait_for(lambda: (w := watermarks(cfg_broker.bootstrap, old))[0] > 0 and w, "retention by time")
+    low, high = wait_for(lambda: (w := watermarks(cfg_broker.bootstrap, old))[0] > 0 and w, what="retention by time", timeout=10.0, interval=0.1)
     assert high == 24 and len(segment_files(cfg_broker, old)) == 1  # only the active one is left
     assert low == int(segment_files(cfg_broker, old)[0].name[:20])
     time.sleep(1.0)  # five retention passes
@@ -305,7 +281,7 @@ def test_retention_bytes_deletes_the_oldest_segments(admin, cfg_broker):
     produce(cfg_broker.bootstrap, topic, [b"b" * 500] * 48)
     assert watermarks(cfg_broker.bootstrap, topic) == (0, 48)
     alter(admin, topic, {"segment.bytes": "4096", "retention.bytes": "8192"})
-    low, high = wait_for(lambda: (w := watermarks(cfg_broker.bootstrap, topic))[0] > 0 and w, "retention by size")
+    low, high = wait_for(lambda: (w := watermarks(cfg_broker.bootstrap, topic))[0] > 0 and w, what="retention by size", timeout=10.0, interval=0.1)
     sizes = [s.stat().st_size for s in segment_files(cfg_broker, topic)]
     assert high == 48 and sum(sizes) - sizes[0] < 8192 <= sum(sizes)
 

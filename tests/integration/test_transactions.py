@@ -13,77 +13,28 @@ import asyncio
 import collections
 import threading
 import time
-import uuid
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaas import failpoints
-from tests.procs import BrokerProcess, wait_for
+from kaas.testing import BrokerProcess, wait_for
+from tests.fixtures import broker_fixture
+from tests.kafka import SWEEP_ENV, create_topic, read_to_end, txn_producer, values
 
 pytestmark = pytest.mark.slow
-
-SWEEP_ENV = {"KAAS_TXN_SWEEP_MS": "500"}
-
 
 # ----------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def txn_broker(tmp_path_factory):
-    """One broker for the module's tests (distinct topics and transactional ids)."""
-    with BrokerProcess(tmp_path_factory.mktemp("txn") / "data", env=SWEEP_ENV,
-                         extra=["--group-initial-rebalance-delay-ms", "0"]).running() as b:
-        yield b
-
-
-@pytest.fixture
-def fresh_broker(tmp_path):
-    """A broker of its own, for tests that kill and restart it."""
-    with BrokerProcess(tmp_path / "data", env=SWEEP_ENV).running() as b:
-        yield b
+txn_broker = broker_fixture(scope="module", name="txn", env=SWEEP_ENV,
+                            extra=["--group-initial-rebalance-delay-ms", "0"],
+                            doc="One broker for the module's tests (distinct topics and transactional ids).")
+fresh_broker = broker_fixture(env=SWEEP_ENV, doc="A broker of its own, for tests that kill and restart it.")
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
-
-
-def txn_producer(bootstrap: str, txn_id: str, **conf) -> Producer:
-    return Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **conf})
-
-
-def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, timeout: float = 20.0) -> list:
-    """Every message up to the end (the LSO for read_committed) of each partition."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                  "isolation.level": isolation, "enable.auto.commit": False,
-                  "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    out, eof = [], set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(eof) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                    continue
-                raise AssertionError(m.error())
-            out.append(m)
-    finally:
-        c.close()
-    assert len(eof) == partitions, f"no EOF on every partition of {topic} within {timeout}s"
-    return out
-
-
-def values(msgs) -> list[bytes]:
-    return [m.value() for m in msgs]
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -120,8 +71,8 @@ def test_commit_visible_abort_invisible(txn_broker):
     first = txn("c1", True)
     aborted = txn("a", False)
     second = txn("c2", True)
-    assert sorted(values(read_all(bs, topic, 3, "read_committed"))) == sorted(first + second)
-    assert sorted(values(read_all(bs, topic, 3, "read_uncommitted"))) == sorted(first + aborted + second)
+    assert sorted(values(read_to_end(bs, topic, 3, "read_committed"))) == sorted(first + second)
+    assert sorted(values(read_to_end(bs, topic, 3, "read_uncommitted"))) == sorted(first + aborted + second)
 
 
 def test_consume_process_produce_offsets_follow_commits(txn_broker):
@@ -175,11 +126,11 @@ def test_consume_process_produce_offsets_follow_commits(txn_broker):
         consumer.close()
     assert aborted_rounds == 1
     assert done == 40
-    out = values(read_all(bs, dst, 2, "read_committed"))
+    out = values(read_to_end(bs, dst, 2, "read_committed"))
     assert sorted(out) == sorted(f"out-m{i}".encode() for i in range(40))
     assert committed_offsets(bs, group, src, 2) == {0: 20, 1: 20}
     # the aborted round's records are in the log, but only read_uncommitted sees them
-    assert len(read_all(bs, dst, 2, "read_uncommitted")) > 40
+    assert len(read_to_end(bs, dst, 2, "read_uncommitted")) > 40
 
 
 def test_zombie_fenced_everywhere(txn_broker):
@@ -226,9 +177,9 @@ def test_zombie_fenced_everywhere(txn_broker):
     successor.begin_transaction()
     successor.produce(topic, value=b"successor", partition=1)
     successor.commit_transaction(10)
-    got = sorted(values(read_all(bs, topic, 3, "read_committed")))
+    got = sorted(values(read_to_end(bs, topic, 3, "read_committed")))
     assert got == sorted([b"first"] * 3 + [b"successor"])
-    assert not any(v.startswith(b"zombie") for v in values(read_all(bs, topic, 3, "read_uncommitted")))
+    assert not any(v.startswith(b"zombie") for v in values(read_to_end(bs, topic, 3, "read_uncommitted")))
 
 
 def test_reaper_aborts_timed_out_transaction(txn_broker):
@@ -246,13 +197,13 @@ def test_reaper_aborts_timed_out_transaction(txn_broker):
     other.produce(topic, value=b"after", partition=0)
     other.commit_transaction(10)
     # the open transaction holds the LSO: nothing is visible yet (unless the reaper was fast)
-    early = values(read_all(bs, topic, 1, "read_committed", timeout=5))
+    early = values(read_to_end(bs, topic, 1, "read_committed", timeout=5))
     if time.monotonic() - opened < 1.9:
         assert early == []
     deadline = time.monotonic() + 15
     seen: list[bytes] = []
     while time.monotonic() < deadline:
-        seen = values(read_all(bs, topic, 1, "read_committed"))
+        seen = values(read_to_end(bs, topic, 1, "read_committed"))
         if seen:
             break
         time.sleep(0.3)
@@ -260,7 +211,7 @@ def test_reaper_aborts_timed_out_transaction(txn_broker):
     assert "txn_timed_out_aborting" in txn_broker.log_text()
     with pytest.raises(KafkaException):  # the reaper bumped the epoch: the producer is fenced
         stuck.commit_transaction(10)
-    assert sorted(values(read_all(bs, topic, 1, "read_uncommitted"))) == [b"after", b"stuck"]
+    assert sorted(values(read_to_end(bs, topic, 1, "read_uncommitted"))) == [b"after", b"stuck"]
 
 
 def test_admin_apis_describe_and_list(txn_broker):
@@ -420,7 +371,7 @@ class TxnLoop:
 
 def check_exactly_once(bootstrap: str, topic: str, loop: TxnLoop) -> None:
     assert loop.error is None, loop.error
-    msgs = read_all(bootstrap, topic, 2, "read_committed", timeout=30)
+    msgs = read_to_end(bootstrap, topic, 2, "read_committed", timeout=30)
     per_txn = collections.Counter(int(m.key()) for m in msgs)
     vals = [m.value() for m in msgs]
     assert len(vals) == len(set(vals)), "a record is visible twice"
@@ -473,7 +424,7 @@ def test_three_brokers_sigkill_a_partition_leader(tmp_path):
     SIGKILLed, its queue is claimed by a survivor and forwarded to the new leader: the
     committed transactions stay exactly-once."""
     from kaas.domain import routing
-    from tests.procs import free_ports
+    from kaas.testing import free_ports
 
     base = free_ports(3)
     brokers = [BrokerProcess(tmp_path / "data", i, base + i, env=SWEEP_ENV) for i in range(3)]

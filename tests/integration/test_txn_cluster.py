@@ -39,19 +39,21 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from kaas import failpoints
 from kaas.domain import routing
-from tests.procs import ClusterProcess, wait_for
+from kaas.testing import ClusterProcess, wait_for
+from tests import kafka
+from tests.fixtures import cluster_fixture
+from tests.kafka import SWEEP_ENV, read_to_end, values
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 BROKERS = [0, 1, 2]
-SWEEP_ENV = {"KAAS_TXN_SWEEP_MS": "500"}
 PARTS = 6  # per topic: the balancer spreads them, two per broker
 
 CRASH_POINTS = [
@@ -65,17 +67,14 @@ CRASH_POINTS = [
 # ----------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = ClusterProcess(tmp_path_factory.mktemp("txn-cluster") / "data", 3, env=SWEEP_ENV,
-                       extra=["--group-initial-rebalance-delay-ms", "0"]).start()
-    try:
-        wait_healthy(c)
-        yield c
-    finally:
-        for bid in BROKERS:
-            failpoints.disarm(c.data / "run", bid)
-        c.stop()
+def _disarm_all(c: ClusterProcess) -> None:
+    for bid in BROKERS:
+        failpoints.disarm(c.data / "run", bid)
+
+
+cluster = cluster_fixture(3, scope="module", name="txn-cluster", env=SWEEP_ENV,
+                          extra=["--group-initial-rebalance-delay-ms", "0"],
+                          ready=lambda c: wait_healthy(c), before_stop=_disarm_all)
 
 
 # ----------------------------------------------------------------------------- placement
@@ -142,8 +141,8 @@ def pick_group(prefix: str, owner: int) -> str:
 
 def create_topic(bootstrap: str, name: str, partitions: int = PARTS) -> dict[int, int]:
     """Create a topic; returns {leader broker: a partition it leads} once every broker leads one."""
+    kafka.create_topic(bootstrap, name, partitions, timeout=15)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
 
     def led() -> dict[int, int] | None:
         md = admin.list_topics(name, timeout=5).topics[name]
@@ -161,37 +160,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = PARTS) -> dict[int
 
 
 def txn_producer(bootstrap: str, txn_id: str, **conf) -> Producer:
-    return Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
-                     "transaction.timeout.ms": 60000, **conf})
-
-
-def read(bootstrap: str, topic: str, partitions: list[int], isolation: str, timeout: float = 20.0) -> list:
-    """Every message up to the end (the LSO for read_committed) of the given partitions."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                  "isolation.level": isolation, "enable.auto.commit": False,
-                  "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    out, eof = [], set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(eof) < len(partitions) and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                    continue
-                raise AssertionError(m.error())
-            out.append(m)
-    finally:
-        c.close()
-    assert len(eof) == len(partitions), f"no EOF on every partition of {topic} within {timeout}s"
-    return out
-
-
-def values(msgs) -> list[bytes]:
-    return [m.value() for m in msgs]
+    return kafka.txn_producer(bootstrap, txn_id, **{"transaction.timeout.ms": 60000, **conf})
 
 
 def by_partition(msgs) -> dict[int, list[bytes]]:
@@ -319,7 +288,7 @@ def test_consume_process_produce_across_brokers(cluster):
         consumer.close()
     assert aborted_rounds == 1 and done == n, (aborted_rounds, done)
     assert committed(bs, group, src, [in_part]) == {in_part: n}
-    out = read(bs, dst, out_parts, "read_committed")
+    out = read_to_end(bs, dst, out_parts, "read_committed")
     assert sorted(values(out)) == sorted(f"out-m{i}".encode() for i in range(n))
     # each output went to its partition: markers landed on the coordinator's own partition
     # and, through the marker queue, on both peers'
@@ -327,7 +296,7 @@ def test_consume_process_produce_across_brokers(cluster):
         assert m.partition() == out_parts[int(m.value()[5:]) % 3]
     # the aborted round's records are in the logs (read_uncommitted sees them, and their
     # reprocessed copies): each output twice if it was in the aborted round, else once
-    uncommitted = collections.Counter(values(read(bs, dst, out_parts, "read_uncommitted")))
+    uncommitted = collections.Counter(values(read_to_end(bs, dst, out_parts, "read_uncommitted")))
     assert uncommitted == collections.Counter(values(out) + aborted_vals)
 
 
@@ -430,10 +399,10 @@ def test_zombie_fenced_across_brokers(cluster):
         for p in parts:
             successor.produce(topic, value=f"successor-{round_}".encode(), partition=p)
         successor.commit_transaction(30)
-    got = by_partition(read(bs, topic, parts, "read_committed"))
+    got = by_partition(read_to_end(bs, topic, parts, "read_committed"))
     for p in parts:
         assert got[p] == [b"first", b"successor-0", b"successor-1"], (p, got[p])
-    everything = values(read(bs, topic, parts, "read_uncommitted"))
+    everything = values(read_to_end(bs, topic, parts, "read_uncommitted"))
     assert not [v for v in everything if v.startswith(b"zombie")], "a zombie record reached a log"
     assert everything.count(b"open") == 2  # A's aborted records: in the log, never committed
 
@@ -546,13 +515,13 @@ class CrashCase:
         p.produce(self.topic, value=b"after", partition=self.p_o)
         p.commit_transaction(30)
 
-        got = by_partition(read(bs, self.topic, [self.p_t, self.p_o], "read_committed"))
+        got = by_partition(read_to_end(bs, self.topic, [self.p_t, self.p_o], "read_committed"))
         mid_t, mid_o = (self.vals[0::2], self.vals[1::2]) if commit else ([], [])
         assert got.get(self.p_t) == [b"base", *mid_t, b"after"], ("coordinator-led", outcome, errors)
         assert got.get(self.p_o) == [b"base", *mid_o, b"after"], ("peer-led", outcome, errors)
         assert committed(bs, self.group, self.topic, [self.p_t]) == {self.p_t: 10 if commit else 5}
         # read_uncommitted: every record once in the log (a retried EndTxn duplicated nothing)
-        raw = values(read(bs, self.topic, [self.p_t, self.p_o], "read_uncommitted"))
+        raw = values(read_to_end(bs, self.topic, [self.p_t, self.p_o], "read_uncommitted"))
         assert sorted(raw) == sorted([b"base"] * 2 + self.vals + [b"after"] * 2)
         entry = slot_entry(data, self.txn_id)
         assert entry["state"] == "CompleteCommit"
@@ -698,7 +667,7 @@ def test_dead_brokers_marker_queue_is_claimed(cluster):
         wait_for(lambda: {f.parent.name for f in queued_for_pid(data, producer_id)} == {f"to-{O}"}, 5,
                  "the entries in the stopped broker's queue")
         wait_for(lambda: not queued_for_pid(data, producer_id), 30, "the claim and the forwarded markers")
-        got = by_partition(read(bs, topic, [p_t, p_o], "read_committed"))
+        got = by_partition(read_to_end(bs, topic, [p_t, p_o], "read_committed"))
         assert got.get(p_t) == vals[0::2] and got.get(p_o) == vals[1::2], got
         assert committed(bs, group, topic, [p_o]) == {p_o: 3}
     finally:
@@ -712,7 +681,7 @@ def test_dead_brokers_marker_queue_is_claimed(cluster):
     p.begin_transaction()
     p.produce(topic, value=b"after", partition=p_o)
     p.commit_transaction(30)
-    got = by_partition(read(bs, topic, [p_t, p_o], "read_committed"))
+    got = by_partition(read_to_end(bs, topic, [p_t, p_o], "read_committed"))
     assert got.get(p_o) == vals[1::2] + [b"after"]
 
 
@@ -750,19 +719,19 @@ def test_write_txn_markers_from_a_peer(cluster):
     assert p.flush(15) == 0
     entry = slot_entry(data, txn_id)
     assert entry["state"] == "Ongoing"
-    assert read(bs, topic, [led[O]], "read_committed", timeout=2) == []
+    assert read_to_end(bs, topic, [led[O]], "read_committed", timeout=2) == []
     with WireClient("127.0.0.1", cluster.ports[O]) as wc:
         codes = _write_markers(wc, entry["producer_id"], entry["producer_epoch"], True,
                                [(topic, led[O]), (topic, led[T]), ("no-such-topic", 0)])
     assert codes == {(topic, led[O]): ErrorCode.none, (topic, led[T]): ErrorCode.not_leader_or_follower,
                      ("no-such-topic", 0): ErrorCode.unknown_topic_or_partition}
-    assert values(read(bs, topic, [led[O]], "read_committed")) == [b"early"]
+    assert values(read_to_end(bs, topic, [led[O]], "read_committed")) == [b"early"]
     p.commit_transaction(30)
     wait_for(lambda: slot_entry(data, txn_id)["state"] == "CompleteCommit", 10, "CompleteCommit on file")
     p.begin_transaction()
     p.produce(topic, value=b"next", partition=led[O])
     p.commit_transaction(30)
-    assert values(read(bs, topic, [led[O]], "read_committed")) == [b"early", b"next"]
+    assert values(read_to_end(bs, topic, [led[O]], "read_committed")) == [b"early", b"next"]
     assert not queued_for_pid(data, entry["producer_id"])  # the peer link carried the markers
 
 
@@ -945,7 +914,7 @@ def test_paused_coordinator_answers_what_it_held_and_commits_resume(cluster):
     assert loop.fatal is None, (loop.fatal, loop.errors)
     assert first is not None and first < 30, f"first commit {first} s after SIGCONT; errors {loop.errors}"
     wait_healthy(cluster)
-    got = by_partition(read(bs, topic, parts, "read_committed"))
+    got = by_partition(read_to_end(bs, topic, parts, "read_committed"))
     for part in parts:
         assert got.get(part, []) == loop.committed, (part, loop.errors)
 
@@ -979,6 +948,6 @@ def test_coordinator_paused_past_the_request_timeout_abort_is_not_fatal(cluster)
     assert loop.fatal is None, (loop.fatal, loop.errors)
     assert slot_entry(data, txn_id)["producer_epoch"] > epoch_before  # the KIP-360 bump
     wait_healthy(cluster)
-    got = by_partition(read(bs, topic, parts, "read_committed"))
+    got = by_partition(read_to_end(bs, topic, parts, "read_committed"))
     for part in parts:
         assert got.get(part, []) == loop.committed, (part, loop.errors)

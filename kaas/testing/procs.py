@@ -1,4 +1,4 @@
-"""Real broker processes for tests: a single broker, or a cluster through the supervisor."""
+"""Real broker processes for tests and scripts: a single broker, or a cluster through the supervisor."""
 
 from __future__ import annotations
 
@@ -195,6 +195,15 @@ class ClusterProcess:
             wait_ready("127.0.0.1", port, timeout=timeout, proc=self.proc)
         self.wait_formed(timeout)
         return self
+
+    @contextmanager
+    def running(self, timeout: float = 30.0) -> Iterator[ClusterProcess]:
+        """Start the cluster, yield it, stop it (SIGTERM to the supervisor) at the end."""
+        self.start(timeout)
+        try:
+            yield self
+        finally:
+            self.stop()
 
     def wait_formed(self, timeout: float = 30.0) -> None:
         """Wait until every broker's Metadata lists all N brokers and names a controller."""
