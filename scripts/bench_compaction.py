@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import MIB  # noqa: E402 — scripts/bench, the benchmark package
 from bench.targets import tmp_base  # noqa: E402
+
 from kaas.storage import cleaner  # noqa: E402
 from kaas.testing import ClusterProcess  # noqa: E402
 
@@ -258,7 +259,8 @@ def run_cost(pairs: int, seconds: float) -> dict:
 def run_read(updates: int, keys: int) -> dict:
     with Cluster(backoff_ms=500) as cl:
         changelog, small = "changelog", "ten-k"
-        create(cl.bootstrap, changelog, {**COMPACT, "segment.bytes": str(16 * MIB), "min.cleanable.dirty.ratio": "0.01"})
+        create(cl.bootstrap, changelog,
+               {**COMPACT, "segment.bytes": str(16 * MIB), "min.cleanable.dirty.ratio": "0.01"})
         create(cl.bootstrap, small, {})
         t0 = time.perf_counter()
         produce_keyed(cl.bootstrap, changelog, updates, 100, keys)

@@ -61,6 +61,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import eos_harness  # noqa: E402
 import timeline  # noqa: E402
+
 from kaas import failpoints  # noqa: E402
 from kaas.domain.routing import txn_slot  # noqa: E402
 from kaas.testing import ClusterProcess  # noqa: E402
@@ -72,7 +73,8 @@ ARM_WAIT_S = 8.0  # a point not hit within this long is skipped
 SETTLE_S = 2.0  # after a crash, before arming the next point
 FIRST_FAULT_S = 2.0  # after the first committed transaction, before the first fault
 DISK_FULL_ROUNDS = 3  # disk-full: how often the volume is filled and freed
-DISK_FULL_HOLD_S = float(os.environ.get("KAAS_CHAOS_DISK_FULL_HOLD_S", "4"))  # disk-full: how long the volume stays full
+# disk-full: how long the volume stays full
+DISK_FULL_HOLD_S = float(os.environ.get("KAAS_CHAOS_DISK_FULL_HOLD_S", "4"))
 DISK_FULL_GAP_S = 6.0  # disk-full: how long it has room between two full spells
 DISK_FULL_SIZE = "256m"  # disk-full: the tmpfs holding the cluster's data directory
 CONT_SECONDS = 60.0  # continuous: how long the faults go on

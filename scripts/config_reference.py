@@ -20,9 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import docgen  # noqa: E402  (scripts/docgen.py, beside this file)
-
 import click  # noqa: E402
+import docgen  # noqa: E402  (scripts/docgen.py, beside this file)
 
 DOC = ROOT / "README.rst"
 ENV_PREFIX = "KAAS"
@@ -36,7 +35,8 @@ def _flag(p: click.Option) -> str:
     if isinstance(p.type, click.Choice):
         metavar = "{" + "|".join(map(str, p.type.choices)) + "}"
     else:
-        metavar = {"integer": "INT", "float": "FLOAT", "path": "PATH", "text": "TEXT"}.get(p.type.name, p.type.name.upper())
+        names_of = {"integer": "INT", "float": "FLOAT", "path": "PATH", "text": "TEXT"}
+        metavar = names_of.get(p.type.name, p.type.name.upper())
     return f"``{names} {metavar}``"
 
 

@@ -369,7 +369,8 @@ def verify(cfg: dict, aborted_tags: set[str], echo=None) -> dict:
     if still_open:
         violations.append(f"transactions still open on the output after {waited:.1f} s (partition: (LSO, HW)) "
                           f"{still_open}; read to the LSO")
-    return {"output_records": len(recs), "open_txn_wait_s": round(waited, 2), "open_txns_left": len(still_open), "duplicates": report.duplicate_count, "losses": len(report.lost),
+    return {"output_records": len(recs), "open_txn_wait_s": round(waited, 2), "open_txns_left": len(still_open),
+            "duplicates": report.duplicate_count, "losses": len(report.lost),
             "order_violations": len(report.non_monotonic), "aborted_visible": len(report.aborted_reads),
             "uncopied": uncopied,
             "phantoms": len(report.phantoms), "offsets_match": committed == ends,

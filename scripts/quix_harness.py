@@ -125,8 +125,7 @@ def wait_changelog(bootstrap: str, prefix: str, app: App, timeout: float) -> str
 
 def alter_changelog(bootstrap: str, topic: str) -> dict[str, str]:
     """Lower the changelog's segment size and dirty ratio; returns its configs as described after."""
-    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
-                                       ResourceType)
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
@@ -490,7 +489,8 @@ def run(brokers, messages, keys, partitions, pace_ms, commit_interval, kill_at, 
     cfg = {"messages": messages, "keys": keys, "partitions": partitions, "pace_ms": pace_ms,
            "commit_interval": commit_interval, "kill_at": kill_at, "random_txn_id": random_txn_id,
            "transaction_timeout_ms": transaction_timeout_ms, "quix_python": quix_python, "timeout": timeout,
-           "seed": seed, "app_loglevel": app_loglevel, "input": f"quix-in-{run_id}", "output": f"quix-out-{run_id}", "group": f"quix-{run_id}"}
+           "seed": seed, "app_loglevel": app_loglevel, "input": f"quix-in-{run_id}", "output": f"quix-out-{run_id}",
+           "group": f"quix-{run_id}"}
     ok = False
     try:
         cluster.start()

@@ -16,10 +16,10 @@ from kaas import configs, counters
 from kaas.broker.cluster_view import ClusterView
 from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
-from kaas.domain import replicas, routing
-from kaas.errors import CorruptState, KaasError
 from kaas.coord.group import GroupCoordinator
 from kaas.coord.txn import TxnCoordinator
+from kaas.domain import replicas, routing
+from kaas.errors import CorruptState, KaasError
 from kaas.peers import PeerLinks
 from kaas.settings import Settings
 from kaas.storage.partition_log import PartitionLog

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from .common import GIB, _r
 
-
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 

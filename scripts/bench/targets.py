@@ -17,7 +17,7 @@ import click
 
 from kaas.testing import free_port
 
-from .common import BENCH, CLIENT_COMMON, MOCK_CLUSTER, MOCK_CTL_ENV, REPO, TANSU_SH, _MOCK_CTLS
+from .common import _MOCK_CTLS, BENCH, CLIENT_COMMON, MOCK_CLUSTER, MOCK_CTL_ENV, REPO, TANSU_SH
 from .metering import BrokerPids
 
 

@@ -16,6 +16,7 @@ import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas.coord.txn import TxnCoordinator
 from kaas.domain.routing import txn_slot
 from kaas.domain.txn import TxnState
 from kaas.errors import KaasError
@@ -23,7 +24,6 @@ from kaas.storage.fences import FenceReader, FenceRecord
 from kaas.storage.offset_store import Committed
 from kaas.storage.producer_ids import SPAN, PidAllocator
 from kaas.tasks.group_timers import serve_timers
-from kaas.coord.txn import TxnCoordinator
 from tests.component.faults import faults, leftovers  # noqa: F401 (faults: fixture)
 from tests.component.test_txn_coordinator import FakeBroker, V, World, begin, open_txn, produce, state_of
 from tests.component.ticks import membership, tick

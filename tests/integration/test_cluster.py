@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -13,9 +15,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-import subprocess
-import sys
 
 from kaas.testing import ClusterProcess, wait_ready
 from tests.fixtures import cluster_fixture

@@ -15,8 +15,8 @@ from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
 from kaas.client import WireClient
-from kaas.wire.batch import build_batch
 from kaas.testing import BrokerProcess, ClusterProcess
+from kaas.wire.batch import build_batch
 from tests.fixtures import broker_fixture
 from tests.kafka import create_topic
 

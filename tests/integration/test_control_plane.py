@@ -22,7 +22,6 @@ from tests.fixtures import cluster_fixture
 from tests.kafka import uniq
 
 
-
 def metadata(port: int, topic: str) -> dict[int, tuple[int, int]]:
     """{partition: (error code, leader)} of ``topic`` as the broker on ``port`` answers."""
     with WireClient("127.0.0.1", port, timeout=5.0) as wc:

@@ -9,11 +9,9 @@ when the test may mount one (root), and is skipped with the reason otherwise.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer

@@ -17,9 +17,9 @@ from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
 from kaas.client import WireClient
+from kaas.testing import BrokerProcess, wait_for
 from tests.fixtures import broker_fixture
 from tests.kafka import SWEEP_ENV, create_topic, read_to_end, txn_producer, uniq, values
-from kaas.testing import BrokerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 

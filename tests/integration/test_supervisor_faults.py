@@ -20,7 +20,7 @@ import pytest
 
 from kaas import failpoints
 from kaas.client import WireClient
-from kaas.testing import ClusterProcess, free_ports, wait_ready, wait_for
+from kaas.testing import ClusterProcess, free_ports, wait_for, wait_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

@@ -266,7 +266,8 @@ def test_retention_ms_deletes_old_segments(admin, cfg_broker):
     two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
     produce(cfg_broker.bootstrap, old, [b"o" * 500] * 24, timestamp=two_hours_ago)
     produce(cfg_broker.bootstrap, young, [b"y" * 500] * 24)
-    low, high = wait_for(lambda: (w := watermarks(cfg_broker.bootstrap, old))[0] > 0 and w, what="retention by time", timeout=10.0, interval=0.1)
+    low, high = wait_for(lambda: (w := watermarks(cfg_broker.bootstrap, old))[0] > 0 and w,
+                         what="retention by time", timeout=10.0, interval=0.1)
     assert high == 24 and len(segment_files(cfg_broker, old)) == 1  # only the active one is left
     assert low == int(segment_files(cfg_broker, old)[0].name[:20])
     time.sleep(1.0)  # five retention passes
@@ -281,7 +282,8 @@ def test_retention_bytes_deletes_the_oldest_segments(admin, cfg_broker):
     produce(cfg_broker.bootstrap, topic, [b"b" * 500] * 48)
     assert watermarks(cfg_broker.bootstrap, topic) == (0, 48)
     alter(admin, topic, {"segment.bytes": "4096", "retention.bytes": "8192"})
-    low, high = wait_for(lambda: (w := watermarks(cfg_broker.bootstrap, topic))[0] > 0 and w, what="retention by size", timeout=10.0, interval=0.1)
+    low, high = wait_for(lambda: (w := watermarks(cfg_broker.bootstrap, topic))[0] > 0 and w,
+                         what="retention by size", timeout=10.0, interval=0.1)
     sizes = [s.stat().st_size for s in segment_files(cfg_broker, topic)]
     assert high == 48 and sum(sizes) - sizes[0] < 8192 <= sum(sizes)
 

@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from ..common import CLIENT_COMMON, _r
 
 
-
 def _wait_ready_through(bootstrap: str, topic: str, partitions: int, t_answer: float, producer, consumer,
                         deadline: float) -> dict:
     """Through clients bootstrapped at one broker only (made and connected beforehand): the

@@ -12,8 +12,15 @@ from pathlib import Path
 import click
 
 from ..common import (
-    RECONNECT_BACKOFF_MAX_MS, _payloads, _r, ensure_topic, find_coordinator, producer_conf, topic_leaders,
-    topic_partitions, txn_producer_conf,
+    RECONNECT_BACKOFF_MAX_MS,
+    _payloads,
+    _r,
+    ensure_topic,
+    find_coordinator,
+    producer_conf,
+    topic_leaders,
+    topic_partitions,
+    txn_producer_conf,
 )
 from ..metering import BrokerPids, CpuMeter, cpu_fields
 
@@ -266,7 +273,8 @@ def run_failover(bootstrap: str, kaas_data: Path, mode: str, rate: float, txn_ra
         "rate_msgs_per_s": rate if mode == "leader" else txn_rate * partitions,
         "txn_per_s": txn_rate if mode == "coordinator" else None,
         "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS, "supervisor_restart_delay_s": 0.5,
-        "warmup_s": warmup, "after_s": after, "run_s": _r(t_end - t0), **counters, "errors": len(errors), "first_errors": errors[:3],
+        "warmup_s": warmup, "after_s": after, "run_s": _r(t_end - t0), **counters,
+        "errors": len(errors), "first_errors": errors[:3],
         "fatal_error": fatal[0] if fatal else None, "producer_recreated": counters["reinit"] > 0,
         "partitions": partitions, "topic": topic, "bootstrap": bootstrap,
         **cpu_fields(cpu_s, counters["sent"] * size, counters["committed"]),

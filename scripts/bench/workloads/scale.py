@@ -7,11 +7,17 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from ..common import (
-    MIB, _ms_pcts, _payloads, _r, consumer_conf, ensure_topic, topic_partitions, txn_producer_conf,
+    MIB,
+    _ms_pcts,
+    _payloads,
+    _r,
+    consumer_conf,
+    ensure_topic,
+    topic_partitions,
+    txn_producer_conf,
 )
 from ..metering import BrokerPids, CpuMeter, RssSampler
 from .throughput import run_produce
-
 
 
 def run_scale(bootstrap: str, partitions: int, messages: int, size: int, txn_ids: int, groups: int, workers: int,

@@ -8,7 +8,14 @@ import uuid
 import click
 
 from ..common import (
-    MIB, _payloads, _percentile, _r, consumer_conf, ensure_topic, producer_conf, topic_partitions,
+    MIB,
+    _payloads,
+    _percentile,
+    _r,
+    consumer_conf,
+    ensure_topic,
+    producer_conf,
+    topic_partitions,
     txn_producer_conf,
 )
 from ..metering import BrokerPids, CpuMeter, cpu_fields, tmpfs_write_floor
@@ -171,7 +178,8 @@ def run_fetch(bootstrap: str, topic: str, messages: int, size: int, partitions: 
     return {
         "bench": "fetch", "msgs_per_s": round(count / elapsed, 1), "mb_per_s": round(nbytes / 1e6 / elapsed, 3),
         "mib_per_s": round(nbytes / MIB / elapsed, 3),
-        "p50_ms": _r((_percentile(batch_lat, 0.50) or 0) * 1000), "p99_ms": _r((_percentile(batch_lat, 0.99) or 0) * 1000),
+        "p50_ms": _r((_percentile(batch_lat, 0.50) or 0) * 1000),
+        "p99_ms": _r((_percentile(batch_lat, 0.99) or 0) * 1000),
         "first_msg_ms": _r(first_ms), "messages": count, "partitions": partitions,
         "seconds": round(elapsed, 3), "topic": topic, "bootstrap": bootstrap,
         **cpu_fields(cpu_s, nbytes, basis="consumed"),
