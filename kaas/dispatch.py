@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 from kaas import counters
 from kaas.errors import CloseConnection
 from kaas.handlers import REGISTRY, Context, versions_table
+from kaas.handlers.session import Session
 from kaas.wire import codec
 from kaas.wire.build import build
 
@@ -45,7 +46,7 @@ class Prepared:
     size: int = 0  # request frame bytes on the wire (size prefix included), for metrics
 
 
-def prepare(broker, frame: bytes, peer: str, lapses: int = 0) -> Prepared:
+def prepare(broker, frame: bytes, peer: str, lapses: int = 0, session: Session | None = None) -> Prepared:
     """Check the key/version and decode one frame, synchronously.
 
     The connection calls this for each frame in arrival order before running it, so a
@@ -65,7 +66,8 @@ def prepare(broker, frame: bytes, peer: str, lapses: int = 0) -> Prepared:
         req = codec.decode_request(frame)
     except codec.DecodeError as exc:
         raise CloseConnection(f"api_key {api_key} v{version}: {exc}") from None
-    ctx = Context(broker, api_key, version, corr, req.client_id, peer, lapses)
+    ctx = Context(broker, api_key, version, corr, req.client_id, peer, lapses,
+                  session if session is not None else Session())
     return Prepared(api_key, version, corr, handler, ctx, req.body, size=len(frame) + 4)
 
 

@@ -8,11 +8,12 @@ The registry built here is the one source of truth for ApiVersions and dispatch.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 from kaas.broker import Broker
+from kaas.handlers.session import Session
 
 _MODULES = (
     "produce", "fetch", "list_offsets", "metadata", "api_versions",
@@ -53,6 +54,11 @@ class Context:
     client_id: str | None
     peer: str
     lapses: int = 0  # the broker's lease lapses when the connection was accepted
+    session: Session = field(default_factory=Session)  # the connection's security state
+
+    @property
+    def principal(self) -> str:
+        return self.session.principal
 
 
 def _load() -> dict[int, Handler]:

@@ -16,6 +16,7 @@ import trio
 
 from kaas.aio import held
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
+from kaas.handlers.session import Session
 from kaas.wire.framing import FrameDecoder, FramingError
 
 log = structlog.get_logger()
@@ -108,6 +109,7 @@ async def _serve(broker, stream: trio.abc.Stream) -> None:
         peer = "?"
     lapses = broker.cluster.lapses
     fd = sock.fileno() if sock is not None else None
+    session = Session(peer_host=peer.rsplit(":", 1)[0])
     decoder = FrameDecoder(broker.settings.max_request_size)
     slots: deque[_Slot] = deque()
     have_slot = trio.Event()
@@ -190,7 +192,7 @@ async def _serve(broker, stream: trio.abc.Stream) -> None:
                 try:
                     for frame in decoder.frames():
                         try:
-                            prepared = prepare(broker, frame, peer, lapses)
+                            prepared = prepare(broker, frame, peer, lapses, session)
                         except CloseConnection as exc:
                             # Nothing after a protocol error runs: the writer answers the
                             # earlier requests, then reaches this slot and closes.

@@ -1,0 +1,24 @@
+"""What one connection knows of its client's security (issue 21): the listener it came in
+on, whether it has authenticated, and as whom. Created by ``net.connection`` per
+connection and handed to every handler as ``ctx.session``; the SASL handlers change it,
+the authoriser reads ``principal``. A PLAINTEXT connection is authenticated from the start
+as ``User:ANONYMOUS``, as in Apache Kafka."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(slots=True)
+class Session:
+    listener: str = "PLAINTEXT"  # the listener's name
+    security_protocol: str = "PLAINTEXT"  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    principal: str = ANONYMOUS
+    authenticated: bool = True  # False on a SASL listener until SaslAuthenticate succeeds
+    peer_host: str = ""
+    mechanism: str | None = None  # the SASL mechanism SaslHandshake chose
+    sasl: Any = None  # the SASL exchange in progress (a pure machine of kaas.domain)
+    reauth_deadline: float | None = None  # KIP-368: trio time the session must re-authenticate by
