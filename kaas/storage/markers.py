@@ -200,6 +200,15 @@ class MarkerQueue:
         name = f"{entry.base}.f{from_broker}-{secrets.token_hex(4)}{_SUFFIX}"
         return self._write(self.dir(broker_id) / name, entry)
 
+    def stamp(self, broker_id: int) -> tuple[int, int, int] | None:
+        """(inode, mtime, size) of ``broker_id``'s queue directory, None when unreadable: a
+        stat that changes when an entry lands (the marker watcher's cheap poll)."""
+        try:
+            st = os.stat(self.dir(broker_id))
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
     def list(self, broker_id: int, prefix: str = "") -> list[Path]:
         """Queue files of ``broker_id`` whose names start with ``prefix``, sorted by name
         (tmp files and strays left out)."""

@@ -13,7 +13,6 @@ aborted with it.
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -54,14 +53,7 @@ class QueueApplier:
 
     async def stamp(self) -> tuple[int, int, int] | None:
         """A cheap stat of this broker's queue directory: changes when an entry lands."""
-        def stat() -> tuple[int, int, int] | None:
-            try:
-                st = os.stat(self.queue.dir(self.broker.id))
-            except OSError:
-                return None
-            return st.st_ino, st.st_mtime_ns, st.st_size
-
-        return await self.broker.run_io(stat)
+        return await self.broker.run_io(self.queue.stamp, self.broker.id)
 
     async def apply(self) -> None:
         """One pass of the watcher: claim dead brokers' queues, then apply own entries."""
