@@ -101,18 +101,42 @@ def cli() -> None:
                    "volume is NFS it sees nothing of other hosts); off: polling only, as on NFS.")
 @click.option("--metrics-port", type=int, default=0, show_default=True,
               help="Serve Prometheus /metrics over HTTP on this port of the listen host (0 = off).")
+@click.option("--listeners", default=None,
+              help="Kafka-style NAME://HOST:PORT[,...] to listen on, NAME being PLAINTEXT or SASL_PLAINTEXT "
+                   "(listeners); replaces --listen, the first one is advertised.")
+@click.option("--sasl-enabled-mechanisms", default="SCRAM-SHA-256,SCRAM-SHA-512", show_default=True,
+              help="SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+                   "(sasl.enabled.mechanisms).")
+@click.option("--sasl-allow-plaintext-plain/--no-sasl-allow-plaintext-plain", default=False, show_default=True,
+              help="Offer PLAIN on SASL_PLAINTEXT listeners too, where passwords cross the network in clear "
+                   "(kaas only: Apache has no such guard).")
+@click.option("--connections-max-reauth-ms", type=int, default=0, show_default=True,
+              help="A SASL session must re-authenticate within this (connections.max.reauth.ms; 0 = never).")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")
-def broker(broker_id, data, listen, advertise, log_json, log_level, **opts) -> None:
+def broker(broker_id, data, listen, advertise, log_json, log_level, listeners, sasl_enabled_mechanisms,
+           **opts) -> None:
     """Run one broker process."""
     _without_test_libraries()
     import trio
 
     from kaas import allocator, log
     from kaas.net.server import serve_broker
-    from kaas.settings import Settings
+    from kaas.settings import Settings, parse_listeners
 
+    parsed = ()
+    if listeners:
+        try:
+            parsed = parse_listeners(listeners)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--listeners") from None
+        listen = f"{parsed[0].host}:{parsed[0].port}"
+    mechanisms = tuple(m.strip().upper() for m in sasl_enabled_mechanisms.split(",") if m.strip())
+    unknown = set(mechanisms) - {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+    if unknown:
+        raise click.BadParameter(f"unknown mechanisms {sorted(unknown)}", param_hint="--sasl-enabled-mechanisms")
+    opts.update(listeners=parsed, sasl_enabled_mechanisms=mechanisms)
     lhost, lport = _hostport(listen)
     default_host = lhost if lhost not in ("0.0.0.0", "::") else "127.0.0.1"
     ahost, aport = _hostport(advertise) if advertise else (default_host, lport)

@@ -1,0 +1,116 @@
+"""SaslAuthenticate (36, v0-v2): one SASL token each way.
+
+PLAIN takes one round: the password is checked against the user's SCRAM credential
+(SCRAM-SHA-512 first, else SCRAM-SHA-256), so one credentials file serves both. SCRAM
+takes two (``domain.scram.ScramServer``): client-first -> server-first, client-final ->
+server-final. An unknown user gets a decoy credential and fails at the proof, like a
+wrong password.
+
+Every failure answers SASL_AUTHENTICATION_FAILED with Apache's one message, which says
+nothing of which part was wrong, and closes the connection after the response; the
+reason goes to the broker's log in one line (``net.connection``). A token before
+SaslHandshake answers ILLEGAL_SASL_STATE and closes too.
+
+Success sets the session's principal (``User:<name>``) and, with
+``--connections-max-reauth-ms``, its deadline (KIP-368: answered as
+``session_lifetime_ms`` from v1). A re-authentication may not change the principal.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import structlog
+import trio
+from kio.schema.errors import ErrorCode
+
+from kaas.domain import scram
+from kaas.domain.sasl_plain import PlainError, parse_plain
+from kaas.errors import CorruptState
+from kaas.handlers import _sasl
+
+API_KEY = 36
+VERSIONS = (0, 2)
+
+log = structlog.get_logger()
+
+
+class _Failed(Exception):
+    """Authentication failed; the text is the log's reason."""
+
+
+def _answer(ctx, code: ErrorCode, message: str | None, auth_bytes: bytes = b"", lifetime_ms: int = 0) -> dict:
+    out = {"error_code": code, "error_message": message, "auth_bytes": auth_bytes}
+    if ctx.api_version >= 1:
+        out["session_lifetime"] = datetime.timedelta(milliseconds=lifetime_ms)
+    return out
+
+
+def _lookup(ctx, user: str, mechanism: str) -> scram.ScramCredential | None:
+    try:
+        return ctx.broker.credentials.lookup(user, mechanism)
+    except CorruptState as exc:  # logged once by tasks.credentials; this login's line says it too
+        raise _Failed(f"the credentials file is corrupt ({exc.reason})") from None
+
+
+def _plain(ctx, token: bytes) -> str:
+    try:
+        creds = parse_plain(token)
+    except PlainError as exc:
+        raise _Failed(f"PLAIN: {exc}") from None
+    for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+        cred = _lookup(ctx, creds.username, mechanism)
+        if cred is not None:
+            if scram.verify_password(mechanism, cred, creds.password):
+                return creds.username
+            raise _Failed(f"user {creds.username!r}: wrong password")
+    raise _Failed(f"user {creds.username!r}: unknown")
+
+
+def _scram(ctx, server: scram.ScramServer, token: bytes) -> tuple[bytes, str | None]:
+    """(server message, the user once the exchange is done)."""
+    try:
+        if server.state == "client-first":
+            first = server.receive_client_first(token)
+            cred = _lookup(ctx, first.username, server.mechanism)
+            if cred is None:
+                cred = _sasl.decoy_credential(server.mechanism, first.username)
+            return server.server_first(cred, _sasl.server_nonce()), None
+        out = server.receive_client_final(token)
+        return out, server.username
+    except scram.ScramError as exc:
+        who = server.first.username if server.first is not None else None
+        raise _Failed(f"{server.mechanism} user {who!r}: {exc}") from None
+
+
+async def handle(ctx, req) -> dict:
+    session = ctx.session
+    if not _sasl.is_sasl(session):
+        return _answer(ctx, ErrorCode.illegal_sasl_state, "SaslAuthenticate on a listener without SASL")
+    exchange = session.sasl
+    if exchange is None:
+        session.close_reason = "SaslAuthenticate before SaslHandshake"
+        return _answer(ctx, ErrorCode.illegal_sasl_state, "SaslAuthenticate before SaslHandshake")
+    mechanism = session.mechanism
+    try:
+        if exchange == _sasl.PLAIN_PENDING:
+            out, user = b"", _plain(ctx, req.auth_bytes)
+        else:
+            out, user = _scram(ctx, exchange, req.auth_bytes)
+            if user is None:
+                return _answer(ctx, ErrorCode.none, None, out)
+        principal = f"User:{user}"
+        if session.authenticated and principal != session.principal:
+            raise _Failed(f"re-authentication as {principal}, authenticated as {session.principal}")
+    except _Failed as exc:
+        session.sasl = None
+        session.close_reason = f"SASL authentication failed: {exc}"
+        return _answer(ctx, ErrorCode.sasl_authentication_failed, _sasl.failed_message(mechanism))
+    session.sasl = None
+    reauthentication = session.authenticated
+    session.principal, session.authenticated = principal, True
+    lifetime_ms = ctx.broker.settings.connections_max_reauth_ms
+    session.reauth_deadline = trio.current_time() + lifetime_ms / 1000 if lifetime_ms > 0 else None
+    log.debug("sasl_authenticated", principal=principal, mechanism=mechanism, peer=ctx.peer,
+              reauthentication=reauthentication)
+    return _answer(ctx, ErrorCode.none, None, out, lifetime_ms)
