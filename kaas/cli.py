@@ -30,7 +30,7 @@ def _without_test_libraries() -> None:
 
 
 class _LazyGroup(click.Group):
-    """The tool commands (``txn``, ``topics``, ``groups``, ``inspect``) are imported only when
+    """The tool commands (``txn``, ``topics``, ``groups``, ``inspect``, ``users``) are imported only when
     one of them runs or help lists them, so ``kaas broker`` starts without their imports."""
 
     LAZY = {
@@ -38,6 +38,7 @@ class _LazyGroup(click.Group):
         "topics": "kaas.tools.topics:topics",
         "groups": "kaas.tools.groups:groups",
         "inspect": "kaas.tools.inspect_data:inspect",
+        "users": "kaas.tools.users:users",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -1,0 +1,139 @@
+"""SASL against a real ``kaas broker`` process on a SASL_PLAINTEXT listener: confluent-kafka
+(librdkafka) produces and consumes with SCRAM-SHA-512 and SCRAM-SHA-256, re-authenticates
+under ``--connections-max-reauth-ms``, is refused with a wrong password; ``kaas users``
+bootstraps the first user offline, then adds and removes users over the wire with
+``--command-config``, and a removed user can no longer log in."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kaas.cli import cli
+from kaas.testing import BrokerProcess, free_port
+from tests.kafka import uniq
+
+pytestmark = pytest.mark.slow
+
+ADMIN_PASSWORD = "admin-secret"
+
+
+def users(*args) -> dict | list:
+    res = CliRunner().invoke(cli, ["users", *map(str, args), "--json"])
+    assert res.exit_code == 0, (args, res.output, res.exception)
+    return json.loads(res.stdout)
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory):
+    data = tmp_path_factory.mktemp("sasl") / "data"
+    # the first user, before any broker runs: written to the volume directly
+    users("add", "admin", "--password", ADMIN_PASSWORD, "--data", data)
+    port = free_port()
+    b = BrokerProcess(data, port=port, extra=["--listeners", f"SASL_PLAINTEXT://127.0.0.1:{port}",
+                                              "--connections-max-reauth-ms", "2000"])
+    with b.running():
+        yield b
+
+
+def conf(broker, mechanism: str, user: str = "admin", password: str = ADMIN_PASSWORD, **extra) -> dict:
+    return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password, **extra}
+
+
+def produce_consume(broker, mechanism: str, user: str, password: str, seconds: float = 0.0) -> list[bytes]:
+    topic = uniq(f"sasl-{mechanism.lower()}")
+    admin = AdminClient(conf(broker, mechanism, user, password))
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    p = Producer(conf(broker, mechanism, user, password, **{"enable.idempotence": True}))
+    for i in range(5):
+        p.produce(topic, f"v{i}".encode())
+    assert p.flush(15) == 0
+    c = Consumer(conf(broker, mechanism, user, password, **{"group.id": uniq("g"), "auto.offset.reset": "earliest"}))
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while (len(got) < 5 or time.monotonic() < deadline - 30 + seconds) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+            if seconds and len(got) >= 5:
+                # keep the session past a reauth deadline, then produce once more
+                time.sleep(seconds)
+                p.produce(topic, b"after-reauth")
+                assert p.flush(15) == 0
+                seconds = 0.0
+                deadline = time.monotonic() + 20
+                while len(got) < 6 and time.monotonic() < deadline:
+                    m = c.poll(0.5)
+                    if m is not None and m.error() is None:
+                        got.append(m.value())
+                break
+    finally:
+        c.close()
+    return got
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256"])
+def test_confluent_kafka_produces_and_consumes(sasl_broker, mechanism):
+    assert produce_consume(sasl_broker, mechanism, "admin", ADMIN_PASSWORD) == [f"v{i}".encode() for i in range(5)]
+
+
+def test_librdkafka_reauthenticates_past_the_session_lifetime(sasl_broker):
+    got = produce_consume(sasl_broker, "SCRAM-SHA-512", "admin", ADMIN_PASSWORD, seconds=3.0)
+    assert got == [*(f"v{i}".encode() for i in range(5)), b"after-reauth"]
+    log = sasl_broker.log_text()
+    assert "after the SASL session expired" not in log  # librdkafka re-authenticated in time
+
+
+def test_wrong_password_is_refused_and_the_broker_keeps_serving(sasl_broker):
+    errors = []
+    p = Producer(conf(sasl_broker, "SCRAM-SHA-512", password="wrong",
+                      **{"error_cb": errors.append, "message.timeout.ms": 3000}))
+    p.produce("never", b"x")
+    p.flush(5)
+    assert any(e.code() == -169 or "uthentication" in e.str() for e in errors), errors  # _AUTHENTICATION
+    assert produce_consume(sasl_broker, "SCRAM-SHA-512", "admin", ADMIN_PASSWORD)
+
+
+def test_users_over_the_wire_with_command_config(sasl_broker, tmp_path):
+    props = tmp_path / "client.properties"
+    props.write_text(f"# the admin's own credentials\nsecurity.protocol=SASL_PLAINTEXT\n"
+                     f"sasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\nsasl.password={ADMIN_PASSWORD}\n")
+    common = ["--bootstrap", sasl_broker.bootstrap, "--command-config", props]
+    assert users("add", "carol", "--password", "carol-pw", "--mechanism", "SCRAM-SHA-256", *common) == \
+        [{"user": "carol", "error": None, "message": None}]
+    listed = {r["user"]: r["mechanisms"] for r in users("list", *common)}
+    assert listed == {"admin": ["SCRAM-SHA-256:4096", "SCRAM-SHA-512:4096"], "carol": ["SCRAM-SHA-256:4096"]}
+    assert produce_consume(sasl_broker, "SCRAM-SHA-256", "carol", "carol-pw")
+    users("remove", "carol", *common)
+    errors = []
+    p = Producer(conf(sasl_broker, "SCRAM-SHA-256", "carol", "carol-pw",
+                      **{"error_cb": errors.append, "message.timeout.ms": 3000}))
+    p.produce("never", b"x")
+    p.flush(5)
+    assert errors
+    # the offline path refuses while the broker heartbeats
+    res = CliRunner().invoke(cli, ["users", "list", "--data", sasl_broker.data])
+    assert res.exit_code == 0
+    res = CliRunner().invoke(cli, ["users", "add", "x", "--password", "y", "--data", sasl_broker.data])
+    assert res.exit_code != 0 and "brokers are running" in res.output
+    # without credentials the tool cannot reach the SASL listener's APIs
+    res = CliRunner().invoke(cli, ["users", "list", "--bootstrap", sasl_broker.bootstrap])
+    assert res.exit_code != 0
+
+
+def test_a_wrong_admin_password_in_command_config(sasl_broker, tmp_path):
+    props = tmp_path / "bad.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                     "sasl.username=admin\nsasl.password=nope\n")
+    res = CliRunner().invoke(cli, ["users", "list", "--bootstrap", sasl_broker.bootstrap, "--command-config", props])
+    assert res.exit_code != 0 and "SaslAuthenticate" in res.output
+    with pytest.raises(KafkaException):
+        AdminClient(conf(sasl_broker, "SCRAM-SHA-512", password="nope")).list_topics(timeout=3)
