@@ -25,14 +25,16 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from kaas.broker import Broker
-from kaas.client import ScramClient
+from kaas.client import SaslConfig, ScramClient
 from kaas.domain import scram
 from kaas.handlers.session import Session
 from kaas.net.connection import serve_connection
+from kaas.peers import LinkFailed, authenticate_peer
 from kaas.settings import Settings
 from kaas.storage import credentials
 from kaas.tasks import serve_broker
 from kaas.wire import codec
+from kaas.wire.framing import FrameDecoder
 from tests.component.test_connection import API_VERSIONS, Client, metadata, open_stream_pair
 
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -384,3 +386,27 @@ async def test_alter_and_describe_user_scram_credentials(tmp_path):
             assert final.error_code == ErrorCode.none
         async with open_client(broker, nursery) as client:
             assert (await login(client, "bob", mechanism="SCRAM-SHA-512")).error_code != ErrorCode.none
+
+
+async def test_a_peer_link_authenticates_with_scram(tmp_path):
+    """``peers.authenticate_peer`` on a SASL listener's connection, then a request."""
+    async with running(tmp_path) as (broker, nursery):
+        write_users(broker.layout.scram_credentials, **PASSWORDS, **{"kaas-broker-1": "peer-secret"})
+        with trio.fail_after(2):
+            while broker.credentials.lookup("kaas-broker-1", "SCRAM-SHA-512") is None:
+                await trio.sleep(0.05)
+        async with open_client(broker, nursery) as client:
+            decoder = FrameDecoder(1 << 20)
+            corr = await authenticate_peer(client.stream, decoder, "kaas-broker-1",
+                                           SaslConfig("SCRAM-SHA-512", "kaas-broker-1", "peer-secret"))
+            assert corr == 4
+            client.corr = corr - 1
+            assert (await client.call(metadata())).controller_id == 0
+        async with open_client(broker, nursery) as client:
+            with pytest.raises(LinkFailed, match="sasl_authentication_failed"):
+                await authenticate_peer(client.stream, FrameDecoder(1 << 20), "kaas-broker-1",
+                                        SaslConfig("SCRAM-SHA-512", "kaas-broker-1", "wrong"))
+        async with open_client(broker, nursery) as client:
+            with pytest.raises(LinkFailed, match="unsupported_sasl_mechanism"):
+                await authenticate_peer(client.stream, FrameDecoder(1 << 20), "kaas-broker-1",
+                                        SaslConfig("PLAIN", "kaas-broker-1", "peer-secret"))
