@@ -137,3 +137,34 @@ def test_a_wrong_admin_password_in_command_config(sasl_broker, tmp_path):
     assert res.exit_code != 0 and "SaslAuthenticate" in res.output
     with pytest.raises(KafkaException):
         AdminClient(conf(sasl_broker, "SCRAM-SHA-512", password="nope")).list_topics(timeout=3)
+
+
+@pytest.mark.cluster
+def test_users_are_forwarded_to_the_controller_and_seen_by_every_broker_within_a_second(tmp_path):
+    """A plaintext 3-broker cluster: AlterUserScramCredentials sent to a broker that is not
+    the controller is forwarded; every broker describes the change within a second."""
+    from kaas.client import WireClient
+    from kaas.testing import ClusterProcess
+
+    def described(port: int) -> set[str]:
+        with WireClient("127.0.0.1", port, timeout=5) as wc:
+            resp = wc.call(50, 0, {"users": None})
+        assert resp.error_code == 0
+        return {r.user for r in resp.results}
+
+    with ClusterProcess(tmp_path / "data", 3).running() as c:
+        with WireClient("127.0.0.1", c.ports[0], timeout=5) as wc:
+            controller = wc.call(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                         "include_topic_authorized_operations": False}).controller_id
+        other = next(p for i, p in enumerate(c.ports) if i != controller)
+        users("add", "dora", "--password", "dora-pw", "--bootstrap", f"127.0.0.1:{other}")
+        t0 = time.monotonic()
+        while not all("dora" in described(p) for p in c.ports):
+            assert time.monotonic() - t0 < 1.0, [described(p) for p in c.ports]
+            time.sleep(0.05)
+        users("remove", "dora", "--bootstrap", f"127.0.0.1:{other}")
+        t0 = time.monotonic()
+        while any("dora" in described(p) for p in c.ports):
+            assert time.monotonic() - t0 < 1.0
+            time.sleep(0.05)
+        assert "scram_credentials_altered" in c.broker_log(controller)
