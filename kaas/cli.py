@@ -108,9 +108,19 @@ def cli() -> None:
 @click.option("--sasl-enabled-mechanisms", default="SCRAM-SHA-256,SCRAM-SHA-512", show_default=True,
               help="SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
                    "(sasl.enabled.mechanisms).")
-@click.option("--sasl-allow-plaintext-plain/--no-sasl-allow-plaintext-plain", default=False, show_default=True,
-              help="Offer PLAIN on SASL_PLAINTEXT listeners too, where passwords cross the network in clear "
-                   "(kaas only: Apache has no such guard).")
+@click.option("--sasl-allow-plaintext-credentials/--no-sasl-allow-plaintext-credentials", default=False,
+              show_default=True,
+              help="Offer PLAIN and OAUTHBEARER on SASL_PLAINTEXT listeners too, where passwords and tokens "
+                   "cross the network in clear (kaas only: Apache has no such guard).")
+@click.option("--sasl-oauthbearer-jwks-file", default="",
+              help="OAUTHBEARER: JWKS file of the keys that sign accepted JWTs (RS256/ES256; re-read when it "
+                   "changes; Apache: sasl.oauthbearer.jwks.endpoint.url with a file: URL).")
+@click.option("--sasl-oauthbearer-expected-issuer", default="",
+              help="OAUTHBEARER: the iss every token must carry (sasl.oauthbearer.expected.issuer).")
+@click.option("--sasl-oauthbearer-expected-audience", default="",
+              help="OAUTHBEARER: an aud every token must carry (sasl.oauthbearer.expected.audience).")
+@click.option("--sasl-oauthbearer-sub-claim-name", default="sub", show_default=True,
+              help="OAUTHBEARER: the claim naming the principal (sasl.oauthbearer.sub.claim.name).")
 @click.option("--connections-max-reauth-ms", type=int, default=0, show_default=True,
               help="A SASL session must re-authenticate within this (connections.max.reauth.ms; 0 = never).")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
@@ -134,9 +144,15 @@ def broker(broker_id, data, listen, advertise, log_json, log_level, listeners, s
             raise click.BadParameter(str(exc), param_hint="--listeners") from None
         listen = f"{parsed[0].host}:{parsed[0].port}"
     mechanisms = tuple(m.strip().upper() for m in sasl_enabled_mechanisms.split(",") if m.strip())
-    unknown = set(mechanisms) - {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+    unknown = set(mechanisms) - {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
     if unknown:
         raise click.BadParameter(f"unknown mechanisms {sorted(unknown)}", param_hint="--sasl-enabled-mechanisms")
+    if "OAUTHBEARER" in mechanisms:
+        missing = [f"--sasl-oauthbearer-{k.replace('_', '-')}" for k in ("jwks_file", "expected_issuer",
+                                                                         "expected_audience")
+                   if not opts[f"sasl_oauthbearer_{k}"]]
+        if missing:
+            raise click.BadParameter(f"OAUTHBEARER needs {', '.join(missing)}", param_hint="--sasl-enabled-mechanisms")
     opts.update(listeners=parsed, sasl_enabled_mechanisms=mechanisms)
     lhost, lport = _hostport(listen)
     default_host = lhost if lhost not in ("0.0.0.0", "::") else "127.0.0.1"

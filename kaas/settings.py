@@ -89,8 +89,12 @@ class Settings:
     # ApiVersions, SaslHandshake and SaslAuthenticate until the client has authenticated.
     listeners: tuple[Listener, ...] = ()  # empty: one PLAINTEXT listener on listen_host:listen_port
     sasl_enabled_mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-    sasl_allow_plaintext_plain: bool = False  # PLAIN on SASL_PLAINTEXT (Apache has no such guard)
+    sasl_allow_plaintext_credentials: bool = False  # PLAIN/OAUTHBEARER on SASL_PLAINTEXT (Apache has no such guard)
     connections_max_reauth_ms: int = 0  # KIP-368; 0: sessions do not expire
+    sasl_oauthbearer_jwks_file: str = ""  # OAUTHBEARER: the JWKS whose keys sign the accepted JWTs
+    sasl_oauthbearer_expected_issuer: str = ""
+    sasl_oauthbearer_expected_audience: str = ""
+    sasl_oauthbearer_sub_claim_name: str = "sub"
     extra: dict = field(default_factory=dict)
 
     @property

@@ -6,15 +6,20 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from functools import cache
 
 from kaas.domain import scram
+from kaas.domain.oauthbearer import MECHANISM as OAUTHBEARER
 from kaas.domain.sasl_plain import MECHANISM as PLAIN
+from kaas.handlers._jwt import Jwks
 from kaas.handlers.session import Session
 from kaas.settings import Settings
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 PLAIN_PENDING = "PLAIN"  # ``session.sasl`` between a PLAIN handshake and its one token
-SUPPORTED = (PLAIN, *scram.MECHANISMS)
+OAUTH_PENDING = "OAUTHBEARER"  # and between an OAUTHBEARER handshake and its token
+SUPPORTED = (PLAIN, *scram.MECHANISMS, OAUTHBEARER)
+CLEARTEXT = (PLAIN, OAUTHBEARER)  # the client's secret itself crosses the network
 DECOY_ITERATIONS = 4096
 
 _DECOY_KEY = secrets.token_bytes(32)  # per process: an unknown user's salt is stable here
@@ -25,13 +30,21 @@ def is_sasl(session: Session) -> bool:
 
 
 def mechanisms(settings: Settings, session: Session) -> list[str]:
-    """The mechanisms this session may use: the enabled ones, less PLAIN on a plaintext
-    listener unless ``--sasl-allow-plaintext-plain`` (a PLAIN password would cross the
-    network in clear)."""
+    """The mechanisms this session may use: the enabled ones, less PLAIN and OAUTHBEARER
+    on a plaintext listener unless ``--sasl-allow-plaintext-credentials`` (a password or a
+    bearer token would cross the network in clear), less OAUTHBEARER without a JWKS."""
     out = [m for m in settings.sasl_enabled_mechanisms if m in SUPPORTED]
-    if session.security_protocol == "SASL_PLAINTEXT" and not settings.sasl_allow_plaintext_plain:
-        out = [m for m in out if m != PLAIN]
+    if session.security_protocol == "SASL_PLAINTEXT" and not settings.sasl_allow_plaintext_credentials:
+        out = [m for m in out if m not in CLEARTEXT]
+    if not settings.sasl_oauthbearer_jwks_file:
+        out = [m for m in out if m != OAUTHBEARER]
     return out
+
+
+@cache
+def jwks(path: str) -> Jwks:
+    """The broker's one ``Jwks`` of ``path`` (it re-reads the file when it changes)."""
+    return Jwks(path)
 
 
 def decoy_credential(mechanism: str, user: str) -> scram.ScramCredential:

@@ -4,7 +4,9 @@ PLAIN takes one round: the password is checked against the user's SCRAM credenti
 (SCRAM-SHA-512 first, else SCRAM-SHA-256), so one credentials file serves both. SCRAM
 takes two (``domain.scram.ScramServer``): client-first -> server-first, client-final ->
 server-final. An unknown user gets a decoy credential and fails at the proof, like a
-wrong password.
+wrong password. OAUTHBEARER takes one: a JWT signed by a key of the JWKS file
+(``handlers._jwt``), its claims checked by ``domain.oauthbearer``; its expiry bounds the
+session (KIP-368).
 
 Every failure answers SASL_AUTHENTICATION_FAILED with Apache's one message, which says
 nothing of which part was wrong, and closes the connection after the response; the
@@ -19,12 +21,13 @@ Success sets the session's principal (``User:<name>``) and, with
 from __future__ import annotations
 
 import datetime
+import time
 
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas.domain import scram
+from kaas.domain import oauthbearer, scram
 from kaas.domain.sasl_plain import PlainError, parse_plain
 from kaas.errors import CorruptState
 from kaas.handlers import _sasl
@@ -67,6 +70,24 @@ def _plain(ctx, token: bytes) -> str:
     raise _Failed(f"user {creds.username!r}: unknown")
 
 
+def _oauthbearer(ctx, token: bytes) -> tuple[str, int]:
+    """(the subject, the token's expiry in ms since the epoch)."""
+    settings = ctx.broker.settings
+    try:
+        msg = oauthbearer.parse_client_message(token)
+        jwt = oauthbearer.parse_jwt(msg.token)
+        _sasl.jwks(settings.sasl_oauthbearer_jwks_file).verify(jwt)
+        accepted = oauthbearer.check_claims(
+            jwt.claims, int(time.time() * 1000), issuer=settings.sasl_oauthbearer_expected_issuer or None,
+            audience=settings.sasl_oauthbearer_expected_audience or None,
+            subject_claim=settings.sasl_oauthbearer_sub_claim_name)
+        if msg.authzid is not None and msg.authzid != accepted.principal_name:
+            raise oauthbearer.OAuthError("authorisation id differs from the subject")
+    except oauthbearer.OAuthError as exc:
+        raise _Failed(f"OAUTHBEARER: {exc}") from None
+    return accepted.principal_name, accepted.expires_ms
+
+
 def _scram(ctx, server: scram.ScramServer, token: bytes) -> tuple[bytes, str | None]:
     """(server message, the user once the exchange is done)."""
     try:
@@ -92,9 +113,13 @@ async def handle(ctx, req) -> dict:
         session.close_reason = "SaslAuthenticate before SaslHandshake"
         return _answer(ctx, ErrorCode.illegal_sasl_state, "SaslAuthenticate before SaslHandshake")
     mechanism = session.mechanism
+    expires_ms = None  # an OAUTHBEARER token's expiry bounds the session
     try:
         if exchange == _sasl.PLAIN_PENDING:
             out, user = b"", _plain(ctx, req.auth_bytes)
+        elif exchange == _sasl.OAUTH_PENDING:
+            user, expires_ms = _oauthbearer(ctx, req.auth_bytes)
+            out = b""
         else:
             out, user = _scram(ctx, exchange, req.auth_bytes)
             if user is None:
@@ -110,6 +135,8 @@ async def handle(ctx, req) -> dict:
     reauthentication = session.authenticated
     session.principal, session.authenticated = principal, True
     lifetime_ms = ctx.broker.settings.connections_max_reauth_ms
+    if lifetime_ms > 0 and expires_ms is not None:  # KIP-368: min(max reauth, token lifetime)
+        lifetime_ms = max(1, min(lifetime_ms, expires_ms - int(time.time() * 1000)))
     session.reauth_deadline = trio.current_time() + lifetime_ms / 1000 if lifetime_ms > 0 else None
     log.debug("sasl_authenticated", principal=principal, mechanism=mechanism, peer=ctx.peer,
               reauthentication=reauthentication)

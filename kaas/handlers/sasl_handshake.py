@@ -34,5 +34,8 @@ async def handle(ctx, req) -> dict:
         session.close_reason = f"re-authentication with {req.mechanism}, authenticated with {session.mechanism}"
         return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": tuple(enabled)}
     session.mechanism = req.mechanism
-    session.sasl = scram.ScramServer(req.mechanism) if req.mechanism in scram.MECHANISMS else _sasl.PLAIN_PENDING
+    if req.mechanism in scram.MECHANISMS:
+        session.sasl = scram.ScramServer(req.mechanism)
+    else:
+        session.sasl = _sasl.OAUTH_PENDING if req.mechanism == _sasl.OAUTHBEARER else _sasl.PLAIN_PENDING
     return {"error_code": ErrorCode.none, "mechanisms": tuple(enabled)}

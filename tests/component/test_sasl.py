@@ -7,7 +7,9 @@ serving another client."""
 from __future__ import annotations
 
 import base64
+import json
 import struct
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -36,6 +38,7 @@ from kaas.tasks import serve_broker
 from kaas.wire import codec
 from kaas.wire.framing import FrameDecoder
 from tests.component.test_connection import API_VERSIONS, Client, metadata, open_stream_pair
+from tests.jwt_keys import AUDIENCE, ISSUER, Keys, b64url, client_message
 
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
 FAILED = ("Authentication failed during authentication due to invalid credentials with SASL mechanism "
@@ -289,7 +292,7 @@ async def test_sasl_requests_on_a_plaintext_listener(tmp_path):
 
 async def test_plain_only_when_allowed_on_plaintext(tmp_path):
     async with running(tmp_path, sasl_enabled_mechanisms=("PLAIN", "SCRAM-SHA-512"),
-                       sasl_allow_plaintext_plain=True) as (broker, nursery):
+                       sasl_allow_plaintext_credentials=True) as (broker, nursery):
         async with open_client(broker, nursery) as client:
             hs = await client.call(handshake("PLAIN"))
             assert hs.error_code == ErrorCode.none and set(hs.mechanisms) == {"PLAIN", "SCRAM-SHA-512"}
@@ -410,3 +413,57 @@ async def test_a_peer_link_authenticates_with_scram(tmp_path):
             with pytest.raises(LinkFailed, match="unsupported_sasl_mechanism"):
                 await authenticate_peer(client.stream, FrameDecoder(1 << 20), "kaas-broker-1",
                                         SaslConfig("PLAIN", "kaas-broker-1", "peer-secret"))
+
+
+@asynccontextmanager
+async def oauth_broker(tmp_path, **settings):
+    keys = Keys()
+    jwks = keys.write_jwks(tmp_path / "jwks.json")
+    async with running(tmp_path, sasl_enabled_mechanisms=("OAUTHBEARER", "SCRAM-SHA-512"),
+                       sasl_allow_plaintext_credentials=True, sasl_oauthbearer_jwks_file=str(jwks),
+                       sasl_oauthbearer_expected_issuer=ISSUER, sasl_oauthbearer_expected_audience=AUDIENCE,
+                       **settings) as (broker, nursery):
+        yield broker, nursery, keys
+
+
+async def test_oauthbearer_login_and_session_bounded_by_the_token(tmp_path):
+    async with oauth_broker(tmp_path, connections_max_reauth_ms=60_000) as (broker, nursery, keys):
+        async with open_client(broker, nursery) as client:
+            hs = await client.call(handshake("OAUTHBEARER"))
+            assert hs.error_code == ErrorCode.none and "OAUTHBEARER" in hs.mechanisms
+            resp = await client.call(token(client_message(keys.token("svc", alg="ES256", lifetime_s=20))))
+            assert resp.error_code == ErrorCode.none
+            assert 15 < resp.session_lifetime.total_seconds() <= 20  # the token's exp, not 60 s
+            assert (await client.call(metadata())).controller_id == 0
+
+
+async def test_oauthbearer_refused_tokens(tmp_path):
+    async with oauth_broker(tmp_path) as (broker, nursery, keys):
+        other = Keys()
+        h, _b, s = keys.token("svc").split(".")
+        forged_body = b64url(json.dumps({"sub": "admin", "iss": ISSUER, "aud": AUDIENCE,
+                                         "exp": time.time() + 60}).encode())
+        bad = [keys.token(lifetime_s=-5), keys.token(alg="none"), keys.token(alg="HS256"), other.token(),
+               keys.token(iss="https://evil"), keys.token(aud="other"), f"{h}.{forged_body}.{s}", "not-a-jwt"]
+        for tok in bad:
+            async with open_client(broker, nursery) as client:
+                await client.call(handshake("OAUTHBEARER"))
+                (resp,) = await closed_after(client, token(client_message(tok)), metadata())
+                assert (resp.error_code, resp.error_message) == (
+                    ErrorCode.sasl_authentication_failed, FAILED.replace("SCRAM-SHA-512", "OAUTHBEARER"))
+        async with open_client(broker, nursery) as client:  # acting for someone else
+            await client.call(handshake("OAUTHBEARER"))
+            (resp,) = await closed_after(client, token(client_message(keys.token("svc"), authzid="admin")))
+            assert resp.error_code == ErrorCode.sasl_authentication_failed
+        await still_serving(broker, nursery)
+
+
+async def test_oauthbearer_not_offered_in_clear_by_default(tmp_path):
+    keys = Keys()
+    jwks = keys.write_jwks(tmp_path / "jwks.json")
+    async with running(tmp_path, sasl_enabled_mechanisms=("OAUTHBEARER", "SCRAM-SHA-512"),
+                       sasl_oauthbearer_jwks_file=str(jwks)) as (broker, nursery):
+        async with open_client(broker, nursery) as client:
+            (resp,) = await closed_after(client, handshake("OAUTHBEARER"))
+            assert resp.error_code == ErrorCode.unsupported_sasl_mechanism
+            assert list(resp.mechanisms) == ["SCRAM-SHA-512"]

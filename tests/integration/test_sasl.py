@@ -168,3 +168,46 @@ def test_users_are_forwarded_to_the_controller_and_seen_by_every_broker_within_a
             assert time.monotonic() - t0 < 1.0
             time.sleep(0.05)
         assert "scram_credentials_altered" in c.broker_log(controller)
+
+
+def test_confluent_kafka_with_oauthbearer_tokens_signed_by_a_test_key(tmp_path):
+    from tests.jwt_keys import AUDIENCE, ISSUER, Keys
+
+    keys = Keys()
+    jwks = keys.write_jwks(tmp_path / "jwks.json")
+    port = free_port()
+    extra = ["--listeners", f"SASL_PLAINTEXT://127.0.0.1:{port}", "--sasl-enabled-mechanisms", "OAUTHBEARER",
+             "--sasl-allow-plaintext-credentials", "--sasl-oauthbearer-jwks-file", str(jwks),
+             "--sasl-oauthbearer-expected-issuer", ISSUER, "--sasl-oauthbearer-expected-audience", AUDIENCE]
+    with BrokerProcess(tmp_path / "data", port=port, extra=extra).running() as b:
+        def oauth_cb(_config):
+            return keys.token("svc", alg="ES256", lifetime_s=300), time.time() + 300
+
+        common = {"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                  "sasl.mechanism": "OAUTHBEARER", "oauth_cb": oauth_cb}
+        topic = uniq("oauth")
+        admin = AdminClient(common)
+        admin.poll(1)  # serves oauth_cb (librdkafka asks for the token from poll)
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+        p = Producer(common)
+        p.produce(topic, b"token-ok")
+        assert p.flush(15) == 0
+        c = Consumer({**common, "group.id": uniq("g"), "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        deadline = time.monotonic() + 20
+        got = None
+        while got is None and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got = m.value()
+        c.close()
+        assert got == b"token-ok"
+
+        other = Keys()  # a token signed by a key the broker does not trust
+        errors = []
+        bad = Producer({**common, "oauth_cb": lambda _c: (other.token("svc"), time.time() + 300),
+                        "error_cb": errors.append, "message.timeout.ms": 3000})
+        bad.produce(topic, b"x")
+        bad.flush(5)
+        assert errors
+        assert "OAUTHBEARER: bad signature" in b.log_text()
