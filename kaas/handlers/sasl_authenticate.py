@@ -34,6 +34,7 @@ from kaas.handlers import _sasl
 
 API_KEY = 36
 VERSIONS = (0, 2)
+MAX_TOKEN = 64 * 1024  # also on a re-authentication, whose frames the connection no longer bounds so tightly
 
 log = structlog.get_logger()
 
@@ -115,6 +116,8 @@ async def handle(ctx, req) -> dict:
     mechanism = session.mechanism
     expires_ms = None  # an OAUTHBEARER token's expiry bounds the session
     try:
+        if len(req.auth_bytes) > MAX_TOKEN:
+            raise _Failed(f"a {len(req.auth_bytes)}-byte token")
         if exchange == _sasl.PLAIN_PENDING:
             out, user = b"", _plain(ctx, req.auth_bytes)
         elif exchange == _sasl.OAUTH_PENDING:

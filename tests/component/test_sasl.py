@@ -467,3 +467,11 @@ async def test_oauthbearer_not_offered_in_clear_by_default(tmp_path):
             (resp,) = await closed_after(client, handshake("OAUTHBEARER"))
             assert resp.error_code == ErrorCode.unsupported_sasl_mechanism
             assert list(resp.mechanisms) == ["SCRAM-SHA-512"]
+
+
+async def test_a_large_token_on_a_re_authentication_is_refused(tmp_path):
+    async with running(tmp_path) as (broker, nursery), open_client(broker, nursery) as client:
+        assert (await login(client)).error_code == ErrorCode.none
+        assert (await client.call(handshake())).error_code == ErrorCode.none
+        (resp,) = await closed_after(client, token(b"n,,n=alice,r=" + b"x" * (64 * 1024)))
+        assert resp.error_code == ErrorCode.sasl_authentication_failed

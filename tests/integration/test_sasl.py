@@ -211,3 +211,52 @@ def test_confluent_kafka_with_oauthbearer_tokens_signed_by_a_test_key(tmp_path):
         bad.flush(5)
         assert errors
         assert "OAUTHBEARER: bad signature" in b.log_text()
+
+
+def test_kafka_python_scram_sha_512(sasl_broker):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = uniq("kp-sasl")
+    common = {"bootstrap_servers": sasl_broker.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+              "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "admin",
+              "sasl_plain_password": ADMIN_PASSWORD}
+    admin = AdminClient(conf(sasl_broker, "SCRAM-SHA-512"))
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    p = KafkaProducer(**common)
+    p.send(topic, b"from-kafka-python").get(timeout=15)
+    p.close()
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, group_id=uniq("g"), **common)
+    try:
+        assert [m.value for m in c][:1] == [b"from-kafka-python"]
+    finally:
+        c.close()
+
+
+def test_aiokafka_scram_sha_256(sasl_broker):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic = uniq("aio-sasl")
+    admin = AdminClient(conf(sasl_broker, "SCRAM-SHA-256"))
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    common = {"bootstrap_servers": sasl_broker.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+              "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "admin",
+              "sasl_plain_password": ADMIN_PASSWORD}
+
+    async def main() -> bytes:
+        p = AIOKafkaProducer(**common)
+        await p.start()
+        try:
+            await p.send_and_wait(topic, b"from-aiokafka")
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, auto_offset_reset="earliest", group_id=uniq("g"), **common)
+        await c.start()
+        try:
+            m = await asyncio.wait_for(c.getone(), 15)
+            return m.value
+        finally:
+            await c.stop()
+
+    assert asyncio.run(main()) == b"from-aiokafka"
