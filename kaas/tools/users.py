@@ -4,13 +4,14 @@
 Over the wire (``--bootstrap``, with ``--command-config`` for the admin's own SASL
 credentials): DescribeUserScramCredentials and AlterUserScramCredentials, the salt and
 the salted password computed here, as Apache's admin client does (the password never
-leaves this process). Offline (``--data DIR``): the credentials file written directly, to
-bootstrap the first admin user before any broker runs; refused while a broker of the
-directory heartbeats."""
+leaves this process). With ``--data DIR`` and no broker heartbeating in the directory:
+the credentials file written directly, to bootstrap the first admin user before any broker
+runs; while brokers run, ``--data`` goes over the wire to the addresses of their
+heartbeats instead (the file has one writer, the controller)."""
 
 from __future__ import annotations
 
-import os
+import json
 import secrets
 import time
 from pathlib import Path
@@ -37,38 +38,39 @@ LIVE_HEARTBEAT_S = 10.0  # a heartbeat this fresh means a broker runs on the dir
 
 def _target(f):
     f = click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
-                     help="Write the data directory's credentials file directly (no broker may run).")(f)
+                     help="The data directory: its credentials file is written directly while no broker "
+                          "runs, else its brokers are asked over the wire.")(f)
     f = command_config_option(f)
     return click.option("--bootstrap", "--bootstrap-server", "bootstrap", default=None, envvar="KAAS_BOOTSTRAP",
                         help="HOST:PORT[,...] of any broker(s).")(f)
 
 
-def _check_target(bootstrap: str | None, data: Path | None) -> None:
-    if (bootstrap is None) == (data is None):
-        raise click.UsageError("give exactly one of --bootstrap and --data")
-
-
-def _brokers_running(layout: Layout) -> list[str]:
+def _running_brokers(layout: Layout) -> list[str]:
+    """HOST:PORT of every broker whose heartbeat file is fresh."""
     now = time.time()
-    try:
-        names = os.listdir(layout.brokers)
-    except FileNotFoundError:
-        return []
     out = []
-    for name in sorted(names):
+    for path in sorted(layout.brokers.glob("kaas-*.json")):
         try:
-            if name.endswith(".json") and now - os.stat(layout.brokers / name).st_mtime < LIVE_HEARTBEAT_S:
-                out.append(name.removesuffix(".json"))
-        except FileNotFoundError:
+            if now - path.stat().st_mtime < LIVE_HEARTBEAT_S:
+                hb = json.loads(path.read_bytes())
+                out.append(f"{hb['host']}:{int(hb['port'])}")
+        except (OSError, ValueError, KeyError, TypeError):
             continue
     return out
 
 
+def _target_of(bootstrap: str | None, data: Path | None) -> str | None:
+    """The bootstrap to use over the wire, or None: write the file under ``data``."""
+    if (bootstrap is None) == (data is None):
+        raise click.UsageError("give exactly one of --bootstrap and --data")
+    if bootstrap is not None:
+        return bootstrap
+    running = _running_brokers(Layout(data))
+    return ",".join(running) if running else None
+
+
 def _offline(data: Path, change) -> list[scram_users.Result]:
     layout = Layout(data)
-    running = _brokers_running(layout)
-    if running:
-        raise click.ClickException(f"brokers are running on {data} ({', '.join(running)}): use --bootstrap")
     try:
         users = credentials.read(layout.scram_credentials)
     except CorruptState as exc:
@@ -99,8 +101,8 @@ def users() -> None:
 @json_option
 def list_(bootstrap, command_config, data, as_json) -> None:
     """Every user with its SCRAM mechanisms and iterations."""
-    _check_target(bootstrap, data)
-    if data is not None:
+    bootstrap = _target_of(bootstrap, data)
+    if bootstrap is None:
         try:
             descs = scram_users.describe(credentials.read(Layout(data).scram_credentials), None)
         except CorruptState as exc:
@@ -135,13 +137,13 @@ def _mechanisms_option(f):
 @json_option
 def add(name, password, iterations, mechanisms, bootstrap, command_config, data, as_json) -> None:
     """Create NAME, or set its password (the salt is new each time)."""
-    _check_target(bootstrap, data)
+    bootstrap = _target_of(bootstrap, data)
     ups = []
     for mech in mechanisms or MECHANISMS:
         salt = secrets.token_bytes(32)
         ups.append(scram_users.Upsertion(name, scram_users.MECHANISM_CODES[mech], iterations, salt,
                                          scram.salted_password(mech, password, salt, iterations)))
-    if data is not None:
+    if bootstrap is None:
         results = _offline(data, lambda users: scram_users.alter(users, [], ups))
     else:
         with open_cluster(bootstrap, command_config) as c:
@@ -159,8 +161,8 @@ def add(name, password, iterations, mechanisms, bootstrap, command_config, data,
 @json_option
 def remove(name, mechanisms, bootstrap, command_config, data, as_json) -> None:
     """Delete NAME's credentials (every mechanism it has, unless --mechanism)."""
-    _check_target(bootstrap, data)
-    if data is not None:
+    bootstrap = _target_of(bootstrap, data)
+    if bootstrap is None:
         def change(users):
             mechs = mechanisms or sorted(users.get(name, {})) or MECHANISMS[:1]
             return scram_users.alter(users, [scram_users.Deletion(name, scram_users.MECHANISM_CODES[m])
