@@ -18,12 +18,12 @@ def users(*args):
 
 def test_add_list_remove_offline(tmp_path):
     data = tmp_path / "data"
-    res = users("add", "admin", "--password", "pw", "--data", data, "--json")
+    res = users("add", "admin", "--password", "correct-horse", "--data", data, "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout) == [{"user": "admin", "error": None, "message": None}]
     stored = credentials.read(Layout(data).scram_credentials)
-    assert scram.verify_password("SCRAM-SHA-512", stored["admin"]["SCRAM-SHA-512"], "pw")
-    assert "pw" not in Layout(data).scram_credentials.read_text().replace("password", "")
+    assert scram.verify_password("SCRAM-SHA-512", stored["admin"]["SCRAM-SHA-512"], "correct-horse")
+    assert "correct-horse" not in Layout(data).scram_credentials.read_text()
     res = users("add", "bob", "--password", "b", "--mechanism", "SCRAM-SHA-256", "--iterations", 8192,
                 "--data", data)
     assert res.exit_code == 0, res.output
