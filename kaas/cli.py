@@ -30,7 +30,7 @@ def _without_test_libraries() -> None:
 
 
 class _LazyGroup(click.Group):
-    """The tool commands (``txn``, ``topics``, ``groups``, ``inspect``) are imported only when
+    """The tool commands (``txn``, ``topics``, ``groups``, ``inspect``, ``users``) are imported only when
     one of them runs or help lists them, so ``kaas broker`` starts without their imports."""
 
     LAZY = {
@@ -38,6 +38,7 @@ class _LazyGroup(click.Group):
         "topics": "kaas.tools.topics:topics",
         "groups": "kaas.tools.groups:groups",
         "inspect": "kaas.tools.inspect_data:inspect",
+        "users": "kaas.tools.users:users",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -101,18 +102,58 @@ def cli() -> None:
                    "volume is NFS it sees nothing of other hosts); off: polling only, as on NFS.")
 @click.option("--metrics-port", type=int, default=0, show_default=True,
               help="Serve Prometheus /metrics over HTTP on this port of the listen host (0 = off).")
+@click.option("--listeners", default=None,
+              help="Kafka-style NAME://HOST:PORT[,...] to listen on, NAME being PLAINTEXT or SASL_PLAINTEXT "
+                   "(listeners); replaces --listen, the first one is advertised.")
+@click.option("--sasl-enabled-mechanisms", default="SCRAM-SHA-256,SCRAM-SHA-512", show_default=True,
+              help="SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+                   "(sasl.enabled.mechanisms).")
+@click.option("--sasl-allow-plaintext-credentials/--no-sasl-allow-plaintext-credentials", default=False,
+              show_default=True,
+              help="Offer PLAIN and OAUTHBEARER on SASL_PLAINTEXT listeners too, where passwords and tokens "
+                   "cross the network in clear (kaas only: Apache has no such guard).")
+@click.option("--sasl-oauthbearer-jwks-file", default="",
+              help="OAUTHBEARER: JWKS file of the keys that sign accepted JWTs (RS256/ES256; re-read when it "
+                   "changes; Apache: sasl.oauthbearer.jwks.endpoint.url with a file: URL).")
+@click.option("--sasl-oauthbearer-expected-issuer", default="",
+              help="OAUTHBEARER: the iss every token must carry (sasl.oauthbearer.expected.issuer).")
+@click.option("--sasl-oauthbearer-expected-audience", default="",
+              help="OAUTHBEARER: an aud every token must carry (sasl.oauthbearer.expected.audience).")
+@click.option("--sasl-oauthbearer-sub-claim-name", default="sub", show_default=True,
+              help="OAUTHBEARER: the claim naming the principal (sasl.oauthbearer.sub.claim.name).")
+@click.option("--connections-max-reauth-ms", type=int, default=0, show_default=True,
+              help="A SASL session must re-authenticate within this (connections.max.reauth.ms; 0 = never).")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")
-def broker(broker_id, data, listen, advertise, log_json, log_level, **opts) -> None:
+def broker(broker_id, data, listen, advertise, log_json, log_level, listeners, sasl_enabled_mechanisms,
+           **opts) -> None:
     """Run one broker process."""
     _without_test_libraries()
     import trio
 
     from kaas import allocator, log
     from kaas.net.server import serve_broker
-    from kaas.settings import Settings
+    from kaas.settings import Settings, parse_listeners
 
+    parsed = ()
+    if listeners:
+        try:
+            parsed = parse_listeners(listeners)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--listeners") from None
+        listen = f"{parsed[0].host}:{parsed[0].port}"
+    mechanisms = tuple(m.strip().upper() for m in sasl_enabled_mechanisms.split(",") if m.strip())
+    unknown = set(mechanisms) - {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
+    if unknown:
+        raise click.BadParameter(f"unknown mechanisms {sorted(unknown)}", param_hint="--sasl-enabled-mechanisms")
+    if "OAUTHBEARER" in mechanisms:
+        missing = [f"--sasl-oauthbearer-{k.replace('_', '-')}" for k in ("jwks_file", "expected_issuer",
+                                                                         "expected_audience")
+                   if not opts[f"sasl_oauthbearer_{k}"]]
+        if missing:
+            raise click.BadParameter(f"OAUTHBEARER needs {', '.join(missing)}", param_hint="--sasl-enabled-mechanisms")
+    opts.update(listeners=parsed, sasl_enabled_mechanisms=mechanisms)
     lhost, lport = _hostport(listen)
     default_host = lhost if lhost not in ("0.0.0.0", "::") else "127.0.0.1"
     ahost, aport = _hostport(advertise) if advertise else (default_host, lport)

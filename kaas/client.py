@@ -3,8 +3,12 @@ speak raw APIs with it."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime
+import hashlib
+import hmac
+import secrets
 import socket
 import struct
 from functools import cache
@@ -37,10 +41,109 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
     return out
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class SaslConfig:
+    """A client's SASL settings (librdkafka's ``sasl.mechanism``, ``sasl.username``,
+    ``sasl.password``)."""
+
+    mechanism: str
+    username: str
+    password: str = dataclasses.field(repr=False)
+
+
+class SaslFailed(ConnectionError):
+    """The broker refused the SASL handshake or authentication."""
+
+
+_SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+
+
+class ScramClient:
+    """The client side of one SCRAM exchange (RFC 5802), sans I/O: ``first()``, then
+    ``final(server_first)``, then ``check(server_final)``."""
+
+    def __init__(self, mechanism: str, username: str, password: str, nonce: str | None = None) -> None:
+        self.hash = _SCRAM_HASHES[mechanism]
+        self.username, self.password = username, password
+        self.nonce = nonce or secrets.token_urlsafe(18)
+        self._bare = ""
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        name = self.username.replace("=", "=3D").replace(",", "=2C")
+        self._bare = f"n={name},r={self.nonce}"
+        return f"n,,{self._bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        """Raises: SaslFailed: the server's nonce does not extend ours, or the message is malformed."""
+        text = server_first.decode()
+        try:
+            attrs = dict(part.split("=", 1) for part in text.split(","))
+            nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
+        except (ValueError, KeyError) as exc:
+            raise SaslFailed(f"malformed server-first message: {exc}") from None
+        if not nonce.startswith(self.nonce) or nonce == self.nonce:
+            raise SaslFailed("server nonce does not extend the client's")
+        salted = hashlib.pbkdf2_hmac(self.hash, self.password.encode(), salt, iterations)
+        client_key = hmac.new(salted, b"Client Key", self.hash).digest()
+        stored_key = hashlib.new(self.hash, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth = f"{self._bare},{text},{without_proof}".encode()
+        proof = bytes(a ^ b for a, b in zip(client_key, hmac.new(stored_key, auth, self.hash).digest(), strict=True))
+        server_key = hmac.new(salted, b"Server Key", self.hash).digest()
+        self._server_signature = hmac.new(server_key, auth, self.hash).digest()
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def check(self, server_final: bytes) -> None:
+        """Raises: SaslFailed: the server did not prove it knows the credential."""
+        expected = b"v=" + base64.b64encode(self._server_signature)
+        if not hmac.compare_digest(server_final, expected):
+            raise SaslFailed("server signature does not match")
+
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+
+
 class WireClient:
-    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
+    """One blocking connection. With ``sasl``, it authenticates (SaslHandshake v1,
+    SaslAuthenticate v2; PLAIN or SCRAM) before anything else.
+
+    Raises:
+        SaslFailed: the broker refused the mechanism or the credentials.
+    """
+
+    def __init__(self, host: str, port: int, timeout: float = 10.0, sasl: SaslConfig | None = None) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.corr = 0
+        if sasl is not None:
+            try:
+                self.authenticate(sasl)
+            except BaseException:
+                self.sock.close()
+                raise
+
+    def authenticate(self, sasl: SaslConfig) -> datetime.timedelta:
+        """Run one SASL exchange on this connection; the session lifetime the broker
+        answered (zero: no expiry)."""
+        hs = self.call(SASL_HANDSHAKE, 1, {"mechanism": sasl.mechanism})
+        if hs.error_code != 0:
+            raise SaslFailed(f"SaslHandshake {sasl.mechanism}: error {hs.error_code}, broker offers {hs.mechanisms}")
+
+        def step(token: bytes):
+            resp = self.call(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+            if resp.error_code != 0:
+                raise SaslFailed(f"SaslAuthenticate: error {resp.error_code}: {resp.error_message}")
+            return resp
+
+        if sasl.mechanism == "PLAIN":
+            return step(f"\0{sasl.username}\0{sasl.password}".encode()).session_lifetime
+        if sasl.mechanism not in _SCRAM_HASHES:
+            raise SaslFailed(f"mechanism {sasl.mechanism} not supported by this client")
+        scram = ScramClient(sasl.mechanism, sasl.username, sasl.password)
+        first = step(scram.first())
+        final = step(scram.final(first.auth_bytes))
+        scram.check(final.auth_bytes)
+        return final.session_lifetime
 
     def close(self) -> None:
         self.sock.close()

@@ -20,6 +20,11 @@ from kaas.wire.build import build
 log = structlog.get_logger()
 
 API_VERSIONS = 18
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+# What a session that has not authenticated (a SASL listener's, until SaslAuthenticate
+# succeeds) may send; anything else closes the connection (Apache SaslServerAuthenticator).
+# The same three are all a session past its KIP-368 deadline may send (re-authenticate).
+BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 
 def _unsupported_api_versions(corr: int) -> bytes:
@@ -46,16 +51,27 @@ class Prepared:
     size: int = 0  # request frame bytes on the wire (size prefix included), for metrics
 
 
-def prepare(broker, frame: bytes, peer: str, lapses: int = 0, session: Session | None = None) -> Prepared:
+def prepare(broker, frame: bytes, peer: str, lapses: int = 0, session: Session | None = None,
+            now: float | None = None) -> Prepared:
     """Check the key/version and decode one frame, synchronously.
 
     The connection calls this for each frame in arrival order before running it, so a
     request that follows a protocol error on the same connection is never executed.
 
+    Args:
+        now: the connection's clock (trio time), given when the session has a
+            re-authentication deadline.
     Raises:
-        CloseConnection: unknown key/version or a malformed request.
+        CloseConnection: unknown key/version, a malformed request, a request other than
+            ApiVersions/SaslHandshake/SaslAuthenticate before authentication or after the
+            session expired.
     """
     api_key, version, corr = codec.peek(frame)
+    if session is not None and api_key not in BEFORE_AUTHENTICATION:
+        if not session.authenticated:
+            raise CloseConnection(f"api_key {api_key} before SASL authentication")
+        if session.reauth_deadline is not None and now is not None and now >= session.reauth_deadline:
+            raise CloseConnection(f"api_key {api_key} after the SASL session expired (connections.max.reauth.ms)")
     handler = REGISTRY.get(api_key)
     if handler is None or not handler.min_version <= version <= handler.max_version:
         if api_key == API_VERSIONS:

@@ -5,6 +5,51 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # SSL and SASL_SSL: the TLS branch
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One ``NAME://HOST:PORT`` of ``--listeners``."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: str
+
+
+def parse_listeners(value: str) -> tuple[Listener, ...]:
+    """Parse Kafka's ``listeners`` (``SASL_PLAINTEXT://127.0.0.1:9092,PLAINTEXT://:9093``).
+
+    Minimal form (the TLS branch adds ``--listener-security-protocol-map`` and SSL): a
+    listener's name is its security protocol, PLAINTEXT or SASL_PLAINTEXT; an empty host
+    is 127.0.0.1.
+
+    Raises:
+        ValueError: malformed, a name used twice, or a protocol not served.
+    """
+    out: list[Listener] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, hostport = item.partition("://")
+        host, colon, port = hostport.rpartition(":")
+        if not sep or not colon or not port.isdigit() or not name:
+            raise ValueError(f"{item!r} is not NAME://HOST:PORT")
+        name = name.upper()
+        if name not in SECURITY_PROTOCOLS:
+            raise ValueError(f"listener {name}: the name must be a security protocol {SECURITY_PROTOCOLS}")
+        if name not in SERVED_PROTOCOLS:
+            raise ValueError(f"listener {name}: only {SERVED_PROTOCOLS} are served")
+        if any(li.name == name for li in out):
+            raise ValueError(f"listener {name} given twice")
+        out.append(Listener(name, host.strip("[]") or "127.0.0.1", int(port), name))
+    if not out:
+        raise ValueError("no listener given")
+    return tuple(out)
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -40,6 +85,16 @@ class Settings:
     inotify: bool = True  # doorbells on a local data directory; off: polling only, as on NFS
     metrics_port: int = 0  # Prometheus /metrics; 0 = off
     cluster_id: str = "kaas-cluster"
+    # SASL (issue 21; docs/security.rst). A listener whose protocol is SASL_* serves only
+    # ApiVersions, SaslHandshake and SaslAuthenticate until the client has authenticated.
+    listeners: tuple[Listener, ...] = ()  # empty: one PLAINTEXT listener on listen_host:listen_port
+    sasl_enabled_mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    sasl_allow_plaintext_credentials: bool = False  # PLAIN/OAUTHBEARER on SASL_PLAINTEXT (Apache has no such guard)
+    connections_max_reauth_ms: int = 0  # KIP-368; 0: sessions do not expire
+    sasl_oauthbearer_jwks_file: str = ""  # OAUTHBEARER: the JWKS whose keys sign the accepted JWTs
+    sasl_oauthbearer_expected_issuer: str = ""
+    sasl_oauthbearer_expected_audience: str = ""
+    sasl_oauthbearer_sub_claim_name: str = "sub"
     extra: dict = field(default_factory=dict)
 
     @property

@@ -22,6 +22,7 @@ from kaas.domain import replicas, routing
 from kaas.errors import CorruptState, KaasError
 from kaas.peers import PeerLinks
 from kaas.settings import Settings
+from kaas.storage.credentials import CredentialStore
 from kaas.storage.partition_log import PartitionLog
 from kaas.storage.paths import Layout
 from kaas.storage.producer_ids import PidAllocator
@@ -90,6 +91,8 @@ class Broker:
         self.takeovers = 0
         self.takeover_seconds = 0.0
         self.pids = PidAllocator(self.layout.pid_block_file(self.id), self.id, fsync=settings.fsync)
+        # SCRAM users (__cluster/security/scram-credentials.json), re-read by tasks.credentials
+        self.credentials = CredentialStore(self.layout.scram_credentials, fsync=settings.fsync)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -25,6 +25,7 @@ _MODULES = (
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit",
     "describe_transactions", "list_transactions", "describe_producers", "write_txn_markers",
     "describe_topic_partitions",
+    "sasl_handshake", "sasl_authenticate", "describe_user_scram_credentials", "alter_user_scram_credentials",
 )
 
 

@@ -22,3 +22,4 @@ class Session:
     mechanism: str | None = None  # the SASL mechanism SaslHandshake chose
     sasl: Any = None  # the SASL exchange in progress (a pure machine of kaas.domain)
     reauth_deadline: float | None = None  # KIP-368: trio time the session must re-authenticate by
+    close_reason: str | None = None  # set by a handler: close the connection after this response

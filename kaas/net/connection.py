@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import deque
+from collections.abc import Callable
 
 import structlog
 import trio
@@ -22,6 +23,9 @@ from kaas.wire.framing import FrameDecoder, FramingError
 log = structlog.get_logger()
 
 MAX_IN_FLIGHT = 64
+# The largest frame a connection that has not authenticated may send (a SASL token, an
+# ApiVersions request): a 100 MiB "token" is refused at its size prefix, never buffered.
+UNAUTHENTICATED_MAX_FRAME = 64 * 1024
 _conn_ids = itertools.count(1)
 
 # Requests that never park (no long poll, no rebalance wait, no group-commit batching with
@@ -40,6 +44,7 @@ INLINE_APIS = frozenset({
     18,  # ApiVersions
     22,  # InitProducerId
     23,  # OffsetForLeaderEpoch
+    17, 36,  # SaslHandshake, SaslAuthenticate: done before the next frame is cut (its size bound)
     24, 25, 26, 28,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
     27,  # WriteTxnMarkers: parks for the fsync, but a coordinator's link sends one at a time
     32,  # DescribeConfigs
@@ -77,29 +82,39 @@ async def _send(stream: trio.abc.Stream, fd: int | None, data) -> None:
 
 
 class _Slot:
-    __slots__ = ("done", "data", "close")
+    __slots__ = ("done", "data", "close", "close_after")
 
     def __init__(self) -> None:
         self.done = trio.Event()
         self.data: bytes | None = None
         self.close: str | None = None
+        self.close_after: str | None = None  # send ``data``, then close (a failed SASL exchange)
 
 
-async def serve_connection(broker, stream: trio.abc.Stream) -> None:
+SessionFactory = Callable[[str], Session]
+"""Makes a connection's Session from the peer's host (a SASL listener's starts
+unauthenticated)."""
+
+
+async def serve_connection(broker, stream: trio.abc.Stream, session_factory: SessionFactory | None = None) -> None:
     """Serve one connection until the peer closes it or breaks the protocol.
 
     Nothing a connection does can take the broker down: transport errors end the
     connection quietly, anything else is logged and ends only this connection.
+
+    Args:
+        session_factory: the listener's Session maker; default a PLAINTEXT session,
+            authenticated as User:ANONYMOUS.
     """
     try:
-        await _serve(broker, stream)
+        await _serve(broker, stream, session_factory)
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
     except* Exception as group:
         log.error("connection_crashed", error=repr(group.exceptions[0]))
 
 
-async def _serve(broker, stream: trio.abc.Stream) -> None:
+async def _serve(broker, stream: trio.abc.Stream, session_factory: SessionFactory | None) -> None:
     conn_id = next(_conn_ids)
     sock = stream.socket if isinstance(stream, trio.SocketStream) else None
     try:
@@ -109,8 +124,10 @@ async def _serve(broker, stream: trio.abc.Stream) -> None:
         peer = "?"
     lapses = broker.cluster.lapses
     fd = sock.fileno() if sock is not None else None
-    session = Session(peer_host=peer.rsplit(":", 1)[0])
-    decoder = FrameDecoder(broker.settings.max_request_size)
+    peer_host = peer.rsplit(":", 1)[0]
+    session = session_factory(peer_host) if session_factory is not None else Session(peer_host=peer_host)
+    max_frame = broker.settings.max_request_size
+    decoder = FrameDecoder(max_frame if session.authenticated else min(max_frame, UNAUTHENTICATED_MAX_FRAME))
     slots: deque[_Slot] = deque()
     have_slot = trio.Event()
     limit = trio.Semaphore(MAX_IN_FLIGHT)
@@ -128,6 +145,10 @@ async def _serve(broker, stream: trio.abc.Stream) -> None:
     async def answer(prepared: Prepared, slot: _Slot) -> None:
         try:
             slot.data = await execute(prepared)
+            if session.close_reason is not None:
+                slot.close_after = session.close_reason
+            elif session.authenticated and decoder.max_frame != max_frame:
+                decoder.max_frame = max_frame
         except CloseConnection as exc:
             slot.close = str(exc)
         except Exception as exc:  # a bug: never take the broker down with it
@@ -162,6 +183,12 @@ async def _serve(broker, stream: trio.abc.Stream) -> None:
                         return
                     if slot.data is not None:
                         out.append(slot.data)
+                    if slot.close_after is not None:
+                        if out:
+                            await _send(stream, fd, out[0] if len(out) == 1 else b"".join(out))
+                        close_once("connection_closed_after_response", reason=slot.close_after)
+                        cancel.cancel()
+                        return
                 if out:
                     await _send(stream, fd, out[0] if len(out) == 1 else b"".join(out))
 
@@ -192,7 +219,8 @@ async def _serve(broker, stream: trio.abc.Stream) -> None:
                 try:
                     for frame in decoder.frames():
                         try:
-                            prepared = prepare(broker, frame, peer, lapses, session)
+                            prepared = prepare(broker, frame, peer, lapses, session,
+                                               None if session.reauth_deadline is None else trio.current_time())
                         except CloseConnection as exc:
                             # Nothing after a protocol error runs: the writer answers the
                             # earlier requests, then reaches this slot and closes.
@@ -215,6 +243,10 @@ async def _serve(broker, stream: trio.abc.Stream) -> None:
                                     return
                                 if slot.data is not None:
                                     await _send(stream, fd, slot.data)
+                                if slot.close_after is not None:
+                                    close_once("connection_closed_after_response", reason=slot.close_after)
+                                    nursery.cancel_scope.cancel()
+                                    return
                             if decoder.buffered:
                                 # more requests already here (a pipelining client): yield
                                 # between them, as trio's send did, so that one connection

@@ -27,11 +27,13 @@ class Layout:
         self.consumer_offsets = self.cluster / "consumer_offsets"
         self.assignment = self.cluster / "assignment.json"
         self.deaths = self.cluster / "deaths"
+        self.security = self.cluster / "security"
+        self.scram_credentials = self.security / "scram-credentials.json"
 
     def ensure(self) -> None:
         for d in (self.cluster, self.data, self.run, self.topics, self.brokers, self.controller,
                   self.producer_ids, self.producer_fences, self.txn_state, self.marker_queue,
-                  self.consumer_offsets, self.deaths):
+                  self.consumer_offsets, self.deaths, self.security):
             d.mkdir(parents=True, exist_ok=True)
 
     def topic_file(self, topic: str) -> Path:

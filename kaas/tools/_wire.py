@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -13,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
-from kaas.client import WireClient
+from kaas.client import SaslConfig, SaslFailed, WireClient
 
 T = TypeVar("T")
 
@@ -57,17 +58,55 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
+def read_client_properties(path: Path) -> dict[str, str]:
+    """librdkafka-style client properties: ``key=value`` lines, ``#`` comments."""
+    out = {}
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{path}:{n}: not key=value", param_hint="--command-config")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def sasl_from_properties(props: dict[str, str]) -> SaslConfig | None:
+    """The SASL settings of client properties (``security.protocol``, ``sasl.mechanism``,
+    ``sasl.username``, ``sasl.password``); None for PLAINTEXT.
+
+    Raises:
+        click.BadParameter: a protocol the tools cannot speak (SSL: the TLS branch) or a
+            missing setting.
+    """
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol == "PLAINTEXT":
+        return None
+    if protocol != "SASL_PLAINTEXT":
+        raise click.BadParameter(f"security.protocol {protocol} is not supported by the tools yet",
+                                 param_hint="--command-config")
+    mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "")).upper()
+    missing = [k for k, v in (("sasl.mechanism", mechanism), ("sasl.username", props.get("sasl.username")),
+                              ("sasl.password", props.get("sasl.password"))) if not v]
+    if missing:
+        raise click.BadParameter(f"missing {', '.join(missing)}", param_hint="--command-config")
+    return SaslConfig(mechanism, props["sasl.username"], props["sasl.password"])
+
+
 class Cluster:
     """Connections to the brokers of one cluster, opened lazily and closed on exit.
 
     Args:
         bootstrap: ``HOST:PORT[,HOST:PORT...]``.
         timeout: socket timeout per request, seconds.
+        sasl: authenticate every connection with these credentials.
     """
 
-    def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 15.0, sasl: SaslConfig | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.timeout = timeout
+        self.sasl = sasl
         self._conns: dict[tuple[str, int], WireClient] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.controller_id = -1
@@ -93,8 +132,10 @@ class Cluster:
             wc = self._conns.get(addr)
             try:
                 if wc is None:
-                    wc = self._conns[addr] = WireClient(addr[0], addr[1], timeout=self.timeout)
+                    wc = self._conns[addr] = WireClient(addr[0], addr[1], timeout=self.timeout, sasl=self.sasl)
                 return wc.call_entity(req)
+            except SaslFailed as exc:
+                raise click.ClickException(f"broker {addr[0]}:{addr[1]}: {exc}") from None
             except OSError as exc:
                 bad = self._conns.pop(addr, None)
                 if bad is not None:
@@ -177,6 +218,18 @@ def retry(fn: Callable[[], T], timeout: float = 15.0) -> T:
 def bootstrap_option(f):
     return click.option("--bootstrap", "--bootstrap-server", "bootstrap", required=True,
                         envvar="KAAS_BOOTSTRAP", help="HOST:PORT[,HOST:PORT...] of any broker(s).")(f)
+
+
+def command_config_option(f):
+    return click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                        default=None, envvar="KAAS_COMMAND_CONFIG",
+                        help="Client properties (key=value, as librdkafka's): security.protocol, "
+                             "sasl.mechanism, sasl.username, sasl.password.")(f)
+
+
+def open_cluster(bootstrap: str, command_config: Path | None) -> Cluster:
+    sasl = sasl_from_properties(read_client_properties(command_config)) if command_config else None
+    return Cluster(bootstrap, sasl=sasl)
 
 
 def json_option(f):

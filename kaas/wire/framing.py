@@ -46,6 +46,16 @@ class FrameDecoder:
         self._large: bytearray | None = None  # payload of the large frame being received
         self._fill = 0  # bytes of it received so far
 
+    @property
+    def max_frame(self) -> int:
+        return self._max
+
+    @max_frame.setter
+    def max_frame(self, value: int) -> None:
+        """Change the bound for the frames not yet cut (a connection raises it once its
+        client has authenticated)."""
+        self._max = value
+
     def _compact(self) -> None:
         if self._pos:
             del self._buf[: self._pos]

@@ -1,0 +1,63 @@
+"""AlterUserScramCredentials (51): upsert (salt and salted password computed by the
+client, as Apache's admin client does) and delete users' SCRAM credentials.
+
+The credentials file has one writer, the controller: another broker forwards the request
+to it (``_forward``) and answers NOT_CONTROLLER per user when no live controller answers.
+The controller reads the file afresh, applies Apache's rules (``domain.scram_users``),
+writes it (tmp + fsync + rename) and takes the result as its own copy; the other brokers
+see it within a second (``tasks.credentials``). A corrupt file is not overwritten."""
+
+from __future__ import annotations
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from kaas.domain import scram_users
+from kaas.errors import CorruptState
+from kaas.handlers import _forward
+from kaas.storage import credentials
+
+API_KEY = 51
+VERSIONS = (0, 0)
+TIMEOUT_S = 30.0  # the request carries no timeout of its own
+
+log = structlog.get_logger()
+
+
+def _all_users(req) -> list[str]:
+    return list(dict.fromkeys([*(d.name for d in req.deletions), *(u.name for u in req.upsertions)]))
+
+
+def _every_user(req, code: ErrorCode, message: str) -> dict:
+    return {"throttle_time": 0, "results": [
+        {"user": u, "error_code": code, "error_message": message} for u in _all_users(req)]}
+
+
+async def handle(ctx, req):
+    try:
+        fwd = await _forward.to_controller(ctx, req, TIMEOUT_S)
+    except _forward.NotForwarded as exc:
+        return _every_user(req, ErrorCode.not_controller, str(exc))
+    if fwd is not None:
+        return fwd
+    store = ctx.broker.credentials
+    try:
+        # no await from this read to the write below: one request at a time in this broker
+        users = credentials.read(store.path)
+    except CorruptState as exc:
+        log.error("scram_credentials_corrupt", error=str(exc))
+        return _every_user(req, ErrorCode.unknown_server_error, "the SCRAM credentials file is corrupt")
+    after, results = scram_users.alter(
+        users,
+        [scram_users.Deletion(d.name, d.mechanism) for d in req.deletions],
+        [scram_users.Upsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+         for u in req.upsertions])
+    if after != users:
+        try:
+            store.replace(after)
+        except OSError as exc:
+            log.error("scram_credentials_write_failed", error=str(exc))
+            return _every_user(req, ErrorCode.kafka_storage_error, f"credentials not written: {exc.strerror}")
+        log.info("scram_credentials_altered", users=[r.user for r in results if r.error_code == ErrorCode.none])
+    return {"throttle_time": 0, "results": [
+        {"user": r.user, "error_code": r.error_code, "error_message": r.error_message} for r in results]}

@@ -1,0 +1,31 @@
+"""DescribeUserScramCredentials (50): the mechanisms and iterations of users' SCRAM
+credentials (never a key), from this broker's copy of the credentials file. Every user
+when the request names none; RESOURCE_NOT_FOUND for an unknown user, DUPLICATE_RESOURCE
+for a user named twice (Apache). A corrupt file is a request-level error."""
+
+from __future__ import annotations
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from kaas.domain import scram_users
+from kaas.errors import CorruptState
+
+API_KEY = 50
+VERSIONS = (0, 0)
+
+log = structlog.get_logger()
+
+
+async def handle(ctx, req) -> dict:
+    try:
+        users = ctx.broker.credentials.snapshot()
+    except CorruptState as exc:
+        log.error("scram_credentials_corrupt", error=str(exc))
+        return {"throttle_time": 0, "error_code": ErrorCode.unknown_server_error,
+                "error_message": "the SCRAM credentials file is corrupt", "results": ()}
+    names = None if req.users is None else [u.name for u in req.users]
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "results": [
+        {"user": d.user, "error_code": d.error_code, "error_message": d.error_message,
+         "credential_infos": [{"mechanism": m, "iterations": i} for m, i in d.credentials]}
+        for d in scram_users.describe(users, names)]}

@@ -1,0 +1,181 @@
+"""``kaas users list|add|remove``: SASL/SCRAM users, like Apache's
+``kafka-configs --entity-type users --alter --add-config 'SCRAM-SHA-512=[password=...]'``.
+
+Over the wire (``--bootstrap``, with ``--command-config`` for the admin's own SASL
+credentials): DescribeUserScramCredentials and AlterUserScramCredentials, the salt and
+the salted password computed here, as Apache's admin client does (the password never
+leaves this process). With ``--data DIR`` and no broker heartbeating in the directory:
+the credentials file written directly, to bootstrap the first admin user before any broker
+runs; while brokers run, ``--data`` goes over the wire to the addresses of their
+heartbeats instead (the file has one writer, the controller)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from pathlib import Path
+
+import click
+from kio.schema.alter_user_scram_credentials.v0.request import (
+    AlterUserScramCredentialsRequest,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+)
+from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
+from kio.schema.errors import ErrorCode
+
+from kaas.domain import scram, scram_users
+from kaas.errors import CorruptState
+from kaas.storage import credentials
+from kaas.storage.paths import Layout
+from kaas.tools._wire import code_name, command_config_option, json_option, open_cluster
+from kaas.tools.output import emit, table
+
+MECHANISMS = sorted(scram.MECHANISMS)
+LIVE_HEARTBEAT_S = 10.0  # a heartbeat this fresh means a broker runs on the directory
+
+
+def _target(f):
+    f = click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="The data directory: its credentials file is written directly while no broker "
+                          "runs, else its brokers are asked over the wire.")(f)
+    f = command_config_option(f)
+    return click.option("--bootstrap", "--bootstrap-server", "bootstrap", default=None, envvar="KAAS_BOOTSTRAP",
+                        help="HOST:PORT[,...] of any broker(s).")(f)
+
+
+def _running_brokers(layout: Layout) -> list[str]:
+    """HOST:PORT of every broker whose heartbeat file is fresh."""
+    now = time.time()
+    out = []
+    for path in sorted(layout.brokers.glob("kaas-*.json")):
+        try:
+            if now - path.stat().st_mtime < LIVE_HEARTBEAT_S:
+                hb = json.loads(path.read_bytes())
+                out.append(f"{hb['host']}:{int(hb['port'])}")
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def _target_of(bootstrap: str | None, data: Path | None) -> str | None:
+    """The bootstrap to use over the wire, or None: write the file under ``data``."""
+    if (bootstrap is None) == (data is None):
+        raise click.UsageError("give exactly one of --bootstrap and --data")
+    if bootstrap is not None:
+        return bootstrap
+    running = _running_brokers(Layout(data))
+    return ",".join(running) if running else None
+
+
+def _offline(data: Path, change) -> list[scram_users.Result]:
+    layout = Layout(data)
+    try:
+        users = credentials.read(layout.scram_credentials)
+    except CorruptState as exc:
+        raise click.ClickException(str(exc)) from None
+    after, results = change(users)
+    if after != users:
+        credentials.write(layout.scram_credentials, after)
+    return results
+
+
+def _report(results, as_json: bool) -> None:
+    rows = [{"user": r.user, "error": None if r.error_code == ErrorCode.none else code_name(r.error_code),
+             "message": r.error_message} for r in results]
+    emit(rows, as_json, lambda: table(rows, ["user", "error", "message"]))
+    failed = [r for r in rows if r["error"]]
+    if failed:
+        raise click.ClickException("; ".join(f"{r['user']}: {r['error']} {r['message'] or ''}".strip()
+                                             for r in failed))
+
+
+@click.group("users")
+def users() -> None:
+    """List, add and remove SASL/SCRAM users."""
+
+
+@users.command("list")
+@_target
+@json_option
+def list_(bootstrap, command_config, data, as_json) -> None:
+    """Every user with its SCRAM mechanisms and iterations."""
+    bootstrap = _target_of(bootstrap, data)
+    if bootstrap is None:
+        try:
+            descs = scram_users.describe(credentials.read(Layout(data).scram_credentials), None)
+        except CorruptState as exc:
+            raise click.ClickException(str(exc)) from None
+        rows = [{"user": d.user, "mechanisms": [f"{scram.MECHANISM_TYPES[m]}:{i}" for m, i in d.credentials]}
+                for d in descs]
+    else:
+        with open_cluster(bootstrap, command_config) as c:
+            resp = c.call_any(DescribeUserScramCredentialsRequest(users=None))
+        if resp.error_code != ErrorCode.none:
+            raise click.ClickException(f"DescribeUserScramCredentials: {code_name(resp.error_code)} "
+                                       f"{resp.error_message or ''}")
+        rows = [{"user": r.user, "mechanisms": [f"{scram.MECHANISM_TYPES.get(ci.mechanism, ci.mechanism)}:"
+                                                f"{ci.iterations}" for ci in r.credential_infos]}
+                for r in resp.results]
+    emit(rows, as_json, lambda: table(rows, ["user", "mechanisms"]))
+
+
+def _mechanisms_option(f):
+    return click.option("--mechanism", "mechanisms", multiple=True, type=click.Choice(MECHANISMS),
+                        help="SCRAM mechanism (repeatable; default: both).")(f)
+
+
+@users.command()
+@click.argument("name")
+@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True, envvar="KAAS_USER_PASSWORD",
+              help="The user's password (prompted for when not given).")
+@click.option("--iterations", type=click.IntRange(scram.MIN_ITERATIONS, scram.MAX_ITERATIONS), default=4096,
+              show_default=True, help="PBKDF2 iterations.")
+@_mechanisms_option
+@_target
+@json_option
+def add(name, password, iterations, mechanisms, bootstrap, command_config, data, as_json) -> None:
+    """Create NAME, or set its password (the salt is new each time)."""
+    bootstrap = _target_of(bootstrap, data)
+    ups = []
+    for mech in mechanisms or MECHANISMS:
+        salt = secrets.token_bytes(32)
+        ups.append(scram_users.Upsertion(name, scram_users.MECHANISM_CODES[mech], iterations, salt,
+                                         scram.salted_password(mech, password, salt, iterations)))
+    if bootstrap is None:
+        results = _offline(data, lambda users: scram_users.alter(users, [], ups))
+    else:
+        with open_cluster(bootstrap, command_config) as c:
+            resp = c.call_controller(AlterUserScramCredentialsRequest(deletions=(), upsertions=tuple(
+                ScramCredentialUpsertion(name=u.user, mechanism=u.mechanism, iterations=u.iterations, salt=u.salt,
+                                         salted_password=u.salted_password) for u in ups)))
+        results = resp.results
+    _report(results, as_json)
+
+
+@users.command()
+@click.argument("name")
+@_mechanisms_option
+@_target
+@json_option
+def remove(name, mechanisms, bootstrap, command_config, data, as_json) -> None:
+    """Delete NAME's credentials (every mechanism it has, unless --mechanism)."""
+    bootstrap = _target_of(bootstrap, data)
+    if bootstrap is None:
+        def change(users):
+            mechs = mechanisms or sorted(users.get(name, {})) or MECHANISMS[:1]
+            return scram_users.alter(users, [scram_users.Deletion(name, scram_users.MECHANISM_CODES[m])
+                                             for m in mechs], [])
+        results = _offline(data, change)
+    else:
+        with open_cluster(bootstrap, command_config) as c:
+            mechs = list(mechanisms)
+            if not mechs:
+                resp = c.call_any(DescribeUserScramCredentialsRequest(users=None))
+                mechs = [scram.MECHANISM_TYPES[ci.mechanism] for r in resp.results if r.user == name
+                         for ci in r.credential_infos if ci.mechanism in scram.MECHANISM_TYPES] or MECHANISMS[:1]
+            resp = c.call_controller(AlterUserScramCredentialsRequest(upsertions=(), deletions=tuple(
+                ScramCredentialDeletion(name=name, mechanism=scram_users.MECHANISM_CODES[m]) for m in mechs)))
+        results = resp.results
+    _report(results, as_json)
