@@ -101,6 +101,12 @@ def cli() -> None:
                    "volume is NFS it sees nothing of other hosts); off: polling only, as on NFS.")
 @click.option("--metrics-port", type=int, default=0, show_default=True,
               help="Serve Prometheus /metrics over HTTP on this port of the listen host (0 = off).")
+@click.option("--authorizer/--no-authorizer", default=False, show_default=True,
+              help="Authorise every request against the cluster's ACLs (Apache's semantics).")
+@click.option("--super-users", default="", show_default=True,
+              help="super.users: principals allowed everything, e.g. 'User:admin;User:ops'.")
+@click.option("--allow-everyone-if-no-acl-found", is_flag=True, default=False,
+              help="allow.everyone.if.no.acl.found: a resource no ACL names is open to all.")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")

@@ -40,6 +40,9 @@ class Settings:
     inotify: bool = True  # doorbells on a local data directory; off: polling only, as on NFS
     metrics_port: int = 0  # Prometheus /metrics; 0 = off
     cluster_id: str = "kaas-cluster"
+    authorizer: bool = False  # authorise every request against the ACLs (issue 21)
+    super_users: str = ""  # super.users: principals always allowed, ``User:a;User:b``
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
     extra: dict = field(default_factory=dict)
 
     @property

@@ -24,7 +24,7 @@ _MODULES = (
     "list_groups", "delete_groups", "offset_commit", "offset_fetch", "offset_delete",
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit",
     "describe_transactions", "list_transactions", "describe_producers", "write_txn_markers",
-    "describe_topic_partitions",
+    "describe_topic_partitions", "describe_acls", "create_acls", "delete_acls",
 )
 
 
