@@ -9,6 +9,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers import _forward
+from kaas.handlers._auth import TOPIC, Op, authorize
 
 API_KEY = 37
 VERSIONS = (0, 3)
@@ -17,6 +18,11 @@ log = structlog.get_logger()
 
 
 async def handle(ctx, req):
+    bad = {t.name for t in req.topics if not authorize(ctx, Op.ALTER, TOPIC, t.name)}
+    if bad:  # checked before forwarding; with one denied, the others are not attempted
+        return {"throttle_time": 0, "results": [
+            {"name": t.name, "error_code": ErrorCode.topic_authorization_failed if t.name in bad
+             else ErrorCode.operation_not_attempted, "error_message": None} for t in req.topics]}
     try:
         fwd = await _forward.to_controller(ctx, req, req.timeout.total_seconds())
     except _forward.NotForwarded as exc:

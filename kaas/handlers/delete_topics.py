@@ -8,12 +8,31 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers import _forward
+from kaas.handlers._auth import TOPIC, Op, authorize, enabled
 
 API_KEY = 20
 VERSIONS = (1, 6)
 
 
+def _denied(ctx, req) -> dict | None:
+    """Apache: DELETE on each topic; the request answers TOPIC_AUTHORIZATION_FAILED for
+    the denied ones. Checked before forwarding (the controller checks the forwarder)."""
+    if not enabled(ctx):
+        return None
+    items = [(t.name, t.topic_id) for t in req.topics] if ctx.api_version >= 6 else [(n, None) for n in req.topic_names]
+    bad = [(n, tid) for n, tid in items if n is None or not authorize(ctx, Op.DELETE, TOPIC, n)]
+    if not bad:
+        return None
+    return {"throttle_time": 0, "responses": [
+        {"name": n, "topic_id": tid, "error_code": ErrorCode.topic_authorization_failed
+         if (n, tid) in bad else ErrorCode.operation_not_attempted, "error_message": None} for n, tid in items]}
+
+
 async def handle(ctx, req):
+    # all or nothing: with a topic denied, the others are not attempted (OPERATION_NOT_ATTEMPTED)
+    denied = _denied(ctx, req)
+    if denied is not None:
+        return denied
     try:
         fwd = await _forward.to_controller(ctx, req, req.timeout.total_seconds())
     except _forward.NotForwarded:

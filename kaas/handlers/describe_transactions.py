@@ -3,7 +3,10 @@ slot files this broker owns (others answer NOT_COORDINATOR)."""
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from kaas.errors import KaasError
+from kaas.handlers._auth import TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 
 API_KEY = 65
@@ -21,8 +24,11 @@ def _row(txn_id: str, code, d) -> dict:
 
 
 async def handle(ctx, req) -> dict:
+    allowed = [t for t in req.transactional_ids if authorize(ctx, Op.DESCRIBE, TXN_ID, t)]
     try:
-        rows = await coordinator(ctx.broker).describe(req.transactional_ids)
+        rows = await coordinator(ctx.broker).describe(allowed) if allowed else []
     except KaasError as exc:
-        rows = [(txn_id, exc.code, None) for txn_id in req.transactional_ids]
+        rows = [(txn_id, exc.code, None) for txn_id in allowed]
+    found = {r[0]: r for r in rows}
+    rows = [found.get(t) or (t, ErrorCode.transactional_id_authorization_failed, None) for t in req.transactional_ids]
     return {"throttle_time": 0, "transaction_states": [_row(*r) for r in rows]}

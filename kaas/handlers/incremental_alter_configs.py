@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kaas import configs
 from kaas.handlers import _forward
-from kaas.handlers.alter_configs import alter
+from kaas.handlers.alter_configs import alter, denied
 
 API_KEY = 44
 VERSIONS = (0, 1)
@@ -38,6 +38,9 @@ def _apply(ops, settings):
 
 
 async def handle(ctx, req):
+    refused = denied(ctx, req)
+    if refused is not None:
+        return refused
     fwd = await _forward.configs_to_controller(ctx, req)
     if fwd is not None:
         return fwd
