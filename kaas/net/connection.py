@@ -85,21 +85,22 @@ class _Slot:
         self.close: str | None = None
 
 
-async def serve_connection(broker, stream: trio.abc.Stream) -> None:
-    """Serve one connection until the peer closes it or breaks the protocol.
+async def serve_connection(broker, stream: trio.abc.Stream, session: Session | None = None) -> None:
+    """Serve one connection until the peer closes it or breaks the protocol. ``session``:
+    the connection's security state (default: a PLAINTEXT, ``User:ANONYMOUS`` one).
 
     Nothing a connection does can take the broker down: transport errors end the
     connection quietly, anything else is logged and ends only this connection.
     """
     try:
-        await _serve(broker, stream)
+        await _serve(broker, stream, session)
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
     except* Exception as group:
         log.error("connection_crashed", error=repr(group.exceptions[0]))
 
 
-async def _serve(broker, stream: trio.abc.Stream) -> None:
+async def _serve(broker, stream: trio.abc.Stream, session: Session | None = None) -> None:
     conn_id = next(_conn_ids)
     sock = stream.socket if isinstance(stream, trio.SocketStream) else None
     try:
@@ -109,7 +110,8 @@ async def _serve(broker, stream: trio.abc.Stream) -> None:
         peer = "?"
     lapses = broker.cluster.lapses
     fd = sock.fileno() if sock is not None else None
-    session = Session(peer_host=peer.rsplit(":", 1)[0])
+    if session is None:
+        session = Session(peer_host=peer.rsplit(":", 1)[0])
     decoder = FrameDecoder(broker.settings.max_request_size)
     slots: deque[_Slot] = deque()
     have_slot = trio.Event()
