@@ -30,11 +30,12 @@ def _without_test_libraries() -> None:
 
 
 class _LazyGroup(click.Group):
-    """The tool commands (``txn``, ``topics``, ``groups``, ``inspect``) are imported only when
+    """The tool commands (``txn``, ``topics``, ``groups``, ``acls``, ``inspect``) are imported only when
     one of them runs or help lists them, so ``kaas broker`` starts without their imports."""
 
     LAZY = {
         "txn": "kaas.tools.txn:txn",
+        "acls": "kaas.tools.acls:acls",
         "topics": "kaas.tools.topics:topics",
         "groups": "kaas.tools.groups:groups",
         "inspect": "kaas.tools.inspect_data:inspect",
