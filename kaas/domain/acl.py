@@ -76,6 +76,7 @@ class Permission(IntEnum):
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"
+MEMO_LIMIT = 65536  # decisions an Authorizer remembers before it starts over
 
 # resource types a binding may name (kaas has no delegation tokens or user quotas)
 BINDABLE_TYPES = frozenset({ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
@@ -241,6 +242,7 @@ class Authorizer:
     deny_all: bool = False
     _literal: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _prefixed: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _decided: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # memo of authorize
 
     def __post_init__(self) -> None:
         for b in self.bindings:
@@ -258,9 +260,20 @@ class Authorizer:
         return out
 
     def authorize(self, principal: str, host: str, op: Operation, resource_type: ResourceType, name: str) -> bool:
-        """Whether ``principal`` connecting from ``host`` may do ``op`` on the resource."""
+        """Whether ``principal`` connecting from ``host`` may do ``op`` on the resource.
+        (Memoised: the snapshot never changes, and a client asks the same few questions
+        on every request.)"""
         if principal in self.super_users:
             return True
+        key = (principal, host, op, resource_type, name)
+        got = self._decided.get(key)
+        if got is None:
+            if len(self._decided) >= MEMO_LIMIT:
+                self._decided.clear()
+            got = self._decided[key] = self._decide(principal, host, op, resource_type, name)
+        return got
+
+    def _decide(self, principal: str, host: str, op: Operation, resource_type: ResourceType, name: str) -> bool:
         if self.deny_all:
             return False
         acls = self.matching(resource_type, name)

@@ -10,6 +10,9 @@ listeners) they are principals like any other, and get through as super users or
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from kaas.domain.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 
 TOPIC = ResourceType.TOPIC
@@ -52,3 +55,15 @@ def authorized_operations(ctx, resource_type: ResourceType, name: str = CLUSTER_
     acls = ctx.broker.acls
     authorizer = acls.authorizer if acls.enabled else _OPEN
     return authorizer.authorized_operations(ctx.principal, ctx.session.peer_host, resource_type, name)
+
+
+def merge(result: Any, field: str, extra: list[dict]) -> Any:
+    """``result`` (a response dict, or a kio response a controller sent back) with the
+    answers ``extra`` appended to its list ``field``: the answers for the part of a request
+    that was refused before the rest was handled or forwarded. Clients match those answers
+    by name, not by position."""
+    if not extra:
+        return result
+    if not isinstance(result, dict):  # dispatch builds the dict into the request's version
+        result = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    return {**result, field: [*result[field], *extra]}

@@ -53,8 +53,6 @@ async def handle(ctx, req) -> dict:
         code = ErrorCode.not_coordinator
     elif getattr(broker, "txn", None) is not None:
         code = await broker.txn.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch)
-    if code == ErrorCode.none and not offsets and denied:
-        code = ErrorCode.operation_not_attempted  # nothing authorised to commit
     if code == ErrorCode.none and offsets:
         try:
             code = await broker.groups.txn_commit(

@@ -9,13 +9,21 @@ import datetime
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import structlog.testing
 import trio
 import trio.testing
 from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.join_group.v7.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
@@ -27,11 +35,11 @@ from kio.schema.offset_commit.v8.request import (
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from kaas.broker import Broker
-from kaas.domain.acl import Operation, PatternType, Permission, ResourceType
+from kaas.domain.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from kaas.handlers.session import Session
 from kaas.net.connection import serve_connection
 from kaas.settings import Settings
-from kaas.storage.acls import acls_path
+from kaas.storage.acls import AclFile, acls_path
 from kaas.tasks import serve_broker
 from tests.component.test_connection import Client
 
@@ -242,4 +250,57 @@ async def test_allow_everyone_if_no_acl_found(tmp_path):
             open_client(broker, nursery, ALICE) as alice:
         assert (await alice.call(init_pid("tx"))).error_code == ErrorCode.none
         await grant(alice, creation(X, "tx", Operation.WRITE, principal="User:bob"))  # no cluster ACL: open
+        assert (await alice.call(init_pid("tx"))).error_code == ErrorCode.transactional_id_authorization_failed
+
+
+async def test_admin_requests_answer_denied_parts_and_do_the_rest(tmp_path):
+    async with open_broker(tmp_path) as (broker, nursery), open_client(broker, nursery, ADMIN) as admin, \
+            open_client(broker, nursery, ALICE) as alice:
+        await create_topics(admin, "mine-1", "mine-2", "theirs")
+        await grant(admin, creation(T, "mine-", Operation.ALL, pt=PRE))
+        r = await alice.call(CreatePartitionsRequest(topics=(
+            CreatePartitionsTopic(name="mine-1", count=2, assignments=None),
+            CreatePartitionsTopic(name="theirs", count=2, assignments=None)),
+            timeout=datetime.timedelta(seconds=10), validate_only=False))
+        assert {x.name: x.error_code for x in r.results} == {
+            "mine-1": ErrorCode.none, "theirs": ErrorCode.topic_authorization_failed}
+        assert broker.topics.get("mine-1").partitions == 2 and broker.topics.get("theirs").partitions == 1
+        r = await alice.call(IncrementalAlterConfigsRequest(resources=(
+            AlterConfigsResource(resource_type=2, resource_name="mine-2", configs=(
+                AlterableConfig(name="retention.ms", config_operation=0, value="1000"),)),
+            AlterConfigsResource(resource_type=2, resource_name="theirs", configs=(
+                AlterableConfig(name="retention.ms", config_operation=0, value="1000"),)),
+            AlterConfigsResource(resource_type=4, resource_name="0", configs=())), validate_only=False))
+        assert {x.resource_name: x.error_code for x in r.responses} == {
+            "mine-2": ErrorCode.none, "theirs": ErrorCode.topic_authorization_failed,
+            "0": ErrorCode.cluster_authorization_failed}
+        r = await alice.call(DeleteTopicsRequest(topics=(
+            DeleteTopicState(name="mine-2", topic_id=None), DeleteTopicState(name="theirs", topic_id=None)),
+            timeout=datetime.timedelta(seconds=10)))
+        assert {x.name: x.error_code for x in r.responses} == {
+            "mine-2": ErrorCode.none, "theirs": ErrorCode.topic_authorization_failed}
+        broker.topics.refresh()
+        assert broker.topics.get("mine-2") is None and broker.topics.get("theirs") is not None
+
+
+async def test_file_written_elsewhere_is_reloaded_within_a_second(tmp_path):
+    """The reload loop: a file replaced by another broker (here: by hand) is in force within a
+    second, without inotify too; a corrupt one is refused with the last good ACLs kept."""
+    async with open_broker(tmp_path, inotify=False) as (broker, nursery), \
+            open_client(broker, nursery, ALICE) as alice:
+        assert (await alice.call(init_pid("tx"))).error_code == ErrorCode.transactional_id_authorization_failed
+        other = AclFile(acls_path(broker.layout.cluster), fsync=False)
+        other.write((AclBinding(X, "tx", LIT, ALICE, "*", Operation.WRITE, ALLOW),))
+        await trio.sleep(1.05)
+        assert (await alice.call(init_pid("tx"))).error_code == ErrorCode.none
+        reloads = broker.acls.reloads
+        with structlog.testing.capture_logs() as logs:
+            other.path.write_bytes(b'{"format": 1, "acls": [{"resource_type": "TOPIC"}]}')
+            await trio.sleep(2.1)  # two forced reads at least: reported once
+        assert [e["log_level"] for e in logs if e["event"] == "acl_file_refused"] == ["error"]
+        assert broker.acls.bad is not None and broker.acls.reloads == reloads
+        assert (await alice.call(init_pid("tx"))).error_code == ErrorCode.none
+        other.write(())
+        await trio.sleep(1.05)
+        assert broker.acls.bad is None
         assert (await alice.call(init_pid("tx"))).error_code == ErrorCode.transactional_id_authorization_failed
