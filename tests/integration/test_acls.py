@@ -1,7 +1,8 @@
 """ACLs on a real 3-broker cluster (``--authorizer --allow-everyone-if-no-acl-found``):
 ACLs added through one broker (forwarded to the controller, written to the volume) take
 effect on every broker within a second, and so does their removal; real confluent-kafka
-clients are allowed and denied by them; ``kaas acls add|list|remove`` drive it all.
+clients are allowed and denied by them; ``kaas acls add|list|remove`` drive it all. And a
+transaction on a cluster with exactly the ACLs it needs (no allow-everyone).
 
 Every client is ``User:ANONYMOUS`` until the SASL/TLS listeners land, so the ACLs here name
 ``User:ANONYMOUS`` (and the peer brokers are ANONYMOUS too: the cluster resource has no ACL,
@@ -20,8 +21,10 @@ from kio.schema.metadata.v12.request import MetadataRequest
 
 from kaas.cli import cli
 from kaas.client import WireClient
+from kaas.domain.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+from kaas.storage.acls import AclFile, acls_path
 from kaas.testing import ClusterProcess
-from tests.kafka import create_topic, uniq
+from tests.kafka import create_topic, read_to_end, txn_producer, uniq, values
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -131,3 +134,59 @@ def test_real_clients_allowed_and_denied(cluster):
     with pytest.raises(KafkaException) as info:
         p.init_transactions(15)
     assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_transactions_with_exactly_the_acls_they_need(tmp_path):
+    """No allow-everyone, no super user: the ACL file seeded on the (trusted) volume before
+    the cluster starts grants ANONYMOUS just what a consume-transform-produce copier and the
+    peer brokers (CLUSTER_ACTION for WriteTxnMarkers) need; a 3-partition transaction with
+    offsets commits, and a read_committed reader sees it."""
+    src, dst, group, txn_id = uniq("in"), uniq("out"), uniq("copier"), uniq("tx")
+    lit, pre, allow = PatternType.LITERAL, PatternType.PREFIXED, Permission.ALLOW
+
+    def acl(rt, name, op, pt=lit):
+        return AclBinding(rt, name, pt, ANON, "*", op, allow)
+
+    data = tmp_path / "data"
+    AclFile(acls_path(data / "__cluster"), fsync=False).write((
+        acl(ResourceType.CLUSTER, "kafka-cluster", Operation.CLUSTER_ACTION),  # the peers, ANONYMOUS for now
+        acl(ResourceType.TOPIC, src, Operation.ALL), acl(ResourceType.TOPIC, dst, Operation.ALL),
+        acl(ResourceType.GROUP, group, Operation.READ), acl(ResourceType.GROUP, "reader-", Operation.READ, pre),
+        acl(ResourceType.TRANSACTIONAL_ID, txn_id, Operation.WRITE),
+    ))
+    with ClusterProcess(data, brokers=3, extra=["--authorizer"]).running() as c:
+        bs = c.bootstrap
+        create_topic(bs, src, 3)
+        create_topic(bs, dst, 3)
+        p = Producer({"bootstrap.servers": bs, "acks": "all"})
+        for i in range(30):
+            p.produce(src, value=str(i).encode(), partition=i % 3)
+        assert p.flush(20) == 0
+        consumer = Consumer({"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False, "isolation.level": "read_committed"})
+        tp = txn_producer(bs, txn_id)
+        tp.init_transactions(20)
+        try:
+            consumer.subscribe([src])
+            got = []
+            deadline = time.monotonic() + 30
+            while len(got) < 30 and time.monotonic() < deadline:
+                m = consumer.poll(0.5)
+                if m is not None:
+                    assert not m.error(), m.error()
+                    got.append(m)
+            assert len(got) == 30
+            tp.begin_transaction()
+            for m in got:
+                tp.produce(dst, value=m.value(), partition=m.partition())
+            tp.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                           consumer.consumer_group_metadata(), 20)
+            tp.commit_transaction(20)
+        finally:
+            consumer.close()
+        out = read_to_end(bs, dst, 3, "read_committed")
+        assert sorted(int(v) for v in values(out)) == list(range(30))
+        # and anything else is denied: a topic no ACL names
+        other = uniq("other")
+        with pytest.raises(KafkaException):
+            create_topic(bs, other)
