@@ -134,6 +134,9 @@ def test_real_clients_allowed_and_denied(cluster):
     with pytest.raises(KafkaException) as info:
         p.init_transactions(15)
     assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # nor abort someone else's transaction through `kaas txn abort`
+    res = CliRunner().invoke(cli, ["txn", "abort", txn_id, "--bootstrap", bs, "--timeout", "5"])
+    assert res.exit_code != 0 and "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in res.output, res.output
 
 
 def test_transactions_with_exactly_the_acls_they_need(tmp_path):
