@@ -30,11 +30,12 @@ def _without_test_libraries() -> None:
 
 
 class _LazyGroup(click.Group):
-    """The tool commands (``txn``, ``topics``, ``groups``, ``inspect``, ``users``) are imported only when
+    """The tool commands (``txn``, ``topics``, ``groups``, ``acls``, ``inspect``, ``users``) are imported only when
     one of them runs or help lists them, so ``kaas broker`` starts without their imports."""
 
     LAZY = {
         "txn": "kaas.tools.txn:txn",
+        "acls": "kaas.tools.acls:acls",
         "topics": "kaas.tools.topics:topics",
         "groups": "kaas.tools.groups:groups",
         "inspect": "kaas.tools.inspect_data:inspect",
@@ -123,6 +124,12 @@ def cli() -> None:
               help="OAUTHBEARER: the claim naming the principal (sasl.oauthbearer.sub.claim.name).")
 @click.option("--connections-max-reauth-ms", type=int, default=0, show_default=True,
               help="A SASL session must re-authenticate within this (connections.max.reauth.ms; 0 = never).")
+@click.option("--authorizer/--no-authorizer", default=False, show_default=True,
+              help="Authorise every request against the cluster's ACLs (Apache's semantics).")
+@click.option("--super-users", default="", show_default=True,
+              help="super.users: principals allowed everything, e.g. 'User:admin;User:ops'.")
+@click.option("--allow-everyone-if-no-acl-found", is_flag=True, default=False,
+              help="allow.everyone.if.no.acl.found: a resource no ACL names is open to all.")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")

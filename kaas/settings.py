@@ -95,6 +95,9 @@ class Settings:
     sasl_oauthbearer_expected_issuer: str = ""
     sasl_oauthbearer_expected_audience: str = ""
     sasl_oauthbearer_sub_claim_name: str = "sub"
+    authorizer: bool = False  # authorise every request against the ACLs (issue 21)
+    super_users: str = ""  # super.users: principals always allowed, ``User:a;User:b``
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
     extra: dict = field(default_factory=dict)
 
     @property

@@ -1,6 +1,6 @@
 """The Broker object handed to handlers (``core``), the partitions it leads
-(``partition``), its view of the cluster (``cluster_view``) and topic administration
-(``topic_admin``)."""
+(``partition``), its view of the cluster (``cluster_view``), topic administration
+(``topic_admin``) and the ACLs it enforces (``acls``)."""
 
 from kaas.broker.cluster_view import ClusterView as ClusterView
 from kaas.broker.core import Broker as Broker

@@ -13,6 +13,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs, counters
+from kaas.broker.acls import Acls
 from kaas.broker.cluster_view import ClusterView
 from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
@@ -88,6 +89,7 @@ class Broker:
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms)
         self.peer_links = PeerLinks(self.id, self.cluster)
         self.admin = TopicAdmin(self)
+        self.acls = Acls(settings, self.layout)  # the authoriser's ACLs (tasks.acls reloads them)
         self.takeovers = 0
         self.takeover_seconds = 0.0
         self.pids = PidAllocator(self.layout.pid_block_file(self.id), self.id, fsync=settings.fsync)

@@ -26,6 +26,7 @@ _MODULES = (
     "describe_transactions", "list_transactions", "describe_producers", "write_txn_markers",
     "describe_topic_partitions",
     "sasl_handshake", "sasl_authenticate", "describe_user_scram_credentials", "alter_user_scram_credentials",
+    "describe_topic_partitions", "describe_acls", "create_acls", "delete_acls",
 )
 
 

@@ -3,7 +3,10 @@ that EndTxn's offset hook commits or discards that group's staged offsets (KIP-4
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from kaas.errors import KaasError
+from kaas.handlers._auth import GROUP, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 
 API_KEY = 25
@@ -11,6 +14,10 @@ VERSIONS = (0, 3)
 
 
 async def handle(ctx, req) -> dict:
+    if not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+    if not authorize(ctx, Op.READ, GROUP, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     try:
         code = await coordinator(ctx.broker).add_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
                                                          req.group_id, ctx.api_version)

@@ -3,12 +3,15 @@ another broker forwards the request, ``_forward``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
 from kaas.domain import replicas
-from kaas.handlers import _forward
+from kaas.handlers import _auth, _forward
+from kaas.handlers._auth import Op, authorize, enabled, merge
 
 API_KEY = 33
 VERSIONS = (0, 2)
@@ -60,7 +63,37 @@ async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool
     return res
 
 
+def split(ctx, req):
+    """ALTER_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for a
+    broker resource (CLUSTER_AUTHORIZATION_FAILED), checked before forwarding (the
+    controller checks the forwarding broker again). (The request with only the allowed
+    resources, None when none is left; the answers for the others.)"""
+    if not enabled(ctx):
+        return req, []
+    keep, denied = [], []
+    for r in req.resources:
+        if r.resource_type == TOPIC and not authorize(ctx, Op.ALTER_CONFIGS, _auth.TOPIC, r.resource_name):
+            code = ErrorCode.topic_authorization_failed
+        elif r.resource_type == BROKER and not authorize(ctx, Op.ALTER_CONFIGS, _auth.CLUSTER):
+            code = ErrorCode.cluster_authorization_failed
+        else:
+            keep.append(r)
+            continue
+        denied.append({"error_code": code, "error_message": None, "resource_type": r.resource_type,
+                       "resource_name": r.resource_name})
+    if not denied:
+        return req, []
+    return (dataclasses.replace(req, resources=tuple(keep)) if keep else None), denied
+
+
 async def handle(ctx, req):
+    kept, denied = split(ctx, req)
+    if kept is None:
+        return {"throttle_time": 0, "responses": denied}
+    return merge(await _alter_all(ctx, kept), "responses", denied)
+
+
+async def _alter_all(ctx, req):
     fwd = await _forward.configs_to_controller(ctx, req)
     if fwd is not None:
         return fwd

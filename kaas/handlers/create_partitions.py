@@ -4,11 +4,14 @@ the controller: another broker forwards it (``_forward``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers import _forward
+from kaas.handlers._auth import TOPIC, Op, authorize, merge
 
 API_KEY = 37
 VERSIONS = (0, 3)
@@ -17,6 +20,17 @@ log = structlog.get_logger()
 
 
 async def handle(ctx, req):
+    denied = [{"name": t.name, "error_code": ErrorCode.topic_authorization_failed, "error_message": None}
+              for t in req.topics if not authorize(ctx, Op.ALTER, TOPIC, t.name)]
+    if denied:  # checked before forwarding; the controller checks the forwarding broker again
+        keep = tuple(t for t in req.topics if authorize(ctx, Op.ALTER, TOPIC, t.name))
+        if not keep:
+            return {"throttle_time": 0, "results": denied}
+        return merge(await _create(ctx, dataclasses.replace(req, topics=keep)), "results", denied)
+    return await _create(ctx, req)
+
+
+async def _create(ctx, req):
     try:
         fwd = await _forward.to_controller(ctx, req, req.timeout.total_seconds())
     except _forward.NotForwarded as exc:

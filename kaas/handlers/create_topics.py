@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas import configs
 from kaas.domain import replicas
+from kaas.handlers._auth import CLUSTER, TOPIC, Op, authorize
 
 API_KEY = 19
 VERSIONS = (2, 7)
@@ -37,6 +38,9 @@ async def handle(ctx, req) -> dict:
         res = {"name": t.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
                "num_partitions": -1, "replication_factor": -1, "configs": []}
         out.append(res)
+        if not (authorize(ctx, Op.CREATE, CLUSTER) or authorize(ctx, Op.CREATE, TOPIC, t.name)):
+            res["error_code"] = ErrorCode.topic_authorization_failed
+            continue
         if seen[t.name] > 1:
             res["error_code"] = ErrorCode.invalid_request
             res["error_message"] = "duplicate topic name in the request"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from kaas.errors import KaasError
+from kaas.handlers._auth import GROUP, Op, authorize
 
 API_KEY = 42
 VERSIONS = (0, 2)
@@ -11,6 +14,9 @@ VERSIONS = (0, 2)
 async def handle(ctx, req) -> dict:
     out = []
     for gid in req.groups_names:
+        if not authorize(ctx, Op.DELETE, GROUP, gid):
+            out.append({"group_id": gid, "error_code": ErrorCode.group_authorization_failed})
+            continue
         try:
             code = await ctx.broker.groups.delete(gid)
         except KaasError as exc:

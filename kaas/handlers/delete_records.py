@@ -6,6 +6,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import TOPIC, Op, authorize
 
 API_KEY = 21
 VERSIONS = (0, 2)
@@ -18,9 +19,13 @@ async def handle(ctx, req) -> dict:
     for t in req.topics:
         parts = []
         topics.append({"name": t.name, "partitions": parts})
+        allowed = authorize(ctx, Op.DELETE, TOPIC, t.name)
         for p in t.partitions:
             out = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
             parts.append(out)
+            if not allowed:
+                out["error_code"] = ErrorCode.topic_authorization_failed
+                continue
             try:
                 part = ctx.broker.get_partition(t.name, p.partition_index)
             except KaasError as exc:

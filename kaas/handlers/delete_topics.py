@@ -4,16 +4,47 @@ Handled by the controller: another broker forwards it (``_forward``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers import _forward
+from kaas.handlers._auth import TOPIC, Op, authorize, enabled, merge
 
 API_KEY = 20
 VERSIONS = (1, 6)
 
 
+def _split(ctx, req):
+    """Apache: DELETE on each topic. (The request with only the topics the principal may
+    delete, None when none is left; the answers for the others.) Checked before forwarding;
+    the controller checks the forwarding broker's principal again."""
+    if not enabled(ctx):
+        return req, []
+    if ctx.api_version >= 6:
+        known = ctx.broker.topics.topics.values()
+        named = [(t, t.name or next((m.name for m in known if m.topic_id == t.topic_id), None)) for t in req.topics]
+        # (an unknown topic id is left to the handler: UNKNOWN_TOPIC_ID)
+        keep = tuple(t for t, n in named if n is None or authorize(ctx, Op.DELETE, TOPIC, n))
+        denied = [(n, t.topic_id) for t, n in named if n is not None and not authorize(ctx, Op.DELETE, TOPIC, n)]
+        kept = dataclasses.replace(req, topics=keep) if keep else None
+    else:
+        keep = tuple(n for n in req.topic_names if authorize(ctx, Op.DELETE, TOPIC, n))
+        denied = [(n, None) for n in req.topic_names if not authorize(ctx, Op.DELETE, TOPIC, n)]
+        kept = dataclasses.replace(req, topic_names=keep) if keep else None
+    return kept, [{"name": n, "topic_id": tid, "error_code": ErrorCode.topic_authorization_failed,
+                   "error_message": None} for n, tid in denied]
+
+
 async def handle(ctx, req):
+    kept, denied = _split(ctx, req)
+    if kept is None:
+        return {"throttle_time": 0, "responses": denied}
+    return merge(await _delete(ctx, kept), "responses", denied)
+
+
+async def _delete(ctx, req):
     try:
         fwd = await _forward.to_controller(ctx, req, req.timeout.total_seconds())
     except _forward.NotForwarded:

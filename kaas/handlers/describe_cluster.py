@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from kaas.handlers._auth import CLUSTER, OPS_NOT_ASKED, Op, authorize, authorized_operations
+
 API_KEY = 60
 VERSIONS = (0, 2)
 
 
 async def handle(ctx, req) -> dict:
     broker = ctx.broker
+    if not authorize(ctx, Op.DESCRIBE, CLUSTER):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                "cluster_id": broker.settings.cluster_id, "brokers": []}
     if getattr(req, "endpoint_type", 1) != 1:
         return {"throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
                 "error_message": "only broker endpoints", "cluster_id": broker.settings.cluster_id, "brokers": []}
@@ -18,5 +23,6 @@ async def handle(ctx, req) -> dict:
         "cluster_id": broker.settings.cluster_id, "controller_id": broker.controller_id(),
         "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": False}
                     for b in broker.brokers()],
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": authorized_operations(ctx, CLUSTER)
+        if req.include_cluster_authorized_operations else OPS_NOT_ASKED,
     }

@@ -5,6 +5,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
+from kaas.handlers import _auth
+from kaas.handlers._auth import Op, authorize
 
 API_KEY = 32
 VERSIONS = (1, 4)
@@ -42,6 +44,12 @@ async def handle(ctx, req) -> dict:
                "resource_name": r.resource_name, "configs": []}
         results.append(res)
         keys = set(r.configuration_keys) if r.configuration_keys else None
+        if r.resource_type == TOPIC and not authorize(ctx, Op.DESCRIBE_CONFIGS, _auth.TOPIC, r.resource_name):
+            res["error_code"] = ErrorCode.topic_authorization_failed
+            continue
+        if r.resource_type == BROKER and not authorize(ctx, Op.DESCRIBE_CONFIGS, _auth.CLUSTER):
+            res["error_code"] = ErrorCode.cluster_authorization_failed
+            continue
         if r.resource_type == TOPIC:
             broker.topics.refresh()
             meta = broker.topics.get(r.resource_name)

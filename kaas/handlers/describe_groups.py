@@ -5,6 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import GROUP, OPS_NOT_ASKED, Op, authorize, authorized_operations
 
 API_KEY = 15
 VERSIONS = (0, 5)
@@ -13,6 +14,11 @@ VERSIONS = (0, 5)
 async def handle(ctx, req) -> dict:
     out = []
     for gid in req.groups:
+        if not authorize(ctx, Op.DESCRIBE, GROUP, gid):
+            out.append({"error_code": ErrorCode.group_authorization_failed, "group_id": gid, "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": [],
+                        "authorized_operations": OPS_NOT_ASKED})
+            continue
         try:
             d = ctx.broker.groups.describe(gid)
         except KaasError as exc:
@@ -26,5 +32,7 @@ async def handle(ctx, req) -> dict:
                          "client_id": m["client_id"], "client_host": m["client_host"],
                          "member_metadata": m["metadata"], "member_assignment": m["assignment"]}
                         for m in d["members"]],
+            "authorized_operations": authorized_operations(ctx, GROUP, gid)
+            if getattr(req, "include_authorized_operations", False) else OPS_NOT_ASKED,
         })
     return {"throttle_time": 0, "groups": out}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import TOPIC, Op, authorize
 
 API_KEY = 61
 VERSIONS = (0, 0)
@@ -15,7 +16,12 @@ async def handle(ctx, req) -> dict:
     topics = []
     for t in req.topics:
         parts = []
+        allowed = authorize(ctx, Op.READ, TOPIC, t.name)
         for index in t.partition_indexes:
+            if not allowed:
+                parts.append({"partition_index": index, "error_code": ErrorCode.topic_authorization_failed,
+                              "error_message": None, "active_producers": []})
+                continue
             try:
                 part = broker.get_partition(t.name, index)
             except KaasError as exc:

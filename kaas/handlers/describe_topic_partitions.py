@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from kaas.handlers._auth import TOPIC, Op, authorize
 from kaas.handlers._partitions import partition_row
 from kaas.storage.topics import valid_topic_name
 
@@ -41,6 +42,8 @@ async def handle(ctx, req) -> dict:
     if cursor is not None and ((not fetch_all and cursor.topic_name not in requested) or cursor.partition_index < 0):
         return _error_response(requested, ErrorCode.invalid_request)
     names = sorted(broker.topics.topics) if fetch_all else sorted(set(requested))
+    if fetch_all:  # Apache: only the topics the principal may describe are listed
+        names = [n for n in names if authorize(ctx, Op.DESCRIBE, TOPIC, n)]
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     remaining = max(0, min(req.response_partition_limit, MAX_PARTITIONS))
@@ -52,6 +55,10 @@ async def handle(ctx, req) -> dict:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         meta = broker.topics.get(name)
+        if not fetch_all and not authorize(ctx, Op.DESCRIBE, TOPIC, name):
+            topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": None,
+                           "is_internal": False, "partitions": []})
+            continue
         if meta is None:
             if not fetch_all:
                 code = (ErrorCode.unknown_topic_or_partition if valid_topic_name(name)

@@ -3,26 +3,35 @@ slot files this broker owns (others answer NOT_COORDINATOR)."""
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from kaas.errors import KaasError
+from kaas.handlers._auth import TOPIC, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 
 API_KEY = 65
 VERSIONS = (0, 0)
 
 
-def _row(txn_id: str, code, d) -> dict:
+def _row(txn_id: str, code, d, describable=lambda _topic: True) -> dict:
     if d is None:
         return {"error_code": code, "transactional_id": txn_id, "transaction_state": "", "transaction_timeout": 0,
                 "transaction_start_time": -1, "producer_id": -1, "producer_epoch": -1, "topics": []}
     return {"error_code": code, "transactional_id": txn_id, "transaction_state": d.state,
             "transaction_timeout": d.timeout_ms, "transaction_start_time": d.start_time_ms,
             "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
-            "topics": [{"topic": t, "partitions": list(ps)} for t, ps in d.topics]}
+            "topics": [{"topic": t, "partitions": list(ps)} for t, ps in d.topics if describable(t)]}
 
 
 async def handle(ctx, req) -> dict:
+    allowed = [t for t in req.transactional_ids if authorize(ctx, Op.DESCRIBE, TXN_ID, t)]
     try:
-        rows = await coordinator(ctx.broker).describe(req.transactional_ids)
+        rows = await coordinator(ctx.broker).describe(allowed) if allowed else []
     except KaasError as exc:
-        rows = [(txn_id, exc.code, None) for txn_id in req.transactional_ids]
-    return {"throttle_time": 0, "transaction_states": [_row(*r) for r in rows]}
+        rows = [(txn_id, exc.code, None) for txn_id in allowed]
+    found = {r[0]: r for r in rows}
+    rows = [found.get(t) or (t, ErrorCode.transactional_id_authorization_failed, None) for t in req.transactional_ids]
+    def describable(topic: str) -> bool:  # Apache lists only the topics the principal may describe
+        return authorize(ctx, Op.DESCRIBE, TOPIC, topic)
+
+    return {"throttle_time": 0, "transaction_states": [_row(*r, describable) for r in rows]}

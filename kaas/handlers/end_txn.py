@@ -5,7 +5,10 @@ every later request of the same transactional id waits for."""
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from kaas.errors import KaasError
+from kaas.handlers._auth import TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 
 API_KEY = 26
@@ -13,6 +16,8 @@ VERSIONS = (0, 3)
 
 
 async def handle(ctx, req) -> dict:
+    if not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
     try:
         code = await coordinator(ctx.broker).end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                                      req.committed, ctx.api_version)

@@ -9,6 +9,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import CLUSTER, TOPIC, Op, authorize
 from kaas.wire.build import ms
 
 API_KEY = 1
@@ -24,14 +25,21 @@ def _collect(ctx, req, first_pass: bool) -> tuple[list[dict], int, bool]:
     total = 0
     errors = False
     out = []
+    # Apache: a follower's fetch (a replica id) needs CLUSTER_ACTION; kaas brokers send none
+    follower = max(getattr(req, "replica_id", -1), getattr(getattr(req, "replica_state", None), "replica_id", -1)) >= 0
     for ft in req.topics:
         parts = []
         out.append({"topic": ft.topic, "partitions": parts})
+        allowed = authorize(ctx, Op.CLUSTER_ACTION, CLUSTER) if follower else authorize(ctx, Op.READ, TOPIC, ft.topic)
         for fp in ft.partitions:
             p = {"partition_index": fp.partition, "error_code": ErrorCode.none, "high_watermark": -1,
                  "last_stable_offset": -1, "log_start_offset": -1,
                  "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
             parts.append(p)
+            if not allowed:
+                p["error_code"] = ErrorCode.topic_authorization_failed
+                errors = True
+                continue
             try:
                 part = broker.get_partition(ft.topic, fp.partition)
             except KaasError as exc:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from kaas.handlers import _auth
+from kaas.handlers._auth import Op, authorize
+
 API_KEY = 10
 VERSIONS = (0, 3)
 GROUP, TRANSACTION = 0, 1
@@ -29,4 +32,11 @@ def locate(broker, key: str, key_type: int) -> dict:
 
 
 async def handle(ctx, req) -> dict:
-    return {"throttle_time": 0, **locate(ctx.broker, req.key, getattr(req, "key_type", GROUP))}
+    key_type = getattr(req, "key_type", GROUP)
+    if key_type == GROUP and not authorize(ctx, Op.DESCRIBE, _auth.GROUP, req.key):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "error_message": None,
+                "node_id": -1, "host": "", "port": -1}
+    if key_type == TRANSACTION and not authorize(ctx, Op.DESCRIBE, _auth.TXN_ID, req.key):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
+                "error_message": None, "node_id": -1, "host": "", "port": -1}
+    return {"throttle_time": 0, **locate(ctx.broker, req.key, key_type)}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from kaas import configs
 from kaas.handlers import _forward
-from kaas.handlers.alter_configs import alter
+from kaas.handlers._auth import merge
+from kaas.handlers.alter_configs import alter, split
 
 API_KEY = 44
 VERSIONS = (0, 1)
@@ -38,6 +39,13 @@ def _apply(ops, settings):
 
 
 async def handle(ctx, req):
+    kept, denied = split(ctx, req)
+    if kept is None:
+        return {"throttle_time": 0, "responses": denied}
+    return merge(await _alter_all(ctx, kept), "responses", denied)
+
+
+async def _alter_all(ctx, req):
     fwd = await _forward.configs_to_controller(ctx, req)
     if fwd is not None:
         return fwd

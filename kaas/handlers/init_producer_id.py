@@ -7,6 +7,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize, authorize_any
 from kaas.wire.build import ms
 
 API_KEY = 22
@@ -17,6 +18,15 @@ log = structlog.get_logger()
 
 async def handle(ctx, req) -> dict:
     broker = ctx.broker
+    if req.transactional_id is None and not (authorize(ctx, Op.IDEMPOTENT_WRITE, CLUSTER)
+                                             or authorize_any(ctx, Op.WRITE, TOPIC)):
+        # Apache 3.x: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE
+        # on some topic
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "producer_id": -1, "producer_epoch": -1}
+    if req.transactional_id is not None and not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
+                "producer_id": -1, "producer_epoch": -1}
     if req.transactional_id is None:
         # Apache: a null transactional id always gets a fresh PID at epoch 0, ignoring any
         # pid/epoch sent (kafka-python's KIP-360 bump relies on that).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import GROUP, Op, authorize
 from kaas.wire.build import ms
 
 API_KEY = 11
@@ -16,6 +17,9 @@ async def handle(ctx, req) -> dict:
     rebalance = ms(getattr(req, "rebalance_timeout", req.session_timeout))
     if ctx.api_version == 0 or rebalance < 0:
         rebalance = session
+    if not authorize(ctx, Op.READ, GROUP, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "generation_id": -1,
+                "protocol_name": "", "leader": "", "member_id": req.member_id or "", "members": []}
     try:
         r = await ctx.broker.groups.join(
             req.group_id, member_id=req.member_id or "", group_instance_id=getattr(req, "group_instance_id", None),

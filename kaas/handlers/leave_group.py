@@ -5,12 +5,15 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import GROUP, Op, authorize
 
 API_KEY = 13
 VERSIONS = (0, 5)
 
 
 async def handle(ctx, req) -> dict:
+    if not authorize(ctx, Op.READ, GROUP, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "members": []}
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
     else:

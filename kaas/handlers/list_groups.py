@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from kaas.handlers._auth import CLUSTER, GROUP, Op, authorize
+
 API_KEY = 16
 VERSIONS = (0, 5)
 
@@ -12,7 +14,10 @@ async def handle(ctx, req) -> dict:
     states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
     types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
     groups = []
+    everything = authorize(ctx, Op.DESCRIBE, CLUSTER)  # Apache: DESCRIBE on the cluster lists all
     for g in ctx.broker.groups.list_groups():
+        if not everything and not authorize(ctx, Op.DESCRIBE, GROUP, g["group_id"]):
+            continue
         if states and g["group_state"].lower() not in states:
             continue
         if types and "classic" not in types:

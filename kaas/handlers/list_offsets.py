@@ -6,6 +6,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import TOPIC, Op, authorize
 
 API_KEY = 2
 VERSIONS = (1, 7)
@@ -20,10 +21,14 @@ async def handle(ctx, req) -> dict:
     for t in req.topics:
         parts = []
         topics.append({"name": t.name, "partitions": parts})
+        allowed = authorize(ctx, Op.DESCRIBE, TOPIC, t.name)
         for p in t.partitions:
             out = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
                    "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
             parts.append(out)
+            if not allowed:
+                out["error_code"] = ErrorCode.topic_authorization_failed
+                continue
             try:
                 part = broker.get_partition(t.name, p.partition_index)
             except KaasError as exc:

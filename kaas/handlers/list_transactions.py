@@ -9,6 +9,7 @@ import re
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 
 API_KEY = 66
@@ -30,4 +31,5 @@ async def handle(ctx, req) -> dict:
         return {"throttle_time": 0, "error_code": exc.code, "unknown_state_filters": [], "transaction_states": []}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": d.transactional_id, "producer_id": d.producer_id,
-                                    "transaction_state": d.state} for d in rows]}
+                                    "transaction_state": d.state} for d in rows
+                                   if authorize(ctx, Op.DESCRIBE, TXN_ID, d.transactional_id)]}

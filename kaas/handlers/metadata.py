@@ -9,6 +9,7 @@ from __future__ import annotations
 import structlog
 from kio.schema.errors import ErrorCode
 
+from kaas.handlers._auth import CLUSTER, OPS_NOT_ASKED, TOPIC, Op, authorize, authorized_operations
 from kaas.handlers._partitions import partition_row
 
 API_KEY = 3
@@ -20,20 +21,28 @@ log = structlog.get_logger()
 async def handle(ctx, req) -> dict:
     broker = ctx.broker
     broker.topics.refresh()
-    if req.topics is None or (ctx.api_version == 0 and not req.topics):
-        names = sorted(broker.topics.topics)
+    listing = req.topics is None or (ctx.api_version == 0 and not req.topics)
+    if listing:  # every topic: only those the principal may describe (Apache)
+        names = [n for n in sorted(broker.topics.topics) if authorize(ctx, Op.DESCRIBE, TOPIC, n)]
         auto = False
     else:
         names = [t.name for t in req.topics]
         auto = getattr(req, "allow_auto_topic_creation", True)
     topics = []
     view = broker.replica_view()
+    topic_ops = getattr(req, "include_topic_authorized_operations", False)
     for name in names:
         if name is None:
             topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "partitions": []})
             continue
+        if not listing and not authorize(ctx, Op.DESCRIBE, TOPIC, name):
+            topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "partitions": []})
+            continue
+        # auto-creation needs CREATE on the cluster or the topic (Apache); without it a
+        # missing topic is only reported missing
+        create = auto and (authorize(ctx, Op.CREATE, CLUSTER) or authorize(ctx, Op.CREATE, TOPIC, name))
         try:
-            meta = await broker.admin.ensure_topic(name, auto_create=auto)
+            meta = await broker.admin.ensure_topic(name, auto_create=create)
         except OSError as exc:
             # auto-creation could not write the topic file: as Apache answers a topic
             # being auto-created (retriable), and the client asks again
@@ -47,7 +56,9 @@ async def handle(ctx, req) -> dict:
             continue
         parts = [partition_row(broker, view, meta, p) for p in range(meta.partitions)]
         topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": meta.topic_id,
-                       "is_internal": False, "partitions": parts})
+                       "is_internal": False, "partitions": parts,
+                       "topic_authorized_operations": authorized_operations(ctx, TOPIC, name)
+                       if topic_ops else OPS_NOT_ASKED})
     return {
         "throttle_time": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
@@ -55,5 +66,6 @@ async def handle(ctx, req) -> dict:
         "cluster_id": broker.settings.cluster_id,
         "controller_id": broker.controller_id(),
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": authorized_operations(ctx, CLUSTER)
+        if getattr(req, "include_cluster_authorized_operations", False) else OPS_NOT_ASKED,
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 
 API_KEY = 9
 VERSIONS = (1, 9)
@@ -17,9 +18,13 @@ async def _one(ctx, group_id: str, topics, require_stable: bool) -> tuple[ErrorC
     ...) comes with no partitions from v2 on, as in Apache: clients then retry the whole
     request. Partitions each carrying the error would reach the application as per-partition
     errors with no offset, which a consumer can mistake for "nothing committed"."""
+    if not authorize(ctx, Op.DESCRIBE, GROUP, group_id):
+        return ErrorCode.group_authorization_failed, []
     wanted = None
+    denied: set[str] = set()
     if topics is not None:
-        wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+        denied = {t.name for t in topics if not authorize(ctx, Op.DESCRIBE, TOPIC, t.name)}
+        wanted = [(t.name, p) for t in topics for p in t.partition_indexes if t.name not in denied]
     try:
         committed, pending = await ctx.broker.groups.fetch(group_id, wanted, require_stable)
     except KaasError as exc:
@@ -29,7 +34,14 @@ async def _one(ctx, group_id: str, topics, require_stable: bool) -> tuple[ErrorC
             {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
              "error_code": exc.code} for p in t.partition_indexes]} for t in topics]
     by_topic: dict[str, list[dict]] = {}
+    for t in topics or ():
+        if t.name in denied:
+            by_topic[t.name] = [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                                 "metadata": "", "error_code": ErrorCode.topic_authorization_failed}
+                                for p in t.partition_indexes]
     for (topic, part), c in committed.items():
+        if topics is None and not authorize(ctx, Op.DESCRIBE, TOPIC, topic):
+            continue  # all of the group's offsets: only the topics the principal may describe
         entry = {"partition_index": part, "committed_offset": -1, "committed_leader_epoch": -1,
                  "metadata": "", "error_code": ErrorCode.none}
         if require_stable and (topic, part) in pending:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import TOPIC, Op, authorize
 
 API_KEY = 23
 VERSIONS = (2, 4)
@@ -16,9 +17,13 @@ async def handle(ctx, req) -> dict:
     for t in req.topics:
         parts = []
         topics.append({"topic": t.topic, "partitions": parts})
+        allowed = authorize(ctx, Op.DESCRIBE, TOPIC, t.topic)
         for p in t.partitions:
             out = {"error_code": ErrorCode.none, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             parts.append(out)
+            if not allowed:
+                out["error_code"] = ErrorCode.topic_authorization_failed
+                continue
             try:
                 part = ctx.broker.get_partition(t.topic, p.partition)
             except KaasError as exc:

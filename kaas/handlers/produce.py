@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from kaas import configs
 from kaas.domain import replicas
 from kaas.errors import KaasError
+from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize
 from kaas.wire import batch as wb
 from kaas.wire import records as wr
 
@@ -57,14 +58,22 @@ async def handle(ctx, req):
     topics_out = []
     waits: list[tuple[object, int, dict]] = []
     view = None  # the cluster snapshot for min.insync.replicas, taken once when needed
+    txn_denied = req.transactional_id is not None and not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id)
     for td in req.topic_data:
         parts_out = []
         topics_out.append({"name": td.name, "partition_responses": parts_out})
+        denied = (ErrorCode.transactional_id_authorization_failed if txn_denied
+                  else None if authorize(ctx, Op.WRITE, TOPIC, td.name) else ErrorCode.topic_authorization_failed)
+        if denied is not None:
+            parts_out.extend({"index": pd.index, "error_code": denied, "base_offset": -1, "log_append_time": -1,
+                              "log_start_offset": -1, "record_errors": []} for pd in td.partition_data)
+            continue
         meta = broker.topics.get(td.name)
         create_error = None
         if meta is None:
             try:
-                meta = await broker.admin.ensure_topic(td.name, auto_create=True)
+                meta = await broker.admin.ensure_topic(td.name, auto_create=authorize(ctx, Op.CREATE, CLUSTER)
+                                                       or authorize(ctx, Op.CREATE, TOPIC, td.name))
             except OSError as exc:  # auto-creation could not write the topic file
                 log.error("topic_write_failed", topic=td.name, error=str(exc))
                 create_error = ErrorCode.kafka_storage_error

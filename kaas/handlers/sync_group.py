@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from kaas.errors import KaasError
+from kaas.handlers._auth import GROUP, Op, authorize
 
 API_KEY = 14
 VERSIONS = (0, 5)
 
 
 async def handle(ctx, req) -> dict:
+    if not authorize(ctx, Op.READ, GROUP, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "assignment": b""}
     try:
         r = await ctx.broker.groups.sync(
             req.group_id, member_id=req.member_id, group_instance_id=getattr(req, "group_instance_id", None),

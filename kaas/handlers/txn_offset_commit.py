@@ -13,6 +13,7 @@ import time
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
+from kaas.handlers._auth import GROUP, TOPIC, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import partition_exists
 from kaas.storage.offset_store import Committed
 
@@ -20,14 +21,28 @@ API_KEY = 28
 VERSIONS = (0, 3)
 
 
+def _everywhere(req, code: ErrorCode) -> dict:
+    return {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                        for p in t.partitions]} for t in req.topics]}
+
+
 async def handle(ctx, req) -> dict:
     broker = ctx.broker
     now = int(time.time() * 1000)
     offsets = {}
     unknown = set()
+    denied = set()
+    if not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id):
+        return _everywhere(req, ErrorCode.transactional_id_authorization_failed)
+    if not authorize(ctx, Op.READ, GROUP, req.group_id):
+        return _everywhere(req, ErrorCode.group_authorization_failed)
     for t in req.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
+            if not authorize(ctx, Op.READ, TOPIC, t.name):
+                denied.add(tp)
+                continue
             if not partition_exists(broker, *tp):
                 unknown.add(tp)
                 continue
@@ -49,7 +64,8 @@ async def handle(ctx, req) -> dict:
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index,
-             "error_code": (ErrorCode.unknown_topic_or_partition
+             "error_code": (ErrorCode.topic_authorization_failed if (t.name, p.partition_index) in denied
+                            else ErrorCode.unknown_topic_or_partition
                             if code == ErrorCode.none and (t.name, p.partition_index) in unknown else code)}
             for p in t.partitions]}
         for t in req.topics]}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import CloseConnection, KaasError
+from kaas.handlers._auth import CLUSTER, Op, authorize
 from kaas.handlers._txn_common import coordinator
 
 API_KEY = 27
@@ -22,8 +23,14 @@ VERSIONS = (1, 1)
 async def handle(ctx, req) -> dict:
     if ctx.lapses != ctx.broker.cluster.lapses:
         raise CloseConnection("WriteTxnMarkers on a connection accepted before a lease lapse")
+    if not authorize(ctx, Op.CLUSTER_ACTION, CLUSTER):  # brokers only (super users or by ACL)
+        results = [{(t.name, i): ErrorCode.cluster_authorization_failed for t in m.topics for i in t.partition_indexes}
+                   for m in req.markers]
+    else:
+        results = None
     try:
-        results = await coordinator(ctx.broker).apply_marker_request(req.markers)
+        if results is None:
+            results = await coordinator(ctx.broker).apply_marker_request(req.markers)
     except KaasError as exc:
         results = [{(t.name, i): exc.code for t in m.topics for i in t.partition_indexes} for m in req.markers]
     out = []

@@ -96,8 +96,11 @@ SessionFactory = Callable[[str], Session]
 unauthenticated)."""
 
 
-async def serve_connection(broker, stream: trio.abc.Stream, session_factory: SessionFactory | None = None) -> None:
-    """Serve one connection until the peer closes it or breaks the protocol.
+async def serve_connection(broker, stream: trio.abc.Stream, session_factory: SessionFactory | None = None,
+                           *, session: Session | None = None) -> None:
+    """Serve one connection until the peer closes it or breaks the protocol. Its security
+    state is ``session`` when given (tests), else made by ``session_factory`` (a listener's),
+    else a PLAINTEXT, ``User:ANONYMOUS`` one.
 
     Nothing a connection does can take the broker down: transport errors end the
     connection quietly, anything else is logged and ends only this connection.
@@ -107,14 +110,15 @@ async def serve_connection(broker, stream: trio.abc.Stream, session_factory: Ses
             authenticated as User:ANONYMOUS.
     """
     try:
-        await _serve(broker, stream, session_factory)
+        await _serve(broker, stream, session_factory, session)
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
     except* Exception as group:
         log.error("connection_crashed", error=repr(group.exceptions[0]))
 
 
-async def _serve(broker, stream: trio.abc.Stream, session_factory: SessionFactory | None) -> None:
+async def _serve(broker, stream: trio.abc.Stream, session_factory: SessionFactory | None,
+                 session: Session | None = None) -> None:
     conn_id = next(_conn_ids)
     sock = stream.socket if isinstance(stream, trio.SocketStream) else None
     try:
@@ -125,7 +129,8 @@ async def _serve(broker, stream: trio.abc.Stream, session_factory: SessionFactor
     lapses = broker.cluster.lapses
     fd = sock.fileno() if sock is not None else None
     peer_host = peer.rsplit(":", 1)[0]
-    session = session_factory(peer_host) if session_factory is not None else Session(peer_host=peer_host)
+    if session is None:
+        session = session_factory(peer_host) if session_factory is not None else Session(peer_host=peer_host)
     max_frame = broker.settings.max_request_size
     decoder = FrameDecoder(max_frame if session.authenticated else min(max_frame, UNAUTHENTICATED_MAX_FRAME))
     slots: deque[_Slot] = deque()

@@ -3,7 +3,8 @@ the membership tick and its doorbell (``membership``), presence connections
 (``presence``), retention (``retention``), the group timers (``group_timers``), the
 transaction coordinator's marker watcher, queue doorbell, fence watcher and sweeps
 (``txn``), the log cleaner (``log_cleaner``), the SCRAM credentials reload
-(``credentials``) and the failpoint reload."""
+(``credentials``), the ACL reload (``acls``, with the authoriser on) and the failpoint
+reload."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import trio
 from kaas import failpoints
 from kaas.broker import Broker
 from kaas.coord.txn import TxnCoordinator
+from kaas.tasks.acls import serve_acls
 from kaas.tasks.credentials import serve_credentials
 from kaas.tasks.group_timers import serve_timers
 from kaas.tasks.log_cleaner import serve_log_cleaner
@@ -40,6 +42,8 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
         failpoints.configure(broker.layout.run, broker.id)
         nursery.start_soon(serve_failpoints)
         await nursery.start(serve_credentials, broker)
+        if broker.acls.enabled:  # before anything serves: requests meet the file's ACLs
+            await nursery.start(serve_acls, broker)
         await nursery.start(Membership(broker).serve)
         await nursery.start(serve_presence, broker.cluster)
         await nursery.start(serve_retention, broker)

@@ -1,0 +1,60 @@
+"""CreateAcls (30): add ACLs. Needs ALTER on the cluster; SECURITY_DISABLED with the
+authoriser off; INVALID_REQUEST per creation that is not a valid ACL (a filter-only
+pattern, operation or permission, a cluster named other than ``kafka-cluster``, a
+principal not ``TYPE:NAME``). The controller writes the file (``broker.acls``); another
+broker forwards the request to it (``_forward``)."""
+
+from __future__ import annotations
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from kaas.broker.acls import AclFileUnusable
+from kaas.domain.acl import binding, invalid_binding
+from kaas.handlers import _forward
+from kaas.handlers._auth import CLUSTER, Op, authorize, enabled
+
+API_KEY = 30
+VERSIONS = (1, 3)
+FORWARD_TIMEOUT_S = 30.0
+
+log = structlog.get_logger()
+
+
+def _all(req, code: ErrorCode, message: str | None) -> dict:
+    return {"throttle_time": 0, "results": [{"error_code": code, "error_message": message} for _ in req.creations]}
+
+
+async def handle(ctx, req) -> dict:
+    if not enabled(ctx):
+        return _all(req, ErrorCode.security_disabled, "No Authorizer is configured on the broker")
+    if not authorize(ctx, Op.ALTER, CLUSTER):
+        return _all(req, ErrorCode.cluster_authorization_failed, None)
+    bindings = [binding(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                        c.operation, c.permission_type) for c in req.creations]
+    results = [{"error_code": ErrorCode.none, "error_message": None} for _ in bindings]
+    valid = []
+    for b, out in zip(bindings, results):
+        why = invalid_binding(b)
+        if why is not None:
+            out.update(error_code=ErrorCode.invalid_request, error_message=why)
+        else:
+            valid.append(b)
+    if not valid:
+        return {"throttle_time": 0, "results": results}
+    try:
+        fwd = await _forward.to_controller(ctx, req, FORWARD_TIMEOUT_S)
+    except _forward.NotForwarded as exc:
+        return _all(req, ErrorCode.not_controller, str(exc))
+    if fwd is not None:
+        return fwd
+    try:
+        await ctx.broker.acls.create(valid)
+    except (AclFileUnusable, OSError) as exc:
+        log.error("acl_file_write_refused", error=str(exc))
+        for b, out in zip(bindings, results):
+            if out["error_code"] == ErrorCode.none:
+                out.update(error_code=ErrorCode.unknown_server_error, error_message=f"ACL file not written: {exc}")
+        return {"throttle_time": 0, "results": results}
+    log.info("acls_created", principal=ctx.principal, acls=len(valid))
+    return {"throttle_time": 0, "results": results}

@@ -1,0 +1,64 @@
+"""DeleteAcls (31): remove every ACL a filter matches and answer the matches per filter.
+Needs ALTER on the cluster; SECURITY_DISABLED with the authoriser off; INVALID_REQUEST for
+a filter with UNKNOWN parts. Written by the controller, forwarded by the other brokers."""
+
+from __future__ import annotations
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from kaas.broker.acls import AclFileUnusable
+from kaas.domain.acl import acl_filter, invalid_filter
+from kaas.handlers import _forward
+from kaas.handlers._auth import CLUSTER, Op, authorize, enabled
+
+API_KEY = 31
+VERSIONS = (1, 3)
+FORWARD_TIMEOUT_S = 30.0
+
+log = structlog.get_logger()
+
+
+def _all(req, code: ErrorCode, message: str | None) -> dict:
+    return {"throttle_time": 0, "filter_results": [
+        {"error_code": code, "error_message": message, "matching_acls": []} for _ in req.filters]}
+
+
+async def handle(ctx, req) -> dict:
+    if not enabled(ctx):
+        return _all(req, ErrorCode.security_disabled, "No Authorizer is configured on the broker")
+    if not authorize(ctx, Op.ALTER, CLUSTER):
+        return _all(req, ErrorCode.cluster_authorization_failed, None)
+    filters = [acl_filter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
+                          f.principal_filter, f.host_filter, f.operation, f.permission_type) for f in req.filters]
+    results = [{"error_code": ErrorCode.none, "error_message": None, "matching_acls": []} for _ in filters]
+    valid = []
+    for f, out in zip(filters, results):
+        why = invalid_filter(f)
+        if why is not None:
+            out.update(error_code=ErrorCode.invalid_request, error_message=why)
+        else:
+            valid.append((f, out))
+    if not valid:
+        return {"throttle_time": 0, "filter_results": results}
+    try:
+        fwd = await _forward.to_controller(ctx, req, FORWARD_TIMEOUT_S)
+    except _forward.NotForwarded as exc:
+        return _all(req, ErrorCode.not_controller, str(exc))
+    if fwd is not None:
+        return fwd
+    try:
+        matched = await ctx.broker.acls.delete([f for f, _ in valid])
+    except (AclFileUnusable, OSError) as exc:
+        log.error("acl_file_write_refused", error=str(exc))
+        for _f, out in valid:
+            out.update(error_code=ErrorCode.unknown_server_error, error_message=f"ACL file not written: {exc}")
+        return {"throttle_time": 0, "filter_results": results}
+    for (_f, out), found in zip(valid, matched):
+        out["matching_acls"] = [
+            {"error_code": ErrorCode.none, "error_message": None, "resource_type": int(b.resource_type),
+             "resource_name": b.name, "pattern_type": int(b.pattern_type), "principal": b.principal,
+             "host": b.host, "operation": int(b.operation), "permission_type": int(b.permission)}
+            for b in found]
+    log.info("acls_deleted", principal=ctx.principal, acls=sum(len(m) for m in matched))
+    return {"throttle_time": 0, "filter_results": results}
