@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kaas.listeners import Listener, single
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -14,6 +16,17 @@ class Settings:
     listen_port: int = 9092
     advertise_host: str = "127.0.0.1"
     advertise_port: int = 9092
+    # Kafka-style listeners (kaas.listeners); empty: the one PLAINTEXT listener of
+    # listen_*/advertise_*, which otherwise name the inter-broker listener's addresses
+    listeners: tuple[Listener, ...] = ()
+    inter_broker_listener: str = "PLAINTEXT"
+    ssl_certfile: str | None = None  # PEM: the broker's certificate chain (SSL/SASL_SSL listeners, peer links)
+    ssl_keyfile: str | None = None  # PEM: its private key
+    ssl_keyfile_password: str | None = None
+    ssl_cafile: str | None = None  # PEM: the CAs that client and peer certificates are checked against
+    ssl_client_auth: str = "none"  # none | requested | required (ssl.client.auth)
+    ssl_principal_mapping_rules: str = "DEFAULT"  # ssl.principal.mapping.rules
+    ssl_handshake_timeout_ms: int = 10_000
     max_request_size: int = 100 * 1024 * 1024
     auto_create_topics: bool = True
     num_partitions: int = 1
@@ -41,6 +54,20 @@ class Settings:
     metrics_port: int = 0  # Prometheus /metrics; 0 = off
     cluster_id: str = "kaas-cluster"
     extra: dict = field(default_factory=dict)
+
+    @property
+    def all_listeners(self) -> tuple[Listener, ...]:
+        """The listeners this broker serves, in order (the configured ones, or the single
+        PLAINTEXT listener of ``listen_*``/``advertise_*``)."""
+        if self.listeners:
+            return self.listeners
+        return (single(self.listen_host, self.listen_port, self.advertise_host, self.advertise_port),)
+
+    @property
+    def inter_broker(self) -> Listener:
+        """The listener peers connect to (``inter.broker.listener.name``)."""
+        ls = self.all_listeners
+        return next((x for x in ls if x.name == self.inter_broker_listener), ls[0])
 
     @property
     def cluster_dir(self) -> Path:
