@@ -85,31 +85,47 @@ class _Slot:
         self.close: str | None = None
 
 
-async def serve_connection(broker, stream: trio.abc.Stream) -> None:
+async def serve_connection(broker, stream: trio.abc.Stream, session: Session | None = None) -> None:
     """Serve one connection until the peer closes it or breaks the protocol.
+
+    Args:
+        session: the connection's security state (its listener, protocol and, after TLS,
+            principal); default: a PLAINTEXT listener's.
 
     Nothing a connection does can take the broker down: transport errors end the
     connection quietly, anything else is logged and ends only this connection.
     """
     try:
-        await _serve(broker, stream)
+        await _serve(broker, stream, session)
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
     except* Exception as group:
         log.error("connection_crashed", error=repr(group.exceptions[0]))
 
 
-async def _serve(broker, stream: trio.abc.Stream) -> None:
-    conn_id = next(_conn_ids)
-    sock = stream.socket if isinstance(stream, trio.SocketStream) else None
+def peer_name(stream: trio.abc.Stream) -> str:
+    """``host:port`` of the other end of ``stream`` (a socket, or TLS over one); ``memory:0``
+    for a stream without a socket."""
+    transport = stream
+    while isinstance(transport, trio.SSLStream):
+        transport = transport.transport_stream
+    sock = transport.socket if isinstance(transport, trio.SocketStream) else None
     try:
         host, port = sock.getpeername()[:2] if sock is not None else ("memory", 0)
-        peer = f"{host}:{port}"
+        return f"{host}:{port}"
     except (OSError, ValueError):  # (an AF_UNIX peer has no (host, port))
-        peer = "?"
+        return "?"
+
+
+async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> None:
+    conn_id = next(_conn_ids)
+    sock = stream.socket if isinstance(stream, trio.SocketStream) else None
+    peer = peer_name(stream)
     lapses = broker.cluster.lapses
     fd = sock.fileno() if sock is not None else None
-    session = Session(peer_host=peer.rsplit(":", 1)[0])
+    if session is None:
+        session = Session()
+    session.peer_host = peer.rsplit(":", 1)[0]
     decoder = FrameDecoder(broker.settings.max_request_size)
     slots: deque[_Slot] = deque()
     have_slot = trio.Event()
