@@ -10,7 +10,7 @@ VERSIONS = (0, 3)
 GROUP, TRANSACTION = 0, 1
 
 
-def locate(broker, key: str, key_type: int) -> dict:
+def locate(broker, key: str, key_type: int, listener: str | None = None) -> dict:
     if key_type == GROUP:
         owner = broker.group_owner(key)
     elif key_type == TRANSACTION:
@@ -18,7 +18,7 @@ def locate(broker, key: str, key_type: int) -> dict:
     else:
         return {"error_code": ErrorCode.invalid_request, "error_message": f"key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
-    info = broker.broker_info(owner) if owner is not None else None
+    info = broker.broker_info(owner, listener) if owner is not None else None
     if info is None or (owner != broker.id and broker.cluster.is_suspected(owner)):
         # none, or one whose process seems to have just exited: the client asks again
         # shortly and meets the new owner once its death is confirmed
@@ -29,4 +29,4 @@ def locate(broker, key: str, key_type: int) -> dict:
 
 
 async def handle(ctx, req) -> dict:
-    return {"throttle_time": 0, **locate(ctx.broker, req.key, getattr(req, "key_type", GROUP))}
+    return {"throttle_time": 0, **locate(ctx.broker, req.key, getattr(req, "key_type", GROUP), ctx.session.listener)}

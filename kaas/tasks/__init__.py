@@ -38,7 +38,7 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
         failpoints.configure(broker.layout.run, broker.id)
         nursery.start_soon(serve_failpoints)
         await nursery.start(Membership(broker).serve)
-        await nursery.start(serve_presence, broker.cluster)
+        await nursery.start(serve_presence, broker.cluster, broker.peer_links)
         await nursery.start(serve_retention, broker)
         await nursery.start(serve_timers, broker.groups)
         if broker.txn is None:
