@@ -81,6 +81,8 @@ def cli() -> None:
               help="PEM CA certificates that client certificates and peer brokers' certificates are checked against.")
 @click.option("--ssl-client-auth", type=click.Choice(["none", "requested", "required"]), default="none",
               show_default=True, help="Client certificates on TLS listeners (ssl.client.auth).")
+@click.option("--ssl-handshake-timeout-ms", type=int, default=10_000, show_default=True,
+              help="A TLS connection that has not finished its handshake by then is closed.")
 @click.option("--ssl-principal-mapping-rules", default="DEFAULT", show_default=True,
               help="Principal of a client certificate's subject: DEFAULT, RULE:pattern/replacement/[LU], ... "
                    "(ssl.principal.mapping.rules).")
