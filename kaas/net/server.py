@@ -39,7 +39,14 @@ def listener_handler(broker: Broker, entry: Listener):
     timeout = s.ssl_handshake_timeout_ms / 1000
 
     async def secure(stream: trio.SocketStream) -> None:
-        opened = await tls.open_server_stream(stream, ctx, rules, timeout, peer_name(stream), entry.name)
+        peer = peer_name(stream)
+        try:
+            opened = await tls.open_server_stream(stream, ctx, rules, timeout, peer, entry.name)
+        except Exception as exc:  # a bug: never take the broker down with one connection
+            log.exception("connection_crashed", peer=peer, listener=entry.name, error=repr(exc))
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+            return
         if opened is None:
             return
         ssl_stream, principal = opened

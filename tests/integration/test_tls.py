@@ -193,6 +193,7 @@ def _expect_one_refusal(b: BrokerProcess, before: int, reason: str) -> None:
     time.sleep(0.2)
     lines = [x for x in b.log_text().splitlines() if "tls_handshake_failed" in x][before:]
     assert len(lines) == 1 and reason in lines[0], lines
+    assert "connection_crashed" not in b.log_text() and "Traceback" not in b.log_text()
 
 
 def test_plaintext_to_the_tls_port(tls_broker, pki):
