@@ -66,7 +66,8 @@ def cli() -> None:
 @click.option("--advertise", default=None, help="HOST:PORT clients should use (default: --listen).")
 @click.option("--listeners", default=None,
               help="Kafka-style listeners, NAME://HOST:PORT,... (listeners; e.g. "
-                   "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093); replaces --listen/--advertise.")
+                   "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093); replaces --listen (--advertise: "
+                   "use --advertised-listeners).")
 @click.option("--advertised-listeners", default=None,
               help="NAME://HOST:PORT,... clients are told to use (advertised.listeners; default: --listeners).")
 @click.option("--listener-security-protocol-map", default=None,
@@ -141,6 +142,9 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
     entries: tuple = ()
     inter_broker = "PLAINTEXT"
     if listeners or advertised_listeners or listener_security_protocol_map or inter_broker_listener_name:
+        if advertise:  # (--listen, the launchers' habit, is replaced by --listeners)
+            raise click.UsageError("--advertise is the shorthand of one PLAINTEXT listener's advertised address; "
+                                   "with --listeners use --advertised-listeners")
         try:
             entries, inter_broker = resolve(listeners or f"PLAINTEXT://{listen}", advertised_listeners,
                                             listener_security_protocol_map, inter_broker_listener_name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import socket
+import ssl
 import struct
 from functools import cache
 from typing import Any
@@ -38,8 +39,21 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 class WireClient:
-    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float = 10.0, ssl_context: ssl.SSLContext | None = None) -> None:
+        """Connect to ``host:port``; with ``ssl_context``, over TLS (an SSL or SASL_SSL
+        listener; the certificate checked against ``host`` as the context says).
+
+        Raises:
+            OSError, ssl.SSLError: the connection or the handshake failed.
+        """
+        sock = socket.create_connection((host, port), timeout=timeout)
+        if ssl_context is not None:
+            try:
+                sock = ssl_context.wrap_socket(sock, server_hostname=host)
+            except BaseException:
+                sock.close()
+                raise
+        self.sock = sock
         self.corr = 0
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from kaas.client import WireClient
 from kaas.testing import BrokerProcess, ClusterProcess, free_port, free_ports, wait_for
 from kaas.tools.certs import init_dev, issue
 from tests.kafka import create_topic, read_to_end, txn_producer, uniq, values
@@ -182,10 +183,8 @@ def _closed_after(sock: socket.socket | ssl.SSLSocket) -> bool:
 
 def _still_serving(b: BrokerProcess, pki: Path) -> None:
     ctx = ssl.create_default_context(cafile=str(pki / "tls" / "ca.pem"))
-    with socket.create_connection(("127.0.0.1", b.ssl_port), timeout=10) as raw, \
-            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
-        s.sendall(API_VERSIONS_V0)
-        assert struct.unpack(">ii", s.recv(8))[1] == 7  # the correlation id of a well-formed answer
+    with WireClient("127.0.0.1", b.ssl_port, ssl_context=ctx) as wc:
+        assert wc.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
 
 
 def _expect_one_refusal(b: BrokerProcess, before: int, reason: str) -> None:

@@ -14,6 +14,9 @@ def test_broker_refuses_contradicting_listener_options(tmp_path):
     assert r.exit_code == 2 and "no security protocol defined for listener INTERNAL" in r.output
     r = CliRunner().invoke(cli, ["broker", "--data", str(tmp_path), "--listeners", "SSL://:9093"])
     assert r.exit_code == 2 and "inter-broker-listener-name" in r.output
+    r = CliRunner().invoke(cli, ["broker", "--data", str(tmp_path), "--listeners", "PLAINTEXT://:9093",
+                                 "--advertise", "h:1"])
+    assert r.exit_code == 2 and "--advertised-listeners" in r.output
     r = CliRunner().invoke(cli, ["broker", "--data", str(tmp_path), "--listeners", "SSL://:9093",
                                  "--inter-broker-listener-name", "SSL"])
     assert r.exit_code == 2 and "--ssl-certfile" in r.output
