@@ -107,3 +107,30 @@ async def open_server_stream(transport: trio.SocketStream, ctx: ssl.SSLContext, 
     if principal != ANONYMOUS:
         log.info("tls_client_authenticated", peer=peer, listener=listener, principal=principal)
     return stream, principal
+
+
+def read_buffered(stream: trio.SSLStream, max_bytes: int) -> bytes:
+    """Up to ``max_bytes`` of plaintext from the TLS records ``stream`` has already received
+    (its incoming buffer), without waiting and without a checkpoint; b"" when there are none
+    (or the stream is not trio's: nothing is assumed of it).
+
+    Reads the SSLObject under trio's SSLStream directly, between its own calls (no other
+    task reads this stream: the connection's reader is the only one). What OpenSSL wants to
+    send meanwhile (a TLS 1.3 KeyUpdate answer) stays in the outgoing buffer, and trio sends
+    it with the next operation, as it does after any read. An error, including the peer's
+    close_notify, is left for the next ``receive_some`` to report: it is sticky in OpenSSL."""
+    obj = getattr(stream, "_ssl_object", None)
+    if not isinstance(obj, ssl.SSLObject):
+        return b""
+    out = []
+    n = 0
+    while n < max_bytes:
+        try:
+            chunk = obj.read(max_bytes - n)
+        except ssl.SSLError:  # SSLWantReadError: nothing more is buffered
+            break
+        if not chunk:
+            break
+        out.append(chunk)
+        n += len(chunk)
+    return b"".join(out)
