@@ -4,6 +4,7 @@ DATA ?= ./data
 PORT ?= 9092
 METRICS ?= 0
 ARGS ?=
+SECURE ?= 0
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -31,7 +32,9 @@ $(QUIX_STAMP): scripts/quix-requirements.txt
 $(QUIX_VENV): $(QUIX_STAMP)
 
 cluster: $(STAMP)
-	@$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT) --metrics-base-port $(METRICS) -- $(ARGS)
+# SECURE=1: TLS listeners with a local CA in DATA/run/tls, client settings in DATA/run/client.properties
+	@$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT) --metrics-base-port $(METRICS) \
+		$(if $(filter 1,$(SECURE)),--secure) -- $(ARGS)
 
 # The layer contracts (pyproject.toml [tool.importlinter], docs/architecture.rst) and ruff.
 lint: $(STAMP)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kaas import failpoints
+from kaas.listeners import parse_endpoints, shift_ports
 from kaas.storage import deaths
 
 POINT = "supervisor.write"
@@ -147,13 +148,32 @@ def describe(exc: OSError) -> str:
 class Supervisor:
     def __init__(self, *, brokers: int, data: Path, base_port: int, host: str = "127.0.0.1",
                  first_id: int = 0, restart_delay: float = 1.0, broker_args: list[str] | None = None,
-                 metrics_base_port: int = 0) -> None:
+                 metrics_base_port: int = 0, listeners: str | None = None,
+                 advertised_listeners: str | None = None) -> None:
+        """
+        Args:
+            listeners, advertised_listeners: broker 0's ``--listeners`` and
+                ``--advertised-listeners`` (Kafka-style ``NAME://host:port,...``); broker
+                i gets every port +i, as with ``base_port``. None: one PLAINTEXT listener
+                at ``host:base_port+i`` (``--listen``/``--advertise``). The bootstrap
+                servers are the first listener's (advertised) endpoints.
+
+        Raises:
+            kaas.listeners.ListenerError: a listener list does not parse.
+        """
         self.data = Path(data).resolve()
         self.host = host
         self.restart_delay = restart_delay
         self.broker_args = list(broker_args or [])
+        self.listeners = listeners
+        self.advertised_listeners = advertised_listeners
+        first = parse_endpoints(advertised_listeners or listeners)[0] if listeners else None
+        if first is not None:
+            self.host = first.host if first.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+            base_port = first.port
         self.children = [Child(first_id + i, base_port + i, metrics_base_port + i if metrics_base_port else 0)
                          for i in range(brokers)]
+        self.first_id = first_id
         self.stopping = False
         # what failed and how ("cannot write pid file X" -> "ENOSPC (...)"): reported once
         self.failing: dict[str, str] = {}
@@ -242,8 +262,14 @@ class Supervisor:
     def _spawn(self, child: Child) -> None:
         self._ensure_run_dir()
         argv = [sys.executable, "-m", "kaas.cli", "broker", "--id", str(child.broker_id),
-                "--data", str(self.data), "--listen", f"{self.host}:{child.port}",
-                "--advertise", f"{self.host}:{child.port}"]
+                "--data", str(self.data)]
+        if self.listeners:
+            offset = child.broker_id - self.first_id
+            argv += ["--listeners", shift_ports(self.listeners, offset)]
+            if self.advertised_listeners:
+                argv += ["--advertised-listeners", shift_ports(self.advertised_listeners, offset)]
+        else:
+            argv += ["--listen", f"{self.host}:{child.port}", "--advertise", f"{self.host}:{child.port}"]
         if child.metrics_port:
             argv += ["--metrics-port", str(child.metrics_port)]
         argv += self.broker_args

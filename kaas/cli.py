@@ -40,6 +40,7 @@ class _LazyGroup(click.Group):
         "groups": "kaas.tools.groups:groups",
         "inspect": "kaas.tools.inspect_data:inspect",
         "users": "kaas.tools.users:users",
+        "certs": "kaas.tools.certs:certs",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -65,6 +66,29 @@ def cli() -> None:
               help="Shared data directory.")
 @click.option("--listen", default="127.0.0.1:9092", show_default=True, help="HOST:PORT to listen on.")
 @click.option("--advertise", default=None, help="HOST:PORT clients should use (default: --listen).")
+@click.option("--listeners", default=None,
+              help="Kafka-style listeners, NAME://HOST:PORT,... (listeners; e.g. "
+                   "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093); replaces --listen (--advertise: "
+                   "use --advertised-listeners).")
+@click.option("--advertised-listeners", default=None,
+              help="NAME://HOST:PORT,... clients are told to use (advertised.listeners; default: --listeners).")
+@click.option("--listener-security-protocol-map", default=None,
+              help="NAME:PROTOCOL,... for each listener (listener.security.protocol.map; default: PLAINTEXT, SSL, "
+                   "SASL_PLAINTEXT and SASL_SSL map to themselves).")
+@click.option("--inter-broker-listener-name", default=None,
+              help="The listener peers connect to (inter.broker.listener.name; default: PLAINTEXT).")
+@click.option("--ssl-certfile", default=None, help="PEM certificate chain of this broker (TLS listeners, peer links).")
+@click.option("--ssl-keyfile", default=None, help="PEM private key of --ssl-certfile.")
+@click.option("--ssl-keyfile-password", default=None, help="Password of an encrypted --ssl-keyfile.")
+@click.option("--ssl-cafile", default=None,
+              help="PEM CA certificates that client certificates and peer brokers' certificates are checked against.")
+@click.option("--ssl-client-auth", type=click.Choice(["none", "requested", "required"]), default="none",
+              show_default=True, help="Client certificates on TLS listeners (ssl.client.auth).")
+@click.option("--ssl-handshake-timeout-ms", type=int, default=10_000, show_default=True,
+              help="A TLS connection that has not finished its handshake by then is closed.")
+@click.option("--ssl-principal-mapping-rules", default="DEFAULT", show_default=True,
+              help="Principal of a client certificate's subject: DEFAULT, RULE:pattern/replacement/[LU], ... "
+                   "(ssl.principal.mapping.rules).")
 @click.option("--auto-create-topics/--no-auto-create-topics", default=True, show_default=True,
               help="Create unknown topics on Metadata/Produce (auto.create.topics.enable).")
 @click.option("--num-partitions", type=int, default=1, show_default=True,
@@ -103,9 +127,6 @@ def cli() -> None:
                    "volume is NFS it sees nothing of other hosts); off: polling only, as on NFS.")
 @click.option("--metrics-port", type=int, default=0, show_default=True,
               help="Serve Prometheus /metrics over HTTP on this port of the listen host (0 = off).")
-@click.option("--listeners", default=None,
-              help="Kafka-style NAME://HOST:PORT[,...] to listen on, NAME being PLAINTEXT or SASL_PLAINTEXT "
-                   "(listeners); replaces --listen, the first one is advertised.")
 @click.option("--sasl-enabled-mechanisms", default="SCRAM-SHA-256,SCRAM-SHA-512", show_default=True,
               help="SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
                    "(sasl.enabled.mechanisms).")
@@ -133,23 +154,34 @@ def cli() -> None:
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")
-def broker(broker_id, data, listen, advertise, log_json, log_level, listeners, sasl_enabled_mechanisms,
-           **opts) -> None:
+def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, listener_security_protocol_map,
+           inter_broker_listener_name, log_json, log_level, sasl_enabled_mechanisms, **opts) -> None:
     """Run one broker process."""
     _without_test_libraries()
     import trio
 
     from kaas import allocator, log
+    from kaas.listeners import ListenerError, resolve
     from kaas.net.server import serve_broker
-    from kaas.settings import Settings, parse_listeners
+    from kaas.settings import Settings
 
-    parsed = ()
-    if listeners:
+    entries: tuple = ()
+    inter_broker = "PLAINTEXT"
+    if listeners or advertised_listeners or listener_security_protocol_map or inter_broker_listener_name:
+        if advertise:  # (--listen, the launchers' habit, is replaced by --listeners)
+            raise click.UsageError("--advertise is the shorthand of one PLAINTEXT listener's advertised address; "
+                                   "with --listeners use --advertised-listeners")
         try:
-            parsed = parse_listeners(listeners)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--listeners") from None
-        listen = f"{parsed[0].host}:{parsed[0].port}"
+            entries, inter_broker = resolve(listeners or f"PLAINTEXT://{listen}", advertised_listeners,
+                                            listener_security_protocol_map, inter_broker_listener_name)
+        except ListenerError as exc:
+            raise click.BadParameter(str(exc), param_hint="listeners") from None
+        ib = next(e for e in entries if e.name == inter_broker)
+        lhost, lport, ahost, aport = ib.host or "0.0.0.0", ib.port, ib.advertised_host, ib.advertised_port
+    else:
+        lhost, lport = _hostport(listen)
+        default_host = lhost if lhost not in ("0.0.0.0", "::") else "127.0.0.1"
+        ahost, aport = _hostport(advertise) if advertise else (default_host, lport)
     mechanisms = tuple(m.strip().upper() for m in sasl_enabled_mechanisms.split(",") if m.strip())
     unknown = set(mechanisms) - {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
     if unknown:
@@ -160,15 +192,21 @@ def broker(broker_id, data, listen, advertise, log_json, log_level, listeners, s
                    if not opts[f"sasl_oauthbearer_{k}"]]
         if missing:
             raise click.BadParameter(f"OAUTHBEARER needs {', '.join(missing)}", param_hint="--sasl-enabled-mechanisms")
-    opts.update(listeners=parsed, sasl_enabled_mechanisms=mechanisms)
-    lhost, lport = _hostport(listen)
-    default_host = lhost if lhost not in ("0.0.0.0", "::") else "127.0.0.1"
-    ahost, aport = _hostport(advertise) if advertise else (default_host, lport)
+    opts.update(sasl_enabled_mechanisms=mechanisms)
     settings = Settings(
         broker_id=broker_id, data=data, listen_host=lhost, listen_port=lport,
-        advertise_host=ahost, advertise_port=aport, log_json=log_json, log_level=log_level,
-        auto_create_topics=opts.pop("auto_create_topics"), **opts,
+        advertise_host=ahost, advertise_port=aport, listeners=entries, inter_broker_listener=inter_broker,
+        log_json=log_json, log_level=log_level, auto_create_topics=opts.pop("auto_create_topics"), **opts,
     )
+    if any(e.tls for e in settings.all_listeners) or settings.inter_broker.tls:
+        from kaas.domain.principal import RuleError
+        from kaas.net.tls import TLSConfigError, principal_rules, server_context
+
+        try:
+            server_context(settings)
+            principal_rules(settings)
+        except (TLSConfigError, RuleError) as exc:
+            raise click.BadParameter(str(exc), param_hint="ssl options") from None
     log.configure(json=log_json, level=log_level, broker_id=broker_id)
     allocator.tune()
     trio.run(serve_broker, settings)
@@ -186,14 +224,57 @@ def broker(broker_id, data, listen, advertise, log_json, log_level, listeners, s
               help="Seconds before a broker that died is restarted.")
 @click.option("--metrics-base-port", type=int, default=0, show_default=True,
               help="Prometheus port of broker 0; broker i gets +i (passed as --metrics-port; 0 = off).")
+@click.option("--listeners", default=None,
+              help="Broker 0's --listeners (NAME://HOST:PORT,...); broker i gets every port +i "
+                   "(default: one PLAINTEXT listener at --host:--base-port).")
+@click.option("--advertised-listeners", default=None,
+              help="Broker 0's --advertised-listeners; broker i gets every port +i.")
+@click.option("--secure", is_flag=True,
+              help="TLS: a local CA and broker certificate in DATA/run/tls (kaas certs init), one SSL listener "
+                   "per broker at --host:--base-port+i for clients and peers, and the client settings in "
+                   "DATA/run/client.properties.")
 @click.argument("broker_args", nargs=-1, type=click.UNPROCESSED)
-def cluster(brokers, data, base_port, host, first_id, restart_delay, metrics_base_port, broker_args) -> None:
+def cluster(brokers, data, base_port, host, first_id, restart_delay, metrics_base_port, listeners,
+            advertised_listeners, secure, broker_args) -> None:
     """Supervise N brokers over one data directory (extra args go to every broker)."""
     from cluster.supervisor import run_supervisor
+    from kaas.listeners import ListenerError
 
-    run_supervisor(brokers=brokers, data=data, base_port=base_port, host=host, first_id=first_id,
-                   restart_delay=restart_delay, metrics_base_port=metrics_base_port,
-                   broker_args=list(broker_args))
+    broker_args = list(broker_args)
+    if secure:
+        if listeners:
+            raise click.UsageError("--secure makes its own listeners; give one or the other")
+        listeners, extra = _secure_cluster(Path(data), brokers, host, base_port)
+        broker_args = extra + broker_args
+    try:
+        run_supervisor(brokers=brokers, data=data, base_port=base_port, host=host, first_id=first_id,
+                       restart_delay=restart_delay, metrics_base_port=metrics_base_port,
+                       broker_args=broker_args, listeners=listeners, advertised_listeners=advertised_listeners)
+    except ListenerError as exc:
+        raise click.BadParameter(str(exc), param_hint="listeners") from None
+
+
+def _secure_cluster(data: Path, brokers: int, host: str, base_port: int) -> tuple[str, list[str]]:
+    """``kaas cluster --secure``: the dev CA and certificates in DATA/run/tls (kept when
+    there), DATA/run/client.properties, and broker 0's listeners and the broker options."""
+    from kaas.tools.certs import init_dev
+
+    tls_dir = data / "run" / "tls"
+    sans = ("127.0.0.1", "::1", "localhost") + ((host,) if host not in ("127.0.0.1", "localhost", "0.0.0.0") else ())
+    made = init_dev(tls_dir, sans=sans)
+    ca, cert = made["ca"], made["broker"]
+    adv = host if host not in ("0.0.0.0", "::") else "127.0.0.1"
+    bootstrap = ",".join(f"{adv}:{base_port + i}" for i in range(brokers))
+    props = {"bootstrap.servers": bootstrap, "security.protocol": "SSL",
+             "ssl.ca.location": str(ca.cert.resolve())}
+    path = data / "run" / "client.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    click.echo(f"[kaas-cluster] client settings ({path}):", err=True)
+    for k, v in props.items():
+        click.echo(f"[kaas-cluster]   {k}={v}", err=True)
+    extra = ["--inter-broker-listener-name", "SSL", "--ssl-certfile", str(cert.cert.resolve()),
+             "--ssl-keyfile", str(cert.key.resolve()), "--ssl-cafile", str(ca.cert.resolve())]
+    return f"SSL://{host}:{base_port}", extra
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import secrets
 import socket
+import ssl
 import struct
 from functools import cache
 from typing import Any
@@ -105,15 +106,26 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
 class WireClient:
-    """One blocking connection. With ``sasl``, it authenticates (SaslHandshake v1,
-    SaslAuthenticate v2; PLAIN or SCRAM) before anything else.
+    """One blocking connection: over TLS with ``ssl_context`` (an SSL or SASL_SSL listener;
+    the certificate checked against ``host`` as the context says), and with ``sasl``
+    authenticated (SaslHandshake v1, SaslAuthenticate v2; PLAIN or SCRAM) before anything
+    else.
 
     Raises:
+        OSError, ssl.SSLError: the connection or the handshake failed.
         SaslFailed: the broker refused the mechanism or the credentials.
     """
 
-    def __init__(self, host: str, port: int, timeout: float = 10.0, sasl: SaslConfig | None = None) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float = 10.0, sasl: SaslConfig | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout)
+        if ssl_context is not None:
+            try:
+                sock = ssl_context.wrap_socket(sock, server_hostname=host)
+            except BaseException:
+                sock.close()
+                raise
+        self.sock = sock
         self.corr = 0
         if sasl is not None:
             try:

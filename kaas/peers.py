@@ -23,7 +23,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import ssl
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import structlog
@@ -35,7 +36,8 @@ from kaas.errors import PeerUnavailable
 from kaas.wire import codec
 from kaas.wire.framing import FrameDecoder, FramingError
 
-__all__ = ["MARKERS_VERSION", "LinkFailed", "PeerDirectory", "PeerLinks", "authenticate_peer"]
+__all__ = ["MARKERS_VERSION", "LinkFailed", "PeerDirectory", "PeerLinks", "authenticate_peer", "client_context",
+           "open_peer_stream"]
 
 log = structlog.get_logger()
 
@@ -50,10 +52,18 @@ PRESENCE_IDLE_S = 5.0  # how often an idle presence connection checks its peer i
 MarkerResult = dict[tuple[str, int], ErrorCode]
 
 
+class PeerEndpoint(Protocol):
+    host: str
+    port: int
+    protocol: str
+
+
 class PeerAddress(Protocol):
     host: str
     port: int
     pid: int
+
+    def peer_endpoint(self, listener: str) -> PeerEndpoint | None: ...
 
 
 class PeerDirectory(Protocol):
@@ -69,6 +79,28 @@ class PeerDirectory(Protocol):
     def is_alive_any(self, broker_id: int) -> bool: ...
 
     def suspect(self, broker_id: int, pid: int) -> None: ...
+
+
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+
+
+def client_context(cafile: str | None, certfile: str | None, keyfile: str | None,
+                   password: str | None = None, check_hostname: bool = True) -> ssl.SSLContext:
+    """The TLS context of this broker's connections to its peers' TLS listeners: their
+    certificates checked against ``cafile`` (and the host name they advertise), TLS 1.2 or
+    later, and this broker's own certificate offered as the client certificate (a peer
+    that asks for one, ``--ssl-client-auth``, maps it to this broker's principal).
+
+    Raises:
+        OSError, ssl.SSLError: a file does not load.
+    """
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=cafile)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = check_hostname
+    if certfile:
+        ctx.load_cert_chain(certfile, keyfile, password)
+    return ctx
 
 
 class LinkFailed(PeerUnavailable):
@@ -91,7 +123,7 @@ class _Link:
     def __init__(self, links: PeerLinks, broker_id: int) -> None:
         self.links = links
         self.broker_id = broker_id
-        self.stream: trio.SocketStream | None = None
+        self.stream: trio.abc.Stream | None = None
         self.decoder: FrameDecoder | None = None
         self.lock = trio.Lock()
         self.pending: list[_Ask] = []
@@ -125,11 +157,8 @@ class _Link:
             return ask.results
 
     async def _connect(self) -> None:
-        peer = self.links.cluster.peers.get(self.broker_id)
-        if peer is None or peer.port <= 0:
-            raise LinkFailed("peer address unknown")
         with trio.fail_after(CONNECT_TIMEOUT_S):
-            self.stream = await trio.open_tcp_stream(peer.host, peer.port)
+            self.stream = await self.links.open_stream(self.broker_id)
         self.decoder = FrameDecoder(MAX_RESPONSE)
 
     async def _exchange(self, markers: list[Any]) -> list[MarkerResult]:
@@ -243,12 +272,53 @@ async def authenticate_peer(stream: trio.abc.Stream, decoder: FrameDecoder, clie
 class PeerLinks:
     """This broker's links to its peers (``broker.peer_links``), opened on first use."""
 
-    def __init__(self, broker_id: int, cluster: PeerDirectory) -> None:
+    def __init__(self, broker_id: int, cluster: PeerDirectory, *, listener: str = "PLAINTEXT",
+                 ssl_context: ssl.SSLContext | None = None,
+                 authenticate: Callable[[trio.abc.Stream, PeerEndpoint], Awaitable[None]] | None = None) -> None:
+        """
+        Args:
+            listener: the inter-broker listener's name: peers are reached at their
+                endpoint of that name (their heartbeat's ``listeners``).
+            ssl_context: the client context for a peer listener that is SSL or SASL_SSL
+                (``client_context``); None: such a peer cannot be reached.
+            authenticate: the SASL hook: awaited on every new connection to a SASL_PLAINTEXT
+                or SASL_SSL peer listener (after TLS), before the first request; it raises
+                ``LinkFailed`` when the peer refuses. None: SASL peer listeners cannot be
+                reached.
+        """
         self.broker_id = broker_id
         self.cluster = cluster
+        self.listener = listener
+        self.ssl_context = ssl_context
+        self.authenticate = authenticate
         self.client_id = f"{codec.PEER_CLIENT_PREFIX}{broker_id}"
         self._links: dict[int, _Link] = {}
         self.stats = {"calls": 0, "markers": 0, "failed": 0}
+
+    async def open_stream(self, broker_id: int) -> trio.abc.Stream:
+        """A new connection to ``broker_id``'s inter-broker listener: TCP, TLS when the
+        listener is SSL/SASL_SSL (the peer's certificate checked), then the SASL hook on a
+        SASL listener. The caller bounds the time (``fail_after``) and closes the stream.
+
+        Raises:
+            LinkFailed: the peer's address is unknown, it has no such listener, or its
+                listener needs TLS or SASL this broker is not configured for.
+            OSError, trio.BrokenResourceError: the connection or the handshake failed.
+        """
+        return await open_peer_stream(self, broker_id)
+
+    def endpoint(self, broker_id: int) -> PeerEndpoint:
+        """``broker_id``'s inter-broker endpoint.
+
+        Raises:
+            LinkFailed: unknown, or the peer has no listener of that name.
+        """
+        peer = self.cluster.peers.get(broker_id)
+        e = peer.peer_endpoint(self.listener) if peer is not None else None
+        if e is None or e.port <= 0:
+            raise LinkFailed("peer address unknown" if peer is None or peer.port <= 0
+                             else f"peer has no listener {self.listener}")
+        return e
 
     async def write_markers(self, broker_id: int, markers: Sequence[Any]) -> list[MarkerResult] | None:
         """Send kio ``WritableTxnMarker`` objects to ``broker_id``.
@@ -276,12 +346,9 @@ class PeerLinks:
             LinkFailed: the peer is unknown or unreachable, closed, or did not answer within
                 ``timeout`` seconds (the caller answers a retriable error).
         """
-        peer = self.cluster.peers.get(broker_id)
-        if peer is None or peer.port <= 0:
-            raise LinkFailed("peer address unknown")
         try:
             with trio.fail_after(max(0.1, timeout)):
-                stream = await trio.open_tcp_stream(peer.host, peer.port)
+                stream = await self.open_stream(broker_id)
                 try:
                     await stream.send_all(codec.encode_request(api_key, version, 1, self.client_id, body))
                     decoder = FrameDecoder(MAX_RESPONSE)
@@ -303,3 +370,30 @@ class PeerLinks:
         except codec.DecodeError as exc:
             raise LinkFailed(f"undecodable response: {exc}") from None
         return response
+
+
+async def open_peer_stream(links: PeerLinks, broker_id: int) -> trio.abc.Stream:
+    """``PeerLinks.open_stream``: TCP to the peer's inter-broker endpoint, TLS over it on an
+    SSL/SASL_SSL listener, then ``links.authenticate`` on a SASL one.
+
+    Raises:
+        LinkFailed, OSError, trio.BrokenResourceError: see ``PeerLinks.open_stream``.
+    """
+    e = links.endpoint(broker_id)
+    if e.protocol in TLS_PROTOCOLS and links.ssl_context is None:
+        raise LinkFailed(f"peer listener {links.listener} is {e.protocol}: no TLS context (--ssl-cafile)")
+    if e.protocol in SASL_PROTOCOLS and links.authenticate is None:
+        raise LinkFailed(f"peer listener {links.listener} is {e.protocol}: no SASL credentials for peers")
+    stream: trio.abc.Stream = await trio.open_tcp_stream(e.host, e.port)
+    try:
+        if e.protocol in TLS_PROTOCOLS:
+            tls = trio.SSLStream(stream, links.ssl_context, server_hostname=e.host)
+            await tls.do_handshake()
+            stream = tls
+        if e.protocol in SASL_PROTOCOLS:
+            await links.authenticate(stream, e)
+    except BaseException:
+        with trio.CancelScope(shield=True), trio.move_on_after(1):
+            await stream.aclose()
+        raise
+    return stream

@@ -5,50 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # SSL and SASL_SSL: the TLS branch
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    """One ``NAME://HOST:PORT`` of ``--listeners``."""
-
-    name: str
-    host: str
-    port: int
-    security_protocol: str
-
-
-def parse_listeners(value: str) -> tuple[Listener, ...]:
-    """Parse Kafka's ``listeners`` (``SASL_PLAINTEXT://127.0.0.1:9092,PLAINTEXT://:9093``).
-
-    Minimal form (the TLS branch adds ``--listener-security-protocol-map`` and SSL): a
-    listener's name is its security protocol, PLAINTEXT or SASL_PLAINTEXT; an empty host
-    is 127.0.0.1.
-
-    Raises:
-        ValueError: malformed, a name used twice, or a protocol not served.
-    """
-    out: list[Listener] = []
-    for item in value.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, hostport = item.partition("://")
-        host, colon, port = hostport.rpartition(":")
-        if not sep or not colon or not port.isdigit() or not name:
-            raise ValueError(f"{item!r} is not NAME://HOST:PORT")
-        name = name.upper()
-        if name not in SECURITY_PROTOCOLS:
-            raise ValueError(f"listener {name}: the name must be a security protocol {SECURITY_PROTOCOLS}")
-        if name not in SERVED_PROTOCOLS:
-            raise ValueError(f"listener {name}: only {SERVED_PROTOCOLS} are served")
-        if any(li.name == name for li in out):
-            raise ValueError(f"listener {name} given twice")
-        out.append(Listener(name, host.strip("[]") or "127.0.0.1", int(port), name))
-    if not out:
-        raise ValueError("no listener given")
-    return tuple(out)
+from kaas.listeners import Listener, single
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +16,17 @@ class Settings:
     listen_port: int = 9092
     advertise_host: str = "127.0.0.1"
     advertise_port: int = 9092
+    # Kafka-style listeners (kaas.listeners); empty: the one PLAINTEXT listener of
+    # listen_*/advertise_*, which otherwise name the inter-broker listener's addresses
+    listeners: tuple[Listener, ...] = ()
+    inter_broker_listener: str = "PLAINTEXT"
+    ssl_certfile: str | None = None  # PEM: the broker's certificate chain (SSL/SASL_SSL listeners, peer links)
+    ssl_keyfile: str | None = None  # PEM: its private key
+    ssl_keyfile_password: str | None = None
+    ssl_cafile: str | None = None  # PEM: the CAs that client and peer certificates are checked against
+    ssl_client_auth: str = "none"  # none | requested | required (ssl.client.auth)
+    ssl_principal_mapping_rules: str = "DEFAULT"  # ssl.principal.mapping.rules
+    ssl_handshake_timeout_ms: int = 10_000
     max_request_size: int = 100 * 1024 * 1024
     auto_create_topics: bool = True
     num_partitions: int = 1
@@ -87,7 +55,6 @@ class Settings:
     cluster_id: str = "kaas-cluster"
     # SASL (issue 21; docs/security.rst). A listener whose protocol is SASL_* serves only
     # ApiVersions, SaslHandshake and SaslAuthenticate until the client has authenticated.
-    listeners: tuple[Listener, ...] = ()  # empty: one PLAINTEXT listener on listen_host:listen_port
     sasl_enabled_mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
     sasl_allow_plaintext_credentials: bool = False  # PLAIN/OAUTHBEARER on SASL_PLAINTEXT (Apache has no such guard)
     connections_max_reauth_ms: int = 0  # KIP-368; 0: sessions do not expire
@@ -99,6 +66,20 @@ class Settings:
     super_users: str = ""  # super.users: principals always allowed, ``User:a;User:b``
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
     extra: dict = field(default_factory=dict)
+
+    @property
+    def all_listeners(self) -> tuple[Listener, ...]:
+        """The listeners this broker serves, in order (the configured ones, or the single
+        PLAINTEXT listener of ``listen_*``/``advertise_*``)."""
+        if self.listeners:
+            return self.listeners
+        return (single(self.listen_host, self.listen_port, self.advertise_host, self.advertise_port),)
+
+    @property
+    def inter_broker(self) -> Listener:
+        """The listener peers connect to (``inter.broker.listener.name``)."""
+        ls = self.all_listeners
+        return next((x for x in ls if x.name == self.inter_broker_listener), ls[0])
 
     @property
     def cluster_dir(self) -> Path:

@@ -21,7 +21,7 @@ from kaas.coord.group import GroupCoordinator
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain import replicas, routing
 from kaas.errors import CorruptState, KaasError
-from kaas.peers import PeerLinks
+from kaas.peers import PeerLinks, client_context
 from kaas.settings import Settings
 from kaas.storage.credentials import CredentialStore
 from kaas.storage.partition_log import PartitionLog
@@ -52,6 +52,14 @@ def fs_type(path) -> str:
     except OSError:
         return ""
     return kind
+
+
+def peer_tls_context(settings: Settings):
+    """The client context of the peer links when the inter-broker listener is TLS: the
+    peers' certificates checked against ``ssl_cafile`` (else the system's CAs), this
+    broker's own certificate offered as the client certificate."""
+    return client_context(settings.ssl_cafile, settings.ssl_certfile, settings.ssl_keyfile,
+                          settings.ssl_keyfile_password)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +95,9 @@ class Broker:
         self.txn: TxnCoordinator | None = None  # created by tasks.serve_broker
         self.groups = GroupCoordinator(self)
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms)
-        self.peer_links = PeerLinks(self.id, self.cluster)
+        ib = settings.inter_broker
+        self.peer_links = PeerLinks(self.id, self.cluster, listener=ib.name,
+                                    ssl_context=peer_tls_context(settings) if ib.tls else None)
         self.admin = TopicAdmin(self)
         self.acls = Acls(settings, self.layout)  # the authoriser's ACLs (tasks.acls reloads them)
         self.takeovers = 0
@@ -221,26 +231,32 @@ class Broker:
 
     # ------------------------------------------------------------------ cluster view
 
-    def brokers(self) -> list[BrokerInfo]:
+    def brokers(self, listener: str | None = None) -> list[BrokerInfo]:
         """The brokers Metadata names: every broker heard from recently (draining ones
-        included: they still answer until they exit; ``ClusterView.listed``)."""
+        included: they still answer until they exit; ``ClusterView.listed``), each at its
+        endpoint on ``listener`` (the name of the listener the request came in on; None:
+        the inter-broker listener). A broker without that listener is left out."""
         s = self.settings
+        name = listener or s.inter_broker.name
+        mine = next((x for x in s.all_listeners if x.name == name), None)
         out = []
         for bid in self.cluster.listed():
             if bid == self.id:
-                out.append(BrokerInfo(self.id, s.advertise_host, s.advertise_port))
+                if mine is not None:
+                    out.append(BrokerInfo(self.id, mine.advertised_host, mine.advertised_port))
             else:
                 p = self.cluster.peers.get(bid)
-                if p is not None and p.port > 0:
-                    out.append(BrokerInfo(bid, p.host, p.port))
+                e = p.endpoint(name) if p is not None else None
+                if e is not None and e.port > 0:
+                    out.append(BrokerInfo(bid, e.host, e.port))
         return out
 
-    def controller_id(self) -> int:
+    def controller_id(self, listener: str | None = None) -> int:
         """The controller as Metadata reports it: always a broker of the same response's
         broker list (librdkafka waits for a named controller it cannot reach until its next
         metadata refresh, minutes away). Any broker can serve the admin APIs."""
         owner = self.cluster.controller_id
-        if owner is not None and any(b.node_id == owner for b in self.brokers()):
+        if owner is not None and any(b.node_id == owner for b in self.brokers(listener)):
             return owner
         return self.id
 
@@ -268,8 +284,8 @@ class Broker:
             anchor = pl.leader if pl is not None else -1
         return replicas.describe(view, leader, anchor, index, meta.replication_factor)
 
-    def broker_info(self, broker_id: int) -> BrokerInfo | None:
-        return next((b for b in self.brokers() if b.node_id == broker_id), None)
+    def broker_info(self, broker_id: int, listener: str | None = None) -> BrokerInfo | None:
+        return next((b for b in self.brokers(listener) if b.node_id == broker_id), None)
 
     def group_owner(self, group_id: str) -> int | None:
         return routing.coordinator_for(group_id, self.registered_brokers(), self.alive_brokers())

@@ -19,10 +19,19 @@ REJOIN_HOLD_S = 2.0  # a broker back from the dead gets keys placed on it again 
 LIST_WINDOW_S = 9.0  # Apache's broker.session.timeout.ms default: how long Metadata names a silent broker
 
 
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One advertised listener of a peer, as its heartbeat names it."""
+
+    host: str
+    port: int
+    protocol: str = "PLAINTEXT"
+
+
 @dataclass
 class Peer:
     broker_id: int
-    host: str = ""
+    host: str = ""  # the heartbeat's host/port: its inter-broker listener's endpoint
     port: int = -1
     counter: int = -1
     changed_at: float = 0.0  # monotonic time the counter last moved (observer's clock)
@@ -39,6 +48,23 @@ class Peer:
     # the counter it had when its presence connection ended: suspected until it moves
     suspected_counter: int | None = None
     back_at: float = 0.0  # monotonic time it came back after being dead (0: never dead)
+    # its advertised listeners by name; None: a heartbeat without them (an older version,
+    # whose one listener is host/port, PLAINTEXT)
+    listeners: dict[str, Endpoint] | None = None
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        """Where to reach this peer on ``listener``: None when it has no such listener (a
+        broker of an older version has only PLAINTEXT, at host/port)."""
+        if self.listeners is None:
+            return Endpoint(self.host, self.port) if listener == "PLAINTEXT" and self.port > 0 else None
+        return self.listeners.get(listener)
+
+    def peer_endpoint(self, listener: str) -> Endpoint | None:
+        """Where a broker reaches this peer: its ``listener`` (the inter-broker listener's
+        name); a peer of an older version at host/port, whatever the name."""
+        if self.listeners is None:
+            return Endpoint(self.host, self.port) if self.port > 0 else None
+        return self.listeners.get(listener)
 
     def live(self, now: float, session: float) -> bool:
         return self.dead_counter is None and now - self.changed_at < session
@@ -71,6 +97,7 @@ def absorb_heartbeat(peers: dict[int, Peer], obj: Mapping, now: float, session: 
     p.host = obj.get("host", "")
     p.port = int(obj.get("port", -1))
     p.pid = int(obj.get("pid", 0) or 0)
+    p.listeners = parse_listeners(obj.get("listeners"))
     applied = int(obj.get("applied_version", 0))
     draining = bool(obj.get("draining", False))
     if applied != p.applied_version or draining != p.draining:
@@ -84,6 +111,28 @@ def absorb_heartbeat(peers: dict[int, Peer], obj: Mapping, now: float, session: 
     seen = obj.get("seen")
     p.seen = {int(k): int(v) for k, v in seen.items()} if isinstance(seen, dict) else None
     return material
+
+
+def parse_listeners(raw) -> dict[str, Endpoint] | None:
+    """A heartbeat's ``listeners`` ([{name, host, port, protocol}, ...]) by name; None when
+    it has none (an older version). Malformed entries are left out."""
+    if not isinstance(raw, list):
+        return None
+    out: dict[str, Endpoint] = {}
+    for item in raw:
+        try:
+            out[str(item["name"])] = Endpoint(str(item["host"]), int(item["port"]),
+                                              str(item.get("protocol", "PLAINTEXT")))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def listeners_field(listeners) -> list[dict]:
+    """The heartbeat's ``listeners`` of this broker's advertised listeners (objects with
+    name, advertised_host, advertised_port, protocol, advertised)."""
+    return [{"name": x.name, "host": x.advertised_host, "port": x.advertised_port, "protocol": x.protocol}
+            for x in listeners if x.advertised]
 
 
 def notice_applies(p: Peer, notice_pid: int) -> bool:

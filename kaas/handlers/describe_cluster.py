@@ -20,9 +20,9 @@ async def handle(ctx, req) -> dict:
                 "error_message": "only broker endpoints", "cluster_id": broker.settings.cluster_id, "brokers": []}
     return {
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "endpoint_type": 1,
-        "cluster_id": broker.settings.cluster_id, "controller_id": broker.controller_id(),
+        "cluster_id": broker.settings.cluster_id, "controller_id": broker.controller_id(ctx.session.listener),
         "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": False}
-                    for b in broker.brokers()],
+                    for b in broker.brokers(ctx.session.listener)],
         "cluster_authorized_operations": authorized_operations(ctx, CLUSTER)
         if req.include_cluster_authorized_operations else OPS_NOT_ASKED,
     }

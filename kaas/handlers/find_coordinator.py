@@ -13,7 +13,7 @@ VERSIONS = (0, 3)
 GROUP, TRANSACTION = 0, 1
 
 
-def locate(broker, key: str, key_type: int) -> dict:
+def locate(broker, key: str, key_type: int, listener: str | None = None) -> dict:
     if key_type == GROUP:
         owner = broker.group_owner(key)
     elif key_type == TRANSACTION:
@@ -21,7 +21,7 @@ def locate(broker, key: str, key_type: int) -> dict:
     else:
         return {"error_code": ErrorCode.invalid_request, "error_message": f"key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
-    info = broker.broker_info(owner) if owner is not None else None
+    info = broker.broker_info(owner, listener) if owner is not None else None
     if info is None or (owner != broker.id and broker.cluster.is_suspected(owner)):
         # none, or one whose process seems to have just exited: the client asks again
         # shortly and meets the new owner once its death is confirmed
@@ -39,4 +39,4 @@ async def handle(ctx, req) -> dict:
     if key_type == TRANSACTION and not authorize(ctx, Op.DESCRIBE, _auth.TXN_ID, req.key):
         return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
                 "error_message": None, "node_id": -1, "host": "", "port": -1}
-    return {"throttle_time": 0, **locate(ctx.broker, req.key, key_type)}
+    return {"throttle_time": 0, **locate(ctx.broker, req.key, key_type, ctx.session.listener)}

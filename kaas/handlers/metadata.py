@@ -62,9 +62,9 @@ async def handle(ctx, req) -> dict:
     return {
         "throttle_time": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in broker.brokers()],
+                    for b in broker.brokers(ctx.session.listener)],
         "cluster_id": broker.settings.cluster_id,
-        "controller_id": broker.controller_id(),
+        "controller_id": broker.controller_id(ctx.session.listener),
         "topics": topics,
         "cluster_authorized_operations": authorized_operations(ctx, CLUSTER)
         if getattr(req, "include_cluster_authorized_operations", False) else OPS_NOT_ASKED,

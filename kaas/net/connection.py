@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import deque
-from collections.abc import Callable
+from functools import partial
 
 import structlog
 import trio
@@ -18,6 +18,7 @@ import trio
 from kaas.aio import held
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
+from kaas.net.tls import read_buffered
 from kaas.wire.framing import FrameDecoder, FramingError
 
 log = structlog.get_logger()
@@ -81,6 +82,20 @@ async def _send(stream: trio.abc.Stream, fd: int | None, data) -> None:
         await stream.send_all(memoryview(data)[sent:])
 
 
+async def receive_tls(stream: trio.SSLStream, max_bytes: int) -> bytes:
+    """``stream.receive_some(max_bytes)``, and then whatever more the TLS records already
+    received hold, without waiting (``tls.read_buffered``): librdkafka writes each slice of
+    a request as a TLS record of its own (1.5 KiB on average for a produce), and trio's
+    ``receive_some`` returns one record per call, each ending with a pass through the
+    scheduler (an epoll poll) that costs more than the decryption."""
+    data = await stream.receive_some(max_bytes)
+    if data and len(data) < max_bytes:
+        more = read_buffered(stream, max_bytes - len(data))
+        if more:
+            return data + more
+    return data
+
+
 class _Slot:
     __slots__ = ("done", "data", "close", "close_after")
 
@@ -91,46 +106,51 @@ class _Slot:
         self.close_after: str | None = None  # send ``data``, then close (a failed SASL exchange)
 
 
-SessionFactory = Callable[[str], Session]
-"""Makes a connection's Session from the peer's host (a SASL listener's starts
-unauthenticated)."""
-
-
-async def serve_connection(broker, stream: trio.abc.Stream, session_factory: SessionFactory | None = None,
-                           *, session: Session | None = None) -> None:
-    """Serve one connection until the peer closes it or breaks the protocol. Its security
-    state is ``session`` when given (tests), else made by ``session_factory`` (a listener's),
-    else a PLAINTEXT, ``User:ANONYMOUS`` one.
+async def serve_connection(broker, stream: trio.abc.Stream, session: Session | None = None) -> None:
+    """Serve one connection until the peer closes it or breaks the protocol.
 
     Nothing a connection does can take the broker down: transport errors end the
     connection quietly, anything else is logged and ends only this connection.
 
     Args:
-        session_factory: the listener's Session maker; default a PLAINTEXT session,
-            authenticated as User:ANONYMOUS.
+        session: the connection's security state (its listener, protocol and, after TLS,
+            principal; on a SASL listener unauthenticated); default: a PLAINTEXT
+            listener's, authenticated as User:ANONYMOUS.
     """
     try:
-        await _serve(broker, stream, session_factory, session)
+        await _serve(broker, stream, session)
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
     except* Exception as group:
         log.error("connection_crashed", error=repr(group.exceptions[0]))
 
 
-async def _serve(broker, stream: trio.abc.Stream, session_factory: SessionFactory | None,
-                 session: Session | None = None) -> None:
-    conn_id = next(_conn_ids)
-    sock = stream.socket if isinstance(stream, trio.SocketStream) else None
+def peer_name(stream: trio.abc.Stream) -> str:
+    """``host:port`` of the other end of ``stream`` (a socket, or TLS over one); ``memory:0``
+    for a stream without a socket."""
+    transport = stream
+    while isinstance(transport, trio.SSLStream):
+        transport = transport.transport_stream
+    sock = transport.socket if isinstance(transport, trio.SocketStream) else None
     try:
         host, port = sock.getpeername()[:2] if sock is not None else ("memory", 0)
-        peer = f"{host}:{port}"
+        return f"{host}:{port}"
     except (OSError, ValueError):  # (an AF_UNIX peer has no (host, port))
-        peer = "?"
+        return "?"
+
+
+async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> None:
+    conn_id = next(_conn_ids)
+    sock = stream.socket if isinstance(stream, trio.SocketStream) else None
+    peer = peer_name(stream)
     lapses = broker.cluster.lapses
     fd = sock.fileno() if sock is not None else None
-    peer_host = peer.rsplit(":", 1)[0]
+    receive = stream.receive_some
+    if isinstance(stream, trio.SSLStream):
+        receive = partial(receive_tls, stream)
     if session is None:
-        session = session_factory(peer_host) if session_factory is not None else Session(peer_host=peer_host)
+        session = Session()
+    session.peer_host = peer.rsplit(":", 1)[0]
     max_frame = broker.settings.max_request_size
     decoder = FrameDecoder(max_frame if session.authenticated else min(max_frame, UNAUTHENTICATED_MAX_FRAME))
     slots: deque[_Slot] = deque()
@@ -210,14 +230,14 @@ async def _serve(broker, stream: trio.abc.Stream, session_factory: SessionFactor
                             except OSError as exc:
                                 raise trio.BrokenResourceError from exc
                         else:
-                            chunk = await stream.receive_some(len(room))
+                            chunk = await receive(len(room))
                             got = len(chunk)
                             room[:got] = chunk
                     if not got:
                         break
                     decoder.received(got)
                 else:
-                    data = await stream.receive_some(256 * 1024)
+                    data = await receive(256 * 1024)
                     if not data:
                         break
                     decoder.feed(data)

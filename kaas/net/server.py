@@ -1,4 +1,5 @@
-"""Listeners and the broker process's root nursery; SIGTERM/SIGINT drain."""
+"""Listeners (every one of ``Settings.all_listeners``, TLS where the protocol asks) and the
+broker process's root nursery; SIGTERM/SIGINT drain."""
 
 from __future__ import annotations
 
@@ -9,52 +10,79 @@ import structlog
 import trio
 
 from kaas.broker import Broker
-from kaas.handlers.session import Session
-from kaas.net.connection import serve_connection
-from kaas.settings import Listener, Settings
+from kaas.handlers.session import ANONYMOUS, Session
+from kaas.listeners import Listener
+from kaas.net import tls
+from kaas.net.connection import peer_name, serve_connection
+from kaas.settings import Settings
 from kaas.tasks import serve_broker as serve_broker_tasks
 
 log = structlog.get_logger()
 
 
-def session_factory(listener: Listener):
-    """The Session maker of a listener's connections: a SASL_* listener's start
-    unauthenticated. (The TLS branch replaces this with its per-listener version.)"""
-    sasl = listener.security_protocol.startswith("SASL_")
+def listener_handler(broker: Broker, entry: Listener):
+    """The connection handler of one listener: TLS first on SSL/SASL_SSL, then a Session
+    naming the listener (on SASL_* not authenticated until the SASL exchange succeeds).
 
-    def make(peer_host: str) -> Session:
-        return Session(listener=listener.name, security_protocol=listener.security_protocol,
-                       authenticated=not sasl, peer_host=peer_host)
-    return make
+    Raises:
+        TLSConfigError, RuleError: a TLS listener whose options do not make a context
+            (at start, before anything listens).
+    """
+    if not entry.tls:
+        async def plain(stream: trio.SocketStream) -> None:
+            await serve_connection(broker, stream, Session(entry.name, entry.protocol,
+                                                           authenticated=not entry.sasl))
+        return plain
+    s = broker.settings
+    ctx = tls.server_context(s)
+    rules = tls.principal_rules(s)
+    timeout = s.ssl_handshake_timeout_ms / 1000
 
-
-def listeners_of(settings: Settings) -> tuple[Listener, ...]:
-    return settings.listeners or (Listener("PLAINTEXT", settings.listen_host, settings.listen_port, "PLAINTEXT"),)
+    async def secure(stream: trio.SocketStream) -> None:
+        peer = peer_name(stream)
+        try:
+            opened = await tls.open_server_stream(stream, ctx, rules, timeout, peer, entry.name)
+        except Exception as exc:  # a bug: never take the broker down with one connection
+            log.exception("connection_crashed", peer=peer, listener=entry.name, error=repr(exc))
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+            return
+        if opened is None:
+            return
+        ssl_stream, principal = opened
+        # SSL: authenticated by TLS (a client certificate's principal, else ANONYMOUS);
+        # SASL_SSL: the SASL exchange sets the principal (Apache ignores the certificate)
+        session = Session(entry.name, entry.protocol, principal=principal if not entry.sasl else ANONYMOUS,
+                          authenticated=not entry.sasl)
+        await serve_connection(broker, ssl_stream, session)
+    return secure
 
 
 async def serve_broker(settings: Settings, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Run one broker until SIGTERM/SIGINT; reports the bound (host, port) via task_status."""
+    """Run one broker until SIGTERM/SIGINT; serves every listener of ``settings`` and
+    reports the first one's bound (host, port) via task_status."""
     broker = Broker(settings)
     broker.connections = 0
+    handlers = [(entry, listener_handler(broker, entry)) for entry in settings.all_listeners]
     async with trio.open_nursery() as root:
         await root.start(serve_broker_tasks, broker)
         if settings.metrics_port:
             from kaas.net.metrics_http import serve_metrics
 
             await root.start(serve_metrics, broker, settings.listen_host, settings.metrics_port)
-        served = []
-        for listener in listeners_of(settings):
-            sockets = await trio.open_tcp_listeners(listener.port, host=listener.host)
-            served.append((listener, sockets))
-        bound = served[0][1][0].socket.getsockname()[:2]
+        opened = []
+        for entry, handler in handlers:
+            sockets = await trio.open_tcp_listeners(entry.port, host=entry.host or None)
+            opened.append((entry, handler, sockets))
+        bound = opened[0][2][0].socket.getsockname()[:2]
         async with trio.open_nursery() as conns:
             async with trio.open_nursery() as accept:
-                for listener, sockets in served:
-                    handler = partial(serve_connection, broker, session_factory=session_factory(listener))
-                    await accept.start(partial(trio.serve_listeners, handler, sockets, handler_nursery=conns))
-                    host, port = sockets[0].socket.getsockname()[:2]
-                    log.info("broker_listening", host=host, port=port, broker_id=settings.broker_id,
-                             listener=listener.name)
+                for entry, handler, sockets in opened:
+                    await accept.start(partial(trio.serve_listeners, handler, sockets,
+                                               handler_nursery=conns))
+                    at = sockets[0].socket.getsockname()[:2]
+                    log.info("broker_listening", listener=entry.name, protocol=entry.protocol, host=at[0],
+                             port=at[1], broker_id=settings.broker_id)
                 task_status.started(bound)
                 with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                     async for signum in signals:

@@ -45,7 +45,7 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
         if broker.acls.enabled:  # before anything serves: requests meet the file's ACLs
             await nursery.start(serve_acls, broker)
         await nursery.start(Membership(broker).serve)
-        await nursery.start(serve_presence, broker.cluster)
+        await nursery.start(serve_presence, broker.cluster, broker.peer_links)
         await nursery.start(serve_retention, broker)
         await nursery.start(serve_timers, broker.groups)
         if broker.txn is None:

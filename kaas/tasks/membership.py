@@ -200,7 +200,8 @@ class Membership:
         s = broker.settings
         published = self._published()
         obj = {"format": 1, "broker_id": broker.id, "counter": counter,
-               "host": s.advertise_host, "port": s.advertise_port, "pid": os.getpid(),
+               "host": s.inter_broker.advertised_host, "port": s.inter_broker.advertised_port,
+               "listeners": rules.listeners_field(s.all_listeners), "pid": os.getpid(),
                "applied_version": view.applied_version, "draining": view.draining,
                "controller_epoch": view.controller_epoch,
                "pending": sorted(published[2]),
@@ -228,8 +229,9 @@ class Membership:
         # The lease runs from when this tick began: everything after t0 was checked.
         view.lease_until = t0 + view.session / 2
         if broker.id not in view.peers:
-            view.peers[broker.id] = Peer(broker.id, s.advertise_host, s.advertise_port, view.counter,
-                                         time.monotonic(), view.applied_version, view.draining)
+            view.peers[broker.id] = Peer(broker.id, s.inter_broker.advertised_host, s.inter_broker.advertised_port,
+                                         view.counter, time.monotonic(), view.applied_version, view.draining,
+                                         listeners=rules.parse_listeners(rules.listeners_field(s.all_listeners)))
 
     # ------------------------------------------------------------------ controller
 

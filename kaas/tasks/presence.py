@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import trio
 
-from kaas.peers import CONNECT_TIMEOUT_S, PRESENCE_IDLE_S, PRESENCE_SCAN_S, PeerDirectory
+from kaas.peers import CONNECT_TIMEOUT_S, PRESENCE_IDLE_S, PRESENCE_SCAN_S, LinkFailed, PeerDirectory, PeerLinks
 
 
-async def serve_presence(cluster: PeerDirectory, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_presence(cluster: PeerDirectory, links: PeerLinks | None = None, *,
+                         task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Keep one idle connection open to every live peer. The kernel closes a process's
     sockets the moment it exits, so the end of that connection is the first sign of a
     death, milliseconds before its supervisor's notice and seconds before the heartbeat
@@ -17,7 +18,10 @@ async def serve_presence(cluster: PeerDirectory, *, task_status=trio.TASK_STATUS
     and FindCoordinator answer retriable errors for its keys, so clients look again
     shortly instead of waiting for a dead broker; nothing moves until a notice or the
     heartbeat rule says the peer is dead, and the suspicion ends with its next
-    heartbeat (a live peer that closed the connection for its own reasons)."""
+    heartbeat (a live peer that closed the connection for its own reasons).
+
+    The connection goes to the peer's inter-broker listener through ``links`` (TLS and the
+    SASL hook as a peer link's); without ``links``, plain TCP to the heartbeat's host/port."""
     watched: set[int] = set()
     async with trio.open_nursery() as nursery:
         task_status.started()
@@ -25,19 +29,23 @@ async def serve_presence(cluster: PeerDirectory, *, task_status=trio.TASK_STATUS
             for bid in cluster.alive_any():
                 if bid != cluster.me and bid not in watched:
                     watched.add(bid)
-                    nursery.start_soon(_watch_presence, cluster, bid, watched)
+                    nursery.start_soon(_watch_presence, cluster, links, bid, watched)
             await trio.sleep(PRESENCE_SCAN_S)
 
 
-async def _watch_presence(cluster: PeerDirectory, broker_id: int, watched: set[int]) -> None:
+async def _watch_presence(cluster: PeerDirectory, links: PeerLinks | None, broker_id: int,
+                          watched: set[int]) -> None:
     try:
         peer = cluster.peers.get(broker_id)
         if peer is None or peer.port <= 0:
             return
         try:
             with trio.fail_after(CONNECT_TIMEOUT_S):
-                stream = await trio.open_tcp_stream(peer.host, peer.port)
-        except (OSError, trio.TooSlowError):
+                if links is not None:
+                    stream = await links.open_stream(broker_id)
+                else:
+                    stream = await trio.open_tcp_stream(peer.host, peer.port)
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, LinkFailed):
             await trio.sleep(PRESENCE_SCAN_S)  # not listening (yet): the scan tries again
             return
         pid = peer.pid

@@ -72,15 +72,14 @@ async def open_broker(tmp_path, **settings: Any) -> AsyncIterator[Broker]:
             root.cancel_scope.cancel()
 
 
-def sasl_session(peer_host: str) -> Session:
-    return Session(listener="SASL_PLAINTEXT", security_protocol="SASL_PLAINTEXT", authenticated=False,
-                   peer_host=peer_host)
+def sasl_session() -> Session:
+    return Session(listener="SASL_PLAINTEXT", security_protocol="SASL_PLAINTEXT", authenticated=False)
 
 
 @asynccontextmanager
 async def open_client(broker: Broker, nursery: trio.Nursery, sasl: bool = True) -> AsyncIterator[Client]:
     ours, theirs = await open_stream_pair(Client.kind)
-    nursery.start_soon(serve_connection, broker, theirs, sasl_session if sasl else None)
+    nursery.start_soon(serve_connection, broker, theirs, sasl_session() if sasl else None)
     async with ours:
         yield Client(ours)
 

@@ -1,0 +1,136 @@
+"""TLS on SSL and SASL_SSL listeners (issue 21): the server context, the handshake with a
+deadline, and the principal of a client certificate.
+
+A connection whose handshake fails (plaintext bytes, a certificate from another CA, a
+protocol below TLS 1.2, a client too slow to finish within the deadline) is closed with
+one ``tls_handshake_failed`` line; nothing else of the broker notices.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+import structlog
+import trio
+
+from kaas.domain.principal import NoMatchingRule, Rule, format_dn, map_name, parse_rules
+from kaas.handlers.session import ANONYMOUS
+from kaas.settings import Settings
+
+log = structlog.get_logger()
+
+CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+
+
+class TLSConfigError(ValueError):
+    """The TLS options cannot make a server context; the message says which and why."""
+
+
+def server_context(settings: Settings) -> ssl.SSLContext:
+    """The context of every TLS listener of this broker: its certificate and key, TLS 1.2
+    or later, client certificates checked against ``ssl_cafile`` as ``ssl_client_auth`` asks.
+
+    Raises:
+        TLSConfigError: no certificate, a client-auth mode without CAs, or a file that does
+            not load.
+    """
+    if not settings.ssl_certfile:
+        raise TLSConfigError("a TLS listener (SSL, SASL_SSL) needs --ssl-certfile (and --ssl-keyfile)")
+    mode = CLIENT_AUTH.get(settings.ssl_client_auth)
+    if mode is None:
+        raise TLSConfigError(f"--ssl-client-auth {settings.ssl_client_auth!r}: one of none, requested, required")
+    if mode != ssl.CERT_NONE and not settings.ssl_cafile:
+        raise TLSConfigError(f"--ssl-client-auth {settings.ssl_client_auth} needs --ssl-cafile (the client CAs)")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
+    try:
+        ctx.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile, settings.ssl_keyfile_password)
+        if settings.ssl_cafile:
+            ctx.load_verify_locations(cafile=settings.ssl_cafile)
+    except (OSError, ssl.SSLError) as exc:
+        raise TLSConfigError(f"TLS files do not load: {exc}") from None
+    ctx.verify_mode = mode
+    return ctx
+
+
+def principal_rules(settings: Settings) -> tuple[Rule, ...]:
+    """The parsed ``--ssl-principal-mapping-rules``.
+
+    Raises:
+        kaas.domain.principal.RuleError: they do not parse.
+    """
+    return parse_rules(settings.ssl_principal_mapping_rules)
+
+
+def principal_of(cert: dict | None, rules: tuple[Rule, ...]) -> str:
+    """``User:<mapped subject>`` of a verified client certificate (``getpeercert()``), or
+    ``User:ANONYMOUS`` without one, as Apache's DefaultKafkaPrincipalBuilder.
+
+    Raises:
+        NoMatchingRule: no mapping rule applies to the subject.
+    """
+    if not cert or not cert.get("subject"):
+        return ANONYMOUS
+    return "User:" + map_name(format_dn(cert["subject"]), rules)
+
+
+async def open_server_stream(transport: trio.SocketStream, ctx: ssl.SSLContext, rules: tuple[Rule, ...],
+                             timeout: float, peer: str, listener: str) -> tuple[trio.SSLStream, str] | None:
+    """Run the server side of the handshake on ``transport`` within ``timeout`` seconds.
+
+    Returns:
+        the TLS stream and the client's principal; None when the handshake failed or no
+        mapping rule applied (the connection is closed and one line logged).
+    """
+    stream = trio.SSLStream(transport, ctx, server_side=True)
+    reason = None
+    principal = ANONYMOUS
+    with trio.move_on_after(timeout) as scope:
+        try:
+            await stream.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            cause = exc.__cause__ or exc
+            reason = f"{type(cause).__name__}: {getattr(cause, 'reason', None) or cause}"
+    if scope.cancelled_caught:
+        reason = f"no handshake within {timeout:g}s"
+    if reason is None:
+        try:
+            principal = principal_of(stream.getpeercert(), rules)
+        except NoMatchingRule as exc:
+            reason = str(exc)
+    if reason is not None:
+        log.warning("tls_handshake_failed", peer=peer, listener=listener, reason=reason)
+        with trio.CancelScope(shield=True), trio.move_on_after(1):
+            await transport.aclose()
+        return None
+    if principal != ANONYMOUS:
+        log.info("tls_client_authenticated", peer=peer, listener=listener, principal=principal)
+    return stream, principal
+
+
+def read_buffered(stream: trio.SSLStream, max_bytes: int) -> bytes:
+    """Up to ``max_bytes`` of plaintext from the TLS records ``stream`` has already received
+    (its incoming buffer), without waiting and without a checkpoint; b"" when there are none
+    (or the stream is not trio's: nothing is assumed of it).
+
+    Reads the SSLObject under trio's SSLStream directly, between its own calls (no other
+    task reads this stream: the connection's reader is the only one). What OpenSSL wants to
+    send meanwhile (a TLS 1.3 KeyUpdate answer) stays in the outgoing buffer, and trio sends
+    it with the next operation, as it does after any read. An error, including the peer's
+    close_notify, is left for the next ``receive_some`` to report: it is sticky in OpenSSL."""
+    obj = getattr(stream, "_ssl_object", None)
+    if not isinstance(obj, ssl.SSLObject):
+        return b""
+    out = []
+    n = 0
+    while n < max_bytes:
+        try:
+            chunk = obj.read(max_bytes - n)
+        except ssl.SSLError:  # SSLWantReadError: nothing more is buffered
+            break
+        if not chunk:
+            break
+        out.append(chunk)
+        n += len(chunk)
+    return b"".join(out)

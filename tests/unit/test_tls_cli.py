@@ -1,0 +1,71 @@
+"""The TLS and listener options of ``kaas broker``, ``kaas certs`` and ``kaas cluster --secure``."""
+
+from __future__ import annotations
+
+import ssl
+
+from click.testing import CliRunner
+
+from kaas.cli import _secure_cluster, cli
+
+
+def test_broker_refuses_contradicting_listener_options(tmp_path):
+    r = CliRunner().invoke(cli, ["broker", "--data", str(tmp_path), "--listeners", "INTERNAL://:9092"])
+    assert r.exit_code == 2 and "no security protocol defined for listener INTERNAL" in r.output
+    r = CliRunner().invoke(cli, ["broker", "--data", str(tmp_path), "--listeners", "SSL://:9093"])
+    assert r.exit_code == 2 and "inter-broker-listener-name" in r.output
+    r = CliRunner().invoke(cli, ["broker", "--data", str(tmp_path), "--listeners", "PLAINTEXT://:9093",
+                                 "--advertise", "h:1"])
+    assert r.exit_code == 2 and "--advertised-listeners" in r.output
+    r = CliRunner().invoke(cli, ["broker", "--data", str(tmp_path), "--listeners", "SSL://:9093",
+                                 "--inter-broker-listener-name", "SSL"])
+    assert r.exit_code == 2 and "--ssl-certfile" in r.output
+    r = CliRunner().invoke(cli, ["broker", "--data", str(tmp_path), "--listeners", "SSL://:9093",
+                                 "--inter-broker-listener-name", "SSL", "--ssl-certfile", str(tmp_path / "nope.pem")])
+    assert r.exit_code == 2 and "do not load" in r.output
+
+
+def test_certs_init_and_issue_make_a_chain_the_ssl_module_accepts(tmp_path):
+    r = CliRunner().invoke(cli, ["certs", "init", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["certs", "issue", str(tmp_path), "alice", "--cn", "Alice", "--ou", "apps"])
+    assert r.exit_code == 0, r.output
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(tmp_path / "broker.pem", tmp_path / "broker.key")
+    client = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+    client.load_cert_chain(tmp_path / "alice.pem", tmp_path / "alice.key")
+    assert (tmp_path / "ca.key").stat().st_mode & 0o077 == 0
+    before = (tmp_path / "ca.pem").read_bytes()
+    CliRunner().invoke(cli, ["certs", "init", str(tmp_path)])
+    assert (tmp_path / "ca.pem").read_bytes() == before  # kept
+
+
+def test_secure_cluster_writes_the_client_properties(tmp_path):
+    listeners, extra = _secure_cluster(tmp_path, 3, "127.0.0.1", 9092)
+    assert listeners == "SSL://127.0.0.1:9092"
+    assert extra[:2] == ["--inter-broker-listener-name", "SSL"]
+    props = dict(line.split("=", 1) for line in (tmp_path / "run" / "client.properties").read_text().splitlines())
+    assert props == {"bootstrap.servers": "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094",
+                     "security.protocol": "SSL",
+                     "ssl.ca.location": str((tmp_path / "run" / "tls" / "ca.pem").resolve())}
+
+
+def test_supervisor_derives_each_brokers_listeners(tmp_path, monkeypatch):
+    import subprocess
+
+    from cluster.supervisor import Supervisor
+
+    sup = Supervisor(brokers=2, data=tmp_path, base_port=1, first_id=4,
+                     listeners="SSL://127.0.0.1:9192,PLAINTEXT://:9092", advertised_listeners="SSL://h:19192")
+    assert sup.bootstrap == "h:19192,h:19193"  # the first (advertised) listener's
+    spawned = []
+
+    class Proc:
+        pid = 1
+
+    monkeypatch.setattr(subprocess, "Popen", lambda argv, **kw: spawned.append(argv) or Proc())
+    sup._spawn(sup.children[1])
+    argv = spawned[0]
+    assert argv[argv.index("--listeners") + 1] == "SSL://127.0.0.1:9193,PLAINTEXT://:9093"
+    assert argv[argv.index("--advertised-listeners") + 1] == "SSL://h:19193"
+    assert "--listen" not in argv
