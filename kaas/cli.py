@@ -151,6 +151,14 @@ def cli() -> None:
               help="super.users: principals allowed everything, e.g. 'User:admin;User:ops'.")
 @click.option("--allow-everyone-if-no-acl-found", is_flag=True, default=False,
               help="allow.everyone.if.no.acl.found: a resource no ACL names is open to all.")
+@click.option("--inter-broker-sasl-username", default="",
+              help="The SCRAM user this broker authenticates as to its peers when the inter-broker listener "
+                   "is SASL_PLAINTEXT or SASL_SSL (Apache: the listener's JAAS config); make it a super user.")
+@click.option("--inter-broker-sasl-password-file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="File holding that user's password (its first line; kept off the command line).")
+@click.option("--inter-broker-sasl-mechanism", type=click.Choice(["SCRAM-SHA-256", "SCRAM-SHA-512"]),
+              default="SCRAM-SHA-512", show_default=True,
+              help="SCRAM mechanism of the peer connections (sasl.mechanism.inter.broker.protocol).")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")
@@ -193,6 +201,10 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
         if missing:
             raise click.BadParameter(f"OAUTHBEARER needs {', '.join(missing)}", param_hint="--sasl-enabled-mechanisms")
     opts.update(sasl_enabled_mechanisms=mechanisms)
+    password_file = opts.pop("inter_broker_sasl_password_file")
+    if bool(password_file) != bool(opts["inter_broker_sasl_username"]):
+        raise click.UsageError("--inter-broker-sasl-username and --inter-broker-sasl-password-file go together")
+    opts["inter_broker_sasl_password"] = (password_file.read_text().splitlines() or [""])[0] if password_file else ""
     settings = Settings(
         broker_id=broker_id, data=data, listen_host=lhost, listen_port=lport,
         advertise_host=ahost, advertise_port=aport, listeners=entries, inter_broker_listener=inter_broker,

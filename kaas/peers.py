@@ -37,7 +37,7 @@ from kaas.wire import codec
 from kaas.wire.framing import FrameDecoder, FramingError
 
 __all__ = ["MARKERS_VERSION", "LinkFailed", "PeerDirectory", "PeerLinks", "authenticate_peer", "client_context",
-           "open_peer_stream"]
+           "open_peer_stream", "scram_authenticator"]
 
 log = structlog.get_logger()
 
@@ -267,6 +267,19 @@ async def authenticate_peer(stream: trio.abc.Stream, decoder: FrameDecoder, clie
         except (SaslFailed, UnicodeDecodeError) as exc:
             raise LinkFailed(f"SCRAM with the peer: {exc}") from None
     return corr
+
+
+def scram_authenticator(broker_id: int, mechanism: str, username: str, password: str
+                        ) -> Callable[[trio.abc.Stream, PeerEndpoint], Awaitable[None]]:
+    """The ``PeerLinks.authenticate`` hook of broker ``broker_id``: ``authenticate_peer``
+    with these SCRAM credentials (the broker principal) on every new connection."""
+    sasl = SaslConfig(mechanism, username, password)
+    client_id = f"{codec.PEER_CLIENT_PREFIX}{broker_id}"
+
+    async def authenticate(stream: trio.abc.Stream, endpoint: PeerEndpoint) -> None:
+        await authenticate_peer(stream, FrameDecoder(MAX_RESPONSE), client_id, sasl)
+
+    return authenticate
 
 
 class PeerLinks:

@@ -65,6 +65,11 @@ class Settings:
     authorizer: bool = False  # authorise every request against the ACLs (issue 21)
     super_users: str = ""  # super.users: principals always allowed, ``User:a;User:b``
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
+    # this broker's SCRAM credentials on a SASL_* inter-broker listener (its peer links and
+    # presence connections authenticate as this principal; docs/security.rst, "Peers")
+    inter_broker_sasl_username: str = ""
+    inter_broker_sasl_password: str = ""
+    inter_broker_sasl_mechanism: str = "SCRAM-SHA-512"
     extra: dict = field(default_factory=dict)
 
     @property

@@ -21,7 +21,7 @@ from kaas.coord.group import GroupCoordinator
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain import replicas, routing
 from kaas.errors import CorruptState, KaasError
-from kaas.peers import PeerLinks, client_context
+from kaas.peers import PeerLinks, client_context, scram_authenticator
 from kaas.settings import Settings
 from kaas.storage.credentials import CredentialStore
 from kaas.storage.partition_log import PartitionLog
@@ -62,6 +62,17 @@ def peer_tls_context(settings: Settings):
                           settings.ssl_keyfile_password)
 
 
+def peer_sasl_hook(settings: Settings, broker_id: int):
+    """The SASL hook of the peer links (``PeerLinks.authenticate``): SCRAM as the broker
+    principal ``--inter-broker-sasl-username`` on every new connection to a peer's SASL
+    listener; None when this broker has no such credentials (a SASL peer listener is then
+    unreachable, and the link says so)."""
+    if not settings.inter_broker_sasl_username:
+        return None
+    return scram_authenticator(broker_id, settings.inter_broker_sasl_mechanism,
+                               settings.inter_broker_sasl_username, settings.inter_broker_sasl_password)
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
@@ -97,7 +108,8 @@ class Broker:
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms)
         ib = settings.inter_broker
         self.peer_links = PeerLinks(self.id, self.cluster, listener=ib.name,
-                                    ssl_context=peer_tls_context(settings) if ib.tls else None)
+                                    ssl_context=peer_tls_context(settings) if ib.tls else None,
+                                    authenticate=peer_sasl_hook(settings, self.id))
         self.admin = TopicAdmin(self)
         self.acls = Acls(settings, self.layout)  # the authoriser's ACLs (tasks.acls reloads them)
         self.takeovers = 0

@@ -35,7 +35,8 @@ def sasl_broker(tmp_path_factory):
     # the first user, before any broker runs: written to the volume directly
     users("add", "admin", "--password", ADMIN_PASSWORD, "--data", data)
     port = free_port()
-    b = BrokerProcess(data, port=port, extra=["--listeners", f"SASL_PLAINTEXT://127.0.0.1:{port}", "--inter-broker-listener-name", "SASL_PLAINTEXT",
+    b = BrokerProcess(data, port=port, extra=["--listeners", f"SASL_PLAINTEXT://127.0.0.1:{port}",
+                                              "--inter-broker-listener-name", "SASL_PLAINTEXT",
                                               "--connections-max-reauth-ms", "2000"])
     with b.running():
         yield b
@@ -176,7 +177,8 @@ def test_confluent_kafka_with_oauthbearer_tokens_signed_by_a_test_key(tmp_path):
     keys = Keys()
     jwks = keys.write_jwks(tmp_path / "jwks.json")
     port = free_port()
-    extra = ["--listeners", f"SASL_PLAINTEXT://127.0.0.1:{port}", "--inter-broker-listener-name", "SASL_PLAINTEXT", "--sasl-enabled-mechanisms", "OAUTHBEARER",
+    extra = ["--listeners", f"SASL_PLAINTEXT://127.0.0.1:{port}", "--inter-broker-listener-name", "SASL_PLAINTEXT",
+             "--sasl-enabled-mechanisms", "OAUTHBEARER",
              "--sasl-allow-plaintext-credentials", "--sasl-oauthbearer-jwks-file", str(jwks),
              "--sasl-oauthbearer-expected-issuer", ISSUER, "--sasl-oauthbearer-expected-audience", AUDIENCE]
     with BrokerProcess(tmp_path / "data", port=port, extra=extra).running() as b:
