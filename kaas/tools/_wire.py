@@ -4,6 +4,7 @@ retriable errors. Requests are kio request objects (their class names the API an
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -72,26 +73,53 @@ def read_client_properties(path: Path) -> dict[str, str]:
     return out
 
 
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 def sasl_from_properties(props: dict[str, str]) -> SaslConfig | None:
     """The SASL settings of client properties (``security.protocol``, ``sasl.mechanism``,
-    ``sasl.username``, ``sasl.password``); None for PLAINTEXT.
+    ``sasl.username``, ``sasl.password``); None for PLAINTEXT and SSL.
 
     Raises:
-        click.BadParameter: a protocol the tools cannot speak (SSL: the TLS branch) or a
-            missing setting.
+        click.BadParameter: an unknown protocol or a missing setting.
     """
     protocol = props.get("security.protocol", "PLAINTEXT").upper()
-    if protocol == "PLAINTEXT":
-        return None
-    if protocol != "SASL_PLAINTEXT":
-        raise click.BadParameter(f"security.protocol {protocol} is not supported by the tools yet",
+    if protocol not in PROTOCOLS:
+        raise click.BadParameter(f"security.protocol {protocol} is not one of {', '.join(PROTOCOLS)}",
                                  param_hint="--command-config")
+    if not protocol.startswith("SASL_"):
+        return None
     mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "")).upper()
     missing = [k for k, v in (("sasl.mechanism", mechanism), ("sasl.username", props.get("sasl.username")),
                               ("sasl.password", props.get("sasl.password"))) if not v]
     if missing:
         raise click.BadParameter(f"missing {', '.join(missing)}", param_hint="--command-config")
     return SaslConfig(mechanism, props["sasl.username"], props["sasl.password"])
+
+
+def ssl_from_properties(props: dict[str, str]) -> ssl.SSLContext | None:
+    """The TLS context of client properties: for security.protocol SSL or SASL_SSL, the
+    brokers' certificates checked against ``ssl.ca.location`` (else the system's CAs) and
+    their host names (unless ``ssl.endpoint.identification.algorithm`` is empty or none),
+    with ``ssl.certificate.location``/``ssl.key.location`` as the client certificate;
+    None for PLAINTEXT and SASL_PLAINTEXT.
+
+    Raises:
+        click.BadParameter: a file does not load.
+    """
+    if props.get("security.protocol", "PLAINTEXT").upper() not in ("SSL", "SASL_SSL"):
+        return None
+    try:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=props.get("ssl.ca.location") or None)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        if props.get("ssl.endpoint.identification.algorithm", "https").lower() in ("", "none"):
+            ctx.check_hostname = False
+        if props.get("ssl.certificate.location"):
+            ctx.load_cert_chain(props["ssl.certificate.location"], props.get("ssl.key.location") or None,
+                                props.get("ssl.key.password") or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise click.BadParameter(f"TLS settings: {exc}", param_hint="--command-config") from None
+    return ctx
 
 
 class Cluster:
@@ -101,12 +129,15 @@ class Cluster:
         bootstrap: ``HOST:PORT[,HOST:PORT...]``.
         timeout: socket timeout per request, seconds.
         sasl: authenticate every connection with these credentials.
+        ssl_context: connect over TLS with this context (SSL/SASL_SSL listeners).
     """
 
-    def __init__(self, bootstrap: str, timeout: float = 15.0, sasl: SaslConfig | None = None) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 15.0, sasl: SaslConfig | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.timeout = timeout
         self.sasl = sasl
+        self.ssl_context = ssl_context
         self._conns: dict[tuple[str, int], WireClient] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.controller_id = -1
@@ -132,7 +163,8 @@ class Cluster:
             wc = self._conns.get(addr)
             try:
                 if wc is None:
-                    wc = self._conns[addr] = WireClient(addr[0], addr[1], timeout=self.timeout, sasl=self.sasl)
+                    wc = self._conns[addr] = WireClient(addr[0], addr[1], timeout=self.timeout, sasl=self.sasl,
+                                                            ssl_context=self.ssl_context)
                 return wc.call_entity(req)
             except SaslFailed as exc:
                 raise click.ClickException(f"broker {addr[0]}:{addr[1]}: {exc}") from None
@@ -223,13 +255,18 @@ def bootstrap_option(f):
 def command_config_option(f):
     return click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                         default=None, envvar="KAAS_COMMAND_CONFIG",
-                        help="Client properties (key=value, as librdkafka's): security.protocol, "
-                             "sasl.mechanism, sasl.username, sasl.password.")(f)
+                        help="Client properties (key=value, as librdkafka's): security.protocol (PLAINTEXT, SSL, "
+                             "SASL_PLAINTEXT, SASL_SSL), ssl.ca.location, sasl.mechanism (PLAIN, SCRAM-SHA-256, "
+                             "SCRAM-SHA-512), sasl.username, sasl.password; e.g. DATA/run/client.properties "
+                             "of kaas cluster --secure.")(f)
 
 
 def open_cluster(bootstrap: str, command_config: Path | None) -> Cluster:
-    sasl = sasl_from_properties(read_client_properties(command_config)) if command_config else None
-    return Cluster(bootstrap, sasl=sasl)
+    """A ``Cluster`` with the security settings of ``command_config`` (None: PLAINTEXT)."""
+    if command_config is None:
+        return Cluster(bootstrap)
+    props = read_client_properties(command_config)
+    return Cluster(bootstrap, sasl=sasl_from_properties(props), ssl_context=ssl_from_properties(props))
 
 
 def json_option(f):

@@ -15,7 +15,7 @@ from kio.schema.describe_acls.v1.request import DescribeAclsRequest
 from kio.schema.errors import ErrorCode
 
 from kaas.domain.acl import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
-from kaas.tools._wire import Cluster, bootstrap_option, code_name, json_option
+from kaas.tools._wire import bootstrap_option, code_name, command_config_option, json_option, open_cluster
 from kaas.tools.output import emit, table
 
 COLUMNS = ["resource_type", "name", "pattern_type", "principal", "host", "operation", "permission"]
@@ -68,13 +68,14 @@ def acls() -> None:
 @resource_options
 @click.option("--principal", default=None, help="Only the ACLs of this principal (User:NAME).")
 @bootstrap_option
+@command_config_option
 @json_option
-def list_(topics, groups, txn_ids, cluster, pattern, operations, principal, bootstrap, as_json) -> None:
+def list_(topics, groups, txn_ids, cluster, pattern, operations, principal, bootstrap, command_config, as_json) -> None:
     """The ACLs matching the options (every ACL when none is given)."""
     resources = _resources(topics, groups, txn_ids, cluster) or [(ResourceType.ANY, None)]
     ptype = PatternType[(pattern or "any").upper()]
     rows: list[dict] = []
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         for rt, name in resources:
             for op in [_op(o) for o in operations] or [Operation.ANY]:
                 r = c.call_any(DescribeAclsRequest(
@@ -94,7 +95,8 @@ def list_(topics, groups, txn_ids, cluster, pattern, operations, principal, boot
 @click.option("--deny-principal", "deny", multiple=True, help="Principal to deny.")
 @click.option("--host", "hosts", multiple=True, help="Client host the ACL applies to (default '*').")
 @bootstrap_option
-def add(topics, groups, txn_ids, cluster, pattern, operations, allow, deny, hosts, bootstrap) -> None:
+@command_config_option
+def add(topics, groups, txn_ids, cluster, pattern, operations, allow, deny, hosts, bootstrap, command_config) -> None:
     """Add an ACL for each principal x host x operation x resource given."""
     resources = _resources(topics, groups, txn_ids, cluster)
     if not resources or not operations or not (allow or deny):
@@ -105,7 +107,7 @@ def add(topics, groups, txn_ids, cluster, pattern, operations, allow, deny, host
                     host=h, operation=int(_op(o)), permission_type=int(perm))
         for rt, name in resources for o in operations for h in (hosts or ("*",))
         for perm, principals in ((Permission.ALLOW, allow), (Permission.DENY, deny)) for p in principals)
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         r = c.call_controller(CreateAclsRequest(creations=creations))
     bad = [(cr, x) for cr, x in zip(creations, r.results) if x.error_code != ErrorCode.none]
     for cr, x in bad:
@@ -121,8 +123,10 @@ def add(topics, groups, txn_ids, cluster, pattern, operations, allow, deny, host
 @click.option("--principal", "principals", multiple=True, help="Only the ACLs of this principal.")
 @click.option("--host", default=None, help="Only the ACLs of this host.")
 @bootstrap_option
+@command_config_option
 @json_option
-def remove(topics, groups, txn_ids, cluster, pattern, operations, principals, host, bootstrap, as_json) -> None:
+def remove(topics, groups, txn_ids, cluster, pattern, operations, principals, host, bootstrap, command_config,
+           as_json) -> None:
     """Remove every ACL matching the options (a resource must be given)."""
     resources = _resources(topics, groups, txn_ids, cluster)
     if not resources:
@@ -134,7 +138,7 @@ def remove(topics, groups, txn_ids, cluster, pattern, operations, principals, ho
                          permission_type=int(Permission.ANY))
         for rt, name in resources for op in ([_op(o) for o in operations] or [Operation.ANY])
         for p in (principals or (None,)))
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         r = c.call_controller(DeleteAclsRequest(filters=filters))
     rows = []
     for fr in r.filter_results:

@@ -12,6 +12,7 @@ unless ``--execute`` is given.
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import click
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
@@ -25,7 +26,17 @@ from kio.schema.offset_commit.v8.request import (
 )
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest
 
-from kaas.tools._wire import RETRIABLE, Cluster, RetriableError, bootstrap_option, code_name, json_option, retry
+from kaas.tools._wire import (
+    RETRIABLE,
+    Cluster,
+    RetriableError,
+    bootstrap_option,
+    code_name,
+    command_config_option,
+    json_option,
+    open_cluster,
+    retry,
+)
 from kaas.tools.output import emit, table
 
 EARLIEST, LATEST = -2, -1
@@ -153,11 +164,12 @@ def groups() -> None:
 @groups.command("list")
 @click.option("--state", "states", multiple=True, help="Only groups in these states (Stable, Empty, ...).")
 @bootstrap_option
+@command_config_option
 @json_option
-def list_(states: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
+def list_(states: tuple[str, ...], bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """Every group of every broker's coordinator (ListGroups on each broker)."""
     rows: dict[str, dict] = {}
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         for bid in c.broker_ids():
             def attempt(bid=bid):
                 r = c.call(bid, ListGroupsRequest(states_filter=tuple(states)))
@@ -176,10 +188,11 @@ def list_(states: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
 @groups.command()
 @click.argument("group")
 @bootstrap_option
+@command_config_option
 @json_option
-def describe(group: str, bootstrap: str, as_json: bool) -> None:
+def describe(group: str, bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """Members, assignment, committed offset, log end and lag per partition of GROUP."""
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         coord, g = _describe_group(c, group)
         committed = _committed(c, coord, group)
         members = []
@@ -249,10 +262,11 @@ def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
 @click.option("--execute", is_flag=True, help="Commit the new offsets (default: only show the plan).")
 @click.option("--dry-run", is_flag=True, help="Only show the plan (the default).")
 @bootstrap_option
+@command_config_option
 @json_option
 def reset_offsets(group: str, topic_specs: tuple[str, ...], all_topics: bool, to_earliest: bool, to_latest: bool,
                   to_offset: int | None, shift_by: int | None, execute: bool, dry_run: bool, bootstrap: str,
-                  as_json: bool) -> None:
+                  command_config: Path | None, as_json: bool) -> None:
     """Reset GROUP's committed offsets; the group must have no members (Empty or Dead)."""
     modes = {"earliest": to_earliest, "latest": to_latest, "offset": to_offset is not None,
              "shift": shift_by is not None}
@@ -264,7 +278,7 @@ def reset_offsets(group: str, topic_specs: tuple[str, ...], all_topics: bool, to
     if execute and dry_run:
         raise click.UsageError("--execute and --dry-run exclude each other")
     how = chosen[0]
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         coord, g = _describe_group(c, group)
         if g.group_state not in INACTIVE:
             raise click.ClickException(f"Assignments can only be reset if the group '{group}' is inactive, "

@@ -4,6 +4,7 @@ kafka-topics tool (Metadata, CreateTopics, DeleteTopics, DescribeConfigs)."""
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 
 import click
 from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
@@ -11,7 +12,7 @@ from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopic
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.errors import ErrorCode
 
-from kaas.tools._wire import Cluster, bootstrap_option, code_name, json_option
+from kaas.tools._wire import bootstrap_option, code_name, command_config_option, json_option, open_cluster
 from kaas.tools.output import cell, emit, table
 
 TOPIC_RESOURCE = 2
@@ -56,10 +57,11 @@ def topics() -> None:
 
 @topics.command("list")
 @bootstrap_option
+@command_config_option
 @json_option
-def list_(bootstrap: str, as_json: bool) -> None:
+def list_(bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """Every topic with its partition count and topic id."""
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         rows = [{k: r[k] for k in ("name", "partition_count", "topic_id")} for r in _topic_rows(c.metadata(None))]
     emit(rows, as_json, lambda: table(rows, ["name", "partition_count", "topic_id"]))
 
@@ -67,11 +69,12 @@ def list_(bootstrap: str, as_json: bool) -> None:
 @topics.command()
 @click.argument("names", nargs=-1, metavar="[TOPIC]...")
 @bootstrap_option
+@command_config_option
 @json_option
-def describe(names: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
+def describe(names: tuple[str, ...], bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """Partitions (leader, leader epoch, replicas, in-sync and offline replicas), topic id,
     replication factor and config overrides of TOPICs (all topics when none is named)."""
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         rows = _topic_rows(c.metadata(list(names) if names else None))
         missing = [r["name"] for r in rows if r["error"]]
         if missing:
@@ -119,12 +122,13 @@ def describe(names: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
 @click.option("--if-not-exists", is_flag=True, help="Succeed when the topic exists already.")
 @click.option("--validate-only", is_flag=True, help="Check the request without creating the topic.")
 @bootstrap_option
+@command_config_option
 @json_option
 def create(name: str, partitions: int, replication_factor: int, configs: tuple[str, ...], if_not_exists: bool,
-           validate_only: bool, bootstrap: str, as_json: bool) -> None:
+           validate_only: bool, bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """Create TOPIC (CreateTopics)."""
     cfg = _parse_configs(configs)
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         c.metadata([])
         req = CreateTopicsRequest(
             topics=(CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor,
@@ -151,10 +155,11 @@ def create(name: str, partitions: int, replication_factor: int, configs: tuple[s
 @click.argument("names", nargs=-1, required=True, metavar="TOPIC...")
 @click.option("--if-exists", is_flag=True, help="Succeed for a topic that does not exist.")
 @bootstrap_option
+@command_config_option
 @json_option
-def delete(names: tuple[str, ...], if_exists: bool, bootstrap: str, as_json: bool) -> None:
+def delete(names: tuple[str, ...], if_exists: bool, bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """Delete TOPICs (DeleteTopics)."""
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         c.metadata([])
         r = c.call_controller(DeleteTopicsRequest(topics=tuple(DeleteTopicState(name=n, topic_id=None) for n in names),
                                                   timeout=ADMIN_TIMEOUT))

@@ -5,6 +5,7 @@ aborts an ongoing transaction and fences its producer); it never edits slot file
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 
 import click
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
@@ -15,11 +16,12 @@ from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kaas.tools._wire import (
     RETRIABLE,
     TRANSACTION,
-    Cluster,
     RetriableError,
     bootstrap_option,
     code_name,
+    command_config_option,
     json_option,
+    open_cluster,
     retry,
 )
 from kaas.tools.output import emit, table
@@ -39,12 +41,13 @@ def txn() -> None:
 
 @txn.command("list")
 @bootstrap_option
+@command_config_option
 @click.option("--state", "states", multiple=True, help="Only these states (Ongoing, PrepareCommit, ...).")
 @json_option
-def list_(bootstrap: str, states: tuple[str, ...], as_json: bool) -> None:
+def list_(bootstrap: str, command_config: Path | None, states: tuple[str, ...], as_json: bool) -> None:
     """Every transactional id of every broker's coordinator slots."""
     rows = []
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         for bid in c.broker_ids():
             r = c.call(bid, ListTransactionsRequest(state_filters=tuple(states)))
             for t in r.transaction_states:
@@ -57,10 +60,11 @@ def list_(bootstrap: str, states: tuple[str, ...], as_json: bool) -> None:
 @txn.command()
 @click.argument("transactional_id")
 @bootstrap_option
+@command_config_option
 @json_option
-def describe(transactional_id: str, bootstrap: str, as_json: bool) -> None:
+def describe(transactional_id: str, bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """State, producer, timeout and partitions of one transactional id."""
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         def attempt():
             node = c.coordinator(transactional_id, TRANSACTION)
             r = c.call(node, DescribeTransactionsRequest(transactional_ids=(transactional_id,)))
@@ -83,12 +87,13 @@ def describe(transactional_id: str, bootstrap: str, as_json: bool) -> None:
 @txn.command()
 @click.argument("transactional_id")
 @bootstrap_option
+@command_config_option
 @click.option("--timeout", type=float, default=30.0, show_default=True)
 @json_option
-def abort(transactional_id: str, bootstrap: str, timeout: float, as_json: bool) -> None:
+def abort(transactional_id: str, bootstrap: str, command_config: Path | None, timeout: float, as_json: bool) -> None:
     """Abort the id's ongoing transaction through its coordinator and fence its producer
     (the next epoch is taken, as a new producer session with this id would)."""
-    with Cluster(bootstrap) as c:
+    with open_cluster(bootstrap, command_config) as c:
         def attempt():
             node = c.coordinator(transactional_id, TRANSACTION)
             r = c.call(node, InitProducerIdRequest(transactional_id=transactional_id,
