@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -242,8 +243,10 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
 @click.option("--advertised-listeners", default=None,
               help="Broker 0's --advertised-listeners; broker i gets every port +i.")
 @click.option("--secure", is_flag=True,
-              help="TLS: a local CA and broker certificate in DATA/run/tls (kaas certs init), one SSL listener "
-                   "per broker at --host:--base-port+i for clients and peers, and the client settings in "
+              help="TLS, SCRAM and ACLs: a local CA and broker certificate in DATA/run/tls (kaas certs init), "
+                   "one SASL_SSL listener per broker at --host:--base-port+i for clients and peers (SCRAM-SHA-512, "
+                   "peers as User:kaas-broker), the users admin and kaas-broker (passwords in DATA/run/*.password), "
+                   "the authoriser with both super users, and the admin's client settings in "
                    "DATA/run/client.properties.")
 @click.argument("broker_args", nargs=-1, type=click.UNPROCESSED)
 def cluster(brokers, data, base_port, host, first_id, restart_delay, metrics_base_port, listeners,
@@ -266,27 +269,68 @@ def cluster(brokers, data, base_port, host, first_id, restart_delay, metrics_bas
         raise click.BadParameter(str(exc), param_hint="listeners") from None
 
 
-def _secure_cluster(data: Path, brokers: int, host: str, base_port: int) -> tuple[str, list[str]]:
-    """``kaas cluster --secure``: the dev CA and certificates in DATA/run/tls (kept when
-    there), DATA/run/client.properties, and broker 0's listeners and the broker options."""
-    from kaas.tools.certs import init_dev
+SECURE_ADMIN = "admin"
+SECURE_BROKER = "kaas-broker"  # the broker principal of kaas cluster --secure
 
-    tls_dir = data / "run" / "tls"
+
+def _password_file(path: Path) -> str:
+    """The password in ``path`` (mode 0600), made (random) when the file is not there."""
+    import secrets
+
+    if path.exists():
+        password = (path.read_text().splitlines() or [""])[0]
+        if password:
+            path.chmod(0o600)
+            return password
+    password = secrets.token_urlsafe(24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(password + "\n")
+    path.chmod(0o600)
+    return password
+
+
+def _secure_cluster(data: Path, brokers: int, host: str, base_port: int) -> tuple[str, list[str]]:
+    """``kaas cluster --secure``, before the brokers start: the dev CA and certificates in
+    DATA/run/tls, the SCRAM users ``admin`` and ``kaas-broker`` (their passwords in
+    DATA/run/admin.password and DATA/run/broker.password, 0600, all kept across runs) written
+    to the credentials file as ``kaas users add --data`` does, DATA/run/client.properties
+    (the admin's), and broker 0's listeners and the broker options: one SASL_SSL listener
+    for clients and peers, SCRAM-SHA-512 between brokers, the authoriser on with both users
+    super users."""
+    from kaas.tools.certs import init_dev
+    from kaas.tools.users import add_offline
+
+    run = data / "run"
+    tls_dir = run / "tls"
     sans = ("127.0.0.1", "::1", "localhost") + ((host,) if host not in ("127.0.0.1", "localhost", "0.0.0.0") else ())
     made = init_dev(tls_dir, sans=sans)
     ca, cert = made["ca"], made["broker"]
+    admin_pw = _password_file(run / "admin.password")
+    broker_pw_file = run / "broker.password"
+    broker_pw = _password_file(broker_pw_file)
+    add_offline(data, SECURE_ADMIN, admin_pw)
+    add_offline(data, SECURE_BROKER, broker_pw)
     adv = host if host not in ("0.0.0.0", "::") else "127.0.0.1"
     bootstrap = ",".join(f"{adv}:{base_port + i}" for i in range(brokers))
-    props = {"bootstrap.servers": bootstrap, "security.protocol": "SSL",
-             "ssl.ca.location": str(ca.cert.resolve())}
-    path = data / "run" / "client.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    props = {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL",
+             "ssl.ca.location": str(ca.cert.resolve()), "sasl.mechanism": "SCRAM-SHA-512",
+             "sasl.username": SECURE_ADMIN, "sasl.password": admin_pw}
+    path = run / "client.properties"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+    path.chmod(0o600)
     click.echo(f"[kaas-cluster] client settings ({path}):", err=True)
     for k, v in props.items():
-        click.echo(f"[kaas-cluster]   {k}={v}", err=True)
-    extra = ["--inter-broker-listener-name", "SSL", "--ssl-certfile", str(cert.cert.resolve()),
-             "--ssl-keyfile", str(cert.key.resolve()), "--ssl-cafile", str(ca.cert.resolve())]
-    return f"SSL://{host}:{base_port}", extra
+        click.echo(f"[kaas-cluster]   {k}={'<in ' + str(run / 'admin.password') + '>' if k == 'sasl.password' else v}",
+                   err=True)
+    extra = ["--inter-broker-listener-name", "SASL_SSL", "--ssl-certfile", str(cert.cert.resolve()),
+             "--ssl-keyfile", str(cert.key.resolve()), "--ssl-cafile", str(ca.cert.resolve()),
+             "--inter-broker-sasl-username", SECURE_BROKER,
+             "--inter-broker-sasl-password-file", str(broker_pw_file.resolve()),
+             "--authorizer", "--super-users", f"User:{SECURE_ADMIN};User:{SECURE_BROKER}"]
+    return f"SASL_SSL://{host}:{base_port}", extra
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -81,6 +81,30 @@ def _offline(data: Path, change) -> list[scram_users.Result]:
     return results
 
 
+def add_offline(data: Path, name: str, password: str, mechanisms=MECHANISMS, iterations: int = 4096) -> None:
+    """``kaas users add NAME --data DATA`` while no broker runs: NAME's credentials
+    written to the credentials file directly (``kaas cluster --secure`` bootstraps its
+    admin and broker users with it).
+
+    Raises:
+        click.ClickException: the file is corrupt or refused the change.
+    """
+    ups = _upsertions(name, password, iterations, mechanisms)
+    results = _offline(data, lambda users: scram_users.alter(users, [], ups))
+    failed = [r for r in results if r.error_code != ErrorCode.none]
+    if failed:
+        raise click.ClickException(f"{name}: {code_name(failed[0].error_code)} {failed[0].error_message or ''}")
+
+
+def _upsertions(name: str, password: str, iterations: int, mechanisms) -> list[scram_users.Upsertion]:
+    ups = []
+    for mech in mechanisms or MECHANISMS:
+        salt = secrets.token_bytes(32)
+        ups.append(scram_users.Upsertion(name, scram_users.MECHANISM_CODES[mech], iterations, salt,
+                                         scram.salted_password(mech, password, salt, iterations)))
+    return ups
+
+
 def _report(results, as_json: bool) -> None:
     rows = [{"user": r.user, "error": None if r.error_code == ErrorCode.none else code_name(r.error_code),
              "message": r.error_message} for r in results]
@@ -138,11 +162,7 @@ def _mechanisms_option(f):
 def add(name, password, iterations, mechanisms, bootstrap, command_config, data, as_json) -> None:
     """Create NAME, or set its password (the salt is new each time)."""
     bootstrap = _target_of(bootstrap, data)
-    ups = []
-    for mech in mechanisms or MECHANISMS:
-        salt = secrets.token_bytes(32)
-        ups.append(scram_users.Upsertion(name, scram_users.MECHANISM_CODES[mech], iterations, salt,
-                                         scram.salted_password(mech, password, salt, iterations)))
+    ups = _upsertions(name, password, iterations, mechanisms)
     if bootstrap is None:
         results = _offline(data, lambda users: scram_users.alter(users, [], ups))
     else:

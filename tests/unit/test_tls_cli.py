@@ -41,13 +41,29 @@ def test_certs_init_and_issue_make_a_chain_the_ssl_module_accepts(tmp_path):
 
 
 def test_secure_cluster_writes_the_client_properties(tmp_path):
+    from kaas.storage import credentials
+    from kaas.storage.paths import Layout
+
     listeners, extra = _secure_cluster(tmp_path, 3, "127.0.0.1", 9092)
-    assert listeners == "SSL://127.0.0.1:9092"
-    assert extra[:2] == ["--inter-broker-listener-name", "SSL"]
-    props = dict(line.split("=", 1) for line in (tmp_path / "run" / "client.properties").read_text().splitlines())
+    assert listeners == "SASL_SSL://127.0.0.1:9092"
+    assert extra[:2] == ["--inter-broker-listener-name", "SASL_SSL"]
+    opts = dict(zip(extra[::2], extra[1::2], strict=False))
+    assert opts["--inter-broker-sasl-username"] == "kaas-broker"
+    assert "--authorizer" in extra and extra[extra.index("--super-users") + 1] == "User:admin;User:kaas-broker"
+    run = tmp_path / "run"
+    props = dict(line.split("=", 1) for line in (run / "client.properties").read_text().splitlines())
+    admin_pw = (run / "admin.password").read_text().strip()
     assert props == {"bootstrap.servers": "127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094",
-                     "security.protocol": "SSL",
-                     "ssl.ca.location": str((tmp_path / "run" / "tls" / "ca.pem").resolve())}
+                     "security.protocol": "SASL_SSL",
+                     "ssl.ca.location": str((run / "tls" / "ca.pem").resolve()),
+                     "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin", "sasl.password": admin_pw}
+    for f in ("admin.password", "broker.password", "client.properties"):
+        assert (run / f).stat().st_mode & 0o077 == 0
+    users = credentials.read(Layout(tmp_path).scram_credentials)
+    assert "SCRAM-SHA-512" in users["admin"] and "SCRAM-SHA-512" in users["kaas-broker"]
+    # a second start keeps the passwords
+    _secure_cluster(tmp_path, 3, "127.0.0.1", 9092)
+    assert (run / "admin.password").read_text().strip() == admin_pw
 
 
 def test_supervisor_derives_each_brokers_listeners(tmp_path, monkeypatch):
