@@ -1,0 +1,196 @@
+"""``kaas cluster --secure`` end to end (issue 21): three brokers with one SASL_SSL listener
+each, peers authenticated with SCRAM-SHA-512 as ``User:kaas-broker``, the authoriser on.
+With the admin's ``DATA/run/client.properties``, confluent-kafka creates a topic, produces,
+consumes and commits a transaction whose partitions are led by every broker (so the
+coordinator's markers cross authenticated peer links); ``kaas users add`` and ``kaas acls
+add`` with ``--command-config`` make a second user who may write one topic only; and a
+broker SIGKILLed is suspected through the (authenticated) presence connections."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kaas.testing import free_ports, wait_for
+from tests.kafka import uniq
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+N = 3
+FAILURES = ("peer_link_failed", "tls_handshake_failed", "peer_suspected",
+            "connection_closed_before_authentication", "sasl_authentication_failed")
+
+
+def _props(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def _kaas(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kaas.cli", *args], capture_output=True, text=True, timeout=60)
+
+
+def _consume(conf: dict, topic: str, partitions: int, isolation: str = "read_committed",
+             timeout: float = 20.0) -> list[bytes]:
+    c = Consumer({**conf, "group.id": uniq("reader"), "isolation.level": isolation, "enable.auto.commit": False,
+                  "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    out, eof = [], set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(eof) < partitions and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(m.partition())
+                    continue
+                raise AssertionError(m.error())
+            out.append(m.value())
+    finally:
+        c.close()
+    assert len(eof) == partitions, f"no EOF on every partition of {topic}"
+    return out
+
+
+@pytest.fixture
+def secure_cluster(tmp_path):
+    data = tmp_path / "data"
+    base = free_ports(N)
+    log = open(tmp_path / "supervisor.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kaas.cli", "cluster", "--secure", "--brokers", str(N), "--data", str(data),
+         "--base-port", str(base), "--restart-delay", "0.5", "--",
+         "--group-initial-rebalance-delay-ms", "0", "--log-level", "debug"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    log.close()
+    try:
+        props = data / "run" / "client.properties"
+        wait_for(lambda: props.exists() and "sasl.password" in props.read_text(), 20, "client.properties")
+        conf = _props(props)
+        conf.pop("ssl.endpoint.identification.algorithm", None)
+
+        def formed():
+            assert proc.poll() is None, (tmp_path / "supervisor.log").read_text()
+            try:
+                md = AdminClient(conf).list_topics(timeout=5)
+            except KafkaException:
+                return None
+            return len(md.brokers) == N and md
+        wait_for(formed, 40, "three brokers in Metadata over SASL_SSL")
+        yield data, props, conf, proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def _logs(data: Path) -> list[str]:
+    return [(data / "run" / f"kaas-{i}.log").read_text(errors="replace") for i in range(N)]
+
+
+def test_secure_cluster_authenticates_peers_and_authorises_clients(secure_cluster, tmp_path):
+    data, props_path, conf, _proc = secure_cluster
+    run = data / "run"
+    for f in ("admin.password", "broker.password", "client.properties"):
+        assert (run / f).stat().st_mode & 0o077 == 0, f
+    assert conf["security.protocol"] == "SASL_SSL" and conf["sasl.mechanism"] == "SCRAM-SHA-512"
+
+    # the admin (a super user) creates a topic whose partitions every broker leads
+    admin = AdminClient(conf)
+    topic, other = uniq("secure"), uniq("other")
+    for name in (topic, other):
+        admin.create_topics([NewTopic(name, 6, 1)])[name].result(15)
+
+    def leaders():
+        md = AdminClient(conf).list_topics(topic, timeout=5).topics[topic]
+        ls = {p.leader for p in md.partitions.values()}
+        return len(md.partitions) == 6 and -1 not in ls and ls
+    assert wait_for(leaders, 20, "leaders of the topic") == set(range(N))
+
+    p = Producer({**conf, "linger.ms": 5})
+    for i in range(12):
+        p.produce(topic, f"plain{i}".encode(), partition=i % 6)
+    assert p.flush(20) == 0
+    assert sorted(_consume(conf, topic, 6, "read_uncommitted")) == sorted(f"plain{i}".encode() for i in range(12))
+
+    # a transaction over all six partitions: its coordinator leads at most two of them, the
+    # markers of the others go to their leaders over the authenticated peer links
+    tp = Producer({**conf, "transactional.id": uniq("tx"), "linger.ms": 5})
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    for i in range(60):
+        tp.produce(topic, f"t{i}".encode(), partition=i % 6)
+    tp.commit_transaction(30)
+    got = _consume(conf, topic, 6)
+    assert sorted(got) == sorted([f"plain{i}".encode() for i in range(12)] + [f"t{i}".encode() for i in range(60)])
+
+    # a second SCRAM user, made over the wire as the admin, may write `topic` only
+    bootstrap = conf["bootstrap.servers"]
+    r = _kaas("users", "add", "writer", "--password", "writer-secret", "--mechanism", "SCRAM-SHA-512",
+              "--bootstrap", bootstrap, "--command-config", str(props_path))
+    assert r.returncode == 0, r.stderr
+    r = _kaas("acls", "add", "--topic", topic, "--operation", "WRITE", "--allow-principal", "User:writer",
+              "--bootstrap", bootstrap, "--command-config", str(props_path))
+    assert r.returncode == 0, r.stderr
+    r = _kaas("acls", "list", "--topic", topic, "--bootstrap", bootstrap, "--command-config", str(props_path),
+              "--json")
+    assert r.returncode == 0 and "User:writer" in r.stdout, r.stderr
+    r = _kaas("topics", "list", "--bootstrap", bootstrap, "--command-config", str(props_path))
+    assert r.returncode == 0 and topic in r.stdout, r.stderr
+    for tool in (["groups", "list"], ["txn", "list"]):
+        r = _kaas(*tool, "--bootstrap", bootstrap, "--command-config", str(props_path))
+        assert r.returncode == 0, (tool, r.stderr)
+
+    writer = {**conf, "sasl.username": "writer", "sasl.password": "writer-secret"}
+    delivered: dict[str, object] = {}
+
+    def report(err, msg):
+        delivered[msg.topic()] = err
+    w = Producer({**writer, "linger.ms": 5, "acks": "all", "message.timeout.ms": 10000, "retries": 0})
+    w.produce(topic, b"by-writer", partition=0, on_delivery=report)
+    w.produce(other, b"not-allowed", partition=0, on_delivery=report)
+    w.flush(20)
+    assert delivered[topic] is None
+    err = delivered[other]
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+    assert b"by-writer" in _consume(conf, topic, 6, "read_uncommitted")
+
+    # the peers reached each other as the broker principal, and nothing on the way failed
+    logs = _logs(data)
+    for i, text in enumerate(logs):
+        assert "sasl_authenticated" in text and "User:kaas-broker" in text, f"broker {i}: no peer authenticated"
+        bad = [line for line in text.splitlines() if any(f in line for f in FAILURES)]
+        assert not bad, f"broker {i}: {bad[:5]}"
+    r = _kaas("topics", "list", "--bootstrap", bootstrap)  # no --command-config: plaintext to TLS, refused
+    assert r.returncode != 0
+
+
+def test_presence_connections_authenticate(secure_cluster):
+    """Presence runs over the SASL_SSL listener: a SIGKILLed broker is suspected by its peers
+    (the end of an authenticated presence connection) well before its heartbeat goes stale."""
+    data, _props_path, _conf, _proc = secure_cluster
+
+    def presence_up():
+        # each broker accepted authenticated connections from both peers (presence at least)
+        return all(t.count("User:kaas-broker") >= N - 1 for t in _logs(data))
+    wait_for(presence_up, 20, "peer connections authenticated")
+    time.sleep(1.0)
+    assert not any("peer_suspected" in t for t in _logs(data))  # nothing closed the idle connections
+    victim = N - 1
+    pid = int((data / "run" / f"kaas-{victim}.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    wait_for(lambda: all("peer_suspected" in t for t in _logs(data)[:victim]), 10, "the victim suspected")
+    assert time.monotonic() - t0 < 2.5  # sooner than the 3 s session timeout's heartbeat rule
