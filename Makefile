@@ -32,7 +32,8 @@ $(QUIX_STAMP): scripts/quix-requirements.txt
 $(QUIX_VENV): $(QUIX_STAMP)
 
 cluster: $(STAMP)
-# SECURE=1: TLS listeners with a local CA in DATA/run/tls, client settings in DATA/run/client.properties
+# SECURE=1: SASL_SSL listeners (local CA in DATA/run/tls, SCRAM admin + broker users, ACLs on),
+# the admin's client settings in DATA/run/client.properties
 	@$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT) --metrics-base-port $(METRICS) \
 		$(if $(filter 1,$(SECURE)),--secure) -- $(ARGS)
 
