@@ -4,9 +4,12 @@ a death (docs/control_plane.rst)."""
 
 from __future__ import annotations
 
+import structlog
 import trio
 
 from kaas.peers import CONNECT_TIMEOUT_S, PRESENCE_IDLE_S, PRESENCE_SCAN_S, LinkFailed, PeerDirectory, PeerLinks
+
+log = structlog.get_logger()
 
 
 async def serve_presence(cluster: PeerDirectory, links: PeerLinks | None = None, *,
@@ -45,7 +48,8 @@ async def _watch_presence(cluster: PeerDirectory, links: PeerLinks | None, broke
                     stream = await links.open_stream(broker_id)
                 else:
                     stream = await trio.open_tcp_stream(peer.host, peer.port)
-        except (OSError, trio.TooSlowError, trio.BrokenResourceError, LinkFailed):
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, LinkFailed) as exc:
+            log.debug("presence_connect_failed", to_broker=broker_id, error=f"{type(exc).__name__}: {exc}")
             await trio.sleep(PRESENCE_SCAN_S)  # not listening (yet): the scan tries again
             return
         pid = peer.pid
