@@ -254,8 +254,12 @@ class Membership:
             if not view.draining:
                 return
         # No live controller (or we are draining away from it): race for the next epoch.
-        # Wait one session after start so we know who is alive before deposing anybody.
-        if time.monotonic() - view.started < view.session and owner is not None:
+        # Wait one session after start so we know who is alive before deposing anybody,
+        # unless the controller's own supervisor said it is dead (a death notice is
+        # certain; silence in our first session is not).
+        dead = view.peers.get(owner) if owner is not None else None
+        noticed_dead = dead is not None and dead.dead_counter is not None
+        if time.monotonic() - view.started < view.session and owner is not None and not noticed_dead:
             return
         if view.draining:
             view.is_controller = False

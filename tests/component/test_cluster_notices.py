@@ -199,3 +199,23 @@ def test_a_broker_back_from_the_dead_gets_keys_placed_on_it_only_after_the_hold(
     assert 1 in rt.alive() and tk._placeable() == [0, 2]  # alive, but not given keys yet
     rt.peers[1].back_at -= rt.rejoin_hold
     assert tk._placeable() == [0, 1, 2]
+
+
+async def test_a_controller_dead_by_notice_is_replaced_within_the_first_session(tmp_path):
+    """A broker waits one session after its start before it deposes a silent controller
+    (it may not have heard from everyone yet), but not one whose supervisor wrote its
+    death notice: that is certain, and the keys must move before the liveness timeout."""
+    b = make_broker(tmp_path, session_timeout_ms=20_000)
+    b.layout.ensure()
+    b.layout.controller.mkdir(parents=True, exist_ok=True)
+    (b.layout.controller / "epoch-1").write_text(json.dumps({"format": 1, "broker_id": 1, "epoch": 1}))
+    beat(b, 1, 10, pid=500)
+    await tick(b)
+    assert b.cluster.controller_id == 1 and not b.cluster.is_controller  # a live controller: kept
+    (b.layout.deaths / "kaas-1.json").unlink(missing_ok=True)
+    notice(b, 1, pid=499)  # another incarnation's notice: still no reason to depose it
+    await tick(b)
+    assert b.cluster.controller_id == 1 and not b.cluster.is_controller
+    notice(b, 1, pid=500)  # its supervisor reaped it
+    await tick(b)
+    assert b.cluster.is_controller and b.cluster.controller_epoch == 2
