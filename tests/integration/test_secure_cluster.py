@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaas.testing import free_ports, wait_for
-from tests.kafka import uniq
+from tests.kafka import read_to_end, uniq
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -52,26 +52,7 @@ def _kaas(*args: str) -> subprocess.CompletedProcess:
 
 def _consume(conf: dict, topic: str, partitions: int, isolation: str = "read_committed",
              timeout: float = 20.0) -> list[bytes]:
-    c = Consumer({**conf, "group.id": uniq("reader"), "isolation.level": isolation, "enable.auto.commit": False,
-                  "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    out, eof = [], set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(eof) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                    continue
-                raise AssertionError(m.error())
-            out.append(m.value())
-    finally:
-        c.close()
-    assert len(eof) == partitions, f"no EOF on every partition of {topic}"
-    return out
+    return [m.value() for m in read_to_end(conf["bootstrap.servers"], topic, partitions, isolation, timeout, conf)]
 
 
 @pytest.fixture
