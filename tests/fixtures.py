@@ -3,17 +3,24 @@
 ``broker_fixture(...)`` and ``cluster_fixture(...)`` return a pytest fixture; a test module
 binds it to a name (``txn_broker = broker_fixture(scope="module", env=SWEEP_ENV)``). A
 function-scoped one keeps its data in ``tmp_path / "data"``, a wider one in
-``tmp_path_factory.mktemp(name) / "data"``.
+``tmp_path_factory.mktemp(name) / "data"``. ``secure_cluster_fixture(...)`` starts
+``kaas cluster --secure`` (SASL_SSL + SCRAM-SHA-512 + ACLs) and yields its client settings.
 """
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
-from kaas.testing import BrokerProcess, ClusterProcess
+from kaas.testing import BrokerProcess, ClusterProcess, free_ports, wait_for
 
 
 def _data_dir(request: pytest.FixtureRequest, name: str) -> Path:
@@ -60,3 +67,66 @@ def cluster_fixture(brokers: int = 3, *, scope: str = "function", name: str = "c
 
     fixture.__doc__ = doc
     return pytest.fixture(scope=scope, params=params)(fixture)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """librdkafka-style ``key=value`` lines (``DATA/run/client.properties``)."""
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+class SecureCluster(NamedTuple):
+    """A running ``kaas cluster --secure``: its data directory, the admin's
+    ``client.properties`` (path and, as a confluent-kafka config, settings) and one
+    AdminClient with them."""
+
+    data: Path
+    props: Path
+    conf: dict[str, str]
+    admin: AdminClient
+
+
+def secure_cluster_fixture(brokers: int = 3, *, scope: str = "function", name: str = "secure",
+                           doc: str | None = None):
+    """A fixture yielding a ``SecureCluster``: ``kaas cluster --secure`` with ``brokers``
+    brokers (one SASL_SSL listener each, SCRAM-SHA-512 peers, the authoriser on), yielded
+    once every broker is in Metadata over SASL_SSL; SIGTERMed at the end. The supervisor's
+    output goes to ``supervisor.log`` next to the data directory."""
+
+    def fixture(request):
+        data = _data_dir(request, name)
+        log_path = data.parent / "supervisor.log"
+        base = free_ports(brokers)
+        log = open(log_path, "ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kaas.cli", "cluster", "--secure", "--brokers", str(brokers), "--data", str(data),
+             "--base-port", str(base), "--restart-delay", "0.5", "--",
+             "--group-initial-rebalance-delay-ms", "0", "--log-level", "debug"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        try:
+            props = data / "run" / "client.properties"
+            wait_for(lambda: props.exists() and "sasl.password" in props.read_text(), 20, "client.properties")
+            conf = read_properties(props)
+            conf.pop("ssl.endpoint.identification.algorithm", None)
+
+            admin = AdminClient(conf)  # one client: a client dropped mid-handshake is a tls_handshake_failed line
+
+            def formed():
+                assert proc.poll() is None, log_path.read_text()
+                try:
+                    md = admin.list_topics(timeout=5)
+                except KafkaException:
+                    return None
+                return len(md.brokers) == brokers and md
+            wait_for(formed, 40, f"{brokers} brokers in Metadata over SASL_SSL")
+            yield SecureCluster(data, props, conf, admin)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+    fixture.__doc__ = doc
+    return pytest.fixture(scope=scope)(fixture)

@@ -35,18 +35,19 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, *, config: dict
 
 
 def read_to_end(bootstrap: str, topic: str, partitions: int | list[int], isolation: str,
-                timeout: float = 20.0) -> list:
+                timeout: float = 20.0, conf: dict | None = None) -> list:
     """Every message up to the end (the LSO for read_committed) of the partitions.
 
     Args:
         partitions: how many (0..n-1), or which.
         isolation: ``read_committed`` or ``read_uncommitted``.
+        conf: more client settings (e.g. a secure cluster's ``client.properties``).
 
     Raises:
         AssertionError: an error message, or no EOF on every partition within ``timeout`` s.
     """
     parts = list(range(partitions)) if isinstance(partitions, int) else list(partitions)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
+    c = Consumer({"bootstrap.servers": bootstrap, **(conf or {}), "group.id": f"reader-{uuid.uuid4()}",
                   "isolation.level": isolation, "enable.auto.commit": False,
                   "enable.partition.eof": True})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])

@@ -9,6 +9,7 @@ controller is answered NOT_CONTROLLER, which admin clients retry after a Metadat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -49,12 +50,18 @@ async def to_controller(ctx, req, timeout: float) -> Any | None:
         raise NotForwarded(str(exc)) from None
 
 
-async def configs_to_controller(ctx, req) -> Any | None:
-    """``to_controller`` for AlterConfigs and IncrementalAlterConfigs (the same response
-    shape): the controller's response, a NOT_CONTROLLER response, or None (handle here)."""
+async def to_controller_or(ctx, req, timeout: float, refused: Callable[[str], Any]) -> Any | None:
+    """``to_controller``, with NotForwarded answered by ``refused(reason)`` (the request's
+    NOT_CONTROLLER response): the controller's response, that one, or None (handle here)."""
     try:
-        return await to_controller(ctx, req, ALTER_CONFIGS_TIMEOUT_S)
+        return await to_controller(ctx, req, timeout)
     except NotForwarded as exc:
-        return {"throttle_time": 0, "responses": [
-            {"error_code": ErrorCode.not_controller, "error_message": str(exc), "resource_type": r.resource_type,
-             "resource_name": r.resource_name} for r in req.resources]}
+        return refused(str(exc))
+
+
+async def configs_to_controller(ctx, req) -> Any | None:
+    """``to_controller_or`` for AlterConfigs and IncrementalAlterConfigs (the same response
+    shape)."""
+    return await to_controller_or(ctx, req, ALTER_CONFIGS_TIMEOUT_S, lambda why: {"throttle_time": 0, "responses": [
+        {"error_code": ErrorCode.not_controller, "error_message": why, "resource_type": r.resource_type,
+         "resource_name": r.resource_name} for r in req.resources]})

@@ -34,10 +34,8 @@ def _every_user(req, code: ErrorCode, message: str) -> dict:
 
 
 async def handle(ctx, req):
-    try:
-        fwd = await _forward.to_controller(ctx, req, TIMEOUT_S)
-    except _forward.NotForwarded as exc:
-        return _every_user(req, ErrorCode.not_controller, str(exc))
+    fwd = await _forward.to_controller_or(ctx, req, TIMEOUT_S,
+                                          lambda why: _every_user(req, ErrorCode.not_controller, why))
     if fwd is not None:
         return fwd
     store = ctx.broker.credentials

@@ -41,10 +41,8 @@ async def handle(ctx, req) -> dict:
             valid.append((f, out))
     if not valid:
         return {"throttle_time": 0, "filter_results": results}
-    try:
-        fwd = await _forward.to_controller(ctx, req, FORWARD_TIMEOUT_S)
-    except _forward.NotForwarded as exc:
-        return _all(req, ErrorCode.not_controller, str(exc))
+    fwd = await _forward.to_controller_or(ctx, req, FORWARD_TIMEOUT_S,
+                                          lambda why: _all(req, ErrorCode.not_controller, why))
     if fwd is not None:
         return fwd
     try:

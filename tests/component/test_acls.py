@@ -39,10 +39,8 @@ from kaas.broker import Broker
 from kaas.domain.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from kaas.handlers.session import Session
 from kaas.net.connection import serve_connection
-from kaas.settings import Settings
 from kaas.storage.acls import AclFile, acls_path
-from kaas.tasks import serve_broker
-from tests.component.test_connection import Client
+from tests.component.test_connection import Client, open_broker_in
 
 ADMIN, ALICE = "User:admin", "User:alice"
 T, G, C, X = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
@@ -50,20 +48,10 @@ LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
 ALLOW, DENY = Permission.ALLOW, Permission.DENY
 
 
-@asynccontextmanager
-async def open_broker(tmp_path, **kw) -> AsyncIterator[tuple[Broker, trio.Nursery]]:
-    settings = Settings(broker_id=0, data=tmp_path / "data", fsync=False, advertise_port=19092,
-                        auto_create_topics=False, authorizer=kw.pop("authorizer", True),
-                        super_users=kw.pop("super_users", ADMIN), **kw)
-    broker = Broker(settings)
-    async with trio.open_nursery() as root:
-        await root.start(serve_broker, broker)
-        try:
-            yield broker, root
-        finally:
-            with trio.CancelScope(shield=True):
-                await broker.close()
-            root.cancel_scope.cancel()
+def open_broker(tmp_path, **kw):
+    """A started broker with the authoriser on and ADMIN a super user (unless ``kw`` says
+    otherwise), and the nursery connections run in."""
+    return open_broker_in(tmp_path, **{"authorizer": True, "super_users": ADMIN, **kw})
 
 
 @asynccontextmanager

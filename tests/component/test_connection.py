@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -43,20 +43,30 @@ MAX_REQUEST = 64 * 1024
 
 
 @asynccontextmanager
-async def open_broker(tmp_path) -> AsyncIterator[Broker]:
-    """One broker on ``tmp_path``, joined to its (one-broker) cluster: the controller,
-    holding its lease, coordinating every group and slot."""
-    broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=False, advertise_port=19092,
-                             auto_create_topics=False, max_request_size=MAX_REQUEST))
+async def open_broker_in(tmp_path, before: Callable[[Broker], None] | None = None,
+                         **settings: Any) -> AsyncIterator[tuple[Broker, trio.Nursery]]:
+    """One broker on ``tmp_path`` with ``settings``, joined to its (one-broker) cluster: the
+    controller, holding its lease, coordinating every group and slot; and the nursery its
+    loops run in. ``before`` sees the broker before its loops start (files to write)."""
+    broker = Broker(Settings(**{"broker_id": 0, "data": tmp_path / "data", "fsync": False, "advertise_port": 19092,
+                                "auto_create_topics": False, **settings}))
+    if before is not None:
+        before(broker)
     async with trio.open_nursery() as root:
         await root.start(serve_broker, broker)
         assert broker.cluster.is_controller and broker.cluster.lease_valid()
         try:
-            yield broker
+            yield broker, root
         finally:
             with trio.CancelScope(shield=True):
                 await broker.close()
             root.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def open_broker(tmp_path) -> AsyncIterator[Broker]:
+    async with open_broker_in(tmp_path, max_request_size=MAX_REQUEST) as (broker, _nursery):
+        yield broker
 
 
 @pytest.fixture(autouse=True, params=["memory", "socket"])

@@ -32,12 +32,10 @@ from kaas.domain import scram
 from kaas.handlers.session import Session
 from kaas.net.connection import serve_connection
 from kaas.peers import LinkFailed, authenticate_peer
-from kaas.settings import Settings
 from kaas.storage import credentials
-from kaas.tasks import serve_broker
 from kaas.wire import codec
 from kaas.wire.framing import FrameDecoder
-from tests.component.test_connection import API_VERSIONS, Client, metadata, open_stream_pair
+from tests.component.test_connection import API_VERSIONS, Client, metadata, open_broker_in, open_stream_pair
 from tests.jwt_keys import AUDIENCE, ISSUER, Keys, b64url, client_message
 
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -59,17 +57,11 @@ def write_users(path, **passwords: str) -> None:
 
 @asynccontextmanager
 async def open_broker(tmp_path, **settings: Any) -> AsyncIterator[Broker]:
-    broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=False, advertise_port=19092,
-                             auto_create_topics=False, **settings))
-    write_users(broker.layout.scram_credentials, **PASSWORDS)
-    async with trio.open_nursery() as root:
-        await root.start(serve_broker, broker)
-        try:
-            yield broker
-        finally:
-            with trio.CancelScope(shield=True):
-                await broker.close()
-            root.cancel_scope.cancel()
+    def users(broker: Broker) -> None:
+        write_users(broker.layout.scram_credentials, **PASSWORDS)
+
+    async with open_broker_in(tmp_path, users, **settings) as (broker, _nursery):
+        yield broker
 
 
 def sasl_session() -> Session:

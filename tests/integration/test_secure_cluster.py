@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import NewTopic
 
-from kaas.testing import free_ports, wait_for
-from tests.kafka import uniq
+from kaas.testing import wait_for
+from tests.fixtures import secure_cluster_fixture
+from tests.kafka import read_to_end, uniq
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -42,73 +43,16 @@ def _failure(line: str) -> bool:
     return any(f in line for f in FAILURES)
 
 
-def _props(path: Path) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-
-
 def _kaas(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kaas.cli", *args], capture_output=True, text=True, timeout=60)
 
 
 def _consume(conf: dict, topic: str, partitions: int, isolation: str = "read_committed",
              timeout: float = 20.0) -> list[bytes]:
-    c = Consumer({**conf, "group.id": uniq("reader"), "isolation.level": isolation, "enable.auto.commit": False,
-                  "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    out, eof = [], set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(eof) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                    continue
-                raise AssertionError(m.error())
-            out.append(m.value())
-    finally:
-        c.close()
-    assert len(eof) == partitions, f"no EOF on every partition of {topic}"
-    return out
+    return [m.value() for m in read_to_end(conf["bootstrap.servers"], topic, partitions, isolation, timeout, conf)]
 
 
-@pytest.fixture
-def secure_cluster(tmp_path):
-    data = tmp_path / "data"
-    base = free_ports(N)
-    log = open(tmp_path / "supervisor.log", "ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kaas.cli", "cluster", "--secure", "--brokers", str(N), "--data", str(data),
-         "--base-port", str(base), "--restart-delay", "0.5", "--",
-         "--group-initial-rebalance-delay-ms", "0", "--log-level", "debug"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    log.close()
-    try:
-        props = data / "run" / "client.properties"
-        wait_for(lambda: props.exists() and "sasl.password" in props.read_text(), 20, "client.properties")
-        conf = _props(props)
-        conf.pop("ssl.endpoint.identification.algorithm", None)
-
-        admin = AdminClient(conf)  # one client: a client dropped mid-handshake is a tls_handshake_failed line
-
-        def formed():
-            assert proc.poll() is None, (tmp_path / "supervisor.log").read_text()
-            try:
-                md = admin.list_topics(timeout=5)
-            except KafkaException:
-                return None
-            return len(md.brokers) == N and md
-        wait_for(formed, 40, "three brokers in Metadata over SASL_SSL")
-        yield data, props, conf, admin
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+secure_cluster = secure_cluster_fixture(N, doc="A 3-broker kaas cluster --secure, one per test.")
 
 
 def _logs(data: Path) -> list[str]:
