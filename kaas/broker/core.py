@@ -117,6 +117,7 @@ class Broker:
         self.pids = PidAllocator(self.layout.pid_block_file(self.id), self.id, fsync=settings.fsync)
         # SCRAM users (__cluster/security/scram-credentials.json), re-read by tasks.credentials
         self.credentials = CredentialStore(self.layout.scram_credentials, fsync=settings.fsync)
+        self.credentials_lock = trio.Lock()  # AlterUserScramCredentials: one read-alter-write at a time
 
     # ------------------------------------------------------------------ lifecycle
 

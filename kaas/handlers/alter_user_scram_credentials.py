@@ -38,10 +38,14 @@ async def handle(ctx, req):
                                           lambda why: _every_user(req, ErrorCode.not_controller, why))
     if fwd is not None:
         return fwd
+    async with ctx.broker.credentials_lock:  # one read-alter-write at a time in this broker
+        return await _alter(ctx, req)
+
+
+async def _alter(ctx, req):
     store = ctx.broker.credentials
     try:
-        # no await from this read to the write below: one request at a time in this broker
-        users = credentials.read(store.path)
+        users = await ctx.broker.run_io(credentials.read, store.path)
     except CorruptState as exc:
         log.error("scram_credentials_corrupt", error=str(exc))
         return _every_user(req, ErrorCode.unknown_server_error, "the SCRAM credentials file is corrupt")
@@ -52,7 +56,7 @@ async def handle(ctx, req):
          for u in req.upsertions])
     if after != users:
         try:
-            store.replace(after)
+            await ctx.broker.run_io(store.replace, after)
         except OSError as exc:
             log.error("scram_credentials_write_failed", error=str(exc))
             return _every_user(req, ErrorCode.kafka_storage_error, f"credentials not written: {exc.strerror}")

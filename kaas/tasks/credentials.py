@@ -26,9 +26,10 @@ def _reload(broker: Broker) -> None:
 
 
 async def serve_credentials(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Load the file, report ready, then poll it until cancelled."""
-    _reload(broker)
+    """Load the file, report ready, then poll it until cancelled (the stat and any read
+    through ``broker.run_io``: inline on tmpfs, a worker thread on a disk or NFS)."""
+    await broker.run_io(_reload, broker)
     task_status.started()
     while True:
         await trio.sleep(RELOAD_S)
-        _reload(broker)
+        await broker.run_io(_reload, broker)
