@@ -19,7 +19,7 @@ async def serve_acls(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) ->
     """Load the ACLs (a corrupt file at start: deny all but super users until it is good),
     report ready, then keep them current until cancelled."""
     acls = broker.acls
-    await trio.to_thread.run_sync(acls.reload, True)
+    await broker.run_io(acls.reload, True)
     watch = dirwatch.open_watch(acls.file.path.parent) if broker.settings.inotify else None
     task_status.started()
     last_read = trio.current_time()
@@ -34,7 +34,7 @@ async def serve_acls(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) ->
             force = trio.current_time() - last_read >= FORCE_S
             if force:
                 last_read = trio.current_time()
-            await trio.to_thread.run_sync(acls.reload, force)
+            await broker.run_io(acls.reload, force)  # inline on tmpfs, a thread on a disk or NFS
     finally:
         if watch is not None:
             watch.close()
