@@ -8,6 +8,7 @@ one ``tls_handshake_failed`` line; nothing else of the broker notices.
 
 from __future__ import annotations
 
+import socket
 import ssl
 
 import structlog
@@ -104,9 +105,25 @@ async def open_server_stream(transport: trio.SocketStream, ctx: ssl.SSLContext, 
         with trio.CancelScope(shield=True), trio.move_on_after(1):
             await transport.aclose()
         return None
+    _ack_now(transport)
     if principal != ANONYMOUS:
         log.info("tls_client_authenticated", peer=peer, listener=listener, principal=principal)
     return stream, principal
+
+
+def _ack_now(transport: trio.SocketStream) -> None:
+    """Acknowledge the client's last handshake flight at once instead of in up to 40 ms.
+
+    The server's last word in the handshake is the client's Finished, which it answers with
+    no data, so the kernel delays the ACK; a client with Nagle on (librdkafka's default,
+    ``socket.nagle.disable=false``) holds its first request until that ACK arrives: every new
+    TLS connection's first answer came 40 ms late. Linux only (TCP_QUICKACK)."""
+    quickack = getattr(socket, "TCP_QUICKACK", None)
+    if quickack is not None:
+        try:
+            transport.socket.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+        except OSError:
+            pass
 
 
 def read_buffered(stream: trio.SSLStream, max_bytes: int) -> bytes:

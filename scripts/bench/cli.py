@@ -14,6 +14,7 @@ from .targets import _cluster_or, serve_mock_peer
 from .workloads.create import run_create
 from .workloads.failover import run_failover
 from .workloads.scale import run_scale
+from .workloads.security import run_security
 from .workloads.throughput import run_consume, run_fetch, run_idempotence, run_produce
 from .workloads.txn import run_eos, run_txn
 
@@ -239,3 +240,19 @@ def suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, run_
 
     run_suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, run_timeout, kaas_args, keep,
               table_out)
+
+
+@cli.command()
+@click.option("--brokers", type=int, default=3, show_default=True, help="Brokers in each of the two clusters.")
+@click.option("--rounds", type=int, default=3, show_default=True)
+@click.option("--messages", type=int, default=200_000, show_default=True, help="Produce: 1 KiB messages per run.")
+@click.option("--txn-count", type=int, default=600, show_default=True, help="txn1: transactions per run (at most).")
+@click.option("--txn-seconds", type=float, default=6.0, show_default=True, help="txn1: seconds per run (at most).")
+@click.option("--connections", type=int, default=40, show_default=True,
+              help="New connections timed per round (SCRAM-SHA-512 over TLS, and plaintext).")
+@click.option("--run-timeout", type=float, default=240.0, show_default=True, help="Seconds per run.")
+@click.option("--keep", is_flag=True, help="Keep the clusters' data directories and logs.")
+def security(brokers, rounds, messages, txn_count, txn_seconds, connections, run_timeout, keep) -> None:
+    """Issue 21's targets: produce and txn1 over PLAINTEXT and SASL_SSL (SCRAM-SHA-512, a super
+    user and an ACL'd one), A B A B on two fresh clusters; SCRAM connect time; authoriser CPU."""
+    _emit(run_security(brokers, rounds, messages, txn_count, txn_seconds, connections, run_timeout, keep))

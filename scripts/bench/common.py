@@ -25,7 +25,22 @@ GIB = 1 << 30
 MIB = 1 << 20
 # Every client of these benchmarks: librdkafka's default (10 s) would dominate failover gaps.
 RECONNECT_BACKOFF_MAX_MS = 1000
-CLIENT_COMMON = {"reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS}
+CLIENT_COMMON: dict[str, object] = {"reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS}
+# The client properties file (librdkafka ``key=value``, e.g. ``kaas cluster --secure``'s
+# DATA/run/client.properties) whose security settings every client of this process takes:
+# how ``security`` runs the same workloads over SASL_SSL. bootstrap.servers stays the caller's.
+CLIENT_CONFIG_ENV = "KAAS_BENCH_CLIENT_CONFIG"
+
+
+def security_settings(path: Path) -> dict[str, str]:
+    """The settings of a client properties file, less bootstrap.servers."""
+    from kaas.tools._wire import read_client_properties
+
+    return {k: v for k, v in read_client_properties(path).items() if k != "bootstrap.servers"}
+
+
+if os.environ.get(CLIENT_CONFIG_ENV):
+    CLIENT_COMMON.update(security_settings(Path(os.environ[CLIENT_CONFIG_ENV])))
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -96,7 +111,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
                 raise
         except FutureTimeout:
             _NO_CREATE_TOPICS.add(bootstrap)
-    probe = Producer({"bootstrap.servers": bootstrap, "allow.auto.create.topics": True}) \
+    probe = Producer({"bootstrap.servers": bootstrap, "allow.auto.create.topics": True, **CLIENT_COMMON}) \
         if bootstrap in _NO_CREATE_TOPICS else admin
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -112,7 +127,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
 def topic_partitions(bootstrap: str, topic: str) -> int:
     from confluent_kafka.admin import AdminClient
 
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    md = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_COMMON}).list_topics(topic, timeout=10)
     return len(md.topics[topic].partitions)
 
 
