@@ -18,7 +18,7 @@ import trio
 from kaas.aio import held
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
-from kaas.net.tls import read_buffered
+from kaas.net.tls import TLS_RECORD, read_buffered
 from kaas.wire.framing import FrameDecoder, FramingError
 
 log = structlog.get_logger()
@@ -88,7 +88,7 @@ async def receive_tls(stream: trio.SSLStream, max_bytes: int) -> bytes:
     a request as a TLS record of its own (1.5 KiB on average for a produce), and trio's
     ``receive_some`` returns one record per call, each ending with a pass through the
     scheduler (an epoll poll) that costs more than the decryption."""
-    data = await stream.receive_some(max_bytes)
+    data = await stream.receive_some(min(max_bytes, TLS_RECORD))
     if data and len(data) < max_bytes:
         more = read_buffered(stream, max_bytes - len(data))
         if more:

@@ -76,7 +76,7 @@ def principal_of(cert: dict | None, rules: tuple[Rule, ...]) -> str:
     return "User:" + map_name(format_dn(cert["subject"]), rules)
 
 
-async def open_server_stream(transport: trio.SocketStream, ctx: ssl.SSLContext, rules: tuple[Rule, ...],
+async def open_server_stream(transport: trio.abc.Stream, ctx: ssl.SSLContext, rules: tuple[Rule, ...],
                              timeout: float, peer: str, listener: str) -> tuple[trio.SSLStream, str] | None:
     """Run the server side of the handshake on ``transport`` within ``timeout`` seconds.
 
@@ -111,7 +111,14 @@ async def open_server_stream(transport: trio.SocketStream, ctx: ssl.SSLContext, 
     return stream, principal
 
 
-def _ack_now(transport: trio.SocketStream) -> None:
+# The most plaintext one TLS record holds. A read asks OpenSSL for at most this much:
+# SSLObject.read(n) allocates n bytes before it knows how many it has, and a request of
+# 256 KiB per 1.5 KiB record (a fresh mmap above glibc's threshold, then a shrink) cost
+# more than the decryption.
+TLS_RECORD = 16 * 1024
+
+
+def _ack_now(transport: trio.abc.Stream) -> None:
     """Acknowledge the client's last handshake flight at once instead of in up to 40 ms.
 
     The server's last word in the handshake is the client's Finished, which it answers with
@@ -119,7 +126,7 @@ def _ack_now(transport: trio.SocketStream) -> None:
     ``socket.nagle.disable=false``) holds its first request until that ACK arrives: every new
     TLS connection's first answer came 40 ms late. Linux only (TCP_QUICKACK)."""
     quickack = getattr(socket, "TCP_QUICKACK", None)
-    if quickack is not None:
+    if quickack is not None and isinstance(transport, trio.SocketStream):
         try:
             transport.socket.setsockopt(socket.IPPROTO_TCP, quickack, 1)
         except OSError:
@@ -143,7 +150,7 @@ def read_buffered(stream: trio.SSLStream, max_bytes: int) -> bytes:
     n = 0
     while n < max_bytes:
         try:
-            chunk = obj.read(max_bytes - n)
+            chunk = obj.read(min(max_bytes - n, TLS_RECORD))
         except ssl.SSLError:  # SSLWantReadError: nothing more is buffered
             break
         if not chunk:
