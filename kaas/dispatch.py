@@ -96,7 +96,7 @@ async def execute(p: Prepared) -> bytes | None:
     try:
         result = await p.handler.module.handle(p.ctx, p.body)
         if result is not None:
-            if isinstance(result, dict):
+            if isinstance(result, dict):  # (bytes: a body the handler encoded once)
                 result = build(codec.response_class(p.api_key, p.version), result)
             out = codec.encode_response(p.api_key, p.version, p.corr, result)
         return out

@@ -87,11 +87,33 @@ _BODY_CACHE_MAX = 1024
 _body_cache: dict[tuple[int, int, Any], bytes] = {}
 
 
+def encode_body(api_key: int, version: int, body: Any) -> bytes:
+    """The encoded body alone (no size, no header): what a handler whose answer never
+    changes returns, once, for ``encode_response`` to frame."""
+    buf = io.BytesIO()
+    response_io(api_key, version)[3](buf, body)
+    return buf.getvalue()
+
+
+@cache
+def _header_prefix(api_key: int, version: int) -> tuple[bool, bytes]:
+    """(header written by kio, the bytes after the correlation id): response header v0 is
+    the correlation id alone, v1 adds an empty tagged-field section; any other shape goes
+    through kio's writer."""
+    _cls, hdr_cls, write_header, _write_body = response_io(api_key, version)
+    buf = io.BytesIO()
+    write_header(buf, hdr_cls(correlation_id=0))
+    tail = buf.getvalue()[4:]
+    return tail not in (b"", b"\0"), tail
+
+
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
-    """Frame a response: size prefix, response header of the class's version, body."""
+    """Frame a response: size prefix, response header of the class's version, body.
+    ``body`` is a kio response entity, or ``bytes``: a body already encoded (``encode_body``)."""
     _cls, hdr_cls, write_header, write_body = response_io(api_key, version)
-    header = hdr_cls(correlation_id=correlation_id)
-    if api_key in REPEATING_BODY_APIS:
+    if isinstance(body, bytes):
+        encoded = body
+    elif api_key in REPEATING_BODY_APIS:
         key = (api_key, version, body)
         encoded = _body_cache.get(key)
         if encoded is None:
@@ -101,9 +123,13 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
             if len(_body_cache) >= _BODY_CACHE_MAX:
                 _body_cache.clear()
             _body_cache[key] = encoded
-        return _framed(write_header, header, _write_encoded, encoded)
-    # a view of the encoded bytes: no copy on the way to the socket
-    return _framed(write_header, header, write_body, body)
+    else:
+        # a view of the encoded bytes: no copy on the way to the socket
+        return _framed(write_header, hdr_cls(correlation_id=correlation_id), write_body, body)
+    generic, tail = _header_prefix(api_key, version)
+    if generic:
+        return _framed(write_header, hdr_cls(correlation_id=correlation_id), _write_encoded, encoded)
+    return struct.pack(">ii", 4 + len(tail) + len(encoded), correlation_id) + tail + encoded
 
 
 def _write_encoded(buf: io.BytesIO, encoded: bytes) -> None:

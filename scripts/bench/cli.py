@@ -53,12 +53,14 @@ def cli() -> None:
 
 @cli.command()
 @common_options
+@click.option("--keyless", is_flag=True,
+              help="Name no partition: librdkafka's default partitioner (sticky for keyless values) places them.")
 def produce(bootstrap, messages, size, partitions, topic, acks, idempotence, linger_ms, compression, cpu_pids,
-            kaas_data) -> None:
+            kaas_data, keyless) -> None:
     """Produce --messages values of --size bytes; msgs/s, MiB/s, delivery latency p50/p99."""
     topic = topic or f"bench-produce-{uuid.uuid4().hex[:8]}"
     _emit(run_produce(bootstrap, topic, messages, size, partitions, acks, idempotence, linger_ms, compression,
-                      pids=BrokerPids(cpu_pids, kaas_data)))
+                      pids=BrokerPids(cpu_pids, kaas_data), keyless=keyless))
 
 
 @cli.command()

@@ -61,3 +61,29 @@ def test_other_apis_are_not_cached(monkeypatch):
     body = build(codec.response_class(3, 12), {"brokers": [], "topics": []})
     assert bytes(codec.encode_response(3, 12, 9, body)) == reference(3, 12, 9, body)
     assert codec._body_cache == {}
+
+
+ALL_RESPONSES = [(key, v) for key, h in sorted(REGISTRY.items()) for v in range(h.min_version, h.max_version + 1)]
+
+
+@pytest.mark.parametrize(("api_key", "version"), ALL_RESPONSES)
+def test_a_body_encoded_once_frames_like_kio(api_key, version):
+    """A handler may return its body encoded (``encode_body``): framed with the header
+    written by hand (v0: the correlation id; v1: and an empty tag section), the bytes are
+    kio's, for every key and version."""
+    body = build(codec.response_class(api_key, version), {})
+    for corr in (0, 7, -(2**31), 2**31 - 1):
+        encoded = codec.encode_body(api_key, version, body)
+        assert bytes(codec.encode_response(api_key, version, corr, encoded)) == \
+            reference(api_key, version, corr, body)
+
+
+def test_api_versions_answers_the_registry_for_each_version():
+    from kaas.handlers import api_versions, versions_table
+
+    for v in range(REGISTRY[18].min_version, REGISTRY[18].max_version + 1):
+        cls = codec.response_class(18, v)
+        got = codec.entity_reader(cls)(api_versions._body(v, 0), 0)[0]
+        assert [(k.api_key, k.min_version, k.max_version) for k in got.api_keys] == \
+            [(k["api_key"], k["min_version"], k["max_version"]) for k in versions_table()]
+        assert got.error_code == 0

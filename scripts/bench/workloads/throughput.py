@@ -23,10 +23,13 @@ from ..metering import BrokerPids, CpuMeter, cpu_fields, tmpfs_write_floor
 
 def run_produce(bootstrap: str, topic: str, messages: int, size: int, partitions: int, acks: str = "all",
                 idempotence: bool = True, linger_ms: float = 5.0, compression: str = "none", create: bool = True,
-                pids: BrokerPids | None = None, seconds: float | None = None, warmup: bool = True) -> dict:
+                pids: BrokerPids | None = None, seconds: float | None = None, warmup: bool = True,
+                keyless: bool = False) -> dict:
     """Produce ``messages`` values of ``size`` bytes round-robin over the partitions (stopping
     early after ``seconds`` if given); msgs/s, MiB/s, delivery latency p50/p99. With
-    ``warmup``, one untimed message per partition goes first (connections, metadata)."""
+    ``warmup``, one untimed message per partition goes first (connections, metadata). With
+    ``keyless``, no partition is named: librdkafka's default partitioner places the keyless
+    values (sticky: one partition for ``sticky.partitioning.linger.ms``, then another)."""
     from confluent_kafka import Producer
 
     if create:
@@ -59,7 +62,10 @@ def run_produce(bootstrap: str, topic: str, messages: int, size: int, partitions
     for i in range(messages):
         while True:
             try:
-                produce(topic, value=payloads[i % npay], partition=i % partitions, on_delivery=on_delivery)
+                if keyless:
+                    produce(topic, value=payloads[i % npay], on_delivery=on_delivery)
+                else:
+                    produce(topic, value=payloads[i % npay], partition=i % partitions, on_delivery=on_delivery)
                 break
             except BufferError:
                 poll(0.01)
@@ -85,7 +91,7 @@ def run_produce(bootstrap: str, topic: str, messages: int, size: int, partitions
         "mib_per_s": round(nbytes / MIB / elapsed, 3),
         "p50_ms": _r(_percentile(latencies, 0.50) * 1000), "p99_ms": _r(_percentile(latencies, 0.99) * 1000),
         "messages": sent, "size": size, "partitions": partitions, "acks": acks,
-        "idempotence": idempotence, "linger_ms": linger_ms, "compression": compression,
+        "idempotence": idempotence, "linger_ms": linger_ms, "compression": compression, "keyless": keyless,
         "seconds": round(elapsed, 3), "topic": topic, "bootstrap": bootstrap,
         **cpu_fields(cpu_s, nbytes, sys_s=meter.system, faults=meter.faults), **floor,
     }
