@@ -1,5 +1,10 @@
 """Frame -> handler -> response bytes. Unsupported versions and malformed bodies are
-decided here, so handlers only ever see well-formed requests of a version they declared."""
+decided here, so handlers only ever see well-formed requests of a version they declared.
+
+After a SaslHandshake v0 the frames of its exchange are raw SASL tokens, not requests
+(``Session.awaiting_raw_token``): each is run as the ``auth_bytes`` of a SaslAuthenticate
+v0 by the same handler, and answered as a bare size-prefixed token (nothing on failure:
+the connection closes, as Apache's v0 path does)."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from kaas.handlers import REGISTRY, Context, versions_table
 from kaas.handlers.session import Session
 from kaas.wire import codec
 from kaas.wire.build import build
+from kaas.wire.framing import frame as size_prefixed
 
 log = structlog.get_logger()
 
@@ -49,6 +55,16 @@ class Prepared:
     body: Any = None
     response: bytes | None = None
     size: int = 0  # request frame bytes on the wire (size prefix included), for metrics
+    raw: bool = False  # a raw SASL token (after SaslHandshake v0): answered without a header
+
+
+def _raw_token(broker, frame: bytes, peer: str, lapses: int, session: Session) -> Prepared:
+    """A frame of a SaslHandshake v0 exchange: the token, as the body of a SaslAuthenticate
+    v0 (no correlation id: the answer carries none)."""
+    handler = REGISTRY[SASL_AUTHENTICATE]
+    body = codec.request_class(SASL_AUTHENTICATE, 0)(auth_bytes=bytes(frame))
+    ctx = Context(broker, SASL_AUTHENTICATE, 0, -1, None, peer, lapses, session)
+    return Prepared(SASL_AUTHENTICATE, 0, -1, handler, ctx, body, size=len(frame) + 4, raw=True)
 
 
 def prepare(broker, frame: bytes, peer: str, lapses: int = 0, session: Session | None = None,
@@ -66,6 +82,8 @@ def prepare(broker, frame: bytes, peer: str, lapses: int = 0, session: Session |
             ApiVersions/SaslHandshake/SaslAuthenticate before authentication or after the
             session expired.
     """
+    if session is not None and session.awaiting_raw_token:
+        return _raw_token(broker, frame, peer, lapses, session)
     api_key, version, corr = codec.peek(frame)
     if session is not None and api_key not in BEFORE_AUTHENTICATION:
         if not session.authenticated:
@@ -95,6 +113,9 @@ async def execute(p: Prepared) -> bytes | None:
     out = None
     try:
         result = await p.handler.module.handle(p.ctx, p.body)
+        if p.raw:  # a raw token's answer, or nothing (a failure: the connection closes)
+            out = size_prefixed(result["auth_bytes"]) if result["error_code"] == ErrorCode.none else None
+            return out
         if result is not None:
             if isinstance(result, dict):  # (bytes: a body the handler encoded once)
                 result = build(codec.response_class(p.api_key, p.version), result)

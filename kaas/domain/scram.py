@@ -6,6 +6,7 @@ The exchange is two round trips of SaslAuthenticate::
     client-first  n,,n=<user>,r=<client nonce>[,<ext>=<value>...]
     server-first  r=<client nonce><server nonce>,s=<salt b64>,i=<iterations>
     client-final  c=biws,r=<combined nonce>,p=<proof b64>
+                  (librdkafka < 2.6.1: r=<client nonce><combined nonce>, ``accepted_nonce``)
     server-final  v=<server signature b64>
 
 ``ScramServer`` takes the client's messages and the values only its caller can supply (the
@@ -18,8 +19,12 @@ Invariants:
       salted password are never kept (``credential_from_salted``);
     - the proof is checked with ``hmac.compare_digest``;
     - the server nonce extends the client's, and the client-final must repeat the
-      combined nonce exactly and bind the channel as ``n,,`` (no channel binding, no
-      authorisation id other than the user itself);
+      combined nonce exactly (or in the one shape of librdkafka's bug, ``client_nonce``
+      followed by the combined nonce: ``accepted_nonce``) and bind the channel as ``n,,``
+      (no channel binding, no authorisation id other than the user itself);
+    - the proof is checked over the AuthMessage built from the client-final as the client
+      sent it (RFC 5802 section 3: client-final-message-without-proof), so whatever nonce
+      it repeated is the one its proof binds;
     - a machine answers each step once: a message in any other state fails, and once it
       failed or finished it refuses everything (no replay on the same exchange);
     - every failure raises ``ScramError`` whose text is for the broker's log only.
@@ -103,6 +108,23 @@ def verify_password(mechanism: str, credential: ScramCredential, password: str) 
     salted = salted_password(mechanism, password, credential.salt, credential.iterations)
     stored = hashlib.new(name, _hmac(name, salted, b"Client Key")).digest()
     return hmac.compare_digest(stored, credential.stored_key)
+
+
+def accepted_nonce(nonce: str, client_nonce: str, combined: str) -> bool:
+    """Whether a client-final's nonce answers the exchange whose server-first sent
+    ``combined`` (``client_nonce`` followed by the server's part).
+
+    Two shapes are accepted: ``combined`` (RFC 5802), and ``client_nonce + combined``, what
+    librdkafka before 2.6.1 sends (confluentinc/librdkafka#4895: it writes its own nonce
+    before the server's whole ``r=`` value). Apache Kafka 3.8.1 to 3.9 accept it, checking
+    only that the nonce ends with the combined one (earlier versions checked no nonce;
+    Kafka 4 wants equality). Anything else (another exchange's nonce, a truncated one, any
+    other prefix) is refused.
+    """
+    if not combined.startswith(client_nonce):
+        return False
+    return (hmac.compare_digest(nonce.encode(), combined.encode())
+            or hmac.compare_digest(nonce.encode(), (client_nonce + combined).encode()))
 
 
 def _printable_nonce(nonce: str) -> bool:
@@ -289,10 +311,11 @@ class ScramServer:
             raise ScramError("client-final must start with c= and r=")
         if _b64decode(parts[0][2:]) != self.first.gs2_header.encode():
             raise ScramError("channel binding does not match")
-        if not hmac.compare_digest(parts[1][2:].encode(), self._nonce.encode()):
+        if not accepted_nonce(parts[1][2:], self.first.client_nonce, self._nonce):
             raise ScramError("nonce does not match the exchange")
         proof = _b64decode(proof_b64)
         cred = self._credential
+        # the client-final without its proof, as sent (with the nonce it repeated)
         auth_message = f"{self.first.bare},{self._server_first},{without_proof}".encode()
         client_signature = _hmac(self._hash, cred.stored_key, auth_message)
         if len(proof) != len(client_signature):

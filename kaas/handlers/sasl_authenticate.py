@@ -1,4 +1,6 @@
-"""SaslAuthenticate (36, v0-v2): one SASL token each way.
+"""SaslAuthenticate (36, v0-v2): one SASL token each way. The raw tokens of a SaslHandshake
+v0 exchange come here too, as the ``auth_bytes`` of a SaslAuthenticate v0 (``dispatch``
+answers them unframed, and a failure with nothing: the connection closes).
 
 PLAIN takes one round: the password is checked against the user's SCRAM credential
 (SCRAM-SHA-512 first, else SCRAM-SHA-256), so one credentials file serves both. SCRAM
@@ -15,7 +17,8 @@ SaslHandshake answers ILLEGAL_SASL_STATE and closes too.
 
 Success sets the session's principal (``User:<name>``) and, with
 ``--connections-max-reauth-ms``, its deadline (KIP-368: answered as
-``session_lifetime_ms`` from v1). A re-authentication may not change the principal.
+``session_lifetime_ms`` from v1; a v0 exchange is told nothing, and its connection is
+closed at the deadline, as Apache does). A re-authentication may not change the principal.
 """
 
 from __future__ import annotations
@@ -144,5 +147,5 @@ async def handle(ctx, req) -> dict:
         lifetime_ms = max(1, min(lifetime_ms, expires_ms - int(time.time() * 1000)))
     session.reauth_deadline = trio.current_time() + lifetime_ms / 1000 if lifetime_ms > 0 else None
     log.debug("sasl_authenticated", principal=principal, mechanism=mechanism, peer=ctx.peer,
-              reauthentication=reauthentication)
+              reauthentication=reauthentication, raw_tokens=session.raw_tokens)
     return _answer(ctx, ErrorCode.none, None, out, lifetime_ms)

@@ -1,12 +1,22 @@
-"""SaslHandshake (17): the client names its SASL mechanism; SaslAuthenticate carries the
-exchange. Only v1 (the exchange framed in SaslAuthenticate): v0's raw tokens after the
-handshake are what Kafka 4 removed (KIP-896), and every client of CLIENTS.md sends v1; a
-v0 request is an unsupported version and closes the connection (``dispatch``).
+"""SaslHandshake (17, v0-v1): the client names its SASL mechanism, and the version says how
+the exchange follows. v1 (KIP-152): in SaslAuthenticate requests. v0: as raw SASL tokens,
+each a bare size-prefixed frame with no Kafka header, answered the same way; once the
+exchange ends (success) the connection is back to Kafka requests (``session.raw_tokens``,
+``dispatch.prepare`` reads each such frame as a token for ``sasl_authenticate``).
+
+v0 is served as Apache Kafka serves it (KIP-896 meant to drop it in 4.0; KAFKA-18270 kept
+it) because librdkafka enables SASL only when ApiVersions lists SaslHandshake v0, and then
+sends v1 (confluentinc/librdkafka#4983; Debian's kcat links librdkafka 2.0.2), and clients
+pinned below Kafka 1.0 send v0 itself (kafka-python with ``api_version=(0, 11, 0)``).
 
 On a listener without SASL the answer is ILLEGAL_SASL_STATE, as Apache's ``KafkaApis``.
 An unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled list, then the
 connection closes; so does a handshake in the middle of an exchange. On an authenticated
-connection a handshake starts a re-authentication (KIP-368), with the same mechanism."""
+connection a v1 handshake starts a re-authentication (KIP-368), with the same mechanism;
+a session that authenticated with v0, or a v0 handshake, cannot re-authenticate (KIP-368
+needs SaslAuthenticate v1): ILLEGAL_SASL_STATE, then the connection closes. Such a
+session still expires with ``--connections-max-reauth-ms`` (``dispatch.prepare``), as in
+Apache, whose v0 path sets the session's expiry too."""
 
 from __future__ import annotations
 
@@ -16,7 +26,7 @@ from kaas.domain import scram
 from kaas.handlers import _sasl
 
 API_KEY = 17
-VERSIONS = (1, 1)
+VERSIONS = (0, 1)
 
 
 async def handle(ctx, req) -> dict:
@@ -27,6 +37,9 @@ async def handle(ctx, req) -> dict:
     if session.sasl is not None:
         session.close_reason = "SaslHandshake in the middle of a SASL exchange"
         return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": tuple(enabled)}
+    if session.authenticated and (ctx.api_version == 0 or session.raw_tokens):
+        session.close_reason = "re-authentication needs SaslHandshake v1, and a login made with v1 (KIP-368)"
+        return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": tuple(enabled)}
     if req.mechanism not in enabled:
         session.close_reason = f"SASL mechanism {req.mechanism!r} not enabled"
         return {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": tuple(enabled)}
@@ -34,6 +47,7 @@ async def handle(ctx, req) -> dict:
         session.close_reason = f"re-authentication with {req.mechanism}, authenticated with {session.mechanism}"
         return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": tuple(enabled)}
     session.mechanism = req.mechanism
+    session.raw_tokens = ctx.api_version == 0
     if req.mechanism in scram.MECHANISMS:
         session.sasl = scram.ScramServer(req.mechanism)
     else:

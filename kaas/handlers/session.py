@@ -1,8 +1,8 @@
 """What one connection knows of its client's security (issue 21): the listener it came in
 on, whether it has authenticated, and as whom. Created by ``net.connection`` per
 connection and handed to every handler as ``ctx.session``; the SASL handlers change it,
-the authoriser reads ``principal``. A PLAINTEXT connection is authenticated from the start
-as ``User:ANONYMOUS``, as in Apache Kafka."""
+the authoriser reads ``principal``, ``dispatch`` reads ``awaiting_raw_token``. A PLAINTEXT
+connection is authenticated from the start as ``User:ANONYMOUS``, as in Apache Kafka."""
 
 from __future__ import annotations
 
@@ -21,5 +21,13 @@ class Session:
     peer_host: str = ""
     mechanism: str | None = None  # the SASL mechanism SaslHandshake chose
     sasl: Any = None  # the SASL exchange in progress (a pure machine of kaas.domain)
+    raw_tokens: bool = False  # SaslHandshake v0 chose the mechanism: its tokens come unframed
     reauth_deadline: float | None = None  # KIP-368: trio time the session must re-authenticate by
     close_reason: str | None = None  # set by a handler: close the connection after this response
+
+    @property
+    def awaiting_raw_token(self) -> bool:
+        """Whether the next frame is a raw SASL token, not a Kafka request: after a
+        SaslHandshake v0, until its exchange ends (Apache's pre-KIP-152 framing: each
+        token a bare size-prefixed frame, no request header, answered the same way)."""
+        return self.raw_tokens and self.sasl is not None

@@ -19,7 +19,7 @@ from kaas.aio import held
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
 from kaas.net.tls import TLS_RECORD, read_buffered
-from kaas.wire.framing import FrameDecoder, FramingError
+from kaas.wire.framing import MIN_FRAME, FrameDecoder, FramingError
 
 log = structlog.get_logger()
 
@@ -28,6 +28,7 @@ MAX_IN_FLIGHT = 64
 # ApiVersions request): a 100 MiB "token" is refused at its size prefix, never buffered.
 UNAUTHENTICATED_MAX_FRAME = 64 * 1024
 _conn_ids = itertools.count(1)
+SASL_APIS = (17, 36)  # SaslHandshake, SaslAuthenticate (and the raw tokens of a v0 exchange)
 
 # Requests that never park (no long poll, no rebalance wait, no group-commit batching with
 # their neighbours) and so may run in the reader task itself when nothing else of the
@@ -172,8 +173,13 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
             slot.data = await execute(prepared)
             if session.close_reason is not None:
                 slot.close_after = session.close_reason
-            elif session.authenticated and decoder.max_frame != max_frame:
-                decoder.max_frame = max_frame
+            else:
+                if session.authenticated and decoder.max_frame != max_frame:
+                    decoder.max_frame = max_frame
+                if prepared.api_key in SASL_APIS:
+                    # the tokens of a SaslHandshake v0 exchange are bare frames, which may
+                    # be shorter than a request header; afterwards requests again
+                    decoder.min_frame = 0 if session.awaiting_raw_token else MIN_FRAME
         except CloseConnection as exc:
             slot.close = str(exc)
         except Exception as exc:  # a bug: never take the broker down with it

@@ -2,7 +2,8 @@
 
 Invariants:
     - a frame is a 4-byte big-endian size followed by that many bytes;
-    - a size above ``max_frame`` or below the smallest request header is a remote error;
+    - a size above ``max_frame`` or below ``min_frame`` (by default the smallest request
+      header) is a remote error;
     - the frames produced do not depend on how the input bytes were split.
 """
 
@@ -35,13 +36,14 @@ class FrameDecoder:
     overwrites it); small frames are yielded as ``bytes``.
     """
 
-    __slots__ = ("_buf", "_max", "_pos", "_large", "_fill")
+    __slots__ = ("_buf", "_max", "_min", "_pos", "_large", "_fill")
 
     LARGE = 64 * 1024
 
-    def __init__(self, max_frame: int) -> None:
+    def __init__(self, max_frame: int, min_frame: int = MIN_FRAME) -> None:
         self._buf = bytearray()
         self._max = max_frame
+        self._min = min_frame
         self._pos = 0  # start of the first unconsumed byte
         self._large: bytearray | None = None  # payload of the large frame being received
         self._fill = 0  # bytes of it received so far
@@ -55,6 +57,16 @@ class FrameDecoder:
         """Change the bound for the frames not yet cut (a connection raises it once its
         client has authenticated)."""
         self._max = value
+
+    @property
+    def min_frame(self) -> int:
+        return self._min
+
+    @min_frame.setter
+    def min_frame(self, value: int) -> None:
+        """Change the lower bound for the frames not yet cut (the raw SASL tokens after a
+        SaslHandshake v0 are no requests, and may be shorter than a request header)."""
+        self._min = value
 
     def _compact(self) -> None:
         if self._pos:
@@ -111,8 +123,8 @@ class FrameDecoder:
         while n - self._pos >= 4:
             pos = self._pos
             size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-            if size < MIN_FRAME or size > self._max:
-                raise FramingError(f"frame size {size} outside [{MIN_FRAME}, {self._max}]")
+            if size < self._min or size > self._max:
+                raise FramingError(f"frame size {size} outside [{self._min}, {self._max}]")
             if n - pos - 4 < size:
                 if size >= self.LARGE:
                     # the frame's own buffer: what has arrived moves in, the rest is received into it

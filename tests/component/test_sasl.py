@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+import structlog
 import trio
 from kio.schema.alter_user_scram_credentials.v0.request import (
     AlterUserScramCredentialsRequest,
@@ -24,6 +25,7 @@ from kio.schema.alter_user_scram_credentials.v0.request import (
 from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest, UserName
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from kaas.broker import Broker
@@ -33,7 +35,7 @@ from kaas.handlers.session import Session
 from kaas.net.connection import serve_connection
 from kaas.peers import LinkFailed, authenticate_peer
 from kaas.storage import credentials
-from kaas.wire import codec
+from kaas.wire import codec, framing
 from kaas.wire.framing import FrameDecoder
 from tests.component.test_connection import API_VERSIONS, Client, metadata, open_broker_in, open_stream_pair
 from tests.jwt_keys import AUDIENCE, ISSUER, Keys, b64url, client_message
@@ -264,13 +266,148 @@ async def test_unauthenticated_frames_are_bounded_then_the_full_size_applies(tmp
         assert len(md.topics) == 400
 
 
-async def test_sasl_handshake_v0_is_refused(tmp_path):
+def handshake_v0(mechanism: str = "SCRAM-SHA-512") -> SaslHandshakeRequestV0:
+    return SaslHandshakeRequestV0(mechanism=mechanism)
+
+
+async def send_raw(client: Client, token_bytes: bytes) -> None:
+    await client.stream.send_all(framing.frame(token_bytes))
+
+
+async def receive_raw(client: Client) -> bytes:
+    """The next raw token (a bare size-prefixed frame) the broker sends."""
+    assert await client._fill(4), "connection closed"
+    (size,) = struct.unpack_from(">i", client.buf)
+    assert await client._fill(4 + size), "connection closed mid-token"
+    out = bytes(client.buf[4:4 + size])
+    del client.buf[:4 + size]
+    return out
+
+
+async def login_v0(client: Client, user: str = "alice", password: str | None = None,
+                   mechanism: str = "SCRAM-SHA-512") -> None:
+    """SaslHandshake v0, then the SCRAM exchange as raw tokens."""
+    hs = await client.call(handshake_v0(mechanism))
+    assert hs.error_code == ErrorCode.none and mechanism in hs.mechanisms
+    sc = ScramClient(mechanism, user, PASSWORDS.get(user, "x") if password is None else password)
+    await send_raw(client, sc.first())
+    await send_raw(client, sc.final(await receive_raw(client)))
+    sc.check(await receive_raw(client))
+
+
+def closing_lines(logs: list[dict]) -> list[dict]:
+    return [e for e in logs if e["event"].startswith("connection_closed")]
+
+
+async def test_sasl_handshake_v0_then_raw_scram_tokens(tmp_path):
+    """Apache's pre-KIP-152 exchange: the tokens unframed, then Kafka requests again."""
     async with running(tmp_path) as (broker, nursery):
+        for mechanism, user in (("SCRAM-SHA-512", "alice"), ("SCRAM-SHA-256", "bob")):
+            async with open_client(broker, nursery) as client:
+                assert (await client.call(API_VERSIONS)).error_code == ErrorCode.none
+                await login_v0(client, user, mechanism=mechanism)
+                assert (await client.call(metadata())).controller_id == 0
+                big = metadata(*(f"t{i:05d}-{'x' * 200}" for i in range(400)))  # past the 64 KiB bound
+                assert len((await client.call(big)).topics) == 400
+
+
+async def test_a_raw_token_sent_with_its_handshake_is_read_as_a_token(tmp_path):
+    """The handshake and the client-first in one write: the frame after the handshake is
+    cut as a token, not as a request."""
+    async with running(tmp_path) as (broker, nursery), open_client(broker, nursery) as client:
+        sc = ScramClient("SCRAM-SHA-512", "alice", "alice-secret")
+        _corr, hs_frame = client.frame(handshake_v0())
+        await client.stream.send_all(hs_frame + framing.frame(sc.first()))
+        _corr, hs = await client.receive(17, 0)
+        assert hs.error_code == ErrorCode.none
+        await send_raw(client, sc.final(await receive_raw(client)))
+        sc.check(await receive_raw(client))
+        assert (await client.call(metadata())).controller_id == 0
+
+
+async def test_raw_tokens_shorter_than_a_request_header_reach_the_exchange(tmp_path):
+    async with running(tmp_path, sasl_enabled_mechanisms=("PLAIN",), sasl_allow_plaintext_credentials=True) \
+            as (broker, nursery):
         async with open_client(broker, nursery) as client:
-            _corr, frame = client.frame(handshake())
-            frame = frame[:6] + struct.pack(">h", 0) + frame[8:]
-            await client.stream.send_all(frame)
-            assert await client.wait_closed() == b""
+            assert (await client.call(handshake_v0("PLAIN"))).error_code == ErrorCode.none
+            await send_raw(client, b"\0bob\0bob-secret")
+            assert await receive_raw(client) == b""  # PLAIN's empty answer, as Apache's v0 path sends it
+            assert (await client.call(metadata())).controller_id == 0
+        with structlog.testing.capture_logs() as logs:
+            async with open_client(broker, nursery) as client:
+                assert (await client.call(handshake_v0("PLAIN"))).error_code == ErrorCode.none
+                await send_raw(client, b"\0a\0b")  # 4 bytes: a token, not a bad frame
+                assert await client.wait_closed() == b""
+        (line,) = closing_lines(logs)
+        assert line["event"] == "connection_closed_after_response" and "user 'a'" in line["reason"], line
+
+
+@pytest.mark.parametrize("case", ["wrong password", "garbage", "a Kafka request", "foreign nonce", "empty"])
+async def test_a_failed_raw_exchange_closes_without_an_answer(tmp_path, case):
+    async with running(tmp_path) as (broker, nursery):
+        with structlog.testing.capture_logs() as logs:
+            async with open_client(broker, nursery) as client:
+                assert (await client.call(handshake_v0())).error_code == ErrorCode.none
+                sc = ScramClient("SCRAM-SHA-512", "alice", "wrong" if case == "wrong password" else "alice-secret")
+                if case == "garbage":
+                    await send_raw(client, b"\xff\xfe garbage")
+                elif case == "a Kafka request":  # SaslAuthenticate framing is not a token here
+                    await client.send(token(sc.first()))
+                elif case == "empty":
+                    await send_raw(client, b"")
+                else:
+                    await send_raw(client, sc.first())
+                    final = sc.final(await receive_raw(client))
+                    await send_raw(client, final.replace(b",r=", b",r=x") if case == "foreign nonce" else final)
+                assert await client.wait_closed() == b""  # v0 has no error response: the connection closes
+        (line,) = closing_lines(logs)
+        assert line["event"] == "connection_closed_after_response", line
+        assert line["reason"].startswith("SASL authentication failed"), line
+        await still_serving(broker, nursery)
+
+
+async def test_an_oversized_raw_token_is_refused_at_its_size(tmp_path):
+    async with running(tmp_path) as (broker, nursery):
+        with structlog.testing.capture_logs() as logs:
+            async with open_client(broker, nursery) as client:
+                assert (await client.call(handshake_v0())).error_code == ErrorCode.none
+                # a 100 MiB token's size prefix and its first bytes: closed at the prefix
+                await client.stream.send_all(struct.pack(">i", 100 * 1024 * 1024) + b"n,,n=alice,r=" + b"x" * 1000)
+                assert await client.wait_closed() == b""
+        (line,) = closing_lines(logs)
+        assert line["event"] == "connection_closed_bad_frame" and "104857600" in line["reason"], line
+        await still_serving(broker, nursery)
+
+
+async def test_eof_in_the_middle_of_a_raw_token(tmp_path):
+    async with running(tmp_path) as (broker, nursery):
+        with structlog.testing.capture_logs() as logs:
+            async with open_client(broker, nursery) as client:
+                assert (await client.call(handshake_v0())).error_code == ErrorCode.none
+                await client.stream.send_all(struct.pack(">i", 100) + b"n,,n=alice")
+                await client.stream.aclose()
+            await trio.sleep(0.1)
+        (line,) = closing_lines(logs)
+        assert line["event"] == "connection_closed_truncated_frame", line
+        await still_serving(broker, nursery)
+
+
+async def test_a_v0_session_does_not_re_authenticate_and_expires(tmp_path):
+    async with running(tmp_path, connections_max_reauth_ms=400) as (broker, nursery):
+        async with open_client(broker, nursery) as client:
+            await login_v0(client)  # told no session lifetime: v0 has no field for it
+            assert (await client.call(metadata())).controller_id == 0
+            # KIP-368 re-authentication needs SaslHandshake v1 and SaslAuthenticate v1+
+            (resp,) = await closed_after(client, handshake())
+            assert resp.error_code == ErrorCode.illegal_sasl_state
+        async with open_client(broker, nursery) as client:
+            await login_v0(client)
+            await trio.sleep(0.5)
+            assert await closed_after(client, metadata()) == []  # past connections.max.reauth.ms
+        async with open_client(broker, nursery) as client:  # and a v1 session may not switch to v0
+            assert (await login(client)).error_code == ErrorCode.none
+            (resp,) = await closed_after(client, handshake_v0())
+            assert resp.error_code == ErrorCode.illegal_sasl_state
         await still_serving(broker, nursery)
 
 

@@ -4,9 +4,10 @@ One 3-broker cluster serves both tests (module scope). KafkaJS (``tests/js``, in
 with ``npm ci`` when ``node_modules`` is missing) creates a topic, produces, commits one
 transaction and aborts another, and reads back with read_committed; kcat (Debian's package,
 installed by ``.ci/run``) produces with ``-P`` and reads with ``-C -e``, and as a
-read_committed consumer sees a committed transaction's records and not an aborted one's;
-its librdkafka 2.0.2 cannot authenticate with SCRAM to kaas yet (see KCAT_SASL_V0), so that
-test is an expected failure while the broker advertises SaslHandshake v1 only."""
+read_committed consumer sees a committed transaction's records and not an aborted one's.
+Its librdkafka 2.0.2 logs in only because the broker advertises SaslHandshake v0
+(confluentinc/librdkafka#4983: it then sends v1) and accepts its doubled SCRAM nonce
+(confluentinc/librdkafka#4895); see docs/security.rst."""
 
 from __future__ import annotations
 
@@ -83,27 +84,8 @@ def _kcat_args(conf: dict[str, str]) -> list[str]:
             "-X", f"sasl.username={conf['sasl.username']}", "-X", f"sasl.password={conf['sasl.password']}"]
 
 
-# Debian's kcat 1.7.1 links librdkafka 2.0.2, which cannot authenticate with SCRAM to kaas
-# today, for two client bugs fixed upstream:
-# 1. it enables SASL only if ApiVersions' SaslHandshake range includes v0 (then sends v1;
-#    confluentinc/librdkafka#4983); kaas advertises SaslHandshake v1 only
-#    (kaas/handlers/sasl_handshake.py; Apache Kafka 4 still serves v0-1, KAFKA-18270), so
-#    kcat stops with KCAT_SASL_V0 before any request;
-# 2. behind that, its client-final repeats the client nonce before the combined one
-#    (confluentinc/librdkafka#4895, fixed in 2.6.1; Apache 3.8.1-3.9 accepted it with
-#    endsWith, Kafka 4 is strict again), which kaas refuses: "nonce does not match the
-#    exchange", and kcat says "invalid credentials".
-# With both relaxed in the broker (tried locally, not committed) the test passes. Until the
-# broker decides, the first failure (exactly that message) is an expected failure;
-# anything else fails the test.
-KCAT_SASL_V0 = "SASL Handshake not supported by broker"
-
-
 def _kcat(args: list[str], what: str, **kw) -> subprocess.CompletedProcess:
     r = _run(["kcat", *args], timeout=60, **kw)
-    if r.returncode != 0 and KCAT_SASL_V0 in r.stderr:
-        pytest.xfail(f"{what}: kcat's librdkafka 2.0.2 needs SaslHandshake v0 in ApiVersions (kaas: v1 only), "
-                     "and sends a doubled SCRAM nonce (librdkafka#4895)")
     assert r.returncode == 0, f"{what} exited {r.returncode}\nstderr:\n{r.stderr}"
     return r
 

@@ -2,7 +2,9 @@
 (librdkafka) produces and consumes with SCRAM-SHA-512 and SCRAM-SHA-256, re-authenticates
 under ``--connections-max-reauth-ms``, is refused with a wrong password; ``kaas users``
 bootstraps the first user offline, then adds and removes users over the wire with
-``--command-config``, and a removed user can no longer log in."""
+``--command-config``, and a removed user can no longer log in; kafka-python pinned below
+Kafka 1.0 authenticates with SaslHandshake v0 and raw tokens, and a 100 MiB raw token
+closes only its own connection."""
 
 from __future__ import annotations
 
@@ -262,3 +264,84 @@ def test_aiokafka_scram_sha_256(sasl_broker):
             await c.stop()
 
     assert asyncio.run(main()) == b"from-aiokafka"
+
+
+@pytest.fixture(scope="module")
+def v0_broker(tmp_path_factory):
+    """A SASL_PLAINTEXT broker without session expiry (a v0 session cannot re-authenticate),
+    logging at debug so that each login's ``raw_tokens`` shows."""
+    data = tmp_path_factory.mktemp("sasl-v0") / "data"
+    users("add", "admin", "--password", ADMIN_PASSWORD, "--data", data)
+    port = free_port()
+    b = BrokerProcess(data, port=port, extra=["--listeners", f"SASL_PLAINTEXT://127.0.0.1:{port}",
+                                              "--inter-broker-listener-name", "SASL_PLAINTEXT", "--log-level", "debug"])
+    with b.running():
+        yield b
+
+
+def kafka_python_v0_round_trip(broker) -> list[bytes]:
+    """kafka-python pinned to Kafka 0.11 (``api_version``), which sends SaslHandshake v0 and
+    then the SCRAM tokens raw (its ``SaslBytesRequest``): create a topic, produce, consume."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    topic = uniq("kp-v0")
+    common = {"bootstrap_servers": broker.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+              "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "admin",
+              "sasl_plain_password": ADMIN_PASSWORD, "api_version": (0, 11, 0)}
+    admin = KafkaAdminClient(**common)
+    try:
+        admin.create_topics([KpNewTopic(topic, 1, 1)])
+    finally:
+        admin.close()
+    p = KafkaProducer(**common)
+    p.send(topic, b"over-sasl-v0").get(timeout=15)
+    p.close()
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, group_id=uniq("g"), **common)
+    try:
+        m = next(iter(c), None)
+        return [] if m is None else [m.value]
+    finally:
+        c.close()
+
+
+def log_lines(broker, word: str) -> list[str]:
+    return [line for line in broker.log_text().splitlines() if word in line]
+
+
+def test_kafka_python_authenticates_with_sasl_handshake_v0_raw_tokens(v0_broker):
+    before = len(log_lines(v0_broker, "sasl_authenticated")), len(log_lines(v0_broker, "warning"))
+    assert kafka_python_v0_round_trip(v0_broker) == [b"over-sasl-v0"]
+    logins = log_lines(v0_broker, "sasl_authenticated")[before[0]:]
+    assert logins and all("raw_tokens=True" in line for line in logins), logins
+    assert len(log_lines(v0_broker, "warning")) == before[1]
+
+
+def test_an_oversized_raw_token_after_sasl_handshake_v0_closes_only_its_connection(v0_broker):
+    """After a v0 handshake the next frame is a raw token; a 100 MiB one is refused at its
+    size prefix (the unauthenticated bound): one warning, and the broker serves on."""
+    import socket
+    import struct
+
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as HandshakeV0
+
+    from kaas.wire import codec
+
+    before = len(log_lines(v0_broker, "warning"))
+    with socket.create_connection(("127.0.0.1", v0_broker.port), timeout=5) as s:
+        s.sendall(codec.encode_request(17, 0, 1, "bad-input", HandshakeV0(mechanism="SCRAM-SHA-512")))
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        _corr, resp = codec.decode_response(17, 0, s.recv(size, socket.MSG_WAITALL))
+        assert resp.error_code == 0 and "SCRAM-SHA-512" in resp.mechanisms
+        s.sendall(struct.pack(">i", 100 * 1024 * 1024) + b"n,,n=admin,r=" + b"x" * 4000)
+        assert s.recv(65536) == b""  # closed, unanswered
+    deadline = time.monotonic() + 5
+    while len(log_lines(v0_broker, "warning")) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    new = log_lines(v0_broker, "warning")[before:]
+    assert len(new) == 1 and "connection_closed_bad_frame" in new[0] and "104857600" in new[0], new
+    assert kafka_python_v0_round_trip(v0_broker) == [b"over-sasl-v0"]
+    assert produce_consume(v0_broker, "SCRAM-SHA-512", "admin", ADMIN_PASSWORD) == [f"v{i}".encode() for i in range(5)]
+    assert len(log_lines(v0_broker, "warning")) == before + 1

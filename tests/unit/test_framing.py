@@ -87,6 +87,22 @@ def test_size_bounds_are_inclusive(size):
     assert _drain(dec) == [b"x" * size]
 
 
+def test_min_frame_changes_between_frames():
+    """A request, then frames shorter than a request header (the raw SASL tokens after a
+    SaslHandshake v0, empty ones included), then the bound again: each frame is cut with
+    the bound in force when it is reached, all from one buffer."""
+    dec = FrameDecoder(MAX)
+    dec.feed(frame(b"r" * 8) + frame(b"tok") + frame(b"") + frame(b"abc"))
+    frames = dec.frames()
+    assert next(frames) == b"r" * 8
+    dec.min_frame = 0
+    assert next(frames) == b"tok"
+    assert next(frames) == b""
+    dec.min_frame = MIN_FRAME
+    with pytest.raises(FramingError):
+        next(frames)
+
+
 def test_bad_size_after_good_frames_yields_the_good_ones_first():
     dec = FrameDecoder(MAX)
     dec.feed(frame(b"a" * 8) + frame(b"b" * 9) + (3).to_bytes(4, "big") + b"zzz")

@@ -25,11 +25,13 @@ RFC7677_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
 
 
 class ReferenceClient:
-    """RFC 5802 section 3, written out step by step."""
+    """RFC 5802 section 3, written out step by step. ``reply_nonce`` maps the server's
+    combined nonce to the one the client-final repeats (and its proof binds)."""
 
     def __init__(self, mechanism: str, user: str, password: str, nonce: str) -> None:
         self.h = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}[mechanism]
         self.user, self.password, self.nonce = user, password, nonce
+        self.reply_nonce = lambda combined: combined  # what the client-final repeats as r=
 
     def first(self) -> bytes:
         name = self.user.replace("=", "=3D").replace(",", "=2C")
@@ -43,7 +45,7 @@ class ReferenceClient:
         salted = hashlib.pbkdf2_hmac(self.h().name, self.password.encode(), salt, iterations)
         client_key = hmac.new(salted, b"Client Key", self.h).digest()
         stored_key = self.h(client_key).digest()
-        without_proof = f"c=biws,r={attrs['r']}"
+        without_proof = f"c=biws,r={self.reply_nonce(attrs['r'])}"
         auth = f"{self.bare},{server_first.decode()},{without_proof}".encode()
         signature = hmac.new(stored_key, auth, self.h).digest()
         proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
@@ -128,6 +130,72 @@ def test_foreign_nonce_is_refused_even_with_a_matching_proof():
         server.receive_client_final(forged)
 
 
+def librdkafka_4895(client: ReferenceClient) -> ReferenceClient:
+    """librdkafka before 2.6.1 (confluentinc/librdkafka#4895, as in 2.0.2's
+    ``rd_kafka_sasl_scram_build_client_final_message_wo_proof``): its client-final writes
+    its own nonce, then the server's whole ``r=`` value, and computes its proof over that."""
+    client.reply_nonce = lambda combined: client.nonce + combined
+    return client
+
+
+@given(mechanism=st.sampled_from(sorted(scram.MECHANISMS)), client_nonce=nonces, server_nonce=nonces)
+def test_the_librdkafka_4895_nonce_shape_logs_in(mechanism, client_nonce, server_nonce):
+    cred = scram.credential_from_password(mechanism, "secret", b"salt", 4096)
+    client = librdkafka_4895(ReferenceClient(mechanism, "alice", "secret", client_nonce))
+    server = ScramServer(mechanism)
+    server.receive_client_first(client.first())
+    final = client.final(server.server_first(cred, server_nonce))
+    assert f",r={client_nonce}{client_nonce}{server_nonce},".encode() in final
+    assert server.receive_client_final(final) == client.expected_final  # its proof is over what it sent
+    assert server.username == "alice"
+
+
+@given(client_nonce=nonces, server_nonce=nonces)
+def test_accepted_nonce_shapes(client_nonce, server_nonce):
+    combined = client_nonce + server_nonce
+    assert scram.accepted_nonce(combined, client_nonce, combined)
+    assert scram.accepted_nonce(client_nonce + combined, client_nonce, combined)
+
+
+@given(client_nonce=nonces, server_nonce=nonces, other=nonces, cut=st.integers(1, 40), data=st.data())
+def test_every_other_nonce_is_refused(client_nonce, server_nonce, other, cut, data):
+    combined = client_nonce + server_nonce
+    refused = [
+        client_nonce,  # the client's alone
+        combined[:-cut] if cut < len(combined) else "",  # truncated
+        (client_nonce + combined)[:-cut],
+        combined + other,  # extended
+        other + combined,  # another prefix (Apache 3.x's endsWith would take it)
+        client_nonce + client_nonce + combined,  # the client's nonce twice over
+        data.draw(nonces),
+    ]
+    if other != server_nonce:
+        # a recorded exchange's nonce (another server nonce), in either shape
+        refused += [client_nonce + other, client_nonce + client_nonce + other]
+    for nonce in refused:
+        if nonce not in (combined, client_nonce + combined):
+            assert not scram.accepted_nonce(nonce, client_nonce, combined), nonce
+
+
+@given(mechanism=st.sampled_from(sorted(scram.MECHANISMS)), client_nonce=nonces, server_nonce=nonces,
+       prefix=nonces)
+def test_a_refused_nonce_fails_even_with_a_proof_over_it(mechanism, client_nonce, server_nonce, prefix):
+    """The client's proof binds whatever nonce it sent, so a client that knows the password
+    and sends another shape of nonce is still refused, at the nonce."""
+    cred = scram.credential_from_password(mechanism, "secret", b"salt", 4096)
+    client = ReferenceClient(mechanism, "alice", "secret", client_nonce)
+    client.reply_nonce = lambda combined: prefix + combined
+    server = ScramServer(mechanism)
+    server.receive_client_first(client.first())
+    final = client.final(server.server_first(cred, server_nonce))
+    if prefix == client_nonce:
+        assert server.receive_client_final(final) == client.expected_final
+    else:
+        with pytest.raises(ScramError, match="nonce"):
+            server.receive_client_final(final)
+        assert server.state == "failed"
+
+
 def test_the_exchange_cannot_be_replayed_or_reordered():
     client, server, final = _half_way()
     server.receive_client_final(final)
@@ -142,6 +210,22 @@ def test_the_exchange_cannot_be_replayed_or_reordered():
     again.receive_client_first(client.first())
     again.server_first(scram.credential_from_password("SCRAM-SHA-512", "secret", b"pepper", 4096), "fresh")
     with pytest.raises(ScramError):
+        again.receive_client_final(final)
+
+
+def test_a_replayed_librdkafka_4895_final_is_refused():
+    """The doubled shape of another exchange's nonce is another nonce: refused, as a replay
+    of the combined one is."""
+    cred = scram.credential_from_password("SCRAM-SHA-512", "secret", b"pepper", 4096)
+    client = librdkafka_4895(ReferenceClient("SCRAM-SHA-512", "alice", "secret", "client-nonce"))
+    first = ScramServer("SCRAM-SHA-512")
+    first.receive_client_first(client.first())
+    final = client.final(first.server_first(cred, "server-nonce"))
+    first.receive_client_final(final)
+    again = ScramServer("SCRAM-SHA-512")
+    again.receive_client_first(client.first())
+    again.server_first(cred, "fresh")
+    with pytest.raises(ScramError, match="nonce"):
         again.receive_client_final(final)
 
 
