@@ -3,6 +3,7 @@
 
     python scripts/chaos.py run --scenario all --messages 4000 --seed 7
     python scripts/chaos.py run --scenario endtxn-failpoints
+    python scripts/chaos.py run --scenario random-kills --secure
 
 Scenarios (each reproducible from its seed, printed on failure):
   endtxn-failpoints  SIGKILL (os._exit at a failpoint) the transaction coordinators at each
@@ -27,8 +28,14 @@ Scenarios (each reproducible from its seed, printed on failure):
 Each scenario writes a report to --out (default /tmp/kaas-chaos-reports): SCENARIO-seedN.json
 (the figures, every fault with its time, every commit's time) and SCENARIO-seedN.svg, a
 timeline of committed transactions per second with each fault marked (scripts/timeline.py),
-and prints both paths. Broker restarts by the supervisor are marked too (a watcher thread
-follows the pid files).
+and prints both paths (SCENARIO-secure-seedN.* with --secure). Broker restarts by the
+supervisor are marked too (a watcher thread follows the pid files).
+
+``--secure`` runs each scenario on ``kaas cluster --secure`` (SASL_SSL, SCRAM, the
+authoriser on): the harness's copiers, seeding producer and verifier run as
+least-privilege SCRAM users with exactly the ACLs they need (``eos_harness.acl_plan``), so
+the faults also hit the authenticated peer links and the ACL and credential reloads of
+restarted brokers.
 
 Exit status 0 only when exactly-once held in every scenario run (and, for ``continuous``,
 the copy completed). The issue-19 targets for ``continuous`` (no stretch without a commit
@@ -369,28 +376,31 @@ def scratch_volume(scenario: str):
 
 
 def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
-                 duration: float = 0, out: Path | None = None) -> dict:
+                 duration: float = 0, out: Path | None = None, secure: bool = False) -> dict:
     """One scenario on a fresh cluster. ``duration``: pace the copiers so the copy takes about
     this long (the faults must land while transactions run), 0 for full speed. ``out``: a
-    directory for the report (JSON and SVG timeline)."""
+    directory for the report (JSON and SVG timeline). ``secure``: ``kaas cluster --secure``,
+    the clients as least-privilege users (``eos_harness.grant_least_privilege``)."""
     with scratch_volume(scenario) as tmp:
-        result = _run_in(tmp, scenario, seed, messages, copiers, timeout, echo, duration)
+        result = _run_in(tmp, scenario, seed, messages, copiers, timeout, echo, duration, secure)
     if out is not None:
         write_report(result, out, echo)
     return result
 
 
 def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
-            duration: float) -> dict:
+            duration: float, secure: bool = False) -> dict:
     rnd = random.Random(seed)
     # KAAS_CHAOS_BROKER_ARGS: extra `kaas broker` options, e.g. "--no-marker-rpc" for an A/B run
     cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"},
-                             extra=shlex.split(os.environ.get("KAAS_CHAOS_BROKER_ARGS", ""))).start()
+                             extra=shlex.split(os.environ.get("KAAS_CHAOS_BROKER_ARGS", "")), secure=secure).start()
     run_id = uuid.uuid4().hex[:8]
     cfg = {"bootstrap": cluster.bootstrap, "messages": messages, "copiers": copiers, "commit_every": 25,
            "abort_every": 10, "rate": messages / (copiers * duration) if duration else 0,
            "input_partitions": 6, "output_partitions": 6, "timeout": timeout, "seed": seed,
            "input": f"chaos-in-{run_id}", "output": f"chaos-out-{run_id}", "group": f"chaos-{run_id}"}
+    if secure:
+        cfg.update(secure=True, security={"admin": eos_harness.admin_settings(cluster.client_properties)})
     chaos = Chaos(scenario, cluster, rnd, echo, transactional_id=f"{cfg['group']}-copier-0")
     chaos.watch_restarts()
     t0 = time.monotonic()
@@ -410,7 +420,8 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
             echo(f"data directory kept: {tmp}")
     commits = result["commit_times"]
     stretch, stretch_at = longest_stretch(commits)
-    result.update({"scenario": scenario, "faults": chaos.faults, "seconds": round(time.monotonic() - t0, 1),
+    result.update({"scenario": scenario, "secure": secure, "faults": chaos.faults,
+                   "seconds": round(time.monotonic() - t0, 1),
                    "kills": len(chaos.fault_times), "paced_msgs_per_s": round(cfg["rate"] * copiers, 1),
                    "recovery_s": recovery(chaos.fault_times, commits),
                    "longest_no_commit_s": stretch,
@@ -432,7 +443,7 @@ def longest_stretch(commits: list[float]) -> tuple[float | None, float | None]:
 def write_report(result: dict, out: Path, echo) -> tuple[Path, Path]:
     """``out/SCENARIO-seedN.json`` (the whole result) and ``.svg`` (the timeline); echoes both."""
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{result['scenario']}-seed{result['seed']}"
+    stem = out / f"{result['scenario']}{'-secure' if result.get('secure') else ''}-seed{result['seed']}"
     t0 = result["copy_started_at"]
     faults = [timeline.Fault(t0 + at, kind, label) for at, kind, label in result["events"]]
     title = (f"{result['scenario']} (seed {result['seed']}): {result['messages']} messages, "
@@ -484,8 +495,11 @@ SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "events", "fa
               help="continuous: first run the same copy without faults (scenario none) for the rate.")
 @click.option("--out", type=click.Path(path_type=Path), default=REPORT_DIR, show_default=True,
               help="Directory for each scenario's JSON report and SVG timeline.")
+@click.option("--secure", is_flag=True,
+              help="kaas cluster --secure (SASL_SSL, SCRAM, ACLs); the harness's clients run as least-privilege "
+                   "users with only the ACLs they need.")
 def run(scenario: str, seed: int | None, messages: int | None, copiers: int, duration: float | None,
-        timeout: float | None, baseline: bool, out: Path) -> None:
+        timeout: float | None, baseline: bool, out: Path, secure: bool) -> None:
     """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     names = SCENARIOS if scenario == "all" else (scenario,)
@@ -496,15 +510,16 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
         m = messages or (CONT_MESSAGES if long else 4000)
         d = duration if duration is not None else (CONT_DURATION_S if long else 40)
         t = timeout or (CONT_TIMEOUT_S if name == "continuous" else 150)
-        click.echo(f"== scenario {name} (seed {s}, {m} messages, paced to {d:.0f} s)")
+        click.echo(f"== scenario {name} (seed {s}, {m} messages, paced to {d:.0f} s{', secure' if secure else ''})")
         # continuous's report is written below, with its baseline's figures
-        r = run_scenario(name, s, m, copiers, t, click.echo, d, None if name == "continuous" else out)
+        r = run_scenario(name, s, m, copiers, t, click.echo, d, None if name == "continuous" else out, secure)
         if not r["ok"]:
             for line in r["violations"] + [f"fatal: {f}" for f in r["fatal"]]:
                 click.echo(f"   {line}")
             if not r["copy_completed"]:
                 click.echo("   the copy did not complete")
-            click.echo(f"!! scenario {name} FAILED — replay with: scripts/chaos.py run --scenario {name} --seed {s}")
+            click.echo(f"!! scenario {name} FAILED — replay with: scripts/chaos.py run --scenario {name} --seed {s}"
+                       f"{' --secure' if secure else ''}")
         return r
 
     for i, name in enumerate(names):
@@ -526,13 +541,14 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
                 "0 anomalies": r["ok"]}
             write_report(r, out, click.echo)
         results.append(r)
-    click.echo(f"{'scenario':<20} {'seed':>11} {'msgs':>6} {'kills':>5} {'recovery s':>10} {'stretch s':>9} "
+    click.echo(f"{'scenario':<26} {'seed':>11} {'msgs':>6} {'kills':>5} {'recovery s':>10} {'stretch s':>9} "
                f"{'msgs/s':>7} {'txn ok':>7} {'aborted':>7} {'dups':>5} {'lost':>5} {'aborted visible':>15} "
                f"{'offsets':>7} {'secs':>6}  result")
     for r in results:
         rec = "-" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}"
         stretch = "-" if r["longest_no_commit_s"] is None else f"{r['longest_no_commit_s']:.2f}"
-        click.echo(f"{r['scenario']:<20} {r['seed']:>11} {r['messages']:>6} {r['kills']:>5} {rec:>10} {stretch:>9} "
+        name = r["scenario"] + (" (secure)" if r.get("secure") else "")
+        click.echo(f"{name:<26} {r['seed']:>11} {r['messages']:>6} {r['kills']:>5} {rec:>10} {stretch:>9} "
                    f"{r['msgs_per_s']:>7} {r['transactions_committed']:>7} {r['transactions_aborted']:>7} "
                    f"{r['duplicates']:>5} {r['losses']:>5} {r['aborted_visible']:>15} {str(r['offsets_match']):>7} "
                    f"{r['seconds']:>6}  {'ok' if r['ok'] else 'FAILED'}")

@@ -3,6 +3,8 @@
 
     python scripts/eos_harness.py run --bootstrap 127.0.0.1:9092 --messages 20000 --copiers 3
     python scripts/eos_harness.py run --start-cluster 3 --messages 5000    # its own cluster
+    python scripts/eos_harness.py run --start-cluster 3 --secure           # kaas cluster --secure
+    python scripts/eos_harness.py run --bootstrap HOST:PORT --secure --command-config admin.properties
 
 1. seeds an input topic with N unique sequenced messages;
 2. runs K copier processes: a read_committed group consumer and a transactional producer
@@ -26,6 +28,16 @@ transaction stays open until its restart fences it or the coordinator aborts it 
 ``transaction.timeout.ms``, and reading before then would stop at the LSO and report the
 records behind it as lost. A transaction still open when that wait gives up is reported as
 a violation (every transaction must complete), and the read stops at the LSO.
+
+``--secure`` runs on a SASL_SSL cluster with the authoriser on (``kaas cluster --secure``
+with ``--start-cluster``, else any cluster whose admin's client settings ``--command-config``
+gives): the harness, as the admin, creates the topics, then a SCRAM-SHA-512 user per role
+(copier, seeding producer, verifier) and the ACLs each role needs and nothing more
+(``acl_plan``); the copiers, the seeding producer and the verifier connect as those users
+(SASL_SSL, the cluster's CA), never as a super user. Before seeding it checks that the ACLs
+read back are exactly the plan and that a few things outside it are refused (the copier
+writing the input topic, initialising a transactional id outside its prefix or setting a
+SCRAM password; the verifier writing the output topic).
 """
 
 from __future__ import annotations
@@ -49,6 +61,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kaas.domain import checker  # noqa: E402 — the project's history checker
 
 GROUP_PREFIX = "eos-harness"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+ROLES = ("copier", "producer", "verifier")  # the least-privilege users of a --secure run
+GRANT_WAIT_S = 30.0  # --secure: how long the new users and ACLs may take to reach every broker
 
 # Client settings an Apache Kafka user would pick for fast failover (cfg keys override):
 # a dead copier's partitions move after the session timeout (the broker allows down to
@@ -63,6 +78,15 @@ OPEN_TXN_WAIT_S = 45.0  # verify: how long to wait for the output's open transac
 
 def _knob(cfg: dict, key: str) -> int:
     return int(cfg.get(key) or COPIER_DEFAULTS[key])
+
+
+def security(cfg: dict, role: str = "admin") -> dict:
+    """The client settings of ``role`` on this run's cluster (``cfg["security"][role]``:
+    security.protocol, ssl.ca.location, sasl.*), to merge into a confluent-kafka config;
+    empty on a plaintext cluster. ``admin`` is the harness itself (topics, monitoring, the
+    group's committed offsets); ``copier``, ``producer`` and ``verifier`` are the
+    least-privilege users ``grant_least_privilege`` made."""
+    return dict((cfg.get("security") or {}).get(role, {}))
 
 
 class StatsFile:
@@ -88,6 +112,7 @@ def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
     stop_file = Path(run_dir) / "stop"
     rnd = random.Random(cfg["seed"] * 1000 + idx * 100 + incarnation)
     consumer = Consumer({
+        **security(cfg, "copier"),
         "bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "enable.auto.commit": False,
         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
         "session.timeout.ms": _knob(cfg, "session_timeout_ms"),
@@ -98,7 +123,8 @@ def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
     })
     txn_timeout = _knob(cfg, "transaction_timeout_ms")
     producer = Producer({
-        "bootstrap.servers": cfg["bootstrap"], "transactional.id": f"{cfg['group']}-copier-{idx}",
+        **security(cfg, "copier"),
+        "bootstrap.servers": cfg["bootstrap"], "transactional.id": f"{txn_id_prefix(cfg)}{idx}",
         "transaction.timeout.ms": txn_timeout, "linger.ms": 5, "acks": "all", "message.timeout.ms": txn_timeout,
         "socket.timeout.ms": min(_knob(cfg, "socket_timeout_ms"), txn_timeout),
         # librdkafka's default (10 s) would measure its reconnect backoff, not the cluster's
@@ -111,6 +137,8 @@ def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
         "metadata.recovery.strategy": "none",
         **({"debug": os.environ["KAAS_HARNESS_DEBUG"]} if os.environ.get("KAAS_HARNESS_DEBUG") else {}),
     })
+    # whom the copier connects as (--secure: its least-privilege user), for the harness to check
+    stats.put(("user", idx, incarnation, security(cfg, "copier").get("sasl.username")))
     producer.init_transactions(60)
     consumer.subscribe([cfg["input"]])
     committed = aborted = copied = 0
@@ -200,8 +228,14 @@ def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
 
 # ---------------------------------------------------------------------------- phases
 
-def seed(bootstrap: str, topic: str, n: int, partitions: int) -> set[int]:
-    """Write the N input values; returns the values the broker acknowledged."""
+def txn_id_prefix(cfg: dict) -> str:
+    """The copiers' transactional ids are this plus the copier's index."""
+    return f"{cfg['group']}-copier-"
+
+
+def seed(bootstrap: str, topic: str, n: int, partitions: int, conf: dict | None = None) -> set[int]:
+    """Write the N input values; returns the values the broker acknowledged. ``conf``: extra
+    client settings (security)."""
     from confluent_kafka import Producer
 
     acked: set[int] = set()
@@ -210,7 +244,8 @@ def seed(bootstrap: str, topic: str, n: int, partitions: int) -> set[int]:
         if err is None:
             acked.add(int(msg.value()))
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    p = Producer({**(conf or {}), "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5})
     for i in range(n):
         while True:
             try:
@@ -225,14 +260,15 @@ def seed(bootstrap: str, topic: str, n: int, partitions: int) -> set[int]:
     return acked
 
 
-def create_topics(bootstrap: str, specs: dict[str, int], timeout: float = 90.0) -> None:
-    """Create the topics, retrying while a fresh cluster is still electing its controller."""
+def create_topics(bootstrap: str, specs: dict[str, int], timeout: float = 90.0, conf: dict | None = None) -> None:
+    """Create the topics, retrying while a fresh cluster is still electing its controller.
+    ``conf``: extra client settings (security)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     deadline = time.monotonic() + timeout
     pending = dict(specs)
     while pending:
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = AdminClient({**(conf or {}), "bootstrap.servers": bootstrap})
         futs = admin.create_topics([NewTopic(t, n, 1) for t, n in pending.items()])
         for t, f in futs.items():
             try:
@@ -264,13 +300,13 @@ def end_offsets(admin, topic: str, partitions: int, timeout: float = 10.0) -> di
 
 
 def wait_transactions_complete(bootstrap: str, topic: str, partitions: int, deadline: float,
-                               echo=None) -> tuple[dict[int, tuple[int, int]], float]:
+                               echo=None, conf: dict | None = None) -> tuple[dict[int, tuple[int, int]], float]:
     """Poll until no transaction is open on any partition of ``topic`` (LSO == HW
     everywhere), at most until ``deadline``. Returns the last answer and the seconds waited.
     ListOffsets errors while a leader moves are retried."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 1000})
+    admin = AdminClient({**(conf or {}), "bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 1000})
     t0 = time.monotonic()
     ends: dict[int, tuple[int, int]] = {}
     said = False
@@ -295,14 +331,14 @@ def wait_transactions_complete(bootstrap: str, topic: str, partitions: int, dead
 
 
 def read_output(bootstrap: str, topic: str, partitions: int, isolation: str, deadline: float,
-                targets: dict[int, int] | None = None) -> list:
+                targets: dict[int, int] | None = None, conf: dict | None = None, group: str | None = None) -> list:
     """Read every partition of ``topic`` from offset 0. A partition is done at its first EOF
     or, given ``targets``, once the consumer's position reaches its target offset (librdkafka
     reports EOF only once per assignment, so a read that must reach a known offset checks
     the position rather than waiting for a second EOF)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4()}",
+    c = Consumer({**(conf or {}), "bootstrap.servers": bootstrap, "group.id": group or f"verify-{uuid.uuid4()}",
                   "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
@@ -332,17 +368,21 @@ def verify(cfg: dict, aborted_tags: set[str], echo=None) -> dict:
 
     deadline = time.monotonic() + cfg["timeout"]
     ends_out, waited = wait_transactions_complete(cfg["bootstrap"], cfg["output"], cfg["output_partitions"],
-                                                  min(deadline, time.monotonic() + OPEN_TXN_WAIT_S), echo)
+                                                  min(deadline, time.monotonic() + OPEN_TXN_WAIT_S), echo,
+                                                  conf=security(cfg, "verifier"))
     still_open = {p: e for p, e in ends_out.items() if e[0] != e[1]}
     recs = read_output(cfg["bootstrap"], cfg["output"], cfg["output_partitions"], "read_committed", deadline,
-                       targets={p: lso for p, (lso, _hw) in ends_out.items()})
+                       targets={p: lso for p, (lso, _hw) in ends_out.items()}, conf=security(cfg, "verifier"),
+                       group=verify_group(cfg))
     reads = []
     max_latency = 0
     for part, off, v, ts in recs:
         reads.append(checker.Read(int(v["v"]), part, off, stream=f"in-{v['ip']}", order=v["io"], txn=v["tag"]))
         if ts > 0 and v["ts"] > 0:
             max_latency = max(max_latency, ts - v["ts"])
-    c = Consumer({"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "enable.auto.commit": False})
+    # the group's committed offsets and the input's ends: the harness's own check, as the admin
+    c = Consumer({**security(cfg), "bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"],
+                  "enable.auto.commit": False})
     tps = [TopicPartition(cfg["input"], p) for p in range(cfg["input_partitions"])]
     committed: dict[int, int] = {}
     for _ in range(30):  # a coordinator still moving answers per-partition errors: ask again
@@ -376,6 +416,216 @@ def verify(cfg: dict, aborted_tags: set[str], echo=None) -> dict:
             "phantoms": len(report.phantoms), "offsets_match": committed == ends,
             "committed_offsets": committed, "input_ends": ends, "max_e2e_latency_ms": max_latency,
             "violations": violations}
+
+
+# ---------------------------------------------------------------------------- security
+
+def verify_group(cfg: dict) -> str:
+    """The verifier's consumer group (it reads by assignment and commits nothing, but
+    librdkafka still looks its coordinator up)."""
+    return f"{cfg['group']}-verify"
+
+
+def user_of(cfg: dict, role: str) -> str:
+    """The SCRAM user name of ``role`` in a --secure run."""
+    return f"{cfg['group']}-{role}"
+
+
+def acl_plan(cfg: dict) -> list[tuple[str, str, str, str, str]]:
+    """Every ACL a --secure run grants, as (role, resource type, pattern type, resource name,
+    operation), all ALLOW from any host: what Apache's operation table (docs/security.rst)
+    asks of each role's requests, and nothing else. DESCRIBE (Metadata, ListOffsets,
+    OffsetFetch, FindCoordinator) is implied by READ and WRITE; a transactional producer
+    needs no IDEMPOTENT_WRITE, and the idempotent seeding producer's InitProducerId is
+    allowed by WRITE on a topic (KIP-679).
+
+    - copier: its consumer Fetches the input (READ topic) in its group (READ group: Join,
+      Sync, Heartbeat, OffsetFetch); its producer writes the output in transactions (WRITE
+      on the output; WRITE on its transactional id for InitProducerId, AddPartitionsToTxn,
+      Produce, AddOffsetsToTxn, TxnOffsetCommit and EndTxn, one PREFIXED ACL for every
+      copier's id) and commits the input's offsets in the transaction (TxnOffsetCommit: READ
+      on the group and on the input topic, both above);
+    - producer (seeding): WRITE on the input;
+    - verifier: READ on the output (ListOffsets, Fetch) and on its own group.
+    """
+    group = cfg["group"]
+    return [
+        ("copier", "TOPIC", "LITERAL", cfg["input"], "READ"),
+        ("copier", "TOPIC", "LITERAL", cfg["output"], "WRITE"),
+        ("copier", "GROUP", "LITERAL", group, "READ"),
+        ("copier", "TRANSACTIONAL_ID", "PREFIXED", txn_id_prefix(cfg), "WRITE"),
+        ("producer", "TOPIC", "LITERAL", cfg["input"], "WRITE"),
+        ("verifier", "TOPIC", "LITERAL", cfg["output"], "READ"),
+        ("verifier", "GROUP", "LITERAL", verify_group(cfg), "READ"),
+    ]
+
+
+def _acl_text(principal: str, rtype: str, pattern: str, name: str, op: str) -> str:
+    return f"{principal} ALLOW {op} {rtype}:{pattern}:{name}"
+
+
+def grant_least_privilege(cfg: dict, echo=click.echo) -> dict:
+    """On a SASL_SSL cluster with an authoriser, as the admin (``security(cfg)``): make one
+    SCRAM-SHA-512 user per role (``ROLES``, a random password each) and the ACLs of
+    ``acl_plan``, then set ``cfg["security"][role]`` to that user's client settings (the
+    admin's protocol and CA). Waits until every broker authenticates each user and
+    authorises it to describe its topic (the credentials and ACLs reach the brokers a
+    moment after the controller wrote them), then checks the cluster's ACLs of the users
+    are exactly the plan and that a few requests outside it are refused.
+
+    Returns:
+        ``principals`` (role: principal), ``acls`` (as read back), ``probes`` (what was
+        tried outside the plan: the error it got), ``least_privilege`` (all held).
+
+    Raises:
+        click.ClickException: a user or an ACL could not be made, or the users were not
+            usable on every broker within ``GRANT_WAIT_S``.
+    """
+    import secrets
+
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin_conf = security(cfg)
+    if admin_conf.get("security.protocol", "").upper() not in ("SASL_SSL", "SASL_PLAINTEXT"):
+        raise click.ClickException("--secure needs the admin's SASL settings (--command-config)")
+    admin = AdminClient({**admin_conf, "bootstrap.servers": cfg["bootstrap"]})
+    passwords = {role: secrets.token_urlsafe(18) for role in ROLES}
+    futs = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion(user_of(cfg, role), ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                     passwords[role].encode()) for role in ROLES])
+    for user, f in futs.items():
+        try:
+            f.result(30)
+        except Exception as exc:  # noqa: BLE001 — reported as the reason the run cannot go on
+            raise click.ClickException(f"could not make SCRAM user {user}: {exc}") from None
+    principals = {role: f"User:{user_of(cfg, role)}" for role in ROLES}
+    plan = acl_plan(cfg)
+    bindings = [AclBinding(ResourceType[rtype], name, ResourcePatternType[pattern], principals[role], "*",
+                           AclOperation[op], AclPermissionType.ALLOW) for role, rtype, pattern, name, op in plan]
+    for b, f in admin.create_acls(bindings).items():
+        try:
+            f.result(30)
+        except Exception as exc:  # noqa: BLE001 — as above
+            raise click.ClickException(f"could not create ACL {b}: {exc}") from None
+    base = {k: v for k, v in admin_conf.items() if not k.startswith("sasl.")}
+    cfg["security"] = {**cfg.get("security", {}), **{
+        role: {**base, "sasl.mechanism": SCRAM_MECHANISM, "sasl.username": user_of(cfg, role),
+               "sasl.password": passwords[role]} for role in ROLES}}
+    for role in ROLES:
+        echo(f"secure: {role} runs as {principals[role]} ({SCRAM_MECHANISM}, "
+             f"{base.get('security.protocol')}, not a super user)")
+    wait_usable(cfg, {"copier": cfg["input"], "producer": cfg["input"], "verifier": cfg["output"]})
+    got = []
+    for role in ROLES:
+        f = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principals[role],
+                                                 None, AclOperation.ANY, AclPermissionType.ANY))
+        got += [_acl_text(b.principal, b.restype.name, b.resource_pattern_type.name, b.name, b.operation.name)
+                + ("" if b.permission_type == AclPermissionType.ALLOW else f" ({b.permission_type.name})")
+                + ("" if b.host == "*" else f" from {b.host}") for b in f.result(30)]
+    want = sorted(_acl_text(principals[role], rtype, pattern, name, op) for role, rtype, pattern, name, op in plan)
+    got.sort()
+    for line in got:
+        echo(f"secure: ACL {line}")
+    probes = probe_outside_plan(cfg)
+    for what, err in probes.items():
+        echo(f"secure: outside the plan, {what}: {err}")
+    ok = got == want and all(err == PROBE_EXPECT[what] for what, err in probes.items())
+    if got != want:
+        echo(f"secure: the ACLs read back differ from the plan {want}", err=True)
+    return {"principals": principals, "acls": got, "acls_match_plan": got == want, "probes": probes,
+            "least_privilege": ok}
+
+
+def wait_usable(cfg: dict, topics: dict[str, str]) -> None:
+    """Until every broker of ``cfg["bootstrap"]`` authenticates each role of ``topics``
+    (role: a topic it may describe) and answers Metadata for the topic without an error.
+
+    Raises:
+        click.ClickException: not within ``GRANT_WAIT_S``.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    deadline = time.monotonic() + GRANT_WAIT_S
+    for addr in cfg["bootstrap"].split(","):
+        for role, topic in topics.items():
+            # one broker in the bootstrap list: the first Metadata goes there
+            admin = AdminClient({**security(cfg, role), "bootstrap.servers": addr})
+            while True:
+                why = None
+                try:
+                    md = admin.list_topics(topic, timeout=3)
+                    err = md.topics[topic].error if topic in md.topics else "not listed"
+                    why = None if err is None else str(err)
+                except Exception as exc:  # noqa: BLE001 — not authenticated (yet): ask again
+                    why = str(exc)
+                if why is None:
+                    break
+                if time.monotonic() > deadline:
+                    raise click.ClickException(f"{role} ({user_of(cfg, role)}) not usable on {addr}: {why}")
+                time.sleep(0.2)
+
+
+# what each probe of ``probe_outside_plan`` must get
+PROBE_EXPECT = {"copier writes the input topic": "TOPIC_AUTHORIZATION_FAILED",
+                "copier initialises a transactional id outside its prefix": "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+                "verifier writes the output topic": "TOPIC_AUTHORIZATION_FAILED",
+                "copier sets a SCRAM password": "CLUSTER_AUTHORIZATION_FAILED"}
+
+
+def probe_outside_plan(cfg: dict) -> dict[str, str]:
+    """Try what the plan does not allow, as the least-privilege users: each probe's error
+    name (``PROBE_EXPECT`` says which each must get; "allowed" when it was not refused)."""
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    def produce_as(role: str, topic: str) -> str:
+        got: list = []
+        p = Producer({**security(cfg, role), "bootstrap.servers": cfg["bootstrap"], "acks": "all", "retries": 0,
+                      "message.timeout.ms": 10000, "linger.ms": 0})
+        p.produce(topic, b"outside-the-plan", partition=0, on_delivery=lambda err, _msg: got.append(err))
+        p.flush(15)
+        if not got:
+            return "no delivery report"
+        return "allowed" if got[0] is None else got[0].name()
+
+    def init_foreign_txn_id() -> str:
+        p = Producer({**security(cfg, "copier"), "bootstrap.servers": cfg["bootstrap"],
+                      "transactional.id": f"not-{txn_id_prefix(cfg)}0"})
+        try:
+            p.init_transactions(15)
+        except KafkaException as exc:
+            return exc.args[0].name()
+        return "allowed"
+
+    def set_own_password() -> str:
+        # its own user and password again: harmless were it allowed (any user's would be)
+        conf = security(cfg, "copier")
+        admin = AdminClient({**conf, "bootstrap.servers": cfg["bootstrap"]})
+        upsert = UserScramCredentialUpsertion(conf["sasl.username"],
+                                              ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                              conf["sasl.password"].encode())
+        try:
+            for f in admin.alter_user_scram_credentials([upsert]).values():
+                f.result(15)
+        except KafkaException as exc:
+            return exc.args[0].name()
+        return "allowed"
+
+    return {"copier writes the input topic": produce_as("copier", cfg["input"]),
+            "copier initialises a transactional id outside its prefix": init_foreign_txn_id(),
+            "verifier writes the output topic": produce_as("verifier", cfg["output"]),
+            "copier sets a SCRAM password": set_own_password()}
 
 
 class CopierPool:
@@ -461,10 +711,17 @@ class CopierPool:
 def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
     """Seed, copy, verify. ``chaos(elapsed_s, transactions_committed)`` is called about every
     0.2 s while copying; a chaos object with a ``copiers`` attribute gets the
-    :class:`CopierPool` there before the first call (to kill and restart copiers)."""
-    create_topics(cfg["bootstrap"], {cfg["input"]: cfg["input_partitions"], cfg["output"]: cfg["output_partitions"]})
+    :class:`CopierPool` there before the first call (to kill and restart copiers). With
+    ``cfg["secure"]`` (and the admin's settings in ``cfg["security"]["admin"]``), the
+    least-privilege users and ACLs are made once the topics exist
+    (:func:`grant_least_privilege`), and the result's ``security`` says what was granted and
+    whom every copier ran as."""
+    create_topics(cfg["bootstrap"], {cfg["input"]: cfg["input_partitions"], cfg["output"]: cfg["output_partitions"]},
+                  conf=security(cfg))
+    secured = grant_least_privilege(cfg, echo) if cfg.get("secure") else None
     t0 = time.monotonic()
-    seed(cfg["bootstrap"], cfg["input"], cfg["messages"], cfg["input_partitions"])  # raises unless all acked
+    # raises unless all acked
+    seed(cfg["bootstrap"], cfg["input"], cfg["messages"], cfg["input_partitions"], conf=security(cfg, "producer"))
     echo(f"seeded {cfg['messages']} messages in {time.monotonic() - t0:.1f}s")
     run_dir = Path(tempfile.mkdtemp(prefix="kaas-eos-copiers-"))
     pool = CopierPool(cfg, run_dir)
@@ -476,6 +733,7 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
     commit_ms: list[float] = []
     commit_times: list[float] = []  # wall clock of every committed transaction
     commits_by_copier: dict[int, list[float]] = {}
+    copier_users: set[str | None] = set()  # the SASL user of each copier incarnation
     started_at = time.time()
     t_copy = time.monotonic()
     for i in range(cfg["copiers"]):
@@ -498,10 +756,13 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
             elif kind == "done":
                 progress[(item[1], item[2])] = tuple(item[3:6])
                 commit_ms.extend(item[6])
+            elif kind == "user":
+                copier_users.add(item[3])
 
     from confluent_kafka import Consumer, TopicPartition
 
-    mon = Consumer({"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "enable.auto.commit": False})
+    mon = Consumer({**security(cfg), "bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"],
+                    "enable.auto.commit": False})
     tps = [TopicPartition(cfg["input"], p) for p in range(cfg["input_partitions"])]
     try:
         while time.monotonic() - t_copy < cfg["timeout"]:
@@ -548,9 +809,20 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
         "longest_no_commit_by_copier_s": {i: _longest_gap(ts)
                                            for i, ts in sorted(commits_by_copier.items())},
     })
-    result["ok"] = (result["duplicates"] == 0 and result["losses"] == 0 and result["order_violations"] == 0
-                    and result["aborted_visible"] == 0 and result["phantoms"] == 0 and result["offsets_match"]
-                    and result["open_txns_left"] == 0 and not fatal)
+    if secured is not None:
+        ran_as = sorted(f"User:{u}" if u else "(no SASL user)" for u in copier_users)
+        secured = {**secured, "copiers_ran_as": ran_as,
+                   "least_privilege": secured["least_privilege"] and ran_as == [secured["principals"]["copier"]]}
+        result["security"] = secured
+        if not secured["least_privilege"]:
+            result["violations"].append(
+                f"least privilege: ACLs {'as planned' if secured['acls_match_plan'] else 'NOT as planned'}, "
+                f"refused outside the plan {secured['probes']} (want {PROBE_EXPECT}), copiers ran as "
+                f"{secured['copiers_ran_as']}")
+    result["eos_ok"] = (result["duplicates"] == 0 and result["losses"] == 0 and result["order_violations"] == 0
+                        and result["aborted_visible"] == 0 and result["phantoms"] == 0 and result["offsets_match"]
+                        and result["open_txns_left"] == 0 and not fatal)
+    result["ok"] = result["eos_ok"] and (secured is None or secured["least_privilege"])
     return result
 
 
@@ -579,6 +851,12 @@ def print_summary(result: dict) -> None:
         ("copy throughput (msgs/s)", result["msgs_per_s"], True),
         ("commit_transaction p99 (ms)", result["commit_p99_ms"], True),
     ]
+    sec = result.get("security")
+    if sec is not None:
+        rows.append(("copiers ran as (least privilege)", ", ".join(sec["copiers_ran_as"]),
+                     sec["copiers_ran_as"] == [sec["principals"]["copier"]]))
+        rows.append(("ACLs read back == plan", sec["acls_match_plan"], sec["acls_match_plan"]))
+        rows += [(f"refused: {what}", err, err == PROBE_EXPECT[what]) for what, err in sec["probes"].items()]
     width = max(len(r[0]) for r in rows)
     click.echo("-" * (width + 24))
     for name, value, good in rows:
@@ -588,14 +866,30 @@ def print_summary(result: dict) -> None:
         click.echo(f"  {line}")
     for line in result["fatal"]:
         click.echo(f"  fatal: {line}")
-    click.echo("EXACTLY-ONCE HELD" if result["ok"] else f"GUARANTEE BROKEN (seed {result['seed']})")
+    if result["ok"]:
+        click.echo("EXACTLY-ONCE HELD")
+    elif result["eos_ok"]:
+        click.echo(f"EXACTLY-ONCE HELD, LEAST PRIVILEGE DID NOT (seed {result['seed']})")
+    else:
+        click.echo(f"GUARANTEE BROKEN (seed {result['seed']})")
 
 
-def launch_cluster(n: int, data: Path):
-    """A fresh kaas cluster through the supervisor, on free ports."""
+def launch_cluster(n: int, data: Path, secure: bool = False):
+    """A fresh kaas cluster through the supervisor, on free ports (``kaas cluster --secure``
+    with ``secure``)."""
     from kaas.testing import ClusterProcess  # the project's own launcher
 
-    return ClusterProcess(data, n).start()
+    return ClusterProcess(data, n, secure=secure).start()
+
+
+def admin_settings(path: Path) -> dict:
+    """The admin's security settings from client properties (``key=value``), without
+    ``bootstrap.servers`` (the run's bootstrap is given apart)."""
+    from kaas.testing import read_properties
+
+    props = read_properties(path)
+    props.pop("bootstrap.servers", None)
+    return props
 
 
 @click.group()
@@ -616,16 +910,29 @@ def cli() -> None:
 @click.option("--rate", type=float, default=0, help="Messages/s per copier (0: unlimited).")
 @click.option("--timeout", type=float, default=300, show_default=True)
 @click.option("--seed", type=int, default=None, help="Random seed (printed).")
+@click.option("--secure", is_flag=True,
+              help="SASL_SSL with ACLs: with --start-cluster, start kaas cluster --secure; else give the admin's "
+                   "settings with --command-config. The copiers, the seeding producer and the verifier run as "
+                   "SCRAM users of their own with only the ACLs they need.")
+@click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="--secure with --bootstrap: the admin's client properties (key=value, librdkafka's; "
+                   "e.g. DATA/run/client.properties of kaas cluster --secure).")
 def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, input_partitions,
-        output_partitions, rate, timeout, seed) -> None:
+        output_partitions, rate, timeout, seed, secure, command_config) -> None:
     """Seed, copy with transactions, verify; exit 0 only if exactly-once held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
+    if command_config is not None and not secure:
+        raise click.UsageError("--command-config goes with --secure")
+    if secure and not start_cluster and command_config is None:
+        raise click.UsageError("--secure with --bootstrap needs the admin's --command-config")
     cluster = None
     tmp = None
     if start_cluster:
         tmp = Path(tempfile.mkdtemp(prefix="kaas-eos-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-        cluster = launch_cluster(start_cluster, tmp / "data")
+        cluster = launch_cluster(start_cluster, tmp / "data", secure=secure)
         bootstrap = cluster.bootstrap
+        if secure:
+            command_config = cluster.client_properties
     if not bootstrap:
         raise click.UsageError("give --bootstrap or --start-cluster")
     run_id = uuid.uuid4().hex[:8]
@@ -633,7 +940,9 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
            "abort_every": abort_every, "input_partitions": input_partitions,
            "output_partitions": output_partitions, "rate": rate, "timeout": timeout, "seed": seed,
            "input": f"eos-in-{run_id}", "output": f"eos-out-{run_id}", "group": f"{GROUP_PREFIX}-{run_id}"}
-    click.echo(f"eos harness: seed={seed} bootstrap={bootstrap}")
+    if secure:
+        cfg.update(secure=True, security={"admin": admin_settings(command_config)})
+    click.echo(f"eos harness: seed={seed} bootstrap={bootstrap}{' (secure)' if secure else ''}")
     try:
         result = run_harness(cfg)
     finally:

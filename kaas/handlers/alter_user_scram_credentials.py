@@ -5,7 +5,11 @@ The credentials file has one writer, the controller: another broker forwards the
 to it (``_forward``) and answers NOT_CONTROLLER per user when no live controller answers.
 The controller reads the file afresh, applies Apache's rules (``domain.scram_users``),
 writes it (tmp + fsync + rename) and takes the result as its own copy; the other brokers
-see it within a second (``tasks.credentials``). A corrupt file is not overwritten."""
+see it within a second (``tasks.credentials``). A corrupt file is not overwritten.
+
+With the authoriser on it needs ALTER on the cluster (Apache's KafkaApis), checked before
+forwarding; without it every user answers CLUSTER_AUTHORIZATION_FAILED (else any
+authenticated user could reset a super user's password and become it)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from kaas.domain import scram_users
 from kaas.errors import CorruptState
 from kaas.handlers import _forward
+from kaas.handlers._auth import CLUSTER, Op, authorize
 from kaas.storage import credentials
 
 API_KEY = 51
@@ -34,6 +39,8 @@ def _every_user(req, code: ErrorCode, message: str) -> dict:
 
 
 async def handle(ctx, req):
+    if not authorize(ctx, Op.ALTER, CLUSTER):
+        return _every_user(req, ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
     fwd = await _forward.to_controller_or(ctx, req, TIMEOUT_S,
                                           lambda why: _every_user(req, ErrorCode.not_controller, why))
     if fwd is not None:

@@ -1,7 +1,9 @@
 """DescribeUserScramCredentials (50): the mechanisms and iterations of users' SCRAM
 credentials (never a key), from this broker's copy of the credentials file. Every user
 when the request names none; RESOURCE_NOT_FOUND for an unknown user, DUPLICATE_RESOURCE
-for a user named twice (Apache). A corrupt file is a request-level error."""
+for a user named twice (Apache). A corrupt file is a request-level error, and so, with the
+authoriser on, is a principal without DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED,
+as Apache's KafkaApis)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas.domain import scram_users
 from kaas.errors import CorruptState
+from kaas.handlers._auth import CLUSTER, Op, authorize
 
 API_KEY = 50
 VERSIONS = (0, 0)
@@ -18,6 +21,9 @@ log = structlog.get_logger()
 
 
 async def handle(ctx, req) -> dict:
+    if not authorize(ctx, Op.DESCRIBE, CLUSTER):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "error_message": "Cluster authorization failed.", "results": ()}
     try:
         users = ctx.broker.credentials.snapshot()
     except CorruptState as exc:

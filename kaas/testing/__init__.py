@@ -12,6 +12,7 @@ from kaas.testing.procs import ClusterProcess as ClusterProcess
 from kaas.testing.procs import api_versions_ok as api_versions_ok
 from kaas.testing.procs import free_port as free_port
 from kaas.testing.procs import free_ports as free_ports
+from kaas.testing.procs import read_properties as read_properties
 from kaas.testing.procs import wait_for as wait_for
 from kaas.testing.procs import wait_ready as wait_ready
 
@@ -21,6 +22,7 @@ __all__ = [
     "api_versions_ok",
     "free_port",
     "free_ports",
+    "read_properties",
     "wait_for",
     "wait_ready",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -71,15 +72,36 @@ def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Popen | None = None) -> None:
+def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Popen | None = None,
+               probe=None) -> None:
+    """Wait until the broker at ``host:port`` answers ``probe(host, port)`` (default: a
+    plaintext ApiVersions, ``api_versions_ok``), at most ``timeout`` s.
+
+    Raises:
+        RuntimeError: ``proc`` exited first.
+        TimeoutError: not ready in time.
+    """
+    probe = probe or api_versions_ok
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"broker exited with {proc.returncode}")
-        if api_versions_ok(host, port):
+        if probe(host, port):
             return
         time.sleep(0.05)
     raise TimeoutError(f"broker {host}:{port} not ready")
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """librdkafka-style client properties (``key=value`` lines, ``#`` comments), such as
+    ``DATA/run/client.properties`` of ``kaas cluster --secure``."""
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip()
+    return out
 
 
 class BrokerProcess:
@@ -160,12 +182,19 @@ def send_signal_by_pidfile(data: Path, broker_id: int, sig: int) -> int:
 
 
 class ClusterProcess:
-    """`kaas cluster` (the supervisor) running N brokers on consecutive free ports."""
+    """`kaas cluster` (the supervisor) running N brokers on consecutive free ports.
+
+    With ``secure``, ``kaas cluster --secure``: one SASL_SSL listener per broker, the
+    authoriser on, the admin's client settings in ``client_properties`` (``client_config()``
+    reads them); readiness is probed over TLS as the admin.
+    """
 
     def __init__(self, data: Path, brokers: int = 3, extra: list[str] | None = None,
-                 env: dict[str, str] | None = None, supervisor_args: list[str] | None = None):
+                 env: dict[str, str] | None = None, supervisor_args: list[str] | None = None,
+                 secure: bool = False):
         self.data = Path(data)
-        self.supervisor_args = list(supervisor_args or [])
+        self.secure = secure
+        self.supervisor_args = list(supervisor_args or []) + (["--secure"] if secure else [])
         self.env = dict(env or {})
         self.n = brokers
         self.base_port = free_ports(brokers)
@@ -181,6 +210,43 @@ class ClusterProcess:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
+    @property
+    def client_properties(self) -> Path:
+        """``DATA/run/client.properties``: the admin's settings of a secure cluster."""
+        return self.data / "run" / "client.properties"
+
+    def client_config(self) -> dict[str, str]:
+        """A confluent-kafka config for the cluster: ``bootstrap.servers``, and for a secure
+        one the admin's SASL_SSL settings from ``client_properties``."""
+        if not self.secure:
+            return {"bootstrap.servers": self.bootstrap}
+        return {**read_properties(self.client_properties), "bootstrap.servers": self.bootstrap}
+
+    def _wire_client(self, port: int, timeout: float = 2.0):
+        """A ``WireClient`` to the broker at ``port``: plaintext, or TLS (the cluster's CA)
+        authenticated as the admin for a secure cluster."""
+        from kaas.client import SaslConfig, WireClient
+
+        if not self.secure:
+            return WireClient("127.0.0.1", port, timeout=timeout)
+        props = read_properties(self.client_properties)
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=props["ssl.ca.location"])
+        sasl = SaslConfig(props["sasl.mechanism"], props["sasl.username"], props["sasl.password"])
+        return WireClient("127.0.0.1", port, timeout=timeout, sasl=sasl, ssl_context=ctx)
+
+    def _probe(self, host: str, port: int) -> bool:
+        """The readiness probe: ApiVersions, over an authenticated TLS connection when secure."""
+        if not self.secure:
+            return api_versions_ok(host, port)
+        if "sasl.password" not in (self.client_properties.read_text() if self.client_properties.exists() else ""):
+            return False
+        try:
+            with self._wire_client(port, timeout=1.0) as wc:
+                wc.call(18, 3, {"client_software_name": "kaas-testing", "client_software_version": "0"})
+            return True
+        except (OSError, ssl.SSLError, KeyError):
+            return False
+
     def start(self, timeout: float = 30.0) -> ClusterProcess:
         self.data.mkdir(parents=True, exist_ok=True)
         logf = open(self.log_path, "ab")
@@ -192,7 +258,7 @@ class ClusterProcess:
                                      env={**os.environ, **self.env})
         logf.close()
         for port in self.ports:
-            wait_ready("127.0.0.1", port, timeout=timeout, proc=self.proc)
+            wait_ready("127.0.0.1", port, timeout=timeout, proc=self.proc, probe=self._probe)
         self.wait_formed(timeout)
         return self
 
@@ -207,14 +273,12 @@ class ClusterProcess:
 
     def wait_formed(self, timeout: float = 30.0) -> None:
         """Wait until every broker's Metadata lists all N brokers and names a controller."""
-        from kaas.client import WireClient
-
         deadline = time.monotonic() + timeout
         pending = set(self.ports)
         while pending and time.monotonic() < deadline:
             for port in sorted(pending):
                 try:
-                    with WireClient("127.0.0.1", port, timeout=2.0) as wc:
+                    with self._wire_client(port) as wc:
                         md = wc.call(3, 12, {"topics": [], "allow_auto_topic_creation": False,
                                              "include_topic_authorized_operations": False})
                     ids = {b.node_id for b in md.brokers}
@@ -245,7 +309,8 @@ class ClusterProcess:
             except (FileNotFoundError, ValueError):
                 pass
             time.sleep(0.05)
-        wait_ready("127.0.0.1", self.ports[broker_id], timeout=max(1.0, deadline - time.monotonic()))
+        wait_ready("127.0.0.1", self.ports[broker_id], timeout=max(1.0, deadline - time.monotonic()),
+                   probe=self._probe)
 
     def broker_log(self, broker_id: int) -> str:
         try:

@@ -13,12 +13,18 @@ from functools import partial
 import structlog.testing
 import trio
 import trio.testing
+from kio.schema.alter_user_scram_credentials.v0.request import (
+    AlterUserScramCredentialsRequest,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+)
 from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1.request import (
     AlterableConfig,
@@ -36,9 +42,11 @@ from kio.schema.offset_commit.v8.request import (
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from kaas.broker import Broker
+from kaas.domain import scram
 from kaas.domain.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from kaas.handlers.session import Session
 from kaas.net.connection import serve_connection
+from kaas.storage import credentials
 from kaas.storage.acls import AclFile, acls_path
 from tests.component.test_connection import Client, open_broker_in
 
@@ -294,3 +302,40 @@ async def test_file_written_elsewhere_is_reloaded_within_a_second(tmp_path):
         await trio.sleep(1.05)
         assert broker.acls.bad is None
         assert (await alice.call(init_pid("tx"))).error_code == ErrorCode.transactional_id_authorization_failed
+
+
+def set_password(user: str, password: str) -> ScramCredentialUpsertion:
+    salt = b"s4lt-" + user.encode()
+    return ScramCredentialUpsertion(name=user, mechanism=2, iterations=4096, salt=salt,
+                                    salted_password=scram.salted_password("SCRAM-SHA-512", password, salt, 4096))
+
+
+async def test_scram_credential_apis_need_the_cluster(tmp_path):
+    """Apache's KafkaApis: AlterUserScramCredentials needs ALTER on the cluster (each user
+    answers CLUSTER_AUTHORIZATION_FAILED), DescribeUserScramCredentials DESCRIBE on it (a
+    request-level CLUSTER_AUTHORIZATION_FAILED). Without the check any authenticated user,
+    however few its ACLs, could reset a super user's password and log in as it."""
+    async with open_broker(tmp_path) as (broker, nursery), open_client(broker, nursery, ADMIN) as admin, \
+            open_client(broker, nursery, ALICE) as alice:
+        r = await admin.call(AlterUserScramCredentialsRequest(deletions=(), upsertions=(set_password("admin", "a"),)))
+        assert [x.error_code for x in r.results] == [ErrorCode.none]
+        before = credentials.read(broker.layout.scram_credentials)
+        await create_topics(admin, "t")
+        await grant(admin, creation(T, "t", Operation.ALL), creation(G, "g", Operation.ALL),
+                    creation(X, "tx", Operation.ALL))
+        r = await alice.call(AlterUserScramCredentialsRequest(
+            deletions=(ScramCredentialDeletion(name="bob", mechanism=2),),
+            upsertions=(set_password("admin", "taken-over"),)))
+        assert [(x.user, x.error_code) for x in r.results] == [
+            ("bob", ErrorCode.cluster_authorization_failed), ("admin", ErrorCode.cluster_authorization_failed)]
+        assert credentials.read(broker.layout.scram_credentials) == before
+        r = await alice.call(DescribeUserScramCredentialsRequest(users=None))
+        assert (r.error_code, r.results) == (ErrorCode.cluster_authorization_failed, ())
+        await grant(admin, creation(C, "kafka-cluster", Operation.DESCRIBE))
+        r = await alice.call(DescribeUserScramCredentialsRequest(users=None))
+        assert r.error_code == ErrorCode.none and [x.user for x in r.results] == ["admin"]
+        r = await alice.call(AlterUserScramCredentialsRequest(deletions=(), upsertions=(set_password("bob", "b"),)))
+        assert [x.error_code for x in r.results] == [ErrorCode.cluster_authorization_failed]
+        await grant(admin, creation(C, "kafka-cluster", Operation.ALTER))
+        r = await alice.call(AlterUserScramCredentialsRequest(deletions=(), upsertions=(set_password("bob", "b"),)))
+        assert [x.error_code for x in r.results] == [ErrorCode.none]
