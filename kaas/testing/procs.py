@@ -234,7 +234,7 @@ class ClusterProcess:
         sasl = SaslConfig(props["sasl.mechanism"], props["sasl.username"], props["sasl.password"])
         return WireClient("127.0.0.1", port, timeout=timeout, sasl=sasl, ssl_context=ctx)
 
-    def _probe(self, host: str, port: int) -> bool:
+    def probe(self, host: str, port: int) -> bool:
         """The readiness probe: ApiVersions, over an authenticated TLS connection when secure."""
         if not self.secure:
             return api_versions_ok(host, port)
@@ -258,7 +258,7 @@ class ClusterProcess:
                                      env={**os.environ, **self.env})
         logf.close()
         for port in self.ports:
-            wait_ready("127.0.0.1", port, timeout=timeout, proc=self.proc, probe=self._probe)
+            wait_ready("127.0.0.1", port, timeout=timeout, proc=self.proc, probe=self.probe)
         self.wait_formed(timeout)
         return self
 
@@ -310,7 +310,7 @@ class ClusterProcess:
                 pass
             time.sleep(0.05)
         wait_ready("127.0.0.1", self.ports[broker_id], timeout=max(1.0, deadline - time.monotonic()),
-                   probe=self._probe)
+                   probe=self.probe)
 
     def broker_log(self, broker_id: int) -> str:
         try:

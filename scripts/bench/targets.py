@@ -94,18 +94,23 @@ class _Kaas:
 
 
 class _KaasCluster:
-    """A fresh `kaas cluster` of n brokers on tmpfs, through kaas.testing's ClusterProcess."""
+    """A fresh `kaas cluster` of n brokers on tmpfs, through kaas.testing's ClusterProcess.
+    With ``secure``, ``kaas cluster --secure`` (SASL_SSL, SCRAM-SHA-512, the authoriser on):
+    ``client_config`` is then the admin's DATA/run/client.properties, ``settings`` its
+    security settings."""
 
     name = "kaas"
     env: dict[str, str] = {}
 
-    def __init__(self, n: int, extra: list[str]):
+    def __init__(self, n: int, extra: list[str], secure: bool = False):
         from kaas.testing import ClusterProcess
 
         self.n = n
         self.dir = Path(tempfile.mkdtemp(prefix="kaas-bench-", dir=tmp_base()))
         self.data = self.dir / "data"
-        self.cluster = ClusterProcess(self.data, n, extra=extra).start()
+        self.cluster = ClusterProcess(self.data, n, extra=extra, secure=secure).start()
+        self.client_config = self.cluster.client_properties if secure else None
+        self.settings = security_settings(self.client_config) if secure else {}
         self.bootstrap = self.cluster.bootstrap
         self.wait_healthy()
 
@@ -131,8 +136,8 @@ class _KaasCluster:
                     if time.monotonic() > deadline:
                         raise click.ClickException(f"kaas broker {i} did not come back") from None
                     time.sleep(0.1)
-            wait_ready("127.0.0.1", port, timeout=max(1.0, deadline - time.monotonic()))
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, **CLIENT_COMMON})
+            wait_ready("127.0.0.1", port, timeout=max(1.0, deadline - time.monotonic()), probe=self.cluster.probe)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **CLIENT_COMMON, **self.settings})
         while time.monotonic() < deadline:
             try:
                 if len(admin.list_topics(timeout=5).brokers) >= self.n:
@@ -144,56 +149,6 @@ class _KaasCluster:
 
     def close(self, keep: bool = False) -> None:
         self.cluster.stop()
-        if keep:
-            click.echo(f"kaas data and logs kept in {self.dir}", err=True)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-
-class _KaasSecureCluster:
-    """A fresh ``kaas cluster --secure`` of n brokers on tmpfs: SASL_SSL listeners, SCRAM-SHA-512,
-    the authoriser on; ``client_config`` is the admin's DATA/run/client.properties."""
-
-    name = "kaas-sasl-ssl"
-
-    def __init__(self, n: int, extra: list[str] | None = None, timeout: float = 60.0):
-        from confluent_kafka.admin import AdminClient
-
-        from kaas.testing import free_ports
-
-        self.n = n
-        self.dir = Path(tempfile.mkdtemp(prefix="kaas-bench-secure-", dir=tmp_base()))
-        self.data = self.dir / "data"
-        base = free_ports(n)
-        self.bootstrap = ",".join(f"127.0.0.1:{base + i}" for i in range(n))
-        self.log = open(self.dir / "supervisor.log", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kaas.cli", "cluster", "--secure", "--brokers", str(n), "--data", str(self.data),
-             "--base-port", str(base), "--restart-delay", "0.5", "--", "--log-level", "warning", *(extra or [])],
-            cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.client_config = self.data / "run" / "client.properties"
-        deadline = time.monotonic() + timeout
-        while not (self.client_config.exists() and "sasl.password" in self.client_config.read_text()):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise click.ClickException(f"kaas cluster --secure did not start: see {self.dir}/supervisor.log")
-            time.sleep(0.1)
-        self.settings = security_settings(self.client_config)
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, **CLIENT_COMMON, **self.settings})
-        while time.monotonic() < deadline:
-            try:
-                if len(admin.list_topics(timeout=5).brokers) >= n:
-                    return
-            except Exception:  # noqa: BLE001 - not formed yet
-                pass
-            time.sleep(0.2)
-        raise click.ClickException("kaas cluster --secure did not form")
-
-    def pid_args(self) -> list[str]:
-        return ["--kaas-data", str(self.data)]
-
-    def close(self, keep: bool = False) -> None:
-        _stop_proc(self.proc, timeout=20)
-        self.log.close()
         if keep:
             click.echo(f"kaas data and logs kept in {self.dir}", err=True)
         else:

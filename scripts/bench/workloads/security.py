@@ -28,7 +28,7 @@ from pathlib import Path
 import click
 
 from ..common import CLIENT_CONFIG_ENV, REPO, _emit, _percentile, _r
-from ..targets import _KaasCluster, _KaasSecureCluster
+from ..targets import _KaasCluster
 
 BENCH_USER = "bench"
 NOISE_ACLS = 300  # other principals' ACLs, on other topics, groups and transactional ids
@@ -41,7 +41,7 @@ def _kaas(*args: str, timeout: float = 60.0) -> None:
         raise click.ClickException(f"kaas {' '.join(args[:2])}: {cp.stderr.strip()[-500:]}")
 
 
-def _acl_user(secure: _KaasSecureCluster) -> Path:
+def _acl_user(secure: _KaasCluster) -> Path:
     """Create ``bench`` (SCRAM) with ACLs on the bench- prefix and NOISE_ACLS others; its
     client properties file."""
     admin = ["--bootstrap", secure.bootstrap, "--command-config", str(secure.client_config)]
@@ -99,7 +99,7 @@ def run_security(brokers: int, rounds: int, messages: int, txn_count: int, txn_s
     plain = secure = None
     try:
         plain = _KaasCluster(brokers, [])
-        secure = _KaasSecureCluster(brokers)
+        secure = _KaasCluster(brokers, [], secure=True)
         acl_props = _acl_user(secure)
         variants = {"plaintext": (plain.bootstrap, plain.data, None),
                     "sasl_ssl_acl": (secure.bootstrap, secure.data, acl_props),
