@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import os
 from collections import deque
-from functools import partial
 
 import structlog
 import trio
@@ -18,7 +17,7 @@ import trio
 from kaas.aio import held
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
-from kaas.net.tls import TLS_RECORD, read_buffered
+from kaas.net.tls import TlsReader
 from kaas.wire.framing import MIN_FRAME, FrameDecoder, FramingError
 
 log = structlog.get_logger()
@@ -83,20 +82,6 @@ async def _send(stream: trio.abc.Stream, fd: int | None, data) -> None:
         await stream.send_all(memoryview(data)[sent:])
 
 
-async def receive_tls(stream: trio.SSLStream, max_bytes: int) -> bytes:
-    """``stream.receive_some(max_bytes)``, and then whatever more the TLS records already
-    received hold, without waiting (``tls.read_buffered``): librdkafka writes each slice of
-    a request as a TLS record of its own (1.5 KiB on average for a produce), and trio's
-    ``receive_some`` returns one record per call, each ending with a pass through the
-    scheduler (an epoll poll) that costs more than the decryption."""
-    data = await stream.receive_some(min(max_bytes, TLS_RECORD))
-    if data and len(data) < max_bytes:
-        more = read_buffered(stream, max_bytes - len(data))
-        if more:
-            return data + more
-    return data
-
-
 class _Slot:
     __slots__ = ("done", "data", "close", "close_after")
 
@@ -147,8 +132,9 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
     lapses = broker.cluster.lapses
     fd = sock.fileno() if sock is not None else None
     receive = stream.receive_some
-    if isinstance(stream, trio.SSLStream):
-        receive = partial(receive_tls, stream)
+    tls = TlsReader(stream) if isinstance(stream, trio.SSLStream) else None
+    if tls is not None:
+        receive = tls.receive
     if session is None:
         session = Session()
     session.peer_host = peer.rsplit(":", 1)[0]
@@ -235,6 +221,8 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
                                 got = await sock.recv_into(room)
                             except OSError as exc:
                                 raise trio.BrokenResourceError from exc
+                        elif tls is not None:
+                            got = await tls.receive_into(room)
                         else:
                             chunk = await receive(len(room))
                             got = len(chunk)

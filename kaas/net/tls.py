@@ -111,10 +111,9 @@ async def open_server_stream(transport: trio.abc.Stream, ctx: ssl.SSLContext, ru
     return stream, principal
 
 
-# The most plaintext one TLS record holds. A read asks OpenSSL for at most this much:
-# SSLObject.read(n) allocates n bytes before it knows how many it has, and a request of
-# 256 KiB per 1.5 KiB record (a fresh mmap above glibc's threshold, then a shrink) cost
-# more than the decryption.
+# The most plaintext one TLS record holds: what a read through ``SSLStream.receive_some``
+# asks for (SSLObject.read(n) without a buffer allocates n bytes before it knows how many
+# it has).
 TLS_RECORD = 16 * 1024
 
 
@@ -133,28 +132,85 @@ def _ack_now(transport: trio.abc.Stream) -> None:
             pass
 
 
-def read_buffered(stream: trio.SSLStream, max_bytes: int) -> bytes:
-    """Up to ``max_bytes`` of plaintext from the TLS records ``stream`` has already received
-    (its incoming buffer), without waiting and without a checkpoint; b"" when there are none
-    (or the stream is not trio's: nothing is assumed of it).
+class TlsReader:
+    """The plaintext of a server-side ``trio.SSLStream``, read with as few steps per TLS
+    record as possible: the connection's only reader.
 
-    Reads the SSLObject under trio's SSLStream directly, between its own calls (no other
-    task reads this stream: the connection's reader is the only one). What OpenSSL wants to
-    send meanwhile (a TLS 1.3 KeyUpdate answer) stays in the outgoing buffer, and trio sends
-    it with the next operation, as it does after any read. An error, including the peer's
-    close_notify, is left for the next ``receive_some`` to report: it is sticky in OpenSSL."""
-    obj = getattr(stream, "_ssl_object", None)
-    if not isinstance(obj, ssl.SSLObject):
-        return b""
-    out = []
-    n = 0
-    while n < max_bytes:
-        try:
-            chunk = obj.read(min(max_bytes - n, TLS_RECORD))
-        except ssl.SSLError:  # SSLWantReadError: nothing more is buffered
-            break
-        if not chunk:
-            break
-        out.append(chunk)
-        n += len(chunk)
-    return b"".join(out)
+    librdkafka writes each slice of a request as a TLS record of its own (1.5 KiB on average
+    for a produce of 1 KiB values), and ``SSLStream.receive_some`` returns one record per
+    call, each through trio's retry loop and a checkpoint, with ciphertext read 64 KiB at a
+    time: at 700 records per MiB the Python around the decryption cost more than the
+    decryption. Here every record the incoming buffer holds is decrypted straight into the
+    caller's buffer (``SSLObject.read(n, buffer)``: no allocation per record), and when it
+    holds none the ciphertext is read 256 KiB at a time into it.
+
+    This reads trio's ``SSLStream`` internals (its SSLObject, incoming BIO and receive lock)
+    between its own calls, as the one reader of the stream; when they are not there (another
+    trio, another stream) every read goes through ``receive_some``. What OpenSSL wants to
+    send meanwhile (a TLS 1.3 KeyUpdate answer) stays in the outgoing BIO, and trio sends it
+    before the next response, as it does after any read; renegotiation, the one case where a
+    send must read, is off (``OP_NO_RENEGOTIATION``). An error, including the peer's
+    close_notify, is left for ``receive_some`` to report: OpenSSL's errors are sticky.
+    """
+
+    __slots__ = ("stream", "_obj", "_incoming", "_lock")
+
+    CIPHERTEXT_READ = 256 * 1024
+    # ``receive``'s buffer, one for all connections: filled and copied out with no await in
+    # between (so no other connection of this trio run touches it meanwhile)
+    _scratch = memoryview(bytearray(64 * 1024))
+
+    def __init__(self, stream: trio.SSLStream) -> None:
+        self.stream = stream
+        obj = getattr(stream, "_ssl_object", None)
+        incoming = getattr(stream, "_incoming", None)
+        lock = getattr(stream, "_inner_recv_lock", None)
+        fast = isinstance(obj, ssl.SSLObject) and isinstance(incoming, ssl.MemoryBIO) and lock is not None
+        self._obj = obj if fast else None
+        self._incoming = incoming
+        self._lock = lock
+
+    def _drain(self, view: memoryview) -> int | None:
+        """Decrypt the records already received into ``view``: the count, or None when
+        OpenSSL reports an error or the end (for ``receive_some`` to raise or return)."""
+        obj = self._obj
+        n, limit = 0, len(view)
+        while n < limit:
+            try:
+                got = obj.read(limit - n, view[n:])
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLError:
+                return n or None
+            if not got:
+                break
+            n += got
+        return n
+
+    async def receive_into(self, view: memoryview) -> int:
+        """Receive at least one byte into ``view`` (0: the peer closed)."""
+        if self._obj is None:
+            data = await self.stream.receive_some(min(len(view), TLS_RECORD))
+            view[: len(data)] = data
+            return len(data)
+        while True:
+            n = self._drain(view)
+            if n is None:
+                break
+            if n:
+                return n
+            async with self._lock:
+                data = await self.stream.transport_stream.receive_some(self.CIPHERTEXT_READ)
+                self.stream._inner_recv_count += 1
+            if not data:
+                break  # the transport's end: receive_some tells close_notify from truncation
+            self._incoming.write(data)
+        data = await self.stream.receive_some(min(len(view), TLS_RECORD))
+        view[: len(data)] = data
+        return len(data)
+
+    async def receive(self, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` (at least one; b"": the peer closed)."""
+        scratch = self._scratch
+        n = await self.receive_into(scratch[: min(max_bytes, len(scratch))])
+        return bytes(scratch[:n])

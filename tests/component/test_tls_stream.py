@@ -10,8 +10,7 @@ import trio
 import trio.testing
 
 from kaas.domain.principal import parse_rules
-from kaas.net.connection import receive_tls
-from kaas.net.tls import open_server_stream, server_context
+from kaas.net.tls import TlsReader, open_server_stream, server_context
 from kaas.settings import Settings
 from kaas.tools.certs import init_dev, issue
 
@@ -57,15 +56,62 @@ async def test_principal_of_a_client_certificate(pki):
 
 async def test_receive_takes_every_record_already_received(pki):
     client, (server, _) = await _pair(pki)
+    reader = TlsReader(server)
     for i in range(50):  # fifty TLS records of 100 bytes, as librdkafka writes a request's slices
         await client.send_all(bytes([i]) * 100)
-    data = await receive_tls(server, 256 * 1024)
+    data = await reader.receive(256 * 1024)
     assert data == b"".join(bytes([i]) * 100 for i in range(50))
     await client.send_all(b"x" * 10)
-    assert await receive_tls(server, 4) == b"xxxx"  # never more than asked
-    assert await receive_tls(server, 100) == b"x" * 6
+    assert await reader.receive(4) == b"xxxx"  # never more than asked
+    assert await reader.receive(100) == b"x" * 6
     await client.aclose()  # close_notify: the next read reports the end
-    assert await receive_tls(server, 100) == b""
+    assert await reader.receive(100) == b""
+
+
+async def test_receive_into_a_large_frame_in_small_records(pki):
+    """A 1 MiB request written as 1.5 KiB records (librdkafka's shape) decrypts straight
+    into the frame's buffer, byte for byte, while the client keeps writing."""
+    import os
+
+    client, (server, _) = await _pair(pki)
+    reader = TlsReader(server)
+    payload = os.urandom(1 << 20)
+    frame = bytearray(len(payload))
+    view = memoryview(frame)
+
+    async def write():
+        for i in range(0, len(payload), 1536):
+            await client.send_all(payload[i:i + 1536])
+
+    async with trio.open_nursery() as n:
+        n.start_soon(write)
+        got = 0
+        while got < len(frame):
+            k = await reader.receive_into(view[got:])
+            assert k > 0
+            got += k
+    assert bytes(frame) == payload
+
+
+async def test_a_corrupt_record_breaks_the_stream(pki):
+    """Ciphertext altered in flight: OpenSSL's error reaches the reader as trio's
+    BrokenResourceError (through receive_some), not as data or a silent end."""
+    a, b = trio.testing.memory_stream_pair()
+    client = trio.SSLStream(a, _client(pki), server_hostname="127.0.0.1")
+    out = {}
+    async with trio.open_nursery() as n:
+        async def serve():
+            out["server"] = await open_server_stream(b, _server(pki), parse_rules("DEFAULT"), 5, "memory:0", "SSL")
+        n.start_soon(serve)
+        await client.do_handshake()
+    server, _ = out["server"]
+    reader = TlsReader(server)
+    await client.send_all(b"fine")
+    assert await reader.receive(100) == b"fine"
+    # a record of garbage where the next record's ciphertext should be
+    await a.send_all(b"\x17\x03\x03\x00\x20" + b"\x00" * 32)
+    with pytest.raises(trio.BrokenResourceError):
+        await reader.receive(100)
 
 
 async def test_no_rule_applies_closes_the_connection(pki, caplog):
