@@ -31,6 +31,7 @@ from kaas.storage.topics import TopicMeta, TopicStore
 from kaas.wire import batch as wb
 
 log = structlog.get_logger()
+GROUP_OWNER_CACHE_MAX = 1 << 16
 
 
 def now_ms() -> int:
@@ -106,6 +107,8 @@ class Broker:
         self.txn: TxnCoordinator | None = None  # created by tasks.serve_broker
         self.groups = GroupCoordinator(self)
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms)
+        self._group_owners: dict[str, int | None] = {}  # group_owner's, for _group_owners_view
+        self._group_owners_view: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         ib = settings.inter_broker
         self.peer_links = PeerLinks(self.id, self.cluster, listener=ib.name,
                                     ssl_context=peer_tls_context(settings) if ib.tls else None,
@@ -301,7 +304,18 @@ class Broker:
         return next((b for b in self.brokers(listener) if b.node_id == broker_id), None)
 
     def group_owner(self, group_id: str) -> int | None:
-        return routing.coordinator_for(group_id, self.registered_brokers(), self.alive_brokers())
+        """The group's coordinator under the current membership: computed once per group
+        and membership (a rendezvous hash in Python was a tenth of a Heartbeat's cost)."""
+        view = (tuple(self.registered_brokers()), tuple(self.alive_brokers()))
+        cache = self._group_owners
+        if view != self._group_owners_view or len(cache) >= GROUP_OWNER_CACHE_MAX:
+            self._group_owners_view = view
+            cache.clear()
+        try:
+            return cache[group_id]
+        except KeyError:
+            owner = cache[group_id] = routing.coordinator_for(group_id, view[0], view[1])
+            return owner
 
     def owns_group(self, group_id: str) -> bool:
         return self.group_owner(group_id) == self.id
