@@ -6,17 +6,20 @@ from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, Op, authorize
+from kaas.wire import codec
 
 API_KEY = 12
 VERSIONS = (0, 4)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx, req) -> bytes:
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
-        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
-    try:
-        code = ctx.broker.groups.heartbeat(req.group_id, req.member_id,
-                                           getattr(req, "group_instance_id", None), req.generation_id)
-    except KaasError as exc:
-        code = exc.code
-    return {"throttle_time": 0, "error_code": code}
+        code = ErrorCode.group_authorization_failed
+    else:
+        try:
+            code = ctx.broker.groups.heartbeat(req.group_id, req.member_id,
+                                               getattr(req, "group_instance_id", None), req.generation_id)
+        except KaasError as exc:
+            code = exc.code
+    # the answer is its error code: encoded once per version and code
+    return codec.constant_body(API_KEY, ctx.api_version, (("throttle_time", 0), ("error_code", code)))

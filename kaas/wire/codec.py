@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
@@ -93,6 +93,15 @@ def encode_body(api_key: int, version: int, body: Any) -> bytes:
     buf = io.BytesIO()
     response_io(api_key, version)[3](buf, body)
     return buf.getvalue()
+
+
+@lru_cache(maxsize=1024)
+def constant_body(api_key: int, version: int, fields: tuple[tuple[str, Any], ...]) -> bytes:
+    """The encoded body of a response made of ``fields`` ((name, value) pairs, the rest
+    defaults) alone, built and encoded once: for answers that repeat (a Heartbeat's)."""
+    from kaas.wire.build import build
+
+    return encode_body(api_key, version, build(response_class(api_key, version), dict(fields)))
 
 
 @cache
