@@ -343,35 +343,37 @@ async def test_bad_bytes_close_the_connection_and_the_broker_serves_others(tmp_p
             nursery.cancel_scope.cancel()
 
 
-async def test_a_socket_that_is_never_empty_still_lets_others_run():
+async def test_a_socket_that_is_never_empty_still_lets_others_run(monkeypatch):
     """SocketReader skips trio's checkpoint when data is already there, but after
     YIELD_EVERY receives in a row that did not wait it yields: a client that keeps the
     socket full cannot hold the loop. Bytes arrive in order, whole, then the end."""
     import socket
 
+    from kaas.net import connection
     from kaas.net.connection import SocketReader
 
+    yields = []
+    real = trio.lowlevel.checkpoint
+
+    async def counted() -> None:
+        yields.append(1)
+        await real()
+
+    monkeypatch.setattr(connection.trio.lowlevel, "checkpoint", counted)
     a, b = socket.socketpair()
     a.setblocking(False)
     b.sendall(b"".join(bytes([i]) * 10 for i in range(200)))
     reader = SocketReader(a.fileno())
-    ran = trio.Event()
     got = bytearray()
-    async def other() -> None:  # another task, runnable the whole time
-        ran.set()
-
-    async with trio.open_nursery() as n:
-        n.start_soon(other)
-        for i in range(SocketReader.YIELD_EVERY):
-            got += await reader.receive(10)
-            if ran.is_set():
-                break
-        assert ran.is_set()
-        assert i == SocketReader.YIELD_EVERY - 1  # not before: no checkpoint while data was there
-        view = memoryview(bytearray(2000))
-        while len(got) < 2000:
-            k = await reader.receive_into(view)
-            got += view[:k]
+    for _ in range(SocketReader.YIELD_EVERY - 1):
+        got += await reader.receive(10)
+    assert yields == []  # no checkpoint while data was there
+    got += await reader.receive(10)
+    assert yields == [1]  # the YIELD_EVERY-th yields
+    view = memoryview(bytearray(2000))
+    while len(got) < 2000:
+        k = await reader.receive_into(view)
+        got += view[:k]
     assert bytes(got) == b"".join(bytes([i]) * 10 for i in range(200))
     b.close()
     assert await reader.receive(10) == b""
