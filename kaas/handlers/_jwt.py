@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,15 +57,25 @@ def parse_jwks(data: bytes) -> list[tuple[str | None, str | None, str, Any]]:
 
 
 class Jwks:
-    """The keys of one JWKS file, re-read when its inode, size or mtime changes."""
+    """The keys of one JWKS file, re-read when its inode, size or mtime changes, looked at
+    no more than once per ``RECHECK_S`` (a stat on the trio thread per authentication would
+    be a round trip each on NFS; a rotated key is in use within a second)."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    RECHECK_S = 1.0
+
+    def __init__(self, path: str | os.PathLike, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = Path(path)
+        self._clock = clock
         self._stamp: tuple[int, int, int] | None = None
         self._keys: list[tuple[str | None, str | None, str, Any]] = []
         self.error: str | None = "not loaded"
+        self._checked = -float("inf")
 
     def _refresh(self) -> None:
+        now = self._clock()
+        if now - self._checked < self.RECHECK_S:
+            return
+        self._checked = now
         try:
             st = os.stat(self.path)
             stamp = (st.st_ino, st.st_size, st.st_mtime_ns)

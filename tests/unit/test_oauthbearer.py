@@ -71,14 +71,20 @@ def test_wrong_key_tampered_payload_and_unknown_kid(tmp_path):
 
 
 def test_a_corrupt_or_missing_jwks_refuses_and_a_rotation_is_picked_up(tmp_path):
+    """The file is looked at once per RECHECK_S at most (a clock the test moves)."""
     path = tmp_path / "jwks.json"
-    jwks = Jwks(path)
+    now = [0.0]
+    jwks = Jwks(path, clock=lambda: now[0])
     with pytest.raises(OAuthError, match="JWKS"):
         jwks.verify(parse_jwt(KEYS.token()))
     path.write_text("{not json")
+    now[0] += Jwks.RECHECK_S
     with pytest.raises(OAuthError, match="JWKS"):
         jwks.verify(parse_jwt(KEYS.token()))
     OTHER.write_jwks(path)
+    with pytest.raises(OAuthError, match="JWKS"):  # within the second: not looked at yet
+        jwks.verify(parse_jwt(OTHER.token()))
+    now[0] += Jwks.RECHECK_S
     jwks.verify(parse_jwt(OTHER.token()))
     with pytest.raises(OAuthError):
         jwks.verify(parse_jwt(KEYS.token()))
