@@ -172,7 +172,8 @@ class TlsReader:
 
     def _drain(self, view: memoryview) -> int | None:
         """Decrypt the records already received into ``view``: the count, or None when
-        OpenSSL reports an error or the end (for ``receive_some`` to raise or return)."""
+        OpenSSL reports an error or the peer's close_notify (for ``receive_some`` to raise
+        or to answer the end)."""
         obj = self._obj
         n, limit = 0, len(view)
         while n < limit:
@@ -182,8 +183,8 @@ class TlsReader:
                 break
             except ssl.SSLError:
                 return n or None
-            if not got:
-                break
+            if not got:  # the peer's close_notify (Python's read answers 0, not an error)
+                return n or None
             n += got
         return n
 

@@ -126,3 +126,17 @@ async def test_no_rule_applies_closes_the_connection(pki, caplog):
             await client.do_handshake()
             await client.send_all(b"x")
             await client.receive_some(10)
+
+
+async def test_a_close_notify_on_an_open_transport_reads_as_the_end(pki):
+    """The client says close_notify and keeps its TCP side open (asyncio's ssl and aiokafka
+    do): the reader answers the end at once instead of waiting for more ciphertext."""
+    client, (server, _) = await _pair(pki)
+    reader = TlsReader(server)
+    await client.send_all(b"last")
+    assert await reader.receive(100) == b"last"
+    async with trio.open_nursery() as n:
+        n.start_soon(client.unwrap)  # sends close_notify, then waits for ours
+        with trio.fail_after(5):
+            assert await reader.receive(100) == b""
+        n.cancel_scope.cancel()
