@@ -23,6 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -124,6 +125,7 @@ class _Link:
         self.links = links
         self.broker_id = broker_id
         self.stream: trio.abc.Stream | None = None
+        self.fd: int | None = None  # the socket of a plain TCP link (``_send``)
         self.decoder: FrameDecoder | None = None
         self.lock = trio.Lock()
         self.pending: list[_Ask] = []
@@ -159,7 +161,27 @@ class _Link:
     async def _connect(self) -> None:
         with trio.fail_after(CONNECT_TIMEOUT_S):
             self.stream = await self.links.open_stream(self.broker_id)
+        self.fd = self.stream.socket.fileno() if isinstance(self.stream, trio.SocketStream) else None
         self.decoder = FrameDecoder(MAX_RESPONSE)
+
+    async def _send(self, data: bytes) -> None:
+        """Send a request: straight to the socket when it takes all of it (a WriteTxnMarkers
+        request is far smaller than the send buffer), through trio for the rest or on a TLS
+        link. Trio's ``send_all`` ends even a send that completed at once with a pass through
+        the scheduler, and the response is awaited right after anyway. The link's lock
+        is held, so nothing else sends meanwhile."""
+        assert self.stream is not None
+        if self.fd is None:
+            await self.stream.send_all(data)
+            return
+        try:
+            sent = os.write(self.fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+        if sent < len(data):
+            await self.stream.send_all(memoryview(data)[sent:])
 
     async def _exchange(self, markers: list[Any]) -> list[MarkerResult]:
         if self.stream is None:
@@ -167,8 +189,8 @@ class _Link:
         assert self.stream is not None and self.decoder is not None
         self.corr += 1
         req = codec.request_class(WRITE_TXN_MARKERS, MARKERS_VERSION)(markers=tuple(markers))
-        await self.stream.send_all(codec.encode_request(WRITE_TXN_MARKERS, MARKERS_VERSION, self.corr,
-                                                        self.links.client_id, req))
+        await self._send(codec.encode_request(WRITE_TXN_MARKERS, MARKERS_VERSION, self.corr,
+                                              self.links.client_id, req))
         payload = await self._receive()
         corr, body = codec.decode_response(WRITE_TXN_MARKERS, MARKERS_VERSION, payload)
         if corr != self.corr or len(body.markers) != len(markers):
@@ -201,7 +223,7 @@ class _Link:
             self.decoder.feed(data)
 
     async def close(self) -> None:
-        stream, self.stream, self.decoder = self.stream, None, None
+        stream, self.stream, self.decoder, self.fd = self.stream, None, None, None
         if stream is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()

@@ -167,6 +167,7 @@ class MarkerQueue:
 
     def __init__(self, root: Path, *, fsync: bool = True) -> None:
         self.root = Path(root)
+        self._root_str = str(self.root)
         self.fsync = fsync
 
     def dir(self, broker_id: int) -> Path:
@@ -318,10 +319,26 @@ class MarkerQueue:
                 atomic.fsync_dir(self.dir(dead_broker))
         return won
 
-    def pending_for_pid(self, producer_id: int) -> list[Path]:
-        """Every queued file, in any queue, of any transaction of ``producer_id``."""
+    def pending_for_pid(self, producer_id: int) -> bool:
+        """Is any file of any transaction of ``producer_id`` queued, in any queue?
+
+        On every AddPartitionsToTxn (the begin guard), so string paths and the first match
+        ends it: listing the queues through ``list`` (pathlib, sorting) cost 3-4 times the
+        directory reads."""
         prefix = f"{producer_id}-"
-        out = []
-        for b in self.queues():
-            out.extend(self.list(b, prefix))
-        return out
+        root = self._root_str
+        try:
+            names = os.listdir(root)
+        except FileNotFoundError:
+            return False
+        for d in names:
+            if not d.startswith("to-"):
+                continue
+            try:
+                entries = os.listdir(os.path.join(root, d))
+            except FileNotFoundError:
+                continue
+            for n in entries:
+                if n.startswith(prefix) and _parts(n) is not None:
+                    return True
+        return False

@@ -466,6 +466,33 @@ async def test_kip890_verification(cluster):
     assert exc.value.code == ErrorCode.invalid_txn_state
 
 
+@pytest.mark.parametrize("memory_backed", [True, False])
+async def test_kip890_one_slot_read_per_transaction_and_leader(cluster, monkeypatch, memory_backed):
+    """A leader that verified one partition of a transaction from the slot file accepts
+    the transaction's other partitions it leads without reading it again; the marker of
+    each partition ends that, so the next transaction is verified afresh."""
+    world, (b0, b1, _b2) = cluster
+    b1.memory_backed = memory_backed
+    b0.lead("t", 0)
+    p1, p2 = b1.lead("t", 1), b1.lead("t", 2)
+    reads = []
+    load = b1.txn.slots.store.load
+    monkeypatch.setattr(b1.txn.slots.store, "load", lambda slot: reads.append(slot) or load(slot))
+    pid, epoch = await begin(b0.txn, "x", [("t", 0), ("t", 1), ("t", 2)])
+    await produce(p1, "x", pid, epoch)
+    await produce(p2, "x", pid, epoch)
+    assert len(reads) == 1
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
+    await b1.txn.apply_queue()  # the markers on t-1 and t-2
+    assert not open_txn(p1) and not open_txn(p2)
+    assert await b0.txn.add_partitions("x", pid, epoch, [("t", 1)], V) == ErrorCode.none
+    with pytest.raises(KaasError) as exc:  # t-2 is not in this transaction: no stale answer
+        await produce(p2, "x", pid, epoch, seq=2)
+    assert exc.value.code == ErrorCode.invalid_txn_state
+    await produce(p1, "x", pid, epoch, seq=2)
+    assert len(reads) == 3
+
+
 async def test_corrupt_slot_refuses_service_and_is_kept(cluster):
     world, (b0, _b1, _b2) = cluster
     path = b0.txn.store.path(txn_slot("x"))

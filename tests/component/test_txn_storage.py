@@ -118,14 +118,16 @@ def test_forward_names_are_unique(tmp_path):
 
 def test_pending_for_pid_sees_every_queue(tmp_path):
     q = MarkerQueue(tmp_path, fsync=False)
-    assert q.pending_for_pid(5) == []
+    assert q.pending_for_pid(5) is False
     q.enqueue(1, entry(pid=15))
     q.enqueue(2, entry(pid=55))
-    assert q.pending_for_pid(5) == []
-    q.enqueue_groups(2, entry(pid=5, parts=(), groups=("g",)))
-    assert [p.name for p in q.pending_for_pid(5)] == ["5-1-1.groups.json"]
     (tmp_path / "to-1" / ".5-1-9.json.123.tmp").write_text("{}")  # tmp files do not count
-    assert len(q.pending_for_pid(5)) == 1
+    (tmp_path / "to-1" / "5-stray").write_text("{}")  # nor strays
+    assert q.pending_for_pid(5) is False
+    q.enqueue_groups(2, entry(pid=5, parts=(), groups=("g",)))
+    assert q.pending_for_pid(5) is True
+    q.delete(q.list(2, "5-")[0])
+    assert q.pending_for_pid(5) is False
 
 
 def test_corrupt_entry_raises(tmp_path):

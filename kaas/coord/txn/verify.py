@@ -23,9 +23,11 @@ class Verifier:
         self.slots = slots
         # pid -> {(epoch, topic, partition): Partition} of positive KIP-890 verifications
         self._verified: dict[int, dict[tuple[int, str, int], LedPartition]] = {}
+        self._forgets = 0  # counts ``forget`` calls: did a marker land while a slot read was out?
 
     def forget(self, producer_id: int, part: LedPartition) -> None:
         """A marker of ``producer_id`` goes to ``part``: its next batch needs a new check."""
+        self._forgets += 1
         verified = self._verified.get(producer_id)
         if verified:
             for key in [k for k in verified if k[1] == part.topic and k[2] == part.index]:
@@ -77,6 +79,7 @@ class Verifier:
                 return
         slot = txn_slot(transactional_id)
         # when this broker coordinates the id, its cached slot is the file's content
+        forgets = self._forgets
         state = self.slots.cached(slot)
         if state is None:
             try:
@@ -99,5 +102,15 @@ class Verifier:
                 or (topic, partition) not in meta.partitions):
             raise KaasError(ErrorCode.invalid_txn_state,
                             f"{topic}-{partition} is not in an ongoing transaction of {transactional_id!r}")
-        if part is not None:
-            self._verified.setdefault(producer_id, {})[(producer_epoch, topic, partition)] = part
+        # Remember the answer for every partition of the transaction this broker leads, not
+        # only this one: a Produce that carries several of them (or the next one) then reads
+        # the slot file once. Each stays valid until its marker (``forget``), a fence
+        # (``forget_older``) or the partition's close (``forget_closed``), as for this one.
+        # Only when no marker landed while the read was out (a worker thread off tmpfs):
+        # that marker may have closed this very transaction on another of its partitions.
+        verified = self._verified.setdefault(producer_id, {})
+        partitions = self.broker.partitions
+        for tp in meta.partitions if forgets == self._forgets else ((topic, partition),):
+            led = part if tp == (topic, partition) else partitions.get(tp)
+            if led is not None and not led.closed:
+                verified[(producer_epoch, tp[0], tp[1])] = led
