@@ -27,6 +27,25 @@ from kaas.wire.build import build
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 
 
+def parse_properties(text: str, source: str = "properties") -> dict[str, str]:
+    """librdkafka-style client properties (``key=value`` lines; ``#`` and ``!`` comments),
+    such as ``DATA/run/client.properties`` of ``kaas cluster --secure``.
+
+    Raises:
+        ValueError: a line that is not ``key=value`` (``source:line`` in the message).
+    """
+    out = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ValueError(f"{source}:{n}: not key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def recv_exact(sock: socket.socket, n: int) -> bytes:
     """Exactly ``n`` bytes from a blocking socket.
 

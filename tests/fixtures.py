@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kaas.testing import BrokerProcess, ClusterProcess, free_ports, wait_for
+from kaas.testing import BrokerProcess, ClusterProcess, free_ports, read_properties, wait_for
 
 
 def _data_dir(request: pytest.FixtureRequest, name: str) -> Path:
@@ -67,11 +67,6 @@ def cluster_fixture(brokers: int = 3, *, scope: str = "function", name: str = "c
 
     fixture.__doc__ = doc
     return pytest.fixture(scope=scope, params=params)(fixture)
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """librdkafka-style ``key=value`` lines (``DATA/run/client.properties``)."""
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
 
 
 class SecureCluster(NamedTuple):

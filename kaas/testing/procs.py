@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kaas.client import recv_exact
+from kaas.client import parse_properties, recv_exact
 
 
 def wait_for(cond, timeout: float = 20.0, what: str = "condition", interval: float = 0.05):
@@ -93,15 +93,9 @@ def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Pop
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """librdkafka-style client properties (``key=value`` lines, ``#`` comments), such as
+    """The client properties file at ``path`` (``kaas.client.parse_properties``), such as
     ``DATA/run/client.properties`` of ``kaas cluster --secure``."""
-    out = {}
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")) and "=" in line:
-            key, _, value = line.partition("=")
-            out[key.strip()] = value.strip()
-    return out
+    return parse_properties(Path(path).read_text(), str(path))
 
 
 class BrokerProcess:

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
-from kaas.client import SaslConfig, SaslFailed, WireClient
+from kaas.client import SaslConfig, SaslFailed, WireClient, parse_properties
 
 T = TypeVar("T")
 
@@ -60,17 +60,16 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
 
 
 def read_client_properties(path: Path) -> dict[str, str]:
-    """librdkafka-style client properties: ``key=value`` lines, ``#`` comments."""
-    out = {}
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{path}:{n}: not key=value", param_hint="--command-config")
-        out[key.strip()] = value.strip()
-    return out
+    """librdkafka-style client properties (``kaas.client.parse_properties``) of
+    ``--command-config``.
+
+    Raises:
+        click.BadParameter: a line that is not ``key=value``.
+    """
+    try:
+        return parse_properties(Path(path).read_text(), str(path))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--command-config") from None
 
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

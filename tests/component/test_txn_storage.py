@@ -126,6 +126,7 @@ def test_pending_for_pid_sees_every_queue(tmp_path):
     assert q.pending_for_pid(5) is False
     q.enqueue_groups(2, entry(pid=5, parts=(), groups=("g",)))
     assert q.pending_for_pid(5) is True
+    assert [p.name for p in q.list(2, "5-")] == ["5-1-1.groups.json"]
     q.delete(q.list(2, "5-")[0])
     assert q.pending_for_pid(5) is False
 

@@ -50,3 +50,20 @@ def test_bad_settings_are_usage_errors(tmp_path):
 def test_every_wire_tool_takes_command_config(args):
     out = CliRunner().invoke(cli, [*args, "--help"])
     assert out.exit_code == 0 and "--command-config" in out.output
+
+
+def test_client_properties_parse_strictly(tmp_path):
+    """One parser (kaas.client.parse_properties) for the tools, the launchers and the bench:
+    comments and blank lines skipped, values trimmed, a line without '=' refused with its
+    line number."""
+    from kaas.client import parse_properties
+    from kaas.testing import read_properties
+
+    text = "# admin\n\n! also a comment\nsecurity.protocol = SASL_SSL\nsasl.password=a=b\n"
+    assert parse_properties(text) == {"security.protocol": "SASL_SSL", "sasl.password": "a=b"}
+    p = tmp_path / "client.properties"
+    p.write_text(text + "broken line\n")
+    with pytest.raises(ValueError, match=r"client.properties:6: not key=value"):
+        read_properties(p)
+    with pytest.raises(click.BadParameter, match="not key=value"):
+        read_client_properties(p)

@@ -93,7 +93,7 @@ def _ms(values: list[float], q: float) -> float | None:
 
 def run_security(brokers: int, rounds: int, messages: int, txn_count: int, txn_seconds: float, connections: int,
                  run_timeout: float, keep: bool) -> dict:
-    from kaas.tools._wire import read_client_properties
+    from kaas.testing import read_properties
 
     started = time.monotonic()
     plain = secure = None
@@ -119,7 +119,7 @@ def run_security(brokers: int, rounds: int, messages: int, txn_count: int, txn_s
                     _emit(res)
         host, _, port = secure.bootstrap.split(",")[0].rpartition(":")
         phost, _, pport = plain.bootstrap.split(",")[0].rpartition(":")
-        acl = read_client_properties(acl_props)
+        acl = read_properties(acl_props)
         auth, tcp = [], []
         for _ in range(rounds):  # alternate here too
             auth += _connect_times(host, int(port), acl, connections)
