@@ -7,9 +7,11 @@ These helpers skip it where nothing has to wait.
 
 from __future__ import annotations
 
+import os
+
 import trio
 
-__all__ = ["held"]
+__all__ = ["held", "send_now"]
 
 
 class held:
@@ -31,3 +33,29 @@ class held:
 
     async def __aexit__(self, *exc: object) -> None:
         self.lock.release()
+
+
+async def send_now(stream: trio.abc.Stream, fd: int | None, data) -> None:
+    """Send ``data`` on ``stream``: straight to its socket ``fd`` when the socket takes all
+    of it (a response or a peer request is normally far smaller than the send buffer),
+    through trio for what it does not take. A stream that is not a plain socket (``fd``
+    None: TLS, a test's memory stream) is sent to through trio alone.
+
+    Trio's ``send_all`` ends even a send that completed at once with a checkpoint, a pass
+    through the scheduler that costs more than the send. The caller must be the stream's
+    only sender meanwhile (hold its send lock).
+
+    Raises:
+        trio.BrokenResourceError: the socket refused the bytes.
+    """
+    if fd is None:
+        await stream.send_all(data)
+        return
+    try:
+        sent = os.write(fd, data)
+    except BlockingIOError:
+        sent = 0
+    except OSError as exc:
+        raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+    if sent < len(data):
+        await stream.send_all(memoryview(data)[sent:])

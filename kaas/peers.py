@@ -23,7 +23,6 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -32,6 +31,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas.aio import send_now
 from kaas.client import SaslConfig, SaslFailed, ScramClient
 from kaas.errors import PeerUnavailable
 from kaas.wire import codec
@@ -164,33 +164,15 @@ class _Link:
         self.fd = self.stream.socket.fileno() if isinstance(self.stream, trio.SocketStream) else None
         self.decoder = FrameDecoder(MAX_RESPONSE)
 
-    async def _send(self, data: bytes) -> None:
-        """Send a request: straight to the socket when it takes all of it (a WriteTxnMarkers
-        request is far smaller than the send buffer), through trio for the rest or on a TLS
-        link. Trio's ``send_all`` ends even a send that completed at once with a pass through
-        the scheduler, and the response is awaited right after anyway. The link's lock
-        is held, so nothing else sends meanwhile."""
-        assert self.stream is not None
-        if self.fd is None:
-            await self.stream.send_all(data)
-            return
-        try:
-            sent = os.write(self.fd, data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            raise trio.BrokenResourceError(f"send failed: {exc}") from exc
-        if sent < len(data):
-            await self.stream.send_all(memoryview(data)[sent:])
-
     async def _exchange(self, markers: list[Any]) -> list[MarkerResult]:
         if self.stream is None:
             await self._connect()
         assert self.stream is not None and self.decoder is not None
         self.corr += 1
         req = codec.request_class(WRITE_TXN_MARKERS, MARKERS_VERSION)(markers=tuple(markers))
-        await self._send(codec.encode_request(WRITE_TXN_MARKERS, MARKERS_VERSION, self.corr,
-                                              self.links.client_id, req))
+        # straight to the socket (a plain link; TLS through trio): the lock is held
+        await send_now(self.stream, self.fd, codec.encode_request(WRITE_TXN_MARKERS, MARKERS_VERSION, self.corr,
+                                                                  self.links.client_id, req))
         payload = await self._receive()
         corr, body = codec.decode_response(WRITE_TXN_MARKERS, MARKERS_VERSION, payload)
         if corr != self.corr or len(body.markers) != len(markers):

@@ -14,7 +14,7 @@ from collections import deque
 import structlog
 import trio
 
-from kaas.aio import held
+from kaas.aio import held, send_now
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
 from kaas.net.tls import TlsReader
@@ -58,28 +58,6 @@ INLINE_APIS = frozenset({
 # fsync). Requests that arrive together (librdkafka pipelines up to 5 per connection)
 # take the concurrent path, so they still share one group-commit fsync.
 INLINE_WHEN_ALONE = frozenset({0})
-
-
-async def _send(stream: trio.abc.Stream, fd: int | None, data) -> None:
-    """Send ``data`` on the connection: straight to the socket when it takes all of it (a
-    response is normally far smaller than the socket's send buffer), through trio for
-    what it does not take. A stream that is not a socket (``fd`` None: a TLS stream, a
-    test's memory stream) is sent to through trio alone.
-
-    Trio's ``send_all`` ends even a send that completed at once with a checkpoint, a pass
-    through the scheduler (an epoll poll and a task switch) that costs more than the send.
-    The caller holds the connection's send lock, so nothing else sends meanwhile."""
-    if fd is None:
-        await stream.send_all(data)
-        return
-    try:
-        sent = os.write(fd, data)
-    except BlockingIOError:
-        sent = 0
-    except OSError as exc:
-        raise trio.BrokenResourceError(f"send failed: {exc}") from exc
-    if sent < len(data):
-        await stream.send_all(memoryview(data)[sent:])
 
 
 class SocketReader:
@@ -248,7 +226,7 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
                     slot = slots.popleft()
                     if slot.close is not None:
                         if out:
-                            await _send(stream, fd, out[0] if len(out) == 1 else b"".join(out))
+                            await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))
                         close_once("connection_closed_protocol_error", reason=slot.close)
                         cancel.cancel()
                         return
@@ -256,12 +234,12 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
                         out.append(slot.data)
                     if slot.close_after is not None:
                         if out:
-                            await _send(stream, fd, out[0] if len(out) == 1 else b"".join(out))
+                            await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))
                         close_once("connection_closed_after_response", reason=slot.close_after)
                         cancel.cancel()
                         return
                 if out:
-                    await _send(stream, fd, out[0] if len(out) == 1 else b"".join(out))
+                    await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))
 
     try:
         async with trio.open_nursery() as nursery:
@@ -312,7 +290,7 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
                                     nursery.cancel_scope.cancel()
                                     return
                                 if slot.data is not None:
-                                    await _send(stream, fd, slot.data)
+                                    await send_now(stream, fd, slot.data)
                                 if slot.close_after is not None:
                                     close_once("connection_closed_after_response", reason=slot.close_after)
                                     nursery.cancel_scope.cancel()
