@@ -885,11 +885,9 @@ def launch_cluster(n: int, data: Path, secure: bool = False):
 def admin_settings(path: Path) -> dict:
     """The admin's security settings from client properties (``key=value``), without
     ``bootstrap.servers`` (the run's bootstrap is given apart)."""
-    from kaas.testing import read_properties
+    from kaas.testing import client_settings
 
-    props = read_properties(path)
-    props.pop("bootstrap.servers", None)
-    return props
+    return client_settings(path)
 
 
 @click.group()
@@ -923,6 +921,8 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
     seed = seed if seed is not None else random.randrange(1 << 30)
     if command_config is not None and not secure:
         raise click.UsageError("--command-config goes with --secure")
+    if start_cluster and command_config is not None:
+        raise click.UsageError("--command-config goes with --bootstrap (--start-cluster --secure makes its own admin)")
     if secure and not start_cluster and command_config is None:
         raise click.UsageError("--secure with --bootstrap needs the admin's --command-config")
     cluster = None

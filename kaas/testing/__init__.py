@@ -10,6 +10,7 @@ module imports it.
 from kaas.testing.procs import BrokerProcess as BrokerProcess
 from kaas.testing.procs import ClusterProcess as ClusterProcess
 from kaas.testing.procs import api_versions_ok as api_versions_ok
+from kaas.testing.procs import client_settings as client_settings
 from kaas.testing.procs import free_port as free_port
 from kaas.testing.procs import free_ports as free_ports
 from kaas.testing.procs import read_properties as read_properties
@@ -20,6 +21,7 @@ __all__ = [
     "BrokerProcess",
     "ClusterProcess",
     "api_versions_ok",
+    "client_settings",
     "free_port",
     "free_ports",
     "read_properties",

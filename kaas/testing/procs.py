@@ -98,6 +98,14 @@ def read_properties(path: Path) -> dict[str, str]:
     return parse_properties(Path(path).read_text(), str(path))
 
 
+def client_settings(path: Path) -> dict[str, str]:
+    """The security settings of a client properties file: all of it but
+    ``bootstrap.servers`` (a run names its bootstrap apart)."""
+    props = read_properties(path)
+    props.pop("bootstrap.servers", None)
+    return props
+
+
 class BrokerProcess:
     """One `kaas broker` process on a free port and a data directory."""
 

@@ -34,9 +34,9 @@ CLIENT_CONFIG_ENV = "KAAS_BENCH_CLIENT_CONFIG"
 
 def security_settings(path: Path) -> dict[str, str]:
     """The settings of a client properties file, less bootstrap.servers."""
-    from kaas.testing import read_properties
+    from kaas.testing import client_settings
 
-    return {k: v for k, v in read_properties(path).items() if k != "bootstrap.servers"}
+    return client_settings(path)
 
 
 if os.environ.get(CLIENT_CONFIG_ENV):

@@ -42,3 +42,20 @@ def test_security_settings_per_role():
     assert eos_harness.security(cfg) == {"security.protocol": "SASL_SSL"}
     assert eos_harness.security(cfg, "copier") == {"sasl.username": "c"}
     assert eos_harness.security(cfg, "verifier") == {}
+
+
+def test_security_options_that_do_not_go_together_are_refused(tmp_path):
+    """No option is taken and then ignored: --command-config names the admin of a cluster
+    given with --bootstrap; a cluster the harness starts makes its own."""
+    from click.testing import CliRunner
+
+    props = tmp_path / "admin.properties"
+    props.write_text("security.protocol=SASL_SSL\n")
+    cases = [
+        (["--start-cluster", "1", "--secure", "--command-config", str(props)], "goes with --bootstrap"),
+        (["--bootstrap", "127.0.0.1:1", "--command-config", str(props)], "goes with --secure"),
+        (["--bootstrap", "127.0.0.1:1", "--secure"], "needs the admin's --command-config"),
+    ]
+    for args, said in cases:
+        result = CliRunner().invoke(eos_harness.cli, ["run", *args])
+        assert result.exit_code == 2 and said in result.output, result.output
