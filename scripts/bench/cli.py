@@ -14,6 +14,7 @@ from .targets import _cluster_or, serve_mock_peer
 from .workloads.create import run_create
 from .workloads.failover import run_failover
 from .workloads.ingest import run_brokers, run_ingest
+from .workloads.roundtrip import run_roundtrip
 from .workloads.scale import run_scale
 from .workloads.security import run_security
 from .workloads.throughput import run_consume, run_fetch, run_idempotence, run_produce
@@ -281,3 +282,15 @@ def brokers(counts, rounds, messages, partitions, run_timeout) -> None:
     """Issue 22: produce throughput (round robin over --partitions) of fresh clusters of
     N brokers, N in --counts; broker CPU per GiB."""
     _emit(run_brokers([int(c) for c in counts.split(",")], rounds, messages, partitions, run_timeout, _emit))
+
+
+@cli.command()
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--requests", type=click.IntRange(min=1), default=5000, show_default=True,
+              help="Timed requests per API and run (after 200 of warm-up).")
+def roundtrip(rounds, requests) -> None:
+    """Issue 22: one request at a time on one connection (TCP_NODELAY): ApiVersions v3 (the
+    mock answers UNSUPPORTED_VERSION), ApiVersions v2 and a joined member's Heartbeat v4, one
+    kaas broker vs the one-broker mock, A B A B; p50/p90/p99 in us; the target: kaas's p50
+    at most 2x the mock's."""
+    _emit(run_roundtrip(rounds, requests, _emit))

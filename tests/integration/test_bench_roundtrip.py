@@ -1,0 +1,51 @@
+"""``scripts/bench roundtrip`` for real, in small: the round trips against a broker process,
+and the whole run (a kaas broker and librdkafka's mock, one round) with its JSON lines.
+Nothing here is timed: only the shapes, positive percentiles and the error codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+from bench.common import MOCK_CLUSTER  # noqa: E402
+from bench.workloads.roundtrip import APIS, measure_roundtrips, run_roundtrip  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+REQUESTS = 50
+
+
+def test_round_trips_on_a_broker(broker):
+    measured = measure_roundtrips(broker.bootstrap, REQUESTS)
+    assert list(measured) == list(APIS)
+    for rt in measured.values():
+        assert len(rt.seconds) == REQUESTS and all(s > 0 for s in rt.seconds)
+        assert rt.error_code == 0
+
+
+@pytest.mark.skipif(not MOCK_CLUSTER.exists(), reason=f"no librdkafka mock peer at {MOCK_CLUSTER}")
+def test_the_run_against_kaas_and_the_mock():
+    lines: list[dict] = []
+    summary = run_roundtrip(1, REQUESTS, lines.append)
+    for line in [*lines, summary]:
+        json.dumps(line)
+    assert [(r["target"], r["api"]) for r in lines] == [(t, api) for t in ("kaas", "mock") for api in APIS]
+    for r in lines:
+        assert r["bench"] == "roundtrip" and r["round"] == 0 and r["requests"] == REQUESTS
+        assert all(isinstance(r[k], float) and r[k] > 0 for k in ("p50_us", "p90_us", "p99_us"))
+        # The mock lacks ApiVersions v3 and says so; everything else answers error 0.
+        assert r["error_code"] == (35 if (r["target"], r["api"]) == ("mock", "api_versions") else 0)
+    assert summary["bench"] == "roundtrip" and summary["rounds"] == 1 and summary["requests"] == REQUESTS
+    for target in ("kaas", "mock"):
+        assert set(summary[target]) == set(APIS)
+        assert all(summary[target][api]["p50_us"] > 0 for api in APIS)
+        assert summary[target]["heartbeat"]["error_codes"] == [0]
+    assert set(summary["kaas_over_mock"]) == set(APIS)
+    assert all(summary["kaas_over_mock"][api] > 0 for api in APIS)
+    assert summary["target"]["kaas_over_mock"] == "<= 2"
+    assert {api: type(met) for api, met in summary["target"]["met"].items()} == {api: bool for api in APIS}
