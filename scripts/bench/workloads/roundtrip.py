@@ -43,6 +43,8 @@ FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP = (10, 3), (11, 5), (14, 3)
 # ApiVersions v3 as librdkafka sends it first, v2 (the mock's highest, v3 answered with
 # UNSUPPORTED_VERSION) for a full answer from both, and a member's Heartbeat v4.
 APIS = ("api_versions", "api_versions_v2", "heartbeat")
+# The ones the target is judged on: the mock's answer to v3 is an error, not a comparable one.
+COMPARED = ("api_versions_v2", "heartbeat")
 _SIZE = struct.Struct(">i")
 
 
@@ -173,7 +175,7 @@ def _us_pcts(seconds: list[float]) -> dict:
 def run_roundtrip(rounds: int, requests: int, emit) -> dict:
     """``rounds`` rounds of kaas then the mock: one line per (target, round, api) through
     ``emit``; returns the summary: medians over the rounds per target and api, kaas/mock of
-    the p50 medians, the target.
+    the p50 medians and the target for the apis both answer in full (``COMPARED``).
 
     Raises:
         click.ClickException: a broker did not start, or an answer carried an error
@@ -200,8 +202,8 @@ def run_roundtrip(rounds: int, requests: int, emit) -> dict:
                                for k in ("p50_us", "p90_us", "p99_us")},
                             "error_codes": sorted({r["error_code"] for r in by_api[api]})} for api in APIS}
                for name, by_api in runs.items()}
-    ratios = {api: _r(medians["kaas"][api]["p50_us"] / medians["mock"][api]["p50_us"]) for api in APIS}
+    ratios = {api: _r(medians["kaas"][api]["p50_us"] / medians["mock"][api]["p50_us"]) for api in COMPARED}
     return {"bench": "roundtrip", "rounds": rounds, "requests": requests, "warmup": WARMUP, "cpus": os.cpu_count(),
             "seconds": round(time.monotonic() - started, 1), **medians, "kaas_over_mock": ratios,
             "target": {"kaas_over_mock": f"<= {ROUNDTRIP_TARGET:g}",
-                       "met": {api: ratios[api] <= ROUNDTRIP_TARGET for api in APIS}}}
+                       "met": {api: ratios[api] <= ROUNDTRIP_TARGET for api in COMPARED}}}
