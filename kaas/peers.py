@@ -31,7 +31,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas.aio import send_now
+from kaas.aio import SocketReader, send_now
 from kaas.client import SaslConfig, SaslFailed, ScramClient
 from kaas.errors import PeerUnavailable
 from kaas.wire import codec
@@ -126,6 +126,7 @@ class _Link:
         self.broker_id = broker_id
         self.stream: trio.abc.Stream | None = None
         self.fd: int | None = None  # the socket of a plain TCP link (``_send``)
+        self.reader: SocketReader | None = None  # its receiving side (a plain TCP link)
         self.decoder: FrameDecoder | None = None
         self.lock = trio.Lock()
         self.pending: list[_Ask] = []
@@ -162,6 +163,7 @@ class _Link:
         with trio.fail_after(CONNECT_TIMEOUT_S):
             self.stream = await self.links.open_stream(self.broker_id)
         self.fd = self.stream.socket.fileno() if isinstance(self.stream, trio.SocketStream) else None
+        self.reader = SocketReader(self.fd) if self.fd is not None else None
         self.decoder = FrameDecoder(MAX_RESPONSE)
 
     async def _exchange(self, markers: list[Any]) -> list[MarkerResult]:
@@ -193,7 +195,10 @@ class _Link:
                     raise LinkFailed("more bytes than one response")
                 return frame
             with trio.move_on_after(LIVENESS_CHECK_S) as scope:
-                data = await self.stream.receive_some(65536)
+                # a plain link reads the socket itself (no 64 KiB allocation and no
+                # checkpoint when the answer is already there); TLS goes through trio
+                data = await (self.reader.receive(65536) if self.reader is not None
+                              else self.stream.receive_some(65536))
             if scope.cancelled_caught:
                 # alive_any: a draining peer still serves (and holds its lease); only a
                 # peer silent for the session timeout has let its lease lapse
@@ -205,7 +210,7 @@ class _Link:
             self.decoder.feed(data)
 
     async def close(self) -> None:
-        stream, self.stream, self.decoder, self.fd = self.stream, None, None, None
+        stream, self.stream, self.decoder, self.fd, self.reader = self.stream, None, None, None, None
         if stream is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()

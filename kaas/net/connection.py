@@ -8,13 +8,12 @@ pipelining client is not serialised behind them, and other connections never are
 from __future__ import annotations
 
 import itertools
-import os
 from collections import deque
 
 import structlog
 import trio
 
-from kaas.aio import held, send_now
+from kaas.aio import SocketReader, held, send_now
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
 from kaas.net.tls import TlsReader
@@ -58,57 +57,6 @@ INLINE_APIS = frozenset({
 # fsync). Requests that arrive together (librdkafka pipelines up to 5 per connection)
 # take the concurrent path, so they still share one group-commit fsync.
 INLINE_WHEN_ALONE = frozenset({0})
-
-
-class SocketReader:
-    """Receiving on a plain TCP connection with the socket calls themselves: ``readv`` into
-    a buffer, and trio's ``wait_readable`` only when nothing is there.
-
-    trio's ``SocketStream.receive_some(n)`` allocates ``n`` bytes per call (256 KiB for a
-    50-byte Heartbeat) and ends even a receive that found data with a checkpoint. Here the
-    bytes land in one buffer shared by every connection (filled and copied out with no
-    await in between), and a connection whose client keeps the socket full yields to the
-    scheduler after ``YIELD_EVERY`` receives in a row that did not wait, so it cannot hold
-    the loop (nor escape cancellation) for long."""
-
-    __slots__ = ("fd", "_streak")
-
-    YIELD_EVERY = 16
-    _scratch = memoryview(bytearray(256 * 1024))
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self._streak = 0
-
-    async def _read(self, view: memoryview) -> int:
-        while True:
-            try:
-                return os.readv(self.fd, (view,))
-            except BlockingIOError:
-                self._streak = 0
-                await trio.lowlevel.wait_readable(self.fd)
-            except OSError as exc:
-                raise trio.BrokenResourceError(f"receive failed: {exc}") from exc
-
-    async def _pace(self) -> None:
-        self._streak += 1
-        if self._streak >= self.YIELD_EVERY:
-            self._streak = 0
-            await trio.lowlevel.checkpoint()
-
-    async def receive_into(self, view: memoryview) -> int:
-        """Receive at least one byte into ``view``; 0: the peer closed."""
-        n = await self._read(view)
-        await self._pace()
-        return n
-
-    async def receive(self, max_bytes: int) -> bytes:
-        """Up to ``max_bytes`` (b"": the peer closed)."""
-        scratch = self._scratch[: min(max_bytes, len(self._scratch))]
-        n = await self._read(scratch)
-        data = bytes(scratch[:n])  # before any await: the buffer is every connection's
-        await self._pace()
-        return data
 
 
 class _Slot:

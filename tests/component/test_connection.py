@@ -349,8 +349,7 @@ async def test_a_socket_that_is_never_empty_still_lets_others_run(monkeypatch):
     socket full cannot hold the loop. Bytes arrive in order, whole, then the end."""
     import socket
 
-    from kaas.net import connection
-    from kaas.net.connection import SocketReader
+    from kaas.aio import SocketReader
 
     yields = []
     real = trio.lowlevel.checkpoint
@@ -359,7 +358,7 @@ async def test_a_socket_that_is_never_empty_still_lets_others_run(monkeypatch):
         yields.append(1)
         await real()
 
-    monkeypatch.setattr(connection.trio.lowlevel, "checkpoint", counted)
+    monkeypatch.setattr(trio.lowlevel, "checkpoint", counted)
     a, b = socket.socketpair()
     a.setblocking(False)
     b.sendall(b"".join(bytes([i]) * 10 for i in range(200)))

@@ -8,8 +8,6 @@ file, which replaces only the entry of the id being changed.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import structlog
@@ -63,20 +61,9 @@ class Slots:
         """
         return self.owned(transactional_id)
 
-    @asynccontextmanager
-    async def locked(self, transactional_id: str) -> AsyncIterator[None]:
-        """Hold the lock of ``transactional_id``."""
-        holder = self._id_locks.get(transactional_id)
-        if holder is None:
-            holder = self._id_locks[transactional_id] = [trio.Lock(), 0]
-        holder[1] += 1
-        try:
-            async with held(holder[0]):
-                yield
-        finally:
-            holder[1] -= 1
-            if holder[1] == 0:
-                del self._id_locks[transactional_id]
+    def locked(self, transactional_id: str) -> IdLock:
+        """``async with slots.locked(id)``: hold the lock of ``transactional_id``."""
+        return IdLock(self._id_locks, transactional_id)
 
     def forget_cache(self) -> None:
         """Drop every cached slot (our lease lapsed: another broker may have written)."""
@@ -168,3 +155,44 @@ class Slots:
                     log.warning("txn_slot_flush_failed", slot=slot, error=str(exc))
                     continue
                 self.unwritten.discard(slot)
+
+
+class IdLock:
+    """The lock of one transactional id, made on first use and dropped when nobody holds
+    or waits for it; taken without a checkpoint when free (``held``). A class rather than
+    an ``asynccontextmanager`` generator: every AddPartitions and EndTxn takes it."""
+
+    __slots__ = ("locks", "transactional_id", "holder")
+
+    def __init__(self, locks: dict[str, list[Any]], transactional_id: str) -> None:
+        self.locks = locks
+        self.transactional_id = transactional_id
+        self.holder: list[Any] | None = None
+
+    async def __aenter__(self) -> None:
+        holder = self.locks.get(self.transactional_id)
+        if holder is None:
+            holder = self.locks[self.transactional_id] = [trio.Lock(), 0]
+        holder[1] += 1
+        self.holder = holder
+        lock = holder[0]
+        try:
+            try:
+                lock.acquire_nowait()
+            except trio.WouldBlock:
+                await lock.acquire()
+        except BaseException:  # cancelled while waiting: not held, but no longer waiting
+            self._leave()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.holder is not None
+        self.holder[0].release()
+        self._leave()
+
+    def _leave(self) -> None:
+        holder = self.holder
+        assert holder is not None
+        holder[1] -= 1
+        if holder[1] == 0:
+            del self.locks[self.transactional_id]
