@@ -8,19 +8,21 @@ from kio.schema.errors import ErrorCode
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
+from kaas.wire import codec
 
 API_KEY = 25
 VERSIONS = (0, 3)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx, req) -> bytes:
     if not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id):
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+        return codec.error_body(API_KEY, ctx.api_version, ErrorCode.transactional_id_authorization_failed)
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
-        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
+        return codec.error_body(API_KEY, ctx.api_version, ErrorCode.group_authorization_failed)
     try:
         code = await coordinator(ctx.broker).add_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
                                                          req.group_id, ctx.api_version)
     except KaasError as exc:
         code = exc.code
-    return {"throttle_time": 0, "error_code": code}
+    return codec.error_body(API_KEY, ctx.api_version, code)
+

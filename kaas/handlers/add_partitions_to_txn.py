@@ -6,11 +6,15 @@ INVALID_PRODUCER_EPOCH below v2 and PRODUCER_FENCED from v2 (the domain maps the
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import TOPIC, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator, partition_exists
+from kaas.wire import codec
+from kaas.wire.build import build
 
 API_KEY = 24
 VERSIONS = (0, 3)
@@ -32,7 +36,7 @@ async def _add(ctx, req, wanted, codes) -> ErrorCode:
         return exc.code
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx, req) -> dict | bytes:
     topics = req.v3_and_below_topics
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], ErrorCode] = {}
@@ -45,12 +49,26 @@ async def handle(ctx, req) -> dict:
         code = ErrorCode.none
     else:
         code = await _add(ctx, req, wanted, codes)
+    named = tuple((t.name, tuple(t.partitions)) for t in topics)
+    if not codes:  # one code for every partition: the answer repeats from one transaction to the next
+        return _uniform(ctx.api_version, code, named)
+    return _response(named, lambda name, p: codes.get((name, p), code))
+
+
+def _response(topics: tuple[tuple[str, tuple[int, ...]], ...], code_of) -> dict:
     return {
         "throttle_time": 0,
         "results_by_topic_v3_and_below": [
-            {"name": t.name,
-             "results_by_partition": [{"partition_index": p, "partition_error_code": codes.get((t.name, p), code)}
-                                      for p in t.partitions]}
-            for t in topics
+            {"name": name, "results_by_partition": [{"partition_index": p, "partition_error_code": code_of(name, p)}
+                                                    for p in partitions]}
+            for name, partitions in topics
         ],
     }
+
+
+@lru_cache(maxsize=1024)
+def _uniform(version: int, code: ErrorCode, topics: tuple[tuple[str, tuple[int, ...]], ...]) -> bytes:
+    """The encoded answer giving ``code`` to every partition of ``topics``, once per
+    version, code and partitions (a producer's next transaction usually names the same)."""
+    body = build(codec.response_class(API_KEY, version), _response(topics, lambda _name, _p: code))
+    return codec.encode_body(API_KEY, version, body)

@@ -10,17 +10,19 @@ from kio.schema.errors import ErrorCode
 from kaas.errors import KaasError
 from kaas.handlers._auth import TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
+from kaas.wire import codec
 
 API_KEY = 26
 VERSIONS = (0, 3)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx, req) -> bytes:
     if not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id):
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+        return codec.error_body(API_KEY, ctx.api_version, ErrorCode.transactional_id_authorization_failed)
     try:
         code = await coordinator(ctx.broker).end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                                      req.committed, ctx.api_version)
     except KaasError as exc:
         code = exc.code
-    return {"throttle_time": 0, "error_code": code}
+    return codec.error_body(API_KEY, ctx.api_version, code)
+

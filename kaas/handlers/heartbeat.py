@@ -21,5 +21,4 @@ async def handle(ctx, req) -> bytes:
                                                getattr(req, "group_instance_id", None), req.generation_id)
         except KaasError as exc:
             code = exc.code
-    # the answer is its error code: encoded once per version and code
-    return codec.constant_body(API_KEY, ctx.api_version, (("throttle_time", 0), ("error_code", code)))
+    return codec.error_body(API_KEY, ctx.api_version, code)

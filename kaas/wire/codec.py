@@ -76,13 +76,15 @@ def decode_request(frame: bytes) -> Request:
     return Request(api_key, version, corr, header.client_id, body)
 
 
-# Responses whose bodies repeat byte for byte from one request to the next: a transactional
-# producer's EndTxn, AddPartitionsToTxn for the partitions of its last transaction,
-# AddOffsetsToTxn and TxnOffsetCommit for its group, a coordinator's WriteTxnMarkers over
-# the peer link, a member's Heartbeat. Their bodies are small frozen kio entities (cheap to
-# hash and compare), encoded once and then reused; only the header (the correlation id) is
-# encoded per response. Bounded: the cache is emptied when it is full.
-REPEATING_BODY_APIS = frozenset({12, 24, 25, 26, 27, 28})
+# Responses whose bodies repeat byte for byte from one request to the next and whose
+# handlers answer kio entities: TxnOffsetCommit for a producer's group, a coordinator's
+# WriteTxnMarkers over the peer link, an AddPartitionsToTxn with codes per partition (its
+# usual answer, one code for all, is encoded by the handler). Their bodies are small
+# frozen kio entities (cheap to hash and compare), encoded once and then reused; only the
+# header (the correlation id) is encoded per response. Bounded: the cache is emptied when
+# it is full. Heartbeat, EndTxn and AddOffsetsToTxn answer ``error_body`` bytes instead:
+# building the entity and hashing it for this cache cost more than the encoding it saves.
+REPEATING_BODY_APIS = frozenset({24, 27, 28})
 _BODY_CACHE_MAX = 1024
 _body_cache: dict[tuple[int, int, Any], bytes] = {}
 
@@ -102,6 +104,12 @@ def constant_body(api_key: int, version: int, fields: tuple[tuple[str, Any], ...
     from kaas.wire.build import build
 
     return encode_body(api_key, version, build(response_class(api_key, version), dict(fields)))
+
+
+def error_body(api_key: int, version: int, code: Any) -> bytes:
+    """The encoded body of an answer that is a throttle time of 0 and an error code
+    (Heartbeat, EndTxn, AddOffsetsToTxn), once per key, version and code."""
+    return constant_body(api_key, version, (("throttle_time", 0), ("error_code", code)))
 
 
 @cache

@@ -1,5 +1,6 @@
-"""Response encoding: the bodies of the repeating responses (EndTxn, AddPartitionsToTxn,
-WriteTxnMarkers, ...) are encoded once and reused; the framed bytes must be exactly what
+"""Response encoding: the bodies of the repeating responses (TxnOffsetCommit,
+WriteTxnMarkers, AddPartitionsToTxn entities; Heartbeat, EndTxn, AddOffsetsToTxn as
+``error_body``) are encoded once and reused; the framed bytes must be exactly what
 kio's writers produce for the header and the body, hit or miss."""
 
 from __future__ import annotations
@@ -39,21 +40,33 @@ def test_cached_bodies_encode_like_kio(api_key, version, data, corrs):
 
 def test_equal_bodies_share_one_entry_and_the_cache_is_bounded(monkeypatch):
     monkeypatch.setattr(codec, "_body_cache", {})
-    cls = codec.response_class(26, 3)
-    a = build(cls, {"throttle_time": 0, "error_code": 0})
-    b = build(cls, {"throttle_time": 0, "error_code": 0})
-    c = build(cls, {"throttle_time": 0, "error_code": 51})
-    codec.encode_response(26, 3, 1, a)
-    codec.encode_response(26, 3, 2, b)
+    cls = codec.response_class(28, 3)
+    a = build(cls, {"throttle_time": 0, "topics": []})
+    b = build(cls, {"throttle_time": 0, "topics": []})
+    c = build(cls, {"throttle_time": 5, "topics": []})
+    codec.encode_response(28, 3, 1, a)
+    codec.encode_response(28, 3, 2, b)
     assert len(codec._body_cache) == 1
-    codec.encode_response(26, 3, 3, c)
+    codec.encode_response(28, 3, 3, c)
     assert len(codec._body_cache) == 2
-    assert bytes(codec.encode_response(26, 3, 4, c)) == reference(26, 3, 4, c)
+    assert bytes(codec.encode_response(28, 3, 4, c)) == reference(28, 3, 4, c)
 
     monkeypatch.setattr(codec, "_BODY_CACHE_MAX", 3)
-    for code in range(10):
-        codec.encode_response(26, 3, 5, build(cls, {"throttle_time": 0, "error_code": code}))
+    for throttle in range(10):
+        codec.encode_response(28, 3, 5, build(cls, {"throttle_time": throttle, "topics": []}))
         assert len(codec._body_cache) <= 3
+
+
+ERROR_BODY_APIS = [(key, v) for key in (12, 25, 26) for v in range(REGISTRY[key].min_version,
+                                                                   REGISTRY[key].max_version + 1)]
+
+
+@pytest.mark.parametrize(("api_key", "version"), ERROR_BODY_APIS)
+@pytest.mark.parametrize("code", [0, 22, 47, 51, 90])
+def test_an_error_body_is_kios_encoding_of_that_code(api_key, version, code):
+    body = build(codec.response_class(api_key, version), {"throttle_time": 0, "error_code": code})
+    assert bytes(codec.encode_response(api_key, version, 3, codec.error_body(api_key, version, code))) == \
+        reference(api_key, version, 3, body)
 
 
 def test_other_apis_are_not_cached(monkeypatch):
@@ -87,3 +100,16 @@ def test_api_versions_answers_the_registry_for_each_version():
         assert [(k.api_key, k.min_version, k.max_version) for k in got.api_keys] == \
             [(k["api_key"], k["min_version"], k["max_version"]) for k in versions_table()]
         assert got.error_code == 0
+
+
+@pytest.mark.parametrize("version", range(REGISTRY[24].min_version, REGISTRY[24].max_version + 1))
+def test_add_partitions_uniform_answer_is_the_per_partition_one(version):
+    """AddPartitionsToTxn's usual answer (one code for every partition, encoded once) is
+    byte for byte the answer built per partition."""
+    from kaas.handlers.add_partitions_to_txn import _response, _uniform
+
+    topics = (("a", (0, 3)), ("b-topic", (7,)))
+    for code in (0, 51):
+        body = build(codec.response_class(24, version), _response(topics, lambda _n, _p, code=code: code))
+        assert bytes(codec.encode_response(24, version, 11, _uniform(version, code, topics))) == \
+            reference(24, version, 11, body)
