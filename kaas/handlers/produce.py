@@ -18,6 +18,7 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize
 from kaas.wire import batch as wb
 from kaas.wire import records as wr
+from kaas.wire.produce_answer import produce_body
 
 API_KEY = 0
 VERSIONS = (3, 10)
@@ -145,4 +146,5 @@ async def handle(ctx, req):
                     nursery.start_soon(wait_one, *w)
     if acks == 0:
         return None
-    return {"responses": topics_out, "throttle_time": 0}
+    body = produce_body(ctx.api_version, topics_out)  # the answer's template, patched
+    return body if body is not None else {"responses": topics_out, "throttle_time": 0}
