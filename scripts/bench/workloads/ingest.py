@@ -38,7 +38,7 @@ def _produce_argv(messages: int, partitions: int, keyless: bool) -> list[str]:
 
 def _median(runs: list[dict], key: str) -> float | None:
     vals = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
-    return statistics.median(vals) if vals else None
+    return _r(statistics.median(vals)) if vals else None
 
 
 def raw_requests(raw_mib: float) -> int:
