@@ -7,7 +7,8 @@ recompute) and writes the client's bytes verbatim.
 Invariants:
     - ``parse_header`` accepts exactly the bytes ``build_batch`` produces;
     - ``patch`` changes only bytes 0-7 and 12-15;
-    - ``stamp_log_append_time`` changes only the CRC, attributes bit 3 and maxTimestamp.
+    - ``stamp_log_append_time`` changes only the CRC, attributes bit 3 and maxTimestamp;
+    - ``set_base_sequence`` changes only baseSequence and the CRC.
 """
 
 from __future__ import annotations
@@ -151,7 +152,9 @@ def patch(batch: bytearray | memoryview, pos: int, base_offset: int, leader_epoc
     _I32.pack_into(batch, pos + 12, leader_epoch)
 
 
+_CRC_AT = 17
 _MAX_TIMESTAMP_AT = 35
+_BASE_SEQUENCE_AT = 53
 _ATTRIBUTES = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
@@ -177,8 +180,24 @@ def stamp_log_append_time(batch: bytes | bytearray | memoryview, append_time: in
     attributes = _ATTRIBUTES.unpack_from(out, CRC_START)[0]
     _ATTRIBUTES.pack_into(out, CRC_START, attributes | ATTR_LOG_APPEND_TIME)
     _I64.pack_into(out, _MAX_TIMESTAMP_AT, append_time)
-    _U32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    _U32.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
+
+
+def set_base_sequence(batch: bytearray | memoryview, pos: int, base_sequence: int) -> None:
+    """Write ``base_sequence`` into the batch at ``pos`` in place and recompute its CRC: a
+    client sending the bytes of one batch again as its producer's next batch (the bench's
+    raw producer). baseSequence lies inside the CRC's span, so unlike ``patch`` this costs
+    a CRC over the whole batch.
+
+    Args:
+        batch: a buffer holding one whole v2 batch at ``pos`` (and anything around it).
+        pos: where the batch starts in ``batch``.
+        base_sequence: the new baseSequence, 0 .. 2**31 - 1.
+    """
+    _I32.pack_into(batch, pos + _BASE_SEQUENCE_AT, base_sequence)
+    end = pos + LOG_OVERHEAD + _I32.unpack_from(batch, pos + 8)[0]
+    _U32.pack_into(batch, pos + _CRC_AT, crc32c.crc32c(memoryview(batch)[pos + CRC_START : end]))
 
 
 def iter_headers(buf: bytes | memoryview, pos: int = 0, end: int | None = None):

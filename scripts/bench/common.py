@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from kaas.client import recv_exact
+from kaas.client import WireClient, recv_exact
 
 BENCH = Path(__file__).resolve().parent  # this package: ``python scripts/bench`` runs it
 REPO = BENCH.parent.parent
@@ -30,6 +30,9 @@ CLIENT_COMMON: dict[str, object] = {"reconnect.backoff.max.ms": RECONNECT_BACKOF
 # DATA/run/client.properties) whose security settings every client of this process takes:
 # how ``security`` runs the same workloads over SASL_SSL. bootstrap.servers stays the caller's.
 CLIENT_CONFIG_ENV = "KAAS_BENCH_CLIENT_CONFIG"
+# A broker that stops answering a raw connection fails the run (the socket's kernel
+# timeout) instead of hanging it.
+IO_TIMEOUT_S = 30
 
 
 def security_settings(path: Path) -> dict[str, str]:
@@ -232,6 +235,21 @@ def find_coordinator(bootstrap: str, key: str, key_type: int = 1, timeout: float
                 last = exc
         time.sleep(0.2)
     raise click.ClickException(f"no coordinator for {key!r}: {last}")
+
+
+def connect_nodelay(bootstrap: str) -> WireClient:
+    """A connection to the first broker of ``bootstrap``: TCP_NODELAY, blocking, with the
+    kernel's send and receive timeouts (IO_TIMEOUT_S; no poll() before each call, as
+    Python's own timeouts add)."""
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    wc = WireClient(host, int(port), timeout=IO_TIMEOUT_S)
+    sock = wc.sock
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.settimeout(None)
+    timeval = struct.pack("ll", IO_TIMEOUT_S, 0)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+    return wc
 
 
 def _emit(res: dict) -> None:

@@ -227,6 +227,26 @@ def test_patch_through_memoryview():
     assert wb.crc_ok(raw, 0, h)
 
 
+@settings(deadline=None)
+@given(
+    producer_id=st.integers(min_value=0, max_value=2**63 - 1), producer_epoch=I16,
+    old_seq=st.integers(min_value=0, max_value=2**31 - 1), new_seq=st.integers(min_value=0, max_value=2**31 - 1),
+    records=records_st, prefix=st.integers(min_value=0, max_value=20), suffix=st.integers(min_value=0, max_value=4),
+)
+def test_set_base_sequence_is_the_batch_built_with_it(producer_id, producer_epoch, old_seq, new_seq, records,
+                                                      prefix, suffix):
+    def built(seq: int) -> bytes:
+        return wb.build_batch(producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=seq,
+                              records=records)
+
+    buf = bytearray(b"\xab" * prefix + built(old_seq) + b"\xcd" * suffix)
+    wb.set_base_sequence(buf, prefix, new_seq)
+    assert buf[:prefix] == b"\xab" * prefix and buf[len(buf) - suffix:] == b"\xcd" * suffix
+    out = bytes(buf[prefix:len(buf) - suffix])
+    assert out == built(new_seq)
+    assert wb.validate_produce(out, 1 << 20).base_sequence == new_seq
+
+
 # --------------------------------------------------------------------- control batches
 
 

@@ -29,13 +29,11 @@ from kaas.client import WireClient
 from kaas.wire import codec
 from kaas.wire.build import build
 
-from ..common import _percentile, _r
+from ..common import _percentile, _r, connect_nodelay
 from ..targets import _Kaas, _Mock
 
 ROUNDTRIP_TARGET = 2.0  # kaas p50 / mock p50, per API
 WARMUP = 200
-# A broker that stops answering fails the run (the socket's kernel timeout) instead of hanging it.
-IO_TIMEOUT_S = 30
 CORRELATION_ID = 7
 CLIENT_ID = "kaas-bench"
 API_VERSIONS_KEY, HEARTBEAT = 18, (12, 4)
@@ -53,21 +51,6 @@ class Roundtrips(NamedTuple):
 
     seconds: list[float]
     error_code: int
-
-
-def _connect(bootstrap: str) -> WireClient:
-    """A connection to the first broker of ``bootstrap``: TCP_NODELAY, blocking, with the
-    kernel's send and receive timeouts (no poll() before each call, as Python's own
-    timeouts add)."""
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-    wc = WireClient(host, int(port), timeout=IO_TIMEOUT_S)
-    sock = wc.sock
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.settimeout(None)
-    timeval = struct.pack("ll", IO_TIMEOUT_S, 0)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
-    return wc
 
 
 def _timed(sock: socket.socket, frame: bytes, n: int) -> tuple[list[float], set[bytes]]:
@@ -160,7 +143,7 @@ def measure_roundtrips(bootstrap: str, requests: int) -> dict[str, Roundtrips]:
         OSError: the connection failed or timed out.
     """
     hello = {"client_software_name": CLIENT_ID, "client_software_version": "1"}
-    with _connect(bootstrap) as wc:
+    with connect_nodelay(bootstrap) as wc:
         out = {"api_versions": _time_request(wc.sock, (API_VERSIONS_KEY, 3), hello, requests),
                "api_versions_v2": _time_request(wc.sock, (API_VERSIONS_KEY, 2), hello, requests)}
         out["heartbeat"] = _time_request(wc.sock, HEARTBEAT, _join_group(wc), requests)
