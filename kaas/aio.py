@@ -11,7 +11,12 @@ import os
 
 import trio
 
-__all__ = ["SocketReader", "held", "send_now"]
+__all__ = ["SCRATCH", "SocketReader", "Wakeup", "held", "send_now"]
+
+# One receive buffer for every connection of the process (plain and TLS, clients and peer
+# links): each reader fills it and copies the bytes out with no await in between, so no
+# other task of this trio run touches it meanwhile.
+SCRATCH = memoryview(bytearray(256 * 1024))
 
 
 class held:
@@ -75,7 +80,6 @@ class SocketReader:
     __slots__ = ("fd", "_streak")
 
     YIELD_EVERY = 16
-    _scratch = memoryview(bytearray(256 * 1024))
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -105,8 +109,27 @@ class SocketReader:
 
     async def receive(self, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` (b"": the peer closed)."""
-        scratch = self._scratch[: min(max_bytes, len(self._scratch))]
+        scratch = SCRATCH[: min(max_bytes, len(SCRATCH))]
         n = await self._read(scratch)
         data = bytes(scratch[:n])  # before any await: the buffer is every connection's
         await self._pace()
         return data
+
+
+class Wakeup:
+    """``set()`` ends the current wait of the loop that took the event from ``rearm()``
+    (a set before the re-arm is forgotten: the loop is about to look anyway). The loops
+    of ``kaas.tasks`` re-arm one before each wait; anyone may set it."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def rearm(self) -> trio.Event:
+        """A fresh event, the one ``set`` sets from now on."""
+        self._event = trio.Event()
+        return self._event

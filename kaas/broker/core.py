@@ -17,6 +17,7 @@ from kaas.broker.acls import Acls
 from kaas.broker.cluster_view import ClusterView
 from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
+from kaas.clock import wall_ms
 from kaas.coord.group import GroupCoordinator
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain import replicas, routing
@@ -35,7 +36,7 @@ GROUP_OWNER_CACHE_MAX = 1 << 16
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    return wall_ms()
 
 
 def fs_type(path) -> str:

@@ -16,6 +16,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
+from kaas.clock import wall_ms
 from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import KaasError
 from kaas.storage.partition_log import AppendResult, PartitionLog, ReadResult
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    return wall_ms()
 
 
 @dataclass(frozen=True, slots=True)

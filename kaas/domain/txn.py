@@ -99,6 +99,7 @@ __all__ = [
     "describe",
     "fence_and_abort",
     "init_producer_id",
+    "offset_hook_of",
     "pending_dispatches",
     "prepare_end_txn",
     "reaper_abort",
@@ -873,6 +874,18 @@ def complete_end_txn(
     if meta.groups:
         effects = (OffsetHook(meta.producer_id, meta.groups, commit), *effects)
     return TxnResult(ErrorCode.none, completed, effects)
+
+
+def offset_hook_of(dispatch: WriteMarkers) -> OffsetHook | None:
+    """The offset hook of a prepared transaction, from its dispatch set (None without
+    groups): the one ``complete_end_txn`` gives for the same entry. A coordinator may carry
+    it out once Prepare* is durable, beside the peer-led markers rather than after them:
+    Prepare* is the decision, so offsets committed (or discarded) early agree with the
+    outcome the markers will show, and a read_committed reader still sees the records only
+    once their markers land. The hook is idempotent; Complete* is written only after both."""
+    if not dispatch.groups:
+        return None
+    return OffsetHook(dispatch.producer_id, dispatch.groups, dispatch.commit)
 
 
 # --- fence, reaper, reconcile ----------------------------------------------------------

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 from kio.schema.errors import ErrorCode
 
+from kaas.clock import wall_ms
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 from kaas.storage.offset_store import Committed
@@ -15,7 +14,7 @@ VERSIONS = (2, 9)
 
 
 def partition_offsets(topics) -> dict:
-    now = int(time.time() * 1000)
+    now = wall_ms()
     return {(t.name, p.partition_index): Committed(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                                                    p.committed_metadata, now)
             for t in topics for p in t.partitions}

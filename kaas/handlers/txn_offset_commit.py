@@ -8,10 +8,9 @@ coordinator does without KIP-890 part 2."""
 
 from __future__ import annotations
 
-import time
-
 from kio.schema.errors import ErrorCode
 
+from kaas.clock import wall_ms
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import partition_exists
@@ -29,7 +28,7 @@ def _everywhere(req, code: ErrorCode) -> dict:
 
 async def handle(ctx, req) -> dict:
     broker = ctx.broker
-    now = int(time.time() * 1000)
+    now = wall_ms()
     offsets = {}
     unknown = set()
     denied = set()

@@ -45,7 +45,6 @@ plus the standard ``process_*``, ``python_gc_*`` and ``python_info`` collectors.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -54,6 +53,7 @@ import structlog
 import trio
 
 from kaas import counters
+from kaas.clock import wall_ms
 from kaas.handlers import REGISTRY
 
 log = structlog.get_logger()
@@ -150,7 +150,7 @@ class BrokerCollector:
         lag = GaugeMetricFamily("kaas_log_cleaner_dirty_ratio",
                                 "Cleaner lag: dirty share of each led compacted partition's cleanable bytes.",
                                 labels=["topic", "partition"])
-        now = int(time.time() * 1000)
+        now = wall_ms()
         for p in parts:
             if p.log.config.compact:
                 lag.add_metric([p.topic, str(p.index)], p.log.dirty_ratio(now)[1])

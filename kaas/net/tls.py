@@ -14,6 +14,7 @@ import ssl
 import structlog
 import trio
 
+from kaas.aio import SCRATCH
 from kaas.domain.principal import NoMatchingRule, Rule, format_dn, map_name, parse_rules
 from kaas.handlers.session import ANONYMOUS
 from kaas.settings import Settings
@@ -155,9 +156,6 @@ class TlsReader:
     __slots__ = ("stream", "_obj", "_incoming", "_lock")
 
     CIPHERTEXT_READ = 256 * 1024
-    # ``receive``'s buffer, one for all connections: filled and copied out with no await in
-    # between (so no other connection of this trio run touches it meanwhile)
-    _scratch = memoryview(bytearray(64 * 1024))
 
     def __init__(self, stream: trio.SSLStream) -> None:
         self.stream = stream
@@ -211,6 +209,6 @@ class TlsReader:
 
     async def receive(self, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` (at least one; b"": the peer closed)."""
-        scratch = self._scratch
-        n = await self.receive_into(scratch[: min(max_bytes, len(scratch))])
-        return bytes(scratch[:n])
+        # into the process's receive buffer (``kaas.aio.SCRATCH``), copied out at once
+        n = await self.receive_into(SCRATCH[: min(max_bytes, len(SCRATCH))])
+        return bytes(SCRATCH[:n])

@@ -12,6 +12,7 @@ import time
 import structlog
 import trio
 
+from kaas.clock import wall_ms
 from kaas.errors import CorruptState, KaasError
 from kaas.storage import cleaner
 
@@ -30,7 +31,7 @@ class Stats:
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return wall_ms()
 
 
 async def serve_log_cleaner(broker, task_status=trio.TASK_STATUS_IGNORED) -> None:

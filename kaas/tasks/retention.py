@@ -3,12 +3,11 @@ every ``--retention-check-ms``."""
 
 from __future__ import annotations
 
-import time
-
 import structlog
 import trio
 
 from kaas.broker import Broker
+from kaas.clock import wall_ms
 
 log = structlog.get_logger()
 
@@ -18,7 +17,7 @@ async def serve_retention(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORE
     task_status.started()
     while True:
         await trio.sleep(settings.retention_check_ms / 1000)
-        now = int(time.time() * 1000)
+        now = wall_ms()
         for part in list(broker.partitions.values()):
             if part.syncing or part.closed:
                 continue

@@ -288,6 +288,28 @@ async def test_offset_hook_for_a_group_coordinated_elsewhere(cluster):
     assert b1.groups.calls == [("remote", pid, True)] and b0.txn.queue.list(1) == []
 
 
+async def test_offset_hook_runs_beside_the_peer_led_markers(cluster):
+    """With peer-led markers and a group another broker coordinates, the hook is handed
+    over beside the markers (both queued here, links being off), not after them; Complete*
+    follows both, and each broker applies its part."""
+    world, (b0, b1, b2) = cluster
+    world.group_owners.update({"g": 2})
+    p0 = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "x", [("t", 0), ("t", 1)])
+    assert await b0.txn.add_offsets("x", pid, epoch, "g", V) == ErrorCode.none
+    await produce(p0, "x", pid, epoch)
+    await produce(b1.lead("t", 1), "x", pid, epoch)
+    assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
+    assert b0.txn.stats["offset_hooks_beside_markers"] == 1
+    assert state_of(b0, "x").state is TxnState.CompleteCommit
+    assert [p.name for p in b0.txn.queue.list(1)] == [f"{pid}-{epoch}-1.json"]
+    assert [p.name for p in b0.txn.queue.list(2)] == [f"{pid}-{epoch}-1.groups.json"]
+    await b1.txn.apply_queue()
+    await b2.txn.apply_queue()
+    assert b2.groups.calls == [("g", pid, True)] and b0.txn.queue.list(2) == []
+    assert not open_txn(b1.lead("t", 1)) and not open_txn(p0)
+
+
 async def test_end_txn_answers_after_prepare_and_finishes_in_the_background(cluster, monkeypatch):
     """With a nursery (a running broker), EndTxn answers once Prepare* is durable; the
     markers (self-led and peer-led) and Complete* follow in a background task, which

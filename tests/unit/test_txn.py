@@ -35,6 +35,7 @@ from kaas.domain.txn import (
     complete_end_txn,
     describe,
     init_producer_id,
+    offset_hook_of,
     pending_dispatches,
     prepare_end_txn,
     reaper_abort,
@@ -218,6 +219,17 @@ def test_complete_clears_and_fires_the_offset_hook(commit: bool) -> None:
         Persist(new),
         Reply(ErrorCode.none),
     )
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_the_early_offset_hook_is_the_completions(commit: bool) -> None:
+    """``offset_hook_of`` (the hook a coordinator runs beside the peer-led markers) is the
+    one ``complete_end_txn`` gives for the same prepared entry; none without groups."""
+    meta = prepared(commit, partitions=[P0], groups=["g1", "g2"])
+    markers = result_markers(meta)
+    [hook] = [e for e in complete_end_txn(meta, 4_000, dispatched=markers).effects if isinstance(e, OffsetHook)]
+    assert offset_hook_of(markers) == hook
+    assert offset_hook_of(result_markers(prepared(commit, partitions=[P0], groups=()))) is None
 
 
 def test_complete_without_groups_has_no_offset_hook() -> None:

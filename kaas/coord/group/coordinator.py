@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import itertools
 import struct
-import time
 from dataclasses import dataclass, field
 
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas.aio import Wakeup
+from kaas.clock import wall_ms
 from kaas.coord.ports import GroupBroker
-from kaas.coord.wakeup import Wakeup
 from kaas.domain.group import Group, GroupState, JoinReply, SyncReply
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
@@ -29,7 +29,7 @@ log = structlog.get_logger()
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    return wall_ms()
 
 
 @dataclass

@@ -3,13 +3,13 @@ coordinator epoch, the once-only report of an unreadable file, the event counter
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
+from kaas.clock import wall_ms
 from kaas.coord.ports import TxnBroker
 from kaas.errors import KaasError
 
@@ -22,11 +22,12 @@ Stats = dict[str, int]
 def new_stats() -> Stats:
     return {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
             "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0,
-            "answered_before_markers": 0, "offset_hooks_sent": 0, "offset_hooks_applied": 0}
+            "answered_before_markers": 0, "offset_hooks_sent": 0, "offset_hooks_applied": 0,
+            "offset_hooks_beside_markers": 0}
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    return wall_ms()
 
 
 async def hit(name: str) -> None:

@@ -24,6 +24,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas.aio import Wakeup
 from kaas.coord.ports import MarkerResult, TxnBroker
 from kaas.coord.txn._common import Unreadable, coordinator_epoch, hit, new_stats, now_ms
 from kaas.coord.txn.dispatch import Dispatch
@@ -33,7 +34,6 @@ from kaas.coord.txn.marker_queue import QueueApplier
 from kaas.coord.txn.markers import MarkerWriter
 from kaas.coord.txn.slots import Slots
 from kaas.coord.txn.verify import Verifier
-from kaas.coord.wakeup import Wakeup
 from kaas.domain import txn as dtxn
 from kaas.domain.routing import TXN_SLOTS, txn_slot
 from kaas.domain.txn import Fence, Persist, Reply, TxnMetadata, TxnResult, TxnState, WriteMarkers

@@ -59,9 +59,35 @@ class Finisher:
         if placed is None:
             return ErrorCode.coordinator_not_available
         remote, complete = placed
-        if not await self.dispatch.remote(wm, remote) or not complete:
+        hook = dtxn.offset_hook_of(wm) if complete else None
+        delivered, hooked = await self._remote_and_hook(wm, remote, hook)
+        if not delivered or not complete:
             return ErrorCode.coordinator_not_available
-        return await self._complete(slot, wm)
+        return await self._complete(slot, wm, hooked=hooked)
+
+    async def _remote_and_hook(self, wm: WriteMarkers, remote: dict[int, set[tuple[str, int]]],
+                               hook: OffsetHook | None) -> tuple[bool, bool]:
+        """Hand the peer-led markers to their leaders and, at the same time, carry out the
+        offset hook (``dtxn.offset_hook_of``: Prepare* is the decision, so the hook need not
+        wait for the markers; each is a peer round trip when another broker leads or
+        coordinates, and the id's next transaction waits for both). Returns (every marker
+        delivered or queued, the hook done)."""
+        if hook is None or not remote:
+            delivered = await self.dispatch.remote(wm, remote)
+            return delivered, bool(delivered and hook is not None and await self.dispatch.offset_hook(hook, wm))
+        done: dict[str, bool] = {}
+
+        async def markers() -> None:
+            done["markers"] = await self.dispatch.remote(wm, remote)
+
+        async def offsets() -> None:
+            done["hook"] = await self.dispatch.offset_hook(hook, wm)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(markers)
+            nursery.start_soon(offsets)
+        self.stats["offset_hooks_beside_markers"] += 1
+        return done["markers"], done["hook"]
 
     async def _finish_later(self, slot: int, wm: WriteMarkers, done: trio.Event) -> None:
         """The background half of an early-answered EndTxn (see ``finish``): markers,
@@ -116,13 +142,14 @@ class Finisher:
             return True
         return False
 
-    async def _complete(self, slot: int, wm: WriteMarkers) -> ErrorCode:
-        """The Complete* transition of a dispatched transaction: offset hook, then Persist."""
+    async def _complete(self, slot: int, wm: WriteMarkers, *, hooked: bool = False) -> ErrorCode:
+        """The Complete* transition of a dispatched transaction: offset hook (unless it was
+        carried out beside the markers, ``hooked``), then Persist."""
         meta = await self.slots.get(slot, wm.transactional_id)
         res = dtxn.complete_end_txn(meta, now_ms(), dispatched=wm)
         for effect in res.effects:
             if isinstance(effect, OffsetHook):
-                if not await self.dispatch.offset_hook(effect, wm):
+                if not hooked and not await self.dispatch.offset_hook(effect, wm):
                     return ErrorCode.coordinator_not_available
             elif isinstance(effect, Persist):
                 await hit("endtxn.before_complete")
