@@ -91,13 +91,24 @@ class StaleOffsets(Exception):
         self.path = path
 
 
+_PATHS_MAX = 1 << 16
+
+
 class OffsetStore:
     def __init__(self, directory: Path, *, fsync: bool = True) -> None:
         self.dir = Path(directory)
         self.fsync = fsync
+        # group id -> its file: encoding the name and building the Path was a seventh of a
+        # transactional offset commit's file write (two per EOS transaction)
+        self._paths: dict[str, Path] = {}
 
     def path(self, group_id: str) -> Path:
-        return self.dir / f"{encode_name(group_id)}.json"
+        p = self._paths.get(group_id)
+        if p is None:
+            if len(self._paths) >= _PATHS_MAX:
+                self._paths.clear()
+            p = self._paths[group_id] = self.dir / f"{encode_name(group_id)}.json"
+        return p
 
     def load(self, group_id: str) -> GroupOffsets:
         """Read a group's file afresh. Missing → empty. Raises CorruptState when unreadable."""
