@@ -126,6 +126,10 @@ class ClusterView:
     def registered(self) -> list[int]:
         return sorted(set(self.peers) | {self.me})
 
+    def has_peers(self) -> bool:
+        """Is any other broker registered (``len(registered()) > 1``, without the sort)?"""
+        return any(b != self.me for b in self.peers)
+
     # ------------------------------------------------------------------ wakeups
 
     def wake(self) -> None:

@@ -33,6 +33,7 @@ from kaas.wire import batch as wb
 
 log = structlog.get_logger()
 GROUP_OWNER_CACHE_MAX = 1 << 16
+GROUP_OWNER_VIEW_S = 0.001  # how long group_owner trusts the membership it looked at
 
 
 def now_ms() -> int:
@@ -110,6 +111,7 @@ class Broker:
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms)
         self._group_owners: dict[str, int | None] = {}  # group_owner's, for _group_owners_view
         self._group_owners_view: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        self._group_owners_checked = -1.0  # monotonic time the view was last computed
         ib = settings.inter_broker
         self.peer_links = PeerLinks(self.id, self.cluster, listener=ib.name,
                                     ssl_context=peer_tls_context(settings) if ib.tls else None,
@@ -306,9 +308,20 @@ class Broker:
 
     def group_owner(self, group_id: str) -> int | None:
         """The group's coordinator under the current membership: computed once per group
-        and membership (a rendezvous hash in Python was a tenth of a Heartbeat's cost)."""
-        view = (tuple(self.registered_brokers()), tuple(self.alive_brokers()))
+        and membership (a rendezvous hash in Python was a tenth of a Heartbeat's cost).
+
+        The membership itself (registered and live brokers) is looked at again at most
+        every ``GROUP_OWNER_VIEW_S``: computing it was half of what remained of a
+        Heartbeat's handler. A view that old is far fresher than the membership tick that
+        changes it, and a group moves only once its new owner holds a lease and has been
+        acknowledged (``GroupCoordinator.check_owner``), which takes ticks, not a millisecond."""
         cache = self._group_owners
+        now = time.monotonic()
+        if now - self._group_owners_checked >= GROUP_OWNER_VIEW_S or self._group_owners_view is None:
+            self._group_owners_checked = now
+            view = (tuple(self.registered_brokers()), tuple(self.alive_brokers()))
+        else:
+            view = self._group_owners_view
         if view != self._group_owners_view or len(cache) >= GROUP_OWNER_CACHE_MAX:
             self._group_owners_view = view
             cache.clear()

@@ -86,8 +86,8 @@ class ClusterView(Protocol):
     def lease_valid(self) -> bool:
         """This broker holds a write lease."""
 
-    def registered(self) -> list[int]:
-        """Every registered broker."""
+    def has_peers(self) -> bool:
+        """Another broker is registered."""
 
     def acknowledged(self) -> bool:
         """Every live peer has read a heartbeat of this incarnation."""

@@ -62,7 +62,7 @@ class GroupCoordinator:
         cluster = self.broker.cluster
         if not cluster.lease_valid():
             raise KaasError(ErrorCode.coordinator_load_in_progress, "write lease lapsed")
-        if len(cluster.registered()) > 1 and not cluster.acknowledged():
+        if cluster.has_peers() and not cluster.acknowledged():
             raise KaasError(ErrorCode.coordinator_load_in_progress, "joining the cluster")
 
     def _entry(self, group_id: str, create: bool = True) -> _Entry | None:
