@@ -261,3 +261,18 @@ class _Tansu(_OneProcess):
     def close(self, keep: bool = False) -> None:  # noqa: ARG002
         _stop_proc(self.proc, timeout=10)
         self.logf.close()
+
+
+@contextmanager
+def kaas_and_mock():
+    """(one ``_Kaas`` broker, the one-broker ``_Mock``) for an A B comparison, both stopped
+    afterwards (``ingest``, ``roundtrip``)."""
+    kaas = mock = None
+    try:
+        kaas = _Kaas([])
+        mock = _Mock(1)
+        yield kaas, mock
+    finally:
+        for t in (kaas, mock):
+            if t is not None:
+                t.close()

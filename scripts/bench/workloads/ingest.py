@@ -23,7 +23,7 @@ import time
 
 from ..common import MIB, _r, ensure_topic
 from ..metering import BrokerPids
-from ..targets import _Kaas, _KaasCluster, _Mock
+from ..targets import _KaasCluster, kaas_and_mock
 from .raw_produce import MAX_IN_FLIGHT, RECORDS_PER_REQUEST, run_raw_produce
 
 INGEST_TARGET_MIB_S = 400.0
@@ -65,12 +65,9 @@ def run_ingest(rounds: int, messages: int, run_timeout: float, emit, raw_mib: fl
     from ..suite import _run_child
 
     started = time.monotonic()
-    kaas = mock = None
     runs: dict[str, dict[str, list[dict]]] = {c: {"kaas": [], "mock": []} for c in clients}
     requests = raw_requests(raw_mib)
-    try:
-        kaas = _Kaas([])
-        mock = _Mock(1)
+    with kaas_and_mock() as (kaas, mock):
         for rnd in range(rounds):
             for client in clients:
                 for name, target in (("kaas", kaas), ("mock", mock)):
@@ -88,10 +85,6 @@ def run_ingest(rounds: int, messages: int, run_timeout: float, emit, raw_mib: fl
                            **{k: v for k, v in res.items() if k != "bench"}}
                     runs[client][name].append(res)
                     emit(res)
-    finally:
-        for t in (kaas, mock):
-            if t is not None:
-                t.close()
     out: dict[str, object] = {"bench": "ingest", "rounds": rounds, "clients": list(clients), "cpus": os.cpu_count(),
                               "seconds": round(time.monotonic() - started, 1)}
     judged = None

@@ -30,7 +30,7 @@ from kaas.wire import codec
 from kaas.wire.build import build
 
 from ..common import _percentile, _r, connect_nodelay
-from ..targets import _Kaas, _Mock
+from ..targets import kaas_and_mock
 
 ROUNDTRIP_TARGET = 2.0  # kaas p50 / mock p50, per API
 WARMUP = 200
@@ -165,11 +165,8 @@ def run_roundtrip(rounds: int, requests: int, emit) -> dict:
             (``measure_roundtrips``).
     """
     started = time.monotonic()
-    kaas = mock = None
     runs: dict[str, dict[str, list[dict]]] = {t: {api: [] for api in APIS} for t in ("kaas", "mock")}
-    try:
-        kaas = _Kaas([])
-        mock = _Mock(1)
+    with kaas_and_mock() as (kaas, mock):
         for rnd in range(rounds):
             for name, target in (("kaas", kaas), ("mock", mock)):
                 for api, rt in measure_roundtrips(target.bootstrap, requests).items():
@@ -177,10 +174,6 @@ def run_roundtrip(rounds: int, requests: int, emit) -> dict:
                            "error_code": rt.error_code, **_us_pcts(rt.seconds)}
                     runs[name][api].append(res)
                     emit(res)
-    finally:
-        for t in (kaas, mock):
-            if t is not None:
-                t.close()
     medians = {name: {api: {**{k: _r(statistics.median(r[k] for r in by_api[api]), 1)
                                for k in ("p50_us", "p90_us", "p99_us")},
                             "error_codes": sorted({r["error_code"] for r in by_api[api]})} for api in APIS}
