@@ -11,12 +11,20 @@ import os
 
 import trio
 
-__all__ = ["SCRATCH", "SocketReader", "Wakeup", "held", "send_now"]
+__all__ = ["SCRATCH", "SocketReader", "Wakeup", "acquire", "held", "send_now"]
 
 # One receive buffer for every connection of the process (plain and TLS, clients and peer
 # links): each reader fills it and copies the bytes out with no await in between, so no
 # other task of this trio run touches it meanwhile.
 SCRATCH = memoryview(bytearray(256 * 1024))
+
+
+async def acquire(lock: trio.Lock) -> None:
+    """Take ``lock``: without a checkpoint when it is free, else wait for it."""
+    try:
+        lock.acquire_nowait()
+    except trio.WouldBlock:
+        await lock.acquire()
 
 
 class held:
@@ -31,10 +39,7 @@ class held:
         self.lock = lock
 
     async def __aenter__(self) -> None:
-        try:
-            self.lock.acquire_nowait()
-        except trio.WouldBlock:
-            await self.lock.acquire()
+        await acquire(self.lock)
 
     async def __aexit__(self, *exc: object) -> None:
         self.lock.release()

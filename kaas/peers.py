@@ -125,7 +125,7 @@ class _Link:
         self.links = links
         self.broker_id = broker_id
         self.stream: trio.abc.Stream | None = None
-        self.fd: int | None = None  # the socket of a plain TCP link (``_send``)
+        self.fd: int | None = None  # the socket of a plain TCP link (``send_now``)
         self.reader: SocketReader | None = None  # its receiving side (a plain TCP link)
         self.decoder: FrameDecoder | None = None
         self.lock = trio.Lock()

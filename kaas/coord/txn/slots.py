@@ -14,7 +14,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas.aio import held
+from kaas.aio import acquire, held
 from kaas.coord.ports import TxnBroker
 from kaas.coord.txn._common import Unreadable, hit
 from kaas.domain.routing import TXN_SLOTS, txn_slot
@@ -159,7 +159,7 @@ class Slots:
 
 class IdLock:
     """The lock of one transactional id, made on first use and dropped when nobody holds
-    or waits for it; taken without a checkpoint when free (``held``). A class rather than
+    or waits for it; taken without a checkpoint when free (``aio.acquire``). A class rather than
     an ``asynccontextmanager`` generator: every AddPartitions and EndTxn takes it."""
 
     __slots__ = ("locks", "transactional_id", "holder")
@@ -175,12 +175,8 @@ class IdLock:
             holder = self.locks[self.transactional_id] = [trio.Lock(), 0]
         holder[1] += 1
         self.holder = holder
-        lock = holder[0]
         try:
-            try:
-                lock.acquire_nowait()
-            except trio.WouldBlock:
-                await lock.acquire()
+            await acquire(holder[0])
         except BaseException:  # cancelled while waiting: not held, but no longer waiting
             self._leave()
             raise
