@@ -162,7 +162,8 @@ class TlsReader:
         obj = getattr(stream, "_ssl_object", None)
         incoming = getattr(stream, "_incoming", None)
         lock = getattr(stream, "_inner_recv_lock", None)
-        fast = isinstance(obj, ssl.SSLObject) and isinstance(incoming, ssl.MemoryBIO) and lock is not None
+        fast = (isinstance(obj, ssl.SSLObject) and isinstance(incoming, ssl.MemoryBIO) and lock is not None
+                and isinstance(getattr(stream, "_inner_recv_count", None), int))
         self._obj = obj if fast else None
         self._incoming = incoming
         self._lock = lock

@@ -54,13 +54,31 @@ async def test_principal_of_a_client_certificate(pki):
     assert principal == "User:ANONYMOUS"
 
 
-async def test_receive_takes_every_record_already_received(pki):
+class _Plain:
+    """An SSL stream seen without trio's internals (another trio's ``SSLStream``, say):
+    only its public calls."""
+
+    def __init__(self, stream: trio.SSLStream) -> None:
+        self.receive_some = stream.receive_some
+
+
+def _reader(server: trio.SSLStream, internals: bool) -> TlsReader:
+    reader = TlsReader(server if internals else _Plain(server))
+    assert (reader._obj is not None) is internals  # this trio has them; the stand-in has none
+    return reader
+
+
+@pytest.mark.parametrize("internals", [True, False], ids=["records-at-once", "receive-some"])
+async def test_receive_takes_every_record_already_received(pki, internals):
     client, (server, _) = await _pair(pki)
-    reader = TlsReader(server)
+    reader = _reader(server, internals)
     for i in range(50):  # fifty TLS records of 100 bytes, as librdkafka writes a request's slices
         await client.send_all(bytes([i]) * 100)
+    want = b"".join(bytes([i]) * 100 for i in range(50))
     data = await reader.receive(256 * 1024)
-    assert data == b"".join(bytes([i]) * 100 for i in range(50))
+    while internals is False and len(data) < len(want):  # receive_some: a record per call
+        data += await reader.receive(256 * 1024)
+    assert data == want
     await client.send_all(b"x" * 10)
     assert await reader.receive(4) == b"xxxx"  # never more than asked
     assert await reader.receive(100) == b"x" * 6
@@ -68,13 +86,15 @@ async def test_receive_takes_every_record_already_received(pki):
     assert await reader.receive(100) == b""
 
 
-async def test_receive_into_a_large_frame_in_small_records(pki):
+@pytest.mark.parametrize("internals", [True, False], ids=["records-at-once", "receive-some"])
+async def test_receive_into_a_large_frame_in_small_records(pki, internals):
     """A 1 MiB request written as 1.5 KiB records (librdkafka's shape) decrypts straight
-    into the frame's buffer, byte for byte, while the client keeps writing."""
+    into the frame's buffer, byte for byte, while the client keeps writing; the same
+    through ``receive_some`` when the stream's internals are not there."""
     import os
 
     client, (server, _) = await _pair(pki)
-    reader = TlsReader(server)
+    reader = _reader(server, internals)
     payload = os.urandom(1 << 20)
     frame = bytearray(len(payload))
     view = memoryview(frame)
