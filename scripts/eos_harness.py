@@ -37,7 +37,12 @@ gives): the harness, as the admin, creates the topics, then a SCRAM-SHA-512 user
 (SASL_SSL, the cluster's CA), never as a super user. Before seeding it checks that the ACLs
 read back are exactly the plan and that a few things outside it are refused (the copier
 writing the input topic, initialising a transactional id outside its prefix or setting a
-SCRAM password; the verifier writing the output topic).
+SCRAM password; the verifier writing the output topic). At the end, also of a failed or
+interrupted run (Ctrl-C, SIGTERM), it removes exactly those users and ACLs again and
+nothing else (``revoke_least_privilege``; it refuses to start if any of them exists
+already, so whatever it removes it made); ``--keep-users`` leaves them for inspection. The
+JSON says what was removed (``security.cleanup``); a removal that failed is a line of
+``warnings`` and does not fail the run (``clean_up`` says why).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import tempfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -64,6 +70,7 @@ GROUP_PREFIX = "eos-harness"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 ROLES = ("copier", "producer", "verifier")  # the least-privilege users of a --secure run
 GRANT_WAIT_S = 30.0  # --secure: how long the new users and ACLs may take to reach every broker
+REVOKE_WAIT_S = 30.0  # --secure: how long removing them may be retried at the end of a run
 
 # Client settings an Apache Kafka user would pick for fast failover (cfg keys override):
 # a dead copier's partitions move after the session timeout (the broker allows down to
@@ -464,7 +471,75 @@ def _acl_text(principal: str, rtype: str, pattern: str, name: str, op: str) -> s
     return f"{principal} ALLOW {op} {rtype}:{pattern}:{name}"
 
 
-def grant_least_privilege(cfg: dict, echo=click.echo) -> dict:
+def acl_line(b) -> str:
+    """One ACL (a confluent-kafka ``AclBinding``) as the harness reports it:
+    ``PRINCIPAL ALLOW OP TYPE:PATTERN:NAME``, then `` (DENY)`` and `` from HOST`` when it
+    is not an ALLOW for any host."""
+    return (_acl_text(b.principal, b.restype.name, b.resource_pattern_type.name, b.name, b.operation.name)
+            + ("" if b.permission_type.name == "ALLOW" else f" ({b.permission_type.name})")
+            + ("" if b.host == "*" else f" from {b.host}"))
+
+
+def acls_of(admin, principal: str | None = None, timeout: float = 30.0) -> list[str]:
+    """The cluster's ACLs of ``principal`` (every ACL for None), as ``acl_line``s, sorted;
+    through ``admin``, an AdminClient of a principal allowed to describe them."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    f = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+                                             AclOperation.ANY, AclPermissionType.ANY))
+    return sorted(acl_line(b) for b in f.result(timeout))
+
+
+@dataclass
+class Grants:
+    """What a --secure run asked the cluster to make, recorded as it goes (so a run that
+    fails halfway removes what it got to): its SCRAM users and its ACLs (``acl_plan``
+    entries). The run checks first that none of its users and no ACL of its principals
+    exists, so everything recorded here is its own, even a user or ACL whose answer was
+    lost; ``revoke_least_privilege`` removes exactly this."""
+
+    users: list[str] = field(default_factory=list)
+    acls: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.users or self.acls)
+
+
+def _refuse_existing(cfg: dict, admin) -> None:
+    """Raise unless none of the run's users and no ACL of its principals exists yet: the
+    harness removes what it made at the end, and must not take a user's own for its own.
+
+    Raises:
+        click.ClickException: one exists, or the cluster could not say.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    users = [user_of(cfg, role) for role in ROLES]
+    for user, f in admin.describe_user_scram_credentials(users).items():
+        try:
+            f.result(30)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.RESOURCE_NOT_FOUND:
+                continue
+            raise click.ClickException(f"could not check that SCRAM user {user} is new: {exc}") from None
+        raise click.ClickException(f"SCRAM user {user} exists already; the harness makes and removes its own")
+    for user in users:
+        try:
+            found = acls_of(admin, f"User:{user}")
+        except Exception as exc:  # noqa: BLE001 — reported as the reason the run cannot go on
+            raise click.ClickException(f"could not check that User:{user} has no ACLs: {exc}") from None
+        if found:
+            raise click.ClickException(f"User:{user} has ACLs already ({found}); the harness makes and removes "
+                                       "its own")
+
+
+def grant_least_privilege(cfg: dict, echo=click.echo, grants: Grants | None = None) -> dict:
     """On a SASL_SSL cluster with an authoriser, as the admin (``security(cfg)``): make one
     SCRAM-SHA-512 user per role (``ROLES``, a random password each) and the ACLs of
     ``acl_plan``, then set ``cfg["security"][role]`` to that user's client settings (the
@@ -473,19 +548,24 @@ def grant_least_privilege(cfg: dict, echo=click.echo) -> dict:
     moment after the controller wrote them), then checks the cluster's ACLs of the users
     are exactly the plan and that a few requests outside it are refused.
 
+    Args:
+        grants: filled in as the users and ACLs are asked for (after checking that none
+            exists yet), for ``revoke_least_privilege`` to remove them, also when this
+            raises halfway.
+
     Returns:
         ``principals`` (role: principal), ``acls`` (as read back), ``probes`` (what was
         tried outside the plan: the error it got), ``least_privilege`` (all held).
 
     Raises:
-        click.ClickException: a user or an ACL could not be made, or the users were not
-            usable on every broker within ``GRANT_WAIT_S``.
+        click.ClickException: a user of the run or an ACL of its principals exists
+            already, a user or an ACL could not be made, or the users were not usable on
+            every broker within ``GRANT_WAIT_S``.
     """
     import secrets
 
     from confluent_kafka.admin import (
         AclBinding,
-        AclBindingFilter,
         AclOperation,
         AclPermissionType,
         AdminClient,
@@ -496,11 +576,14 @@ def grant_least_privilege(cfg: dict, echo=click.echo) -> dict:
         UserScramCredentialUpsertion,
     )
 
+    grants = Grants() if grants is None else grants
     admin_conf = security(cfg)
     if admin_conf.get("security.protocol", "").upper() not in ("SASL_SSL", "SASL_PLAINTEXT"):
         raise click.ClickException("--secure needs the admin's SASL settings (--command-config)")
     admin = AdminClient({**admin_conf, "bootstrap.servers": cfg["bootstrap"]})
+    _refuse_existing(cfg, admin)
     passwords = {role: secrets.token_urlsafe(18) for role in ROLES}
+    grants.users.extend(user_of(cfg, role) for role in ROLES)
     futs = admin.alter_user_scram_credentials([
         UserScramCredentialUpsertion(user_of(cfg, role), ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
                                      passwords[role].encode()) for role in ROLES])
@@ -513,6 +596,7 @@ def grant_least_privilege(cfg: dict, echo=click.echo) -> dict:
     plan = acl_plan(cfg)
     bindings = [AclBinding(ResourceType[rtype], name, ResourcePatternType[pattern], principals[role], "*",
                            AclOperation[op], AclPermissionType.ALLOW) for role, rtype, pattern, name, op in plan]
+    grants.acls.extend(plan)
     for b, f in admin.create_acls(bindings).items():
         try:
             f.result(30)
@@ -526,13 +610,7 @@ def grant_least_privilege(cfg: dict, echo=click.echo) -> dict:
         echo(f"secure: {role} runs as {principals[role]} ({SCRAM_MECHANISM}, "
              f"{base.get('security.protocol')}, not a super user)")
     wait_usable(cfg, {"copier": cfg["input"], "producer": cfg["input"], "verifier": cfg["output"]})
-    got = []
-    for role in ROLES:
-        f = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principals[role],
-                                                 None, AclOperation.ANY, AclPermissionType.ANY))
-        got += [_acl_text(b.principal, b.restype.name, b.resource_pattern_type.name, b.name, b.operation.name)
-                + ("" if b.permission_type == AclPermissionType.ALLOW else f" ({b.permission_type.name})")
-                + ("" if b.host == "*" else f" from {b.host}") for b in f.result(30)]
+    got = [line for role in ROLES for line in acls_of(admin, principals[role])]
     want = sorted(_acl_text(principals[role], rtype, pattern, name, op) for role, rtype, pattern, name, op in plan)
     got.sort()
     for line in got:
@@ -628,6 +706,111 @@ def probe_outside_plan(cfg: dict) -> dict[str, str]:
             "copier sets a SCRAM password": set_own_password()}
 
 
+def revoke_filters(cfg: dict, acls: list[tuple[str, str, str, str, str]]) -> list[tuple[str, ...]]:
+    """The DeleteAcls filters that remove the ACLs ``acls`` (``acl_plan`` entries) of a
+    --secure run and nothing else: one per entry, naming every part exactly (the
+    resource type, the name, the pattern type LITERAL or PREFIXED, never MATCH or ANY;
+    the role's principal, host ``*``, the operation, ALLOW). So an ACL of another
+    principal on the same resource, a wildcard principal's, a pattern covering the name
+    (``*``, a shorter prefix) or one of the same principal elsewhere is not matched.
+
+    Returns:
+        (resource type, resource name, pattern type, principal, host, operation,
+        permission) per entry, by confluent-kafka's enum names.
+    """
+    return [(rtype, name, pattern, f"User:{user_of(cfg, role)}", "*", op, "ALLOW")
+            for role, rtype, pattern, name, op in acls]
+
+
+def revoke_least_privilege(cfg: dict, grants: Grants, echo=click.echo) -> dict:
+    """Remove, as the admin, what ``grant_least_privilege`` recorded in ``grants``: the
+    ACLs, each by its exact filter (``revoke_filters``), then the users' SCRAM-SHA-512
+    credentials (the one mechanism the run made). Nothing else is asked to go. What
+    failed is asked again, about once a second, for ``REVOKE_WAIT_S`` (after chaos a
+    broker or the controller may still be restarting); both removals are idempotent, and
+    a user or ACL not found on a second try went on the first.
+
+    Returns:
+        ``removed_users``, ``removed_acls`` (as the controller answered, ``acl_line``s) and
+        ``left``: "user NAME" / "ACL LINE" mapped to why it may still be on the cluster.
+        Never raises for a removal that failed: that is in ``left``.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+    )
+
+    admin = AdminClient({**security(cfg), "bootstrap.servers": cfg["bootstrap"]})
+    acls = {f: _acl_text(f[3], f[0], f[2], f[1], f[5]) for f in revoke_filters(cfg, grants.acls)}
+    users = list(dict.fromkeys(grants.users))
+    removed_users: list[str] = []
+    removed_acls: list[str] = []
+    left: dict[str, str] = {}
+    deadline = time.monotonic() + REVOKE_WAIT_S
+    try:
+        while True:
+            left = {}
+            if acls:
+                filters = {AclBindingFilter(ResourceType[rt], name, ResourcePatternType[pt], principal, host,
+                                            AclOperation[op], AclPermissionType[perm]): (rt, name, pt, principal,
+                                                                                       host, op, perm)
+                           for rt, name, pt, principal, host, op, perm in acls}
+                try:
+                    futs = admin.delete_acls(list(filters))
+                except KafkaException as exc:
+                    futs = {}
+                    left.update({f"ACL {text}": str(exc) for text in acls.values()})
+                for flt, fut in futs.items():
+                    key = filters[flt]
+                    try:
+                        removed_acls += [acl_line(b) for b in fut.result(15)]
+                        del acls[key]
+                    except Exception as exc:  # noqa: BLE001 — asked again, then reported
+                        left[f"ACL {acls[key]}"] = str(exc)
+            if users:
+                try:
+                    futs = admin.alter_user_scram_credentials(
+                        [UserScramCredentialDeletion(u, ScramMechanism.SCRAM_SHA_512) for u in users])
+                except KafkaException as exc:
+                    futs = {}
+                    left.update({f"user {u}": str(exc) for u in users})
+                for user, fut in futs.items():
+                    try:
+                        fut.result(15)
+                        removed_users.append(user)
+                    except KafkaException as exc:
+                        if exc.args[0].code() != KafkaError.RESOURCE_NOT_FOUND:
+                            left[f"user {user}"] = str(exc)
+                            continue
+                        echo(f"secure: SCRAM user {user} was not on the cluster (not made, or removed by an "
+                             "earlier try)")
+                    except Exception as exc:  # noqa: BLE001 — asked again, then reported
+                        left[f"user {user}"] = str(exc)
+                        continue
+                    users.remove(user)
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(1.0)
+    except BaseException:  # interrupted while removing: say what may be left, then go on out
+        for what in [*(f"user {u}" for u in users), *(f"ACL {t}" for t in acls.values())]:
+            echo(f"secure: interrupted, may be left on the cluster: {what}", err=True)
+        raise
+    for user in removed_users:
+        echo(f"secure: removed SCRAM user {user}")
+    for line in removed_acls:
+        echo(f"secure: removed ACL {line}")
+    for what, why in left.items():
+        echo(f"secure: could not remove {what}: {why}", err=True)
+    return {"removed_users": sorted(removed_users), "removed_acls": sorted(removed_acls), "left": left}
+
+
 class CopierPool:
     """The copier processes of one run: start, SIGKILL, restart one; read their reports.
 
@@ -715,10 +898,52 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
     ``cfg["secure"]`` (and the admin's settings in ``cfg["security"]["admin"]``), the
     least-privilege users and ACLs are made once the topics exist
     (:func:`grant_least_privilege`), and the result's ``security`` says what was granted and
-    whom every copier ran as."""
+    whom every copier ran as. They are removed again at the end, also when the run fails
+    or is interrupted (:func:`revoke_least_privilege`), unless ``cfg["keep_users"]``;
+    ``security.cleanup`` says what was removed and what is left, and each removal that
+    failed is a line of the result's ``warnings``, not a violation: the verdict is the
+    cluster's guarantees (see :func:`clean_up`)."""
     create_topics(cfg["bootstrap"], {cfg["input"]: cfg["input_partitions"], cfg["output"]: cfg["output_partitions"]},
                   conf=security(cfg))
-    secured = grant_least_privilege(cfg, echo) if cfg.get("secure") else None
+    grants = Grants()
+    cleanup = None
+    try:
+        secured = grant_least_privilege(cfg, echo, grants) if cfg.get("secure") else None
+        result = _seed_copy_verify(cfg, secured, chaos, echo)
+    finally:
+        if grants:
+            cleanup = clean_up(cfg, grants, echo)
+    if cleanup is not None:
+        result["security"]["cleanup"] = cleanup
+        if not cleanup["kept"]:
+            result["warnings"] += [f"not removed from the cluster: {what} ({why})"
+                                   for what, why in cleanup["left"].items()]
+    return result
+
+
+def clean_up(cfg: dict, grants: Grants, echo=click.echo) -> dict:
+    """The end of a --secure run: remove its users and ACLs (``revoke_least_privilege``),
+    or with ``cfg["keep_users"]`` leave them and say so. Their passwords were random and
+    only ever in this process and its copiers (never printed or written), so what is left
+    (kept, or a removal that failed) lets nobody in; that is why a failed removal is a
+    warning and does not fail the run.
+
+    Returns:
+        ``kept``, ``removed_users``, ``removed_acls`` and ``left`` (what: why).
+    """
+    if cfg.get("keep_users"):
+        principals = {role: f"User:{user_of(cfg, role)}" for role in ROLES}
+        left = {**{f"user {u}": "kept (--keep-users)" for u in grants.users},
+                **{f"ACL {_acl_text(principals[role], rtype, pattern, name, op)}": "kept (--keep-users)"
+                   for role, rtype, pattern, name, op in grants.acls}}
+        for what in left:
+            echo(f"secure: --keep-users, left on the cluster: {what}")
+        return {"kept": True, "removed_users": [], "removed_acls": [], "left": left}
+    return {"kept": False, **revoke_least_privilege(cfg, grants, echo)}
+
+
+def _seed_copy_verify(cfg: dict, secured: dict | None, chaos, echo) -> dict:
+    """``run_harness`` once the topics, and with --secure the users (``secured``), exist."""
     t0 = time.monotonic()
     # raises unless all acked
     seed(cfg["bootstrap"], cfg["input"], cfg["messages"], cfg["input_partitions"], conf=security(cfg, "producer"))
@@ -804,6 +1029,7 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
         "commit_p99_ms": round(sorted(commit_ms)[int(len(commit_ms) * 0.99)] if commit_ms else 0, 2),
         "copier_restarts": sum(pool.incarnation.values()),
         "fatal": fatal,
+        "warnings": [],
         "copy_started_at": started_at, "copy_ended_at": ended_at,
         "commit_times": sorted(commit_times),
         "longest_no_commit_by_copier_s": {i: _longest_gap(ts)
@@ -857,6 +1083,11 @@ def print_summary(result: dict) -> None:
                      sec["copiers_ran_as"] == [sec["principals"]["copier"]]))
         rows.append(("ACLs read back == plan", sec["acls_match_plan"], sec["acls_match_plan"]))
         rows += [(f"refused: {what}", err, err == PROBE_EXPECT[what]) for what, err in sec["probes"].items()]
+        cleanup = sec.get("cleanup")
+        if cleanup is not None:  # a removal that failed is a warning below, not a failure
+            rows.append(("removed at the end: users + ACLs",
+                         "kept" if cleanup["kept"] else f"{len(cleanup['removed_users'])} + "
+                                                        f"{len(cleanup['removed_acls'])}", True))
     width = max(len(r[0]) for r in rows)
     click.echo("-" * (width + 24))
     for name, value, good in rows:
@@ -866,6 +1097,8 @@ def print_summary(result: dict) -> None:
         click.echo(f"  {line}")
     for line in result["fatal"]:
         click.echo(f"  fatal: {line}")
+    for line in result.get("warnings", ()):
+        click.echo(f"  warning: {line}")
     if result["ok"]:
         click.echo("EXACTLY-ONCE HELD")
     elif result["eos_ok"]:
@@ -915,12 +1148,19 @@ def cli() -> None:
 @click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="--secure with --bootstrap: the admin's client properties (key=value, librdkafka's; "
                    "e.g. DATA/run/client.properties of kaas cluster --secure).")
+@click.option("--keep-users", is_flag=True,
+              help="--secure: leave the run's SCRAM users and ACLs on the cluster for inspection (by default "
+                   "they are removed at the end, also of a failed or interrupted run; their passwords are never "
+                   "shown).")
 def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, input_partitions,
-        output_partitions, rate, timeout, seed, secure, command_config) -> None:
+        output_partitions, rate, timeout, seed, secure, command_config, keep_users) -> None:
     """Seed, copy with transactions, verify; exit 0 only if exactly-once held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     if command_config is not None and not secure:
         raise click.UsageError("--command-config goes with --secure")
+    if keep_users and (not secure or start_cluster):
+        raise click.UsageError("--keep-users goes with --bootstrap and --secure (a cluster of --start-cluster "
+                               "is removed at the end)")
     if start_cluster and command_config is not None:
         raise click.UsageError("--command-config goes with --bootstrap (--start-cluster --secure makes its own admin)")
     if secure and not start_cluster and command_config is None:
@@ -941,7 +1181,7 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
            "output_partitions": output_partitions, "rate": rate, "timeout": timeout, "seed": seed,
            "input": f"eos-in-{run_id}", "output": f"eos-out-{run_id}", "group": f"{GROUP_PREFIX}-{run_id}"}
     if secure:
-        cfg.update(secure=True, security={"admin": admin_settings(command_config)})
+        cfg.update(secure=True, keep_users=keep_users, security={"admin": admin_settings(command_config)})
     click.echo(f"eos harness: seed={seed} bootstrap={bootstrap}{' (secure)' if secure else ''}")
     try:
         result = run_harness(cfg)
@@ -955,6 +1195,13 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
     sys.exit(0 if result["ok"] else 1)
 
 
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGTERM too unwinds through the finally blocks: the run's users and ACLs are removed,
+    # the copiers stopped and a cluster of --start-cluster stopped on the way out
+    signal.signal(signal.SIGTERM, _interrupt)
     cli()

@@ -4,7 +4,11 @@ and the verifier are SCRAM-SHA-512 users of their own over SASL_SSL with only th
 they need (``eos_harness.acl_plan``); exactly-once must hold, the ACLs read back must be
 exactly the plan, and the copier user must be refused what the plan leaves out (writing
 the input topic: TOPIC_AUTHORIZATION_FAILED; setting a SCRAM password:
-CLUSTER_AUTHORIZATION_FAILED), so it is no super user."""
+CLUSTER_AUTHORIZATION_FAILED), so it is no super user. At the end the harness removes its
+users and ACLs and nothing else: read back from the cluster (DescribeUserScramCredentials,
+DescribeAcls) before it is stopped, none of the harness's is left, and the super users and
+a bystander user with ACLs on the same resources, made before the run, are all still
+there."""
 
 from __future__ import annotations
 
@@ -54,3 +58,19 @@ def test_secure_chaos_keeps_exactly_once_with_least_privilege():
         "copier sets a SCRAM password": "CLUSTER_AUTHORIZATION_FAILED",
     }
     assert sec["least_privilege"] and sec["acls_match_plan"]
+    # the end: exactly the harness's users and ACLs were removed (as the controller answered)...
+    cleanup = sec["cleanup"]
+    ours = {copier, producer, verifier}
+    assert not cleanup["kept"] and cleanup["left"] == {} and r["warnings"] == [], tail
+    assert sorted(cleanup["removed_users"]) == sorted(p[len("User:"):] for p in ours)
+    assert cleanup["removed_acls"] == sec["acls"]
+    # ...and the cluster, read back afterwards, has none of them but everything else
+    after, bystander = r["cluster_after"], r["bystander"]
+    assert "error" not in after, after
+    assert not ours & {f"User:{u}" for u in after["users"]}, after["users"]
+    assert not [a for a in after["acls"] if a.split(" ", 1)[0] in ours], after["acls"]
+    assert {"admin", "kaas-broker", bystander["user"]} <= set(after["users"]), after["users"]
+    assert bystander["acls"] and set(bystander["acls"]) <= set(after["acls"]), (bystander, after["acls"])
+    # the bystander's ACLs sit on the plan's own resources, so a wider removal would have taken them
+    assert f"User:{bystander['user']} ALLOW READ TOPIC:LITERAL:chaos-in-{run_id}" in bystander["acls"]
+    assert f"User:{bystander['user']} ALLOW READ TOPIC:PREFIXED:chaos-" in bystander["acls"]
