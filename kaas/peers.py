@@ -18,14 +18,19 @@ Invariants:
       transaction. A peer declared dead has let its write lease lapse, and it refuses
       requests from connections accepted before the lapse (``handlers.write_txn_markers``);
     - results are matched to markers by position and producer id; a response that does not
-      match is treated as a failed link.
+      match is treated as a failed link;
+    - on a SASL listener whose sessions expire (the peer's connections.max.reauth.ms,
+      KIP-368), a link replaces its connection, authenticated afresh, before the first
+      request past ``RENEW_AT_SHARE`` of the session's lifetime, so the peer never closes it
+      under a request for an expired session (which would send the markers to the queue).
+      Between requests nothing is in flight, so replacing the connection is safe.
 """
 
 from __future__ import annotations
 
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 import trio
@@ -35,10 +40,10 @@ from kaas.aio import SocketReader, send_now
 from kaas.client import SaslConfig, SaslFailed, ScramClient
 from kaas.errors import PeerUnavailable
 from kaas.wire import codec
-from kaas.wire.framing import FrameDecoder, FramingError
+from kaas.wire.framing import MIN_RESPONSE, FrameDecoder, FramingError
 
-__all__ = ["MARKERS_VERSION", "LinkFailed", "PeerDirectory", "PeerLinks", "authenticate_peer", "client_context",
-           "open_peer_stream", "scram_authenticator"]
+__all__ = ["MARKERS_VERSION", "RENEW_AT_SHARE", "LinkFailed", "PeerAuth", "PeerDirectory", "PeerLinks",
+           "authenticate_peer", "client_context", "open_peer_stream", "scram_authenticator"]
 
 log = structlog.get_logger()
 
@@ -128,6 +133,9 @@ class _Link:
         self.fd: int | None = None  # the socket of a plain TCP link (``send_now``)
         self.reader: SocketReader | None = None  # its receiving side (a plain TCP link)
         self.decoder: FrameDecoder | None = None
+        # trio time after which this connection is replaced before its next request: its SASL
+        # session's lifetime (KIP-368, the peer's connections.max.reauth.ms) is nearly over
+        self.renew_at: float | None = None
         self.lock = trio.Lock()
         self.pending: list[_Ask] = []
         self.corr = 0
@@ -161,12 +169,18 @@ class _Link:
 
     async def _connect(self) -> None:
         with trio.fail_after(CONNECT_TIMEOUT_S):
-            self.stream = await self.links.open_stream(self.broker_id)
+            self.stream, self.renew_at = await self.links.open_session(self.broker_id)
         self.fd = self.stream.socket.fileno() if isinstance(self.stream, trio.SocketStream) else None
         self.reader = SocketReader(self.fd) if self.fd is not None else None
-        self.decoder = FrameDecoder(MAX_RESPONSE)
+        self.decoder = FrameDecoder(MAX_RESPONSE, MIN_RESPONSE)
 
     async def _exchange(self, markers: list[Any]) -> list[MarkerResult]:
+        if self.stream is not None and self.renew_at is not None and trio.current_time() >= self.renew_at:
+            # the peer would close it at the first request past the session's end: a new
+            # connection, authenticated afresh, before the request rather than a failed one
+            log.info("peer_link_renewed", to_broker=self.broker_id, reason="sasl session lifetime")
+            self.links.stats["renewed"] += 1
+            await self.close()
         if self.stream is None:
             await self._connect()
         assert self.stream is not None and self.decoder is not None
@@ -211,6 +225,7 @@ class _Link:
 
     async def close(self) -> None:
         stream, self.stream, self.decoder, self.fd, self.reader = self.stream, None, None, None, None
+        self.renew_at = None
         if stream is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
@@ -236,15 +251,29 @@ async def _call(stream: trio.abc.Stream, decoder: FrameDecoder, api_key: int, ve
         decoder.feed(data)
 
 
+class PeerAuth(NamedTuple):
+    """What ``authenticate_peer`` learned: the connection's next correlation id, and the
+    session's lifetime the peer answered (KIP-368 ``session_lifetime_ms``; 0: it does not
+    expire)."""
+
+    next_corr: int
+    lifetime_ms: int
+
+
+# A link renews its connection once this share of its SASL session's lifetime has passed
+# (Apache's clients re-authenticate between 85% and 95% of it).
+RENEW_AT_SHARE = 0.85
+
+
 async def authenticate_peer(stream: trio.abc.Stream, decoder: FrameDecoder, client_id: str,
-                            sasl: SaslConfig, first_corr: int = 1) -> int:
+                            sasl: SaslConfig, first_corr: int = 1) -> PeerAuth:
     """Authenticate a fresh peer connection with SASL/SCRAM (SaslHandshake v1, then two
     SaslAuthenticate v2), as the broker principal ``sasl.username``, before any other
     request: what a link to a peer's SASL_PLAINTEXT/SASL_SSL inter-broker listener sends
     first. (The caller chooses the credentials; see docs/security.rst, "Peers".)
 
     Returns:
-        the next correlation id to use on the connection.
+        the next correlation id to use on the connection and the session's lifetime.
     Raises:
         LinkFailed: the peer refused the mechanism or the credentials, did not prove it
             holds them (server signature), closed, or answered something else.
@@ -262,6 +291,7 @@ async def authenticate_peer(stream: trio.abc.Stream, decoder: FrameDecoder, clie
     except KeyError:
         raise LinkFailed(f"{sasl.mechanism} is not a SCRAM mechanism") from None
     token = scram.first()
+    lifetime_ms = 0
     for step in ("client-first", "client-final"):
         resp = await _call(stream, decoder, SASL_AUTHENTICATE, SASL_AUTHENTICATE_VERSION, corr, client_id,
                            auth_cls(auth_bytes=token))
@@ -273,20 +303,22 @@ async def authenticate_peer(stream: trio.abc.Stream, decoder: FrameDecoder, clie
                 token = scram.final(resp.auth_bytes)
             else:
                 scram.check(resp.auth_bytes)
+                lifetime_ms = max(0, int(resp.session_lifetime.total_seconds() * 1000))
         except (SaslFailed, UnicodeDecodeError) as exc:
             raise LinkFailed(f"SCRAM with the peer: {exc}") from None
-    return corr
+    return PeerAuth(corr, lifetime_ms)
 
 
 def scram_authenticator(broker_id: int, mechanism: str, username: str, password: str
-                        ) -> Callable[[trio.abc.Stream, PeerEndpoint], Awaitable[None]]:
+                        ) -> Callable[[trio.abc.Stream, PeerEndpoint], Awaitable[int]]:
     """The ``PeerLinks.authenticate`` hook of broker ``broker_id``: ``authenticate_peer``
-    with these SCRAM credentials (the broker principal) on every new connection."""
+    with these SCRAM credentials (the broker principal) on every new connection; it
+    returns the session's lifetime in ms (0: none)."""
     sasl = SaslConfig(mechanism, username, password)
     client_id = f"{codec.PEER_CLIENT_PREFIX}{broker_id}"
 
-    async def authenticate(stream: trio.abc.Stream, endpoint: PeerEndpoint) -> None:
-        await authenticate_peer(stream, FrameDecoder(MAX_RESPONSE), client_id, sasl)
+    async def authenticate(stream: trio.abc.Stream, endpoint: PeerEndpoint) -> int:
+        return (await authenticate_peer(stream, FrameDecoder(MAX_RESPONSE, MIN_RESPONSE), client_id, sasl)).lifetime_ms
 
     return authenticate
 
@@ -296,7 +328,7 @@ class PeerLinks:
 
     def __init__(self, broker_id: int, cluster: PeerDirectory, *, listener: str = "PLAINTEXT",
                  ssl_context: ssl.SSLContext | None = None,
-                 authenticate: Callable[[trio.abc.Stream, PeerEndpoint], Awaitable[None]] | None = None) -> None:
+                 authenticate: Callable[[trio.abc.Stream, PeerEndpoint], Awaitable[int]] | None = None) -> None:
         """
         Args:
             listener: the inter-broker listener's name: peers are reached at their
@@ -304,9 +336,9 @@ class PeerLinks:
             ssl_context: the client context for a peer listener that is SSL or SASL_SSL
                 (``client_context``); None: such a peer cannot be reached.
             authenticate: the SASL hook: awaited on every new connection to a SASL_PLAINTEXT
-                or SASL_SSL peer listener (after TLS), before the first request; it raises
-                ``LinkFailed`` when the peer refuses. None: SASL peer listeners cannot be
-                reached.
+                or SASL_SSL peer listener (after TLS), before the first request; it returns
+                the session's lifetime in ms (0: none) and raises ``LinkFailed`` when the
+                peer refuses. None: SASL peer listeners cannot be reached.
         """
         self.broker_id = broker_id
         self.cluster = cluster
@@ -315,7 +347,7 @@ class PeerLinks:
         self.authenticate = authenticate
         self.client_id = f"{codec.PEER_CLIENT_PREFIX}{broker_id}"
         self._links: dict[int, _Link] = {}
-        self.stats = {"calls": 0, "markers": 0, "failed": 0}
+        self.stats = {"calls": 0, "markers": 0, "failed": 0, "renewed": 0}
 
     async def open_stream(self, broker_id: int) -> trio.abc.Stream:
         """A new connection to ``broker_id``'s inter-broker listener: TCP, TLS when the
@@ -327,6 +359,13 @@ class PeerLinks:
                 listener needs TLS or SASL this broker is not configured for.
             OSError, trio.BrokenResourceError: the connection or the handshake failed.
         """
+        return (await open_peer_stream(self, broker_id))[0]
+
+    async def open_session(self, broker_id: int) -> tuple[trio.abc.Stream, float | None]:
+        """``open_stream``, and the trio time after which the connection should be replaced
+        before its next request (``RENEW_AT_SHARE`` of its SASL session's lifetime, counted
+        from before the authentication began, so it falls before the peer's own deadline);
+        None when the session does not expire."""
         return await open_peer_stream(self, broker_id)
 
     def endpoint(self, broker_id: int) -> PeerEndpoint:
@@ -373,7 +412,7 @@ class PeerLinks:
                 stream = await self.open_stream(broker_id)
                 try:
                     await stream.send_all(codec.encode_request(api_key, version, 1, self.client_id, body))
-                    decoder = FrameDecoder(MAX_RESPONSE)
+                    decoder = FrameDecoder(MAX_RESPONSE, MIN_RESPONSE)
                     while True:
                         frame = next(iter(decoder.frames()), None)
                         if frame is not None:
@@ -394,8 +433,8 @@ class PeerLinks:
         return response
 
 
-async def open_peer_stream(links: PeerLinks, broker_id: int) -> trio.abc.Stream:
-    """``PeerLinks.open_stream``: TCP to the peer's inter-broker endpoint, TLS over it on an
+async def open_peer_stream(links: PeerLinks, broker_id: int) -> tuple[trio.abc.Stream, float | None]:
+    """``PeerLinks.open_session``: TCP to the peer's inter-broker endpoint, TLS over it on an
     SSL/SASL_SSL listener, then ``links.authenticate`` on a SASL one.
 
     Raises:
@@ -412,10 +451,14 @@ async def open_peer_stream(links: PeerLinks, broker_id: int) -> trio.abc.Stream:
             tls = trio.SSLStream(stream, links.ssl_context, server_hostname=e.host)
             await tls.do_handshake()
             stream = tls
+        renew_at = None
         if e.protocol in SASL_PROTOCOLS:
-            await links.authenticate(stream, e)
+            began = trio.current_time()
+            lifetime_ms = await links.authenticate(stream, e)
+            if lifetime_ms:
+                renew_at = began + RENEW_AT_SHARE * lifetime_ms / 1000
     except BaseException:
         with trio.CancelScope(shield=True), trio.move_on_after(1):
             await stream.aclose()
         raise
-    return stream
+    return stream, renew_at

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 MIN_FRAME = 8  # api_key i16 + api_version i16 + correlation_id i32
+MIN_RESPONSE = 4  # a response: its correlation_id i32 (an empty v0 header's body may be 0 bytes)
 
 
 class FramingError(Exception):

@@ -12,6 +12,7 @@ import struct
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import pytest
@@ -33,7 +34,7 @@ from kaas.client import SaslConfig, ScramClient
 from kaas.domain import scram
 from kaas.handlers.session import Session
 from kaas.net.connection import serve_connection
-from kaas.peers import LinkFailed, authenticate_peer
+from kaas.peers import RENEW_AT_SHARE, LinkFailed, PeerLinks, authenticate_peer, scram_authenticator
 from kaas.storage import credentials
 from kaas.wire import codec, framing
 from kaas.wire.framing import FrameDecoder
@@ -526,10 +527,10 @@ async def test_a_peer_link_authenticates_with_scram(tmp_path):
                 await trio.sleep(0.05)
         async with open_client(broker, nursery) as client:
             decoder = FrameDecoder(1 << 20)
-            corr = await authenticate_peer(client.stream, decoder, "kaas-broker-1",
+            auth = await authenticate_peer(client.stream, decoder, "kaas-broker-1",
                                            SaslConfig("SCRAM-SHA-512", "kaas-broker-1", "peer-secret"))
-            assert corr == 4
-            client.corr = corr - 1
+            assert auth == (4, 0)  # the next correlation id; a session that does not expire
+            client.corr = auth.next_corr - 1
             assert (await client.call(metadata())).controller_id == 0
         async with open_client(broker, nursery) as client:
             with pytest.raises(LinkFailed, match="sasl_authentication_failed"):
@@ -539,6 +540,59 @@ async def test_a_peer_link_authenticates_with_scram(tmp_path):
             with pytest.raises(LinkFailed, match="unsupported_sasl_mechanism"):
                 await authenticate_peer(client.stream, FrameDecoder(1 << 20), "kaas-broker-1",
                                         SaslConfig("PLAIN", "kaas-broker-1", "peer-secret"))
+
+
+class _OnePeer:
+    """A ``PeerDirectory`` of one peer, broker 1, at ``port`` on loopback (SASL_PLAINTEXT)."""
+
+    def __init__(self, port: int) -> None:
+        self.host, self.port, self.pid, self.protocol = "127.0.0.1", port, 1, "SASL_PLAINTEXT"
+
+    def peer_endpoint(self, listener: str):
+        return self
+
+    @property
+    def peers(self):
+        return {1: self}
+
+    def alive_any(self) -> list[int]:
+        return [1]
+
+    def is_alive_any(self, broker_id: int) -> bool:
+        return broker_id == 1
+
+    def suspect(self, broker_id: int, pid: int) -> None:
+        pass
+
+
+async def test_a_peer_link_renews_its_connection_before_the_session_expires(tmp_path):
+    """KIP-368 on the inter-broker side: a link to a peer whose sessions last 400 ms
+    replaces its connection before the first request past 85% of that, so the request is
+    answered; a link that kept the expired connection has it closed under the request (its
+    markers would go to the queue)."""
+    async with running(tmp_path, connections_max_reauth_ms=400) as (broker, nursery):
+        write_users(broker.layout.scram_credentials, **PASSWORDS, **{"kaas-broker-0": "peer-secret"})
+        with trio.fail_after(2):
+            while broker.credentials.lookup("kaas-broker-0", "SCRAM-SHA-512") is None:
+                await trio.sleep(0.05)
+
+        async def serve(stream):
+            await serve_connection(broker, stream, sasl_session())
+
+        listener = (await nursery.start(partial(trio.serve_tcp, serve, 0, host="127.0.0.1")))[0]
+        links = PeerLinks(0, _OnePeer(listener.socket.getsockname()[1]), listener="SASL_PLAINTEXT",
+                          authenticate=scram_authenticator(0, "SCRAM-SHA-512", "kaas-broker-0", "peer-secret"))
+        assert await links.write_markers(1, []) == []  # connects and authenticates: a 400 ms session
+        link = links._links[1]
+        assert link.renew_at is not None and link.renew_at - trio.current_time() <= RENEW_AT_SHARE * 0.4
+        await trio.sleep(0.45)  # past the peer's deadline
+        assert await links.write_markers(1, []) == []
+        assert links.stats["renewed"] == 1 and links.stats["failed"] == 0
+        link.renew_at = None  # as before: the connection is kept past its session
+        await trio.sleep(0.45)
+        assert await links.write_markers(1, []) is None  # the peer closed it under the request
+        assert links.stats["failed"] == 1
+        assert await links.write_markers(1, []) == []  # and the next request has a new one
 
 
 @asynccontextmanager
