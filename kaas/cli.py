@@ -78,13 +78,22 @@ def cli() -> None:
                    "SASL_PLAINTEXT and SASL_SSL map to themselves).")
 @click.option("--inter-broker-listener-name", default=None,
               help="The listener peers connect to (inter.broker.listener.name; default: PLAINTEXT).")
+@click.option("--listener-config", multiple=True, metavar="KEY=VALUE",
+              help="One listener's own setting, in Apache's listener-prefixed form "
+                   "listener.name.<listener>.<key>=<value> (repeatable; the name in any case): "
+                   "ssl.client.auth (none|requested|required; SSL and SASL_SSL listeners) or "
+                   "sasl.enabled.mechanisms (SASL_PLAINTEXT and SASL_SSL listeners), e.g. "
+                   "listener.name.internal.ssl.client.auth=required. A listener without one takes "
+                   "--ssl-client-auth / --sasl-enabled-mechanisms; any other key is refused.")
 @click.option("--ssl-certfile", default=None, help="PEM certificate chain of this broker (TLS listeners, peer links).")
 @click.option("--ssl-keyfile", default=None, help="PEM private key of --ssl-certfile.")
 @click.option("--ssl-keyfile-password", default=None, help="Password of an encrypted --ssl-keyfile.")
 @click.option("--ssl-cafile", default=None,
               help="PEM CA certificates that client certificates and peer brokers' certificates are checked against.")
 @click.option("--ssl-client-auth", type=click.Choice(["none", "requested", "required"]), default="none",
-              show_default=True, help="Client certificates on TLS listeners (ssl.client.auth).")
+              show_default=True,
+              help="Client certificates on TLS listeners (ssl.client.auth); a listener's own "
+                   "listener.name.<listener>.ssl.client.auth (--listener-config) wins.")
 @click.option("--ssl-handshake-timeout-ms", type=int, default=10_000, show_default=True,
               help="A TLS connection that has not finished its handshake by then is closed.")
 @click.option("--ssl-principal-mapping-rules", default="DEFAULT", show_default=True,
@@ -129,8 +138,9 @@ def cli() -> None:
 @click.option("--metrics-port", type=int, default=0, show_default=True,
               help="Serve Prometheus /metrics over HTTP on this port of the listen host (0 = off).")
 @click.option("--sasl-enabled-mechanisms", default="SCRAM-SHA-256,SCRAM-SHA-512", show_default=True,
-              help="SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
-                   "(sasl.enabled.mechanisms).")
+              help="SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
+                   "(sasl.enabled.mechanisms); a listener's own listener.name.<listener>.sasl.enabled.mechanisms "
+                   "(--listener-config) wins.")
 @click.option("--sasl-allow-plaintext-credentials/--no-sasl-allow-plaintext-credentials", default=False,
               show_default=True,
               help="Offer PLAIN and OAUTHBEARER on SASL_PLAINTEXT listeners too, where passwords and tokens "
@@ -164,13 +174,14 @@ def cli() -> None:
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")
 def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, listener_security_protocol_map,
-           inter_broker_listener_name, log_json, log_level, sasl_enabled_mechanisms, **opts) -> None:
+           inter_broker_listener_name, listener_config, log_json, log_level, sasl_enabled_mechanisms,
+           **opts) -> None:
     """Run one broker process."""
     _without_test_libraries()
     import trio
 
     from kaas import allocator, log
-    from kaas.listeners import ListenerError, resolve
+    from kaas.listeners import ListenerError, apply_listener_configs, parse_mechanisms, resolve, single
     from kaas.net.server import serve_broker
     from kaas.settings import Settings
 
@@ -191,16 +202,15 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
         lhost, lport = _hostport(listen)
         default_host = lhost if lhost not in ("0.0.0.0", "::") else "127.0.0.1"
         ahost, aport = _hostport(advertise) if advertise else (default_host, lport)
-    mechanisms = tuple(m.strip().upper() for m in sasl_enabled_mechanisms.split(",") if m.strip())
-    unknown = set(mechanisms) - {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"}
-    if unknown:
-        raise click.BadParameter(f"unknown mechanisms {sorted(unknown)}", param_hint="--sasl-enabled-mechanisms")
-    if "OAUTHBEARER" in mechanisms:
-        missing = [f"--sasl-oauthbearer-{k.replace('_', '-')}" for k in ("jwks_file", "expected_issuer",
-                                                                         "expected_audience")
-                   if not opts[f"sasl_oauthbearer_{k}"]]
-        if missing:
-            raise click.BadParameter(f"OAUTHBEARER needs {', '.join(missing)}", param_hint="--sasl-enabled-mechanisms")
+    if listener_config:
+        try:
+            entries = apply_listener_configs(entries or (single(lhost, lport, ahost, aport),), listener_config)
+        except ListenerError as exc:
+            raise click.BadParameter(str(exc), param_hint="--listener-config") from None
+    try:
+        mechanisms = parse_mechanisms(sasl_enabled_mechanisms)
+    except ListenerError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sasl-enabled-mechanisms") from None
     opts.update(sasl_enabled_mechanisms=mechanisms)
     password_file = opts.pop("inter_broker_sasl_password_file")
     if bool(password_file) != bool(opts["inter_broker_sasl_username"]):
@@ -211,18 +221,64 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
         advertise_host=ahost, advertise_port=aport, listeners=entries, inter_broker_listener=inter_broker,
         log_json=log_json, log_level=log_level, auto_create_topics=opts.pop("auto_create_topics"), **opts,
     )
-    if any(e.tls for e in settings.all_listeners) or settings.inter_broker.tls:
+    problem = _sasl_problem(settings)
+    if problem:
+        raise click.BadParameter(problem[1], param_hint=problem[0])
+    if any(e.tls for e in settings.all_listeners):
         from kaas.domain.principal import RuleError
         from kaas.net.tls import TLSConfigError, principal_rules, server_context
 
         try:
-            server_context(settings)
+            for entry in settings.all_listeners:
+                if entry.tls:
+                    server_context(settings, entry)
             principal_rules(settings)
         except (TLSConfigError, RuleError) as exc:
             raise click.BadParameter(str(exc), param_hint="ssl options") from None
     log.configure(json=log_json, level=log_level, broker_id=broker_id)
     allocator.tune()
     trio.run(serve_broker, settings)
+
+
+def _sasl_problem(settings) -> tuple[str, str] | None:
+    """What the SASL options contradict, as (option, one-line reason), checked before the
+    broker starts; None: nothing.
+
+    - OAUTHBEARER, in ``--sasl-enabled-mechanisms`` or a listener's own list, needs its
+      JWKS file, issuer and audience;
+    - a SASL_PLAINTEXT listener's own list may name PLAIN or OAUTHBEARER only with
+      ``--sasl-allow-plaintext-credentials`` (otherwise they would be offered nowhere: an
+      accepted and ignored setting);
+    - with peer credentials, ``--inter-broker-sasl-mechanism`` must be enabled on the
+      inter-broker listener (Apache's check of ``sasl.mechanism.inter.broker.protocol``),
+      or no peer link could authenticate.
+    """
+    from kaas.handlers._sasl import CLEARTEXT
+
+    sasl = [e for e in settings.all_listeners if e.sasl]
+    lists = [settings.sasl_enabled_mechanisms, *(e.sasl_enabled_mechanisms or () for e in sasl)]
+    if any("OAUTHBEARER" in m for m in lists):
+        missing = [f"--sasl-oauthbearer-{k.replace('_', '-')}" for k in ("jwks_file", "expected_issuer",
+                                                                         "expected_audience")
+                   if not getattr(settings, f"sasl_oauthbearer_{k}")]
+        if missing:
+            where = "--sasl-enabled-mechanisms" if "OAUTHBEARER" in lists[0] else "--listener-config"
+            return where, f"OAUTHBEARER needs {', '.join(missing)}"
+    for e in sasl:
+        clear = [m for m in e.sasl_enabled_mechanisms or () if m in CLEARTEXT]
+        if clear and e.protocol == "SASL_PLAINTEXT" and not settings.sasl_allow_plaintext_credentials:
+            return "--listener-config", (f"{e.config_prefix}sasl.enabled.mechanisms: {', '.join(clear)} on the "
+                                         f"SASL_PLAINTEXT listener {e.name} needs --sasl-allow-plaintext-credentials "
+                                         "(the secret would cross the network in clear)")
+    ib = settings.inter_broker
+    mechanism = settings.inter_broker_sasl_mechanism
+    if ib.sasl and settings.inter_broker_sasl_username and mechanism not in settings.sasl_mechanisms_of(ib.name):
+        own = ib.sasl_enabled_mechanisms is not None
+        source = f"{ib.config_prefix}sasl.enabled.mechanisms" if own else "--sasl-enabled-mechanisms"
+        return ("--listener-config" if own else "--inter-broker-sasl-mechanism",
+                f"--inter-broker-sasl-mechanism {mechanism} is not enabled on the inter-broker listener {ib.name} "
+                f"({source}: {','.join(settings.sasl_mechanisms_of(ib.name)) or 'none'}): no peer could authenticate")
+    return None
 
 
 @cli.command()

@@ -1,5 +1,6 @@
 """Listeners as Apache Kafka configures them (``listeners``, ``advertised.listeners``,
-``listener.security.protocol.map``, ``inter.broker.listener.name``): parsing and checks.
+``listener.security.protocol.map``, ``inter.broker.listener.name``, and the
+listener-prefixed ``listener.name.<listener>.<key>`` settings): parsing and checks.
 
 A leaf utility (stdlib only): ``kaas.cli`` and ``cluster.supervisor`` parse the options
 with it, ``Settings`` holds its ``Listener`` entries.
@@ -9,19 +10,30 @@ Invariants:
       the bound (host, port) pairs;
     - every listener has a security protocol from the map;
     - every advertised listener is a listener, and none advertises 0.0.0.0 or ::;
-    - the inter-broker listener is advertised.
+    - the inter-broker listener is advertised;
+    - a listener's own ``ssl_client_auth`` is set only on a TLS listener, its own
+      ``sasl_enabled_mechanisms`` (never empty) only on a SASL listener; None means the
+      broker-wide option.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 _WILDCARD = ("", "0.0.0.0", "::")
+CLIENT_AUTH_MODES = ("none", "requested", "required")  # ssl.client.auth
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")  # what kaas serves
+
+# Apache's listener-prefixed configs (KIP-103): ``listener.name.<listener, lower case>.<key>``.
+# Only the keys kaas honours per listener are accepted; any other is refused, never
+# accepted and ignored.
+LISTENER_PREFIX = "listener.name."
+LISTENER_KEYS = {"ssl.client.auth": "ssl_client_auth", "sasl.enabled.mechanisms": "sasl_enabled_mechanisms"}
 
 # Apache's EndPoint regex: NAME://host:port, the host possibly empty or a [v6 literal]
 _ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
@@ -58,6 +70,14 @@ class Listener:
     advertised_host: str = "127.0.0.1"
     advertised_port: int = 9092
     advertised: bool = True
+    # its own settings (``--listener-config``); None: the broker-wide option
+    ssl_client_auth: str | None = None  # listener.name.<l>.ssl.client.auth
+    sasl_enabled_mechanisms: tuple[str, ...] | None = None  # listener.name.<l>.sasl.enabled.mechanisms
+
+    @property
+    def config_prefix(self) -> str:
+        """``listener.name.<name in lower case>.``: Apache's ``ListenerName.configPrefix``."""
+        return f"{LISTENER_PREFIX}{self.name.lower()}."
 
     @property
     def tls(self) -> bool:
@@ -116,6 +136,97 @@ def parse_protocol_map(value: str | None) -> dict[str, str]:
             raise ListenerError(f"listener-security-protocol-map: {name} is mapped twice")
         out[name] = proto
     return out
+
+
+def parse_mechanisms(value: str) -> tuple[str, ...]:
+    """``scram-sha-512, PLAIN`` -> ("SCRAM-SHA-512", "PLAIN"): upper-cased, in order
+    (``sasl.enabled.mechanisms``).
+
+    Raises:
+        ListenerError: a mechanism kaas does not serve.
+    """
+    out = tuple(m.strip().upper() for m in value.split(",") if m.strip())
+    unknown = [m for m in out if m not in SASL_MECHANISMS]
+    if unknown:
+        raise ListenerError(f"unknown mechanisms {', '.join(unknown)} (one of {', '.join(SASL_MECHANISMS)})")
+    return out
+
+
+def _split_listener_config(item: str, names: list[str]) -> tuple[str, str, str, str]:
+    """``listener.name.internal.ssl.client.auth=required`` -> (the key as given, "INTERNAL",
+    "ssl.client.auth", "required"). The listener part matches case-insensitively (Apache
+    upper-cases names; a name may hold dots, so the key is found at the end).
+
+    Raises:
+        ListenerError: not KEY=VALUE under ``listener.name.``, or a key kaas does not
+            honour per listener.
+    """
+    full, sep, value = item.partition("=")
+    full, value = full.strip(), value.strip()
+    if not sep or not full.startswith(LISTENER_PREFIX):
+        raise ListenerError(f"{item!r} is not {LISTENER_PREFIX}<listener>.<key>=<value>")
+    rest = full[len(LISTENER_PREFIX):]
+    for key in LISTENER_KEYS:
+        if rest.endswith("." + key) and len(rest) > len(key) + 1:
+            return full, rest[: -len(key) - 1].upper(), key, value
+    honoured = ", ".join(LISTENER_KEYS)
+    for name in sorted(names, key=len, reverse=True):
+        if rest.upper().startswith(name + ".") and len(rest) > len(name) + 1:
+            raise ListenerError(f"{full}: kaas does not take {rest[len(name) + 1:]!r} per listener "
+                                f"(only {honoured})")
+    raise ListenerError(f"{full}: neither a listener of this broker ({', '.join(names)}) nor a per-listener "
+                        f"key kaas takes ({honoured})")
+
+
+def apply_listener_configs(listeners: tuple[Listener, ...], items: list[str] | tuple[str, ...]
+                           ) -> tuple[Listener, ...]:
+    """Set the listener-prefixed settings (``--listener-config``) on the listeners they name.
+
+    Args:
+        listeners: the broker's listeners (``resolve``).
+        items: ``listener.name.<listener>.<key>=<value>`` entries, ``<key>`` one of
+            ``LISTENER_KEYS``: ``ssl.client.auth`` (``none``, ``requested``, ``required``;
+            on SSL and SASL_SSL listeners) and ``sasl.enabled.mechanisms`` (a non-empty
+            comma-separated list; on SASL_PLAINTEXT and SASL_SSL listeners).
+
+    Returns:
+        the listeners in the same order, each with its own settings.
+
+    Raises:
+        ListenerError: an entry does not parse, names no listener of this broker, a key kaas
+            does not honour per listener or one the listener's protocol has no use for, a
+            bad value, or a key given twice for one listener.
+    """
+    by_name = {x.name: x for x in listeners}
+    changes: dict[str, dict[str, object]] = {}
+    for item in items:
+        full, name, key, value = _split_listener_config(item, list(by_name))
+        entry = by_name.get(name)
+        if entry is None:
+            raise ListenerError(f"{full}: no listener {name} (the listeners: {', '.join(by_name)})")
+        if key == "ssl.client.auth":
+            if not entry.tls:
+                raise ListenerError(f"{full}: the protocol of {name} is {entry.protocol}; ssl.client.auth applies to "
+                                    "SSL and SASL_SSL listeners")
+            mode = value.lower()
+            if mode not in CLIENT_AUTH_MODES:
+                raise ListenerError(f"{full}={value}: one of {', '.join(CLIENT_AUTH_MODES)}")
+            parsed: object = mode
+        else:
+            if not entry.sasl:
+                raise ListenerError(f"{full}: the protocol of {name} is {entry.protocol}; sasl.enabled.mechanisms "
+                                    "applies to SASL_PLAINTEXT and SASL_SSL listeners")
+            try:
+                parsed = parse_mechanisms(value)
+            except ListenerError as exc:
+                raise ListenerError(f"{full}: {exc}") from None
+            if not parsed:
+                raise ListenerError(f"{full}: empty; a SASL listener needs at least one mechanism")
+        field = LISTENER_KEYS[key]
+        if field in changes.setdefault(name, {}):
+            raise ListenerError(f"{full} is given twice")
+        changes[name][field] = parsed
+    return tuple(replace(x, **changes[x.name]) if x.name in changes else x for x in listeners)
 
 
 def _advertisable(host: str) -> str:

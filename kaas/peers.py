@@ -96,7 +96,9 @@ def client_context(cafile: str | None, certfile: str | None, keyfile: str | None
     """The TLS context of this broker's connections to its peers' TLS listeners: their
     certificates checked against ``cafile`` (and the host name they advertise), TLS 1.2 or
     later, and this broker's own certificate offered as the client certificate (a peer
-    that asks for one, ``--ssl-client-auth``, maps it to this broker's principal).
+    that asks for one, ``ssl.client.auth`` on its inter-broker listener: ``--ssl-client-auth``
+    or the listener's own ``listener.name.<l>.ssl.client.auth``, maps it to this broker's
+    principal).
 
     Raises:
         OSError, ssl.SSLError: a file does not load.

@@ -17,14 +17,15 @@ class Settings:
     advertise_host: str = "127.0.0.1"
     advertise_port: int = 9092
     # Kafka-style listeners (kaas.listeners); empty: the one PLAINTEXT listener of
-    # listen_*/advertise_*, which otherwise name the inter-broker listener's addresses
+    # listen_*/advertise_*, which otherwise name the inter-broker listener's addresses; each
+    # may carry its own ssl.client.auth and sasl.enabled.mechanisms (--listener-config)
     listeners: tuple[Listener, ...] = ()
     inter_broker_listener: str = "PLAINTEXT"
     ssl_certfile: str | None = None  # PEM: the broker's certificate chain (SSL/SASL_SSL listeners, peer links)
     ssl_keyfile: str | None = None  # PEM: its private key
     ssl_keyfile_password: str | None = None
     ssl_cafile: str | None = None  # PEM: the CAs that client and peer certificates are checked against
-    ssl_client_auth: str = "none"  # none | requested | required (ssl.client.auth)
+    ssl_client_auth: str = "none"  # none | requested | required (ssl.client.auth); a listener's own wins
     ssl_principal_mapping_rules: str = "DEFAULT"  # ssl.principal.mapping.rules
     ssl_handshake_timeout_ms: int = 10_000
     max_request_size: int = 100 * 1024 * 1024
@@ -55,7 +56,7 @@ class Settings:
     cluster_id: str = "kaas-cluster"
     # SASL (issue 21; docs/security.rst). A listener whose protocol is SASL_* serves only
     # ApiVersions, SaslHandshake and SaslAuthenticate until the client has authenticated.
-    sasl_enabled_mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    sasl_enabled_mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")  # a listener's own wins
     sasl_allow_plaintext_credentials: bool = False  # PLAIN/OAUTHBEARER on SASL_PLAINTEXT (Apache has no such guard)
     connections_max_reauth_ms: int = 0  # KIP-368; 0: sessions do not expire
     sasl_oauthbearer_jwks_file: str = ""  # OAUTHBEARER: the JWKS whose keys sign the accepted JWTs
@@ -85,6 +86,22 @@ class Settings:
         """The listener peers connect to (``inter.broker.listener.name``)."""
         ls = self.all_listeners
         return next((x for x in ls if x.name == self.inter_broker_listener), ls[0])
+
+    def listener(self, name: str) -> Listener | None:
+        """The listener called ``name`` (upper case, as ``Session.listener``), if any."""
+        return next((x for x in self.all_listeners if x.name == name), None)
+
+    def ssl_client_auth_of(self, listener: Listener) -> str:
+        """``ssl.client.auth`` on ``listener``: its own
+        (``listener.name.<l>.ssl.client.auth``), else ``--ssl-client-auth``."""
+        return listener.ssl_client_auth or self.ssl_client_auth
+
+    def sasl_mechanisms_of(self, listener: str) -> tuple[str, ...]:
+        """``sasl.enabled.mechanisms`` on the listener called ``listener``: its own
+        (``listener.name.<l>.sasl.enabled.mechanisms``), else ``--sasl-enabled-mechanisms``."""
+        entry = self.listener(listener)
+        own = entry.sasl_enabled_mechanisms if entry is not None else None
+        return own if own is not None else self.sasl_enabled_mechanisms
 
     @property
     def cluster_dir(self) -> Path:

@@ -32,7 +32,9 @@ def _flag(p: click.Option) -> str:
     names = " / ".join(["/".join(p.opts), *(["/".join(p.secondary_opts)] if p.secondary_opts else [])])
     if p.is_flag or p.count:
         return f"``{names}``"
-    if isinstance(p.type, click.Choice):
+    if p.metavar:
+        metavar = p.metavar
+    elif isinstance(p.type, click.Choice):
         metavar = "{" + "|".join(map(str, p.type.choices)) + "}"
     else:
         names_of = {"integer": "INT", "float": "FLOAT", "path": "PATH", "text": "TEXT"}
@@ -46,6 +48,8 @@ def _default(p: click.Option, ctx: click.Context) -> str:
         return f"``{p.opts[0] if d else p.secondary_opts[0]}``"
     if p.is_flag:
         return "on" if d else "off"
+    if p.multiple:  # a repeatable option: none unless a default list is given (click 8.2+ answers UNSET)
+        return ", ".join(f"``{x}``" for x in d) if isinstance(d, (list, tuple)) and d else "none"
     if d is None:
         return "none"
     if isinstance(d, Path):

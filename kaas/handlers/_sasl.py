@@ -30,10 +30,12 @@ def is_sasl(session: Session) -> bool:
 
 
 def mechanisms(settings: Settings, session: Session) -> list[str]:
-    """The mechanisms this session may use: the enabled ones, less PLAIN and OAUTHBEARER
-    on a plaintext listener unless ``--sasl-allow-plaintext-credentials`` (a password or a
-    bearer token would cross the network in clear), less OAUTHBEARER without a JWKS."""
-    out = [m for m in settings.sasl_enabled_mechanisms if m in SUPPORTED]
+    """The mechanisms this session may use: the ones enabled on its listener (its own
+    ``listener.name.<l>.sasl.enabled.mechanisms``, else ``--sasl-enabled-mechanisms``), less
+    PLAIN and OAUTHBEARER on a plaintext listener unless ``--sasl-allow-plaintext-credentials``
+    (a password or a bearer token would cross the network in clear; the broker refuses to
+    start with a listener's own list naming them there), less OAUTHBEARER without a JWKS."""
+    out = [m for m in settings.sasl_mechanisms_of(session.listener) if m in SUPPORTED]
     if session.security_protocol == "SASL_PLAINTEXT" and not settings.sasl_allow_plaintext_credentials:
         out = [m for m in out if m not in CLEARTEXT]
     if not settings.sasl_oauthbearer_jwks_file:

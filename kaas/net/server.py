@@ -21,8 +21,9 @@ log = structlog.get_logger()
 
 
 def listener_handler(broker: Broker, entry: Listener):
-    """The connection handler of one listener: TLS first on SSL/SASL_SSL, then a Session
-    naming the listener (on SASL_* not authenticated until the SASL exchange succeeds).
+    """The connection handler of one listener: TLS first on SSL/SASL_SSL (the listener's
+    own context: its ``ssl.client.auth``), then a Session naming the listener (on SASL_* not
+    authenticated until the SASL exchange succeeds).
 
     Raises:
         TLSConfigError, RuleError: a TLS listener whose options do not make a context
@@ -34,7 +35,7 @@ def listener_handler(broker: Broker, entry: Listener):
                                                            authenticated=not entry.sasl))
         return plain
     s = broker.settings
-    ctx = tls.server_context(s)
+    ctx = tls.server_context(s, entry)
     rules = tls.principal_rules(s)
     timeout = s.ssl_handshake_timeout_ms / 1000
 

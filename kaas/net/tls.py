@@ -17,6 +17,7 @@ import trio
 from kaas.aio import SCRATCH
 from kaas.domain.principal import NoMatchingRule, Rule, format_dn, map_name, parse_rules
 from kaas.handlers.session import ANONYMOUS
+from kaas.listeners import Listener
 from kaas.settings import Settings
 
 log = structlog.get_logger()
@@ -28,9 +29,11 @@ class TLSConfigError(ValueError):
     """The TLS options cannot make a server context; the message says which and why."""
 
 
-def server_context(settings: Settings) -> ssl.SSLContext:
-    """The context of every TLS listener of this broker: its certificate and key, TLS 1.2
-    or later, client certificates checked against ``ssl_cafile`` as ``ssl_client_auth`` asks.
+def server_context(settings: Settings, listener: Listener | None = None) -> ssl.SSLContext:
+    """The context of a TLS listener of this broker: its certificate and key, TLS 1.2 or
+    later, client certificates checked against ``ssl_cafile`` as the listener's
+    ``ssl.client.auth`` asks (its own, ``listener.name.<l>.ssl.client.auth``, else
+    ``--ssl-client-auth``; without ``listener``, the broker-wide option).
 
     Raises:
         TLSConfigError: no certificate, a client-auth mode without CAs, or a file that does
@@ -38,11 +41,14 @@ def server_context(settings: Settings) -> ssl.SSLContext:
     """
     if not settings.ssl_certfile:
         raise TLSConfigError("a TLS listener (SSL, SASL_SSL) needs --ssl-certfile (and --ssl-keyfile)")
-    mode = CLIENT_AUTH.get(settings.ssl_client_auth)
+    auth = settings.ssl_client_auth_of(listener) if listener is not None else settings.ssl_client_auth
+    own = listener is not None and listener.ssl_client_auth is not None
+    source = f"{listener.config_prefix}ssl.client.auth={auth}" if own else f"--ssl-client-auth {auth}"
+    mode = CLIENT_AUTH.get(auth)
     if mode is None:
-        raise TLSConfigError(f"--ssl-client-auth {settings.ssl_client_auth!r}: one of none, requested, required")
+        raise TLSConfigError(f"{source}: one of none, requested, required")
     if mode != ssl.CERT_NONE and not settings.ssl_cafile:
-        raise TLSConfigError(f"--ssl-client-auth {settings.ssl_client_auth} needs --ssl-cafile (the client CAs)")
+        raise TLSConfigError(f"{source} needs --ssl-cafile (the client CAs)")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION

@@ -4,13 +4,15 @@ connection's TLS read that takes every record already received in one call."""
 from __future__ import annotations
 
 import ssl
+from dataclasses import replace
 
 import pytest
 import trio
 import trio.testing
 
 from kaas.domain.principal import parse_rules
-from kaas.net.tls import TlsReader, open_server_stream, server_context
+from kaas.listeners import apply_listener_configs, resolve
+from kaas.net.tls import TLSConfigError, TlsReader, open_server_stream, server_context
 from kaas.settings import Settings
 from kaas.tools.certs import init_dev, issue
 
@@ -35,13 +37,14 @@ def _client(pki, cert: str | None = None):
     return ctx
 
 
-async def _pair(pki, cert=None, rules="DEFAULT"):
+async def _pair(pki, cert=None, rules="DEFAULT", server: ssl.SSLContext | None = None):
     a, b = trio.testing.memory_stream_pair()
     client = trio.SSLStream(a, _client(pki, cert), server_hostname="127.0.0.1")
     out = {}
     async with trio.open_nursery() as n:
         async def serve():
-            out["server"] = await open_server_stream(b, _server(pki), parse_rules(rules), 5, "memory:0", "SSL")
+            out["server"] = await open_server_stream(b, server or _server(pki), parse_rules(rules), 5, "memory:0",
+                                                     "SSL")
         n.start_soon(serve)
         await client.do_handshake()
     return client, out["server"]
@@ -52,6 +55,32 @@ async def test_principal_of_a_client_certificate(pki):
     assert principal == "User:alice"
     _, (_, principal) = await _pair(pki)
     assert principal == "User:ANONYMOUS"
+
+
+async def test_each_listener_has_its_own_client_auth(pki):
+    """``listener.name.<l>.ssl.client.auth`` makes that listener's context; the others keep
+    ``--ssl-client-auth``. On the required listener a client without a certificate is
+    refused and one with a certificate gets its mapped principal."""
+    ls, _ = resolve("INTERNAL://:1,EXTERNAL://:2,OTHER://:3", protocol_map="INTERNAL:SSL,EXTERNAL:SASL_SSL,OTHER:SSL",
+                    inter_broker="INTERNAL")
+    ls = apply_listener_configs(ls, ["listener.name.internal.ssl.client.auth=required",
+                                     "listener.name.external.ssl.client.auth=none"])
+    s = Settings(listeners=ls, inter_broker_listener="INTERNAL", ssl_certfile=str(pki / "broker.pem"),
+                 ssl_keyfile=str(pki / "broker.key"), ssl_cafile=str(pki / "ca.pem"), ssl_client_auth="requested")
+    internal, external, other = (server_context(s, x) for x in ls)
+    assert (internal.verify_mode, external.verify_mode, other.verify_mode) == (
+        ssl.CERT_REQUIRED, ssl.CERT_NONE, ssl.CERT_OPTIONAL)
+    with pytest.raises(trio.BrokenResourceError):
+        client, opened = await _pair(pki, server=internal)  # TLS 1.3: the client finishes first
+        assert opened is None  # the broker refused it and closed the connection
+        await client.receive_some(10)
+    _, (_, principal) = await _pair(pki, "alice", "RULE:^CN=([^,]*),OU=apps,O=kaas$/$1/L", server=internal)
+    assert principal == "User:alice"
+    _, (_, principal) = await _pair(pki, "alice", server=external)  # none: no certificate asked for
+    assert principal == "User:ANONYMOUS"
+    with pytest.raises(TLSConfigError, match="listener.name.internal.ssl.client.auth=required needs --ssl-cafile"):
+        server_context(replace(s, ssl_cafile=None), ls[0])
+    server_context(replace(s, ssl_cafile=None, ssl_client_auth="none"), ls[1])  # none needs no CAs
 
 
 class _Plain:

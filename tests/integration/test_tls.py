@@ -1,8 +1,8 @@
 """Listeners and TLS (issue 21) with real brokers and real clients: confluent-kafka and
-kafka-python over SSL, mTLS with a mapped principal, Metadata per listener, a 3-broker
-cluster whose peers talk over an mTLS inter-broker listener (a transaction's markers
-included), and the connections a TLS port refuses: each closed with one log line while
-the broker keeps serving."""
+kafka-python over SSL, mTLS with a mapped principal, Metadata per listener, each listener's
+own ssl.client.auth (``--listener-config``), a 3-broker cluster whose peers talk over an
+mTLS inter-broker listener (a transaction's markers included), and the connections a TLS
+port refuses: each closed with one log line while the broker keeps serving."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from kaas.client import WireClient
@@ -252,14 +252,64 @@ def test_slow_handshake_is_cut_at_the_deadline(pki, tmp_path):
         _still_serving(b, pki)
 
 
+# ----------------------------------------------------------------------------- per-listener client auth
+
+
+def test_each_listener_has_its_own_ssl_client_auth(pki, tmp_path):
+    """``--listener-config listener.name.<l>.ssl.client.auth``: mTLS required on INTERNAL,
+    none on EXTERNAL, while the broker-wide ``--ssl-client-auth`` says requested. A
+    confluent-kafka client without a certificate is refused on INTERNAL and served on
+    EXTERNAL; with one it gets in on INTERNAL as its mapped principal."""
+    port, internal, external = free_port(), free_port(), free_port()
+    b = BrokerProcess(tmp_path / "data", port=port, extra=[
+        "--listeners", f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+        "--listener-security-protocol-map", "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,EXTERNAL:SSL",
+        *_tls_args(pki, "requested"),
+        "--listener-config", "listener.name.internal.ssl.client.auth=required",
+        "--listener-config", "listener.name.External.ssl.client.auth=none"])  # names in any case, as Apache's
+    t = pki / "tls"
+    alice = {"ssl.certificate.location": str(t / "alice.pem"), "ssl.key.location": str(t / "alice.key")}
+    with b.running():
+        # no certificate: EXTERNAL serves it (and asks nobody for one: alice stays anonymous there) ...
+        md = AdminClient(_ssl_conf(pki, external)).list_topics(timeout=10)
+        assert [(x.host, x.port) for x in md.brokers.values()] == [("127.0.0.1", external)]
+        AdminClient(_ssl_conf(pki, external, **alice)).list_topics(timeout=10)
+        # ... INTERNAL refuses it in the handshake (one log line) and the client hears an error
+        errors: list = []
+        refused = AdminClient(_ssl_conf(pki, internal, error_cb=errors.append))
+
+        def heard_refusal() -> bool:
+            refused.poll(0.1)  # (serves error_cb)
+            return bool(errors) and "tls_handshake_failed" in b.log_text()
+
+        wait_for(heard_refusal, 10, "the refusal on INTERNAL")
+        assert {e.code() for e in errors} <= {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._SSL}
+        line = next(x for x in b.log_text().splitlines() if "tls_handshake_failed" in x)
+        assert "listener=INTERNAL" in line and "PEER_DID_NOT_RETURN_A_CERTIFICATE" in line, line
+        # with a certificate INTERNAL takes it, mapped by the broker's rules
+        md = AdminClient(_ssl_conf(pki, internal, **alice)).list_topics(timeout=10)
+        assert [(x.host, x.port) for x in md.brokers.values()] == [("127.0.0.1", internal)]
+
+        def authenticated() -> list[str]:
+            return [x for x in b.log_text().splitlines() if "tls_client_authenticated" in x]
+
+        wait_for(lambda: any("listener=INTERNAL" in x and "principal=User:alice" in x for x in authenticated()), 5,
+                 "the mapped principal on INTERNAL")
+        assert not any("listener=EXTERNAL" in x for x in authenticated())
+        assert "Traceback" not in b.log_text()
+
+
 # ----------------------------------------------------------------------------- a cluster over mTLS
 
 
 @pytest.mark.cluster
 def test_cluster_with_an_mtls_inter_broker_listener_commits_across_brokers(pki, tmp_path):
+    # mTLS on the inter-broker listener alone, by its own ssl.client.auth (after ``--``: every
+    # broker gets it): the peers present the broker certificate to each other
     c = ClusterProcess(tmp_path / "data", 3, extra=["--inter-broker-listener-name", "SSL",
                                                     "--group-initial-rebalance-delay-ms", "0",
-                                                    *_tls_args(pki, "required")])
+                                                    *_tls_args(pki, "none"),
+                                                    "--listener-config", "listener.name.ssl.ssl.client.auth=required"])
     ssl_base = free_ports(3)
     c.supervisor_args = ["--listeners", f"PLAINTEXT://127.0.0.1:{c.base_port},SSL://127.0.0.1:{ssl_base}"]
     with c.running():

@@ -85,3 +85,63 @@ def test_supervisor_derives_each_brokers_listeners(tmp_path, monkeypatch):
     assert argv[argv.index("--listeners") + 1] == "SSL://127.0.0.1:9193,PLAINTEXT://:9093"
     assert argv[argv.index("--advertised-listeners") + 1] == "SSL://h:19193"
     assert "--listen" not in argv
+
+
+def _broker(tmp_path, *args: str):
+    return CliRunner().invoke(cli, ["broker", "--data", str(tmp_path), *args])
+
+
+def test_broker_refuses_listener_configs_it_would_not_honour(tmp_path):
+    """Every refusal is one line naming the key, before anything listens."""
+    two = ["--listeners", "PLAINTEXT://127.0.0.1:1,INTERNAL://127.0.0.1:2,EXTERNAL://127.0.0.1:3",
+           "--listener-security-protocol-map", "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,EXTERNAL:SASL_PLAINTEXT",
+           "--ssl-certfile", "broker.pem"]
+    cases = [
+        (["--listener-config", "listener.name.internal.ssl.client.auth=required"],  # (no --ssl-cafile)
+         "listener.name.internal.ssl.client.auth=required needs --ssl-cafile"),
+        (["--listener-config", "listener.name.dmz.ssl.client.auth=required"], "no listener DMZ"),
+        (["--listener-config", "listener.name.internal.ssl.keystore.location=k.jks"], "does not take"),
+        (["--listener-config", "listener.name.internal.ssl.client.auth=yes"], "one of none, requested, required"),
+        (["--listener-config", "listener.name.external.sasl.enabled.mechanisms=PLAIN"],
+         "needs --sasl-allow-plaintext-credentials"),
+        (["--listener-config", "listener.name.external.sasl.enabled.mechanisms=OAUTHBEARER"],
+         "OAUTHBEARER needs --sasl-oauthbearer-jwks-file"),
+    ]
+    for extra, message in cases:
+        r = _broker(tmp_path, *two, *extra)
+        assert r.exit_code == 2 and message in r.output, (extra, r.output)
+        assert "--listener-config" in r.output or "ssl options" in r.output
+    # the one PLAINTEXT listener of --listen has nothing to override
+    r = _broker(tmp_path, "--listener-config", "listener.name.plaintext.ssl.client.auth=required")
+    assert r.exit_code == 2 and "the protocol of PLAINTEXT is PLAINTEXT" in r.output
+
+
+def test_broker_refuses_an_inter_broker_mechanism_its_listener_does_not_enable(tmp_path):
+    pw = tmp_path / "pw"
+    pw.write_text("secret\n")
+    r = _broker(tmp_path, "--listeners", "SASL_PLAINTEXT://127.0.0.1:1", "--inter-broker-listener-name",
+                "SASL_PLAINTEXT", "--inter-broker-sasl-username", "kaas-broker",
+                "--inter-broker-sasl-password-file", str(pw),
+                "--listener-config", "listener.name.sasl_plaintext.sasl.enabled.mechanisms=SCRAM-SHA-256")
+    assert r.exit_code == 2, r.output
+    assert ("--inter-broker-sasl-mechanism SCRAM-SHA-512 is not enabled on the inter-broker listener SASL_PLAINTEXT "
+            "(listener.name.sasl_plaintext.sasl.enabled.mechanisms: SCRAM-SHA-256)") in r.output
+
+
+def test_supervisor_passes_listener_configs_to_every_broker(tmp_path, monkeypatch):
+    import subprocess
+
+    from cluster.supervisor import Supervisor
+
+    item = "listener.name.internal.ssl.client.auth=required"
+    sup = Supervisor(brokers=2, data=tmp_path, base_port=1, listeners="INTERNAL://127.0.0.1:9192,EXTERNAL://:9092",
+                     broker_args=["--listener-config", item])
+    spawned = []
+
+    class Proc:
+        pid = 1
+
+    monkeypatch.setattr(subprocess, "Popen", lambda argv, **kw: spawned.append(argv) or Proc())
+    for child in sup.children:
+        sup._spawn(child)
+    assert [argv[argv.index("--listener-config") + 1] for argv in spawned] == [item, item]
