@@ -92,7 +92,8 @@ def cli() -> None:
               help="PEM CA certificates that client certificates and peer brokers' certificates are checked against.")
 @click.option("--ssl-client-auth", type=click.Choice(["none", "requested", "required"]), default="none",
               show_default=True,
-              help="Client certificates on TLS listeners (ssl.client.auth); a listener's own "
+              help="Client certificates on SSL listeners (ssl.client.auth; a SASL_SSL listener asks for them "
+                   "only with its own setting, as Apache since KIP-684); a listener's own "
                    "listener.name.<listener>.ssl.client.auth (--listener-config) wins.")
 @click.option("--ssl-handshake-timeout-ms", type=int, default=10_000, show_default=True,
               help="A TLS connection that has not finished its handshake by then is closed.")

@@ -93,8 +93,13 @@ class Settings:
 
     def ssl_client_auth_of(self, listener: Listener) -> str:
         """``ssl.client.auth`` on ``listener``: its own
-        (``listener.name.<l>.ssl.client.auth``), else ``--ssl-client-auth``."""
-        return listener.ssl_client_auth or self.ssl_client_auth
+        (``listener.name.<l>.ssl.client.auth``), else ``--ssl-client-auth`` on an SSL
+        listener and ``none`` on a SASL_SSL one, as Apache does since KIP-684 (the
+        broker-wide option never asks a SASL client for a certificate; only the listener's
+        own setting does)."""
+        if listener.ssl_client_auth is not None:
+            return listener.ssl_client_auth
+        return "none" if listener.protocol == "SASL_SSL" else self.ssl_client_auth
 
     def sasl_mechanisms_of(self, listener: str) -> tuple[str, ...]:
         """``sasl.enabled.mechanisms`` on the listener called ``listener``: its own

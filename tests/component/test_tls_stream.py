@@ -83,6 +83,19 @@ async def test_each_listener_has_its_own_client_auth(pki):
     server_context(replace(s, ssl_cafile=None, ssl_client_auth="none"), ls[1])  # none needs no CAs
 
 
+def test_the_broker_wide_client_auth_leaves_sasl_ssl_listeners_alone(pki):
+    """KIP-684: ``--ssl-client-auth`` applies to SSL listeners; a SASL_SSL listener asks for
+    client certificates only with its own ``listener.name.<l>.ssl.client.auth``."""
+    ls, _ = resolve("MTLS://:1,SASL://:2,BOTH://:3", protocol_map="MTLS:SSL,SASL:SASL_SSL,BOTH:SASL_SSL",
+                    inter_broker="MTLS")
+    ls = apply_listener_configs(ls, ["listener.name.both.ssl.client.auth=required"])
+    s = Settings(listeners=ls, inter_broker_listener="MTLS", ssl_certfile=str(pki / "broker.pem"),
+                 ssl_keyfile=str(pki / "broker.key"), ssl_cafile=str(pki / "ca.pem"), ssl_client_auth="required")
+    assert [s.ssl_client_auth_of(x) for x in ls] == ["required", "none", "required"]
+    assert [server_context(s, x).verify_mode for x in ls] == [ssl.CERT_REQUIRED, ssl.CERT_NONE, ssl.CERT_REQUIRED]
+    server_context(replace(s, ssl_cafile=None), ls[1])  # none there: no CAs needed for it
+
+
 class _Plain:
     """An SSL stream seen without trio's internals (another trio's ``SSLStream``, say):
     only its public calls."""

@@ -139,7 +139,8 @@ def test_a_listeners_own_setting_wins_over_the_broker_wide_one():
     ls = apply_listener_configs(_three(), ["listener.name.internal.ssl.client.auth=none",
                                            "listener.name.external.sasl.enabled.mechanisms=PLAIN"])
     s = Settings(listeners=ls, ssl_client_auth="required", sasl_enabled_mechanisms=("SCRAM-SHA-256",))
-    assert [s.ssl_client_auth_of(x) for x in s.all_listeners] == ["required", "none", "required"]
+    # EXTERNAL is SASL_SSL: the broker-wide option leaves it alone (KIP-684), its own would not
+    assert [s.ssl_client_auth_of(x) for x in s.all_listeners] == ["required", "none", "none"]
     assert s.sasl_mechanisms_of("EXTERNAL") == ("PLAIN",)
     assert s.sasl_mechanisms_of("INTERNAL") == ("SCRAM-SHA-256",)
     assert s.sasl_mechanisms_of("GONE") == ("SCRAM-SHA-256",)
