@@ -661,4 +661,5 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
 
 
 if __name__ == "__main__":
+    eos_harness.interrupt_on_sigterm()  # killed, it still stops its cluster (``_run_in``'s finally)
     cli()

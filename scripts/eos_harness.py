@@ -1195,13 +1195,17 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
     sys.exit(0 if result["ok"] else 1)
 
 
-def _interrupt(_signum, _frame) -> None:
-    raise KeyboardInterrupt
+def interrupt_on_sigterm() -> None:
+    """Let SIGTERM (``kill``, a CI run cancelled) unwind a harness script as Ctrl-C does,
+    through its ``finally`` blocks: what it started is stopped, what it made is removed."""
+    def interrupt(_signum, _frame) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    # SIGTERM too unwinds through the finally blocks: the run's users and ACLs are removed,
-    # the copiers stopped and a cluster of --start-cluster stopped on the way out
-    signal.signal(signal.SIGTERM, _interrupt)
+    # the run's users and ACLs removed, the copiers and a --start-cluster cluster stopped
+    interrupt_on_sigterm()
     cli()

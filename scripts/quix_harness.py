@@ -48,7 +48,7 @@ import click
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from eos_harness import create_topics  # noqa: E402 — retries while the cluster elects
+from eos_harness import create_topics, interrupt_on_sigterm  # noqa: E402 — retries while the cluster elects
 
 APP = ROOT / "scripts" / "quix_app.py"
 DEFAULT_QUIX_PYTHON = ROOT / ".venv-quix" / "bin" / "python"
@@ -511,11 +511,6 @@ def run(brokers, messages, keys, partitions, pace_ms, commit_interval, kill_at, 
     sys.exit(0 if ok else 1)
 
 
-def _interrupt(_signum, _frame) -> None:
-    raise KeyboardInterrupt
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _interrupt)  # stop the app and the cluster on the way out
+    interrupt_on_sigterm()  # stop the app and the cluster on the way out
     cli()
