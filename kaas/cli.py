@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from kaas.listeners import CLIENT_AUTH_MODES  # stdlib only: cheap at start-up
+
 
 def _hostport(value: str, default_port: int = 9092) -> tuple[str, int]:
     host, _, port = value.rpartition(":")
@@ -90,7 +92,7 @@ def cli() -> None:
 @click.option("--ssl-keyfile-password", default=None, help="Password of an encrypted --ssl-keyfile.")
 @click.option("--ssl-cafile", default=None,
               help="PEM CA certificates that client certificates and peer brokers' certificates are checked against.")
-@click.option("--ssl-client-auth", type=click.Choice(["none", "requested", "required"]), default="none",
+@click.option("--ssl-client-auth", type=click.Choice(CLIENT_AUTH_MODES), default="none",
               show_default=True,
               help="Client certificates on SSL listeners (ssl.client.auth; a SASL_SSL listener asks for them "
                    "only with its own setting, as Apache since KIP-684); a listener's own "

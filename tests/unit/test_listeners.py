@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kaas.listeners import (
+    SASL_MECHANISMS,
     Endpoint,
     Listener,
     ListenerError,
@@ -227,3 +228,9 @@ def test_only_the_honoured_keys_are_accepted(key, listener):
         return
     with pytest.raises(ListenerError):
         apply_listener_configs(_three(), [item])
+
+
+def test_the_mechanisms_a_listener_may_name_are_the_ones_the_broker_serves():
+    from kaas.handlers._sasl import SUPPORTED
+
+    assert set(SASL_MECHANISMS) == set(SUPPORTED)
