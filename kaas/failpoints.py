@@ -1,4 +1,4 @@
-"""Named failpoints (DESIGN section 9), armed at runtime for one broker through
+"""Named failpoints (design section 9), armed at runtime for one broker through
 ``DATA/run/failpoints-<broker id>.json``::
 
     {"endtxn.after_prepare": {"action": "crash"},

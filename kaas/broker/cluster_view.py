@@ -1,4 +1,4 @@
-"""What this broker knows of the cluster (DESIGN section 4): its peers, the controller, the
+"""What this broker knows of the cluster (design section 4): its peers, the controller, the
 applied assignment and its own write lease. ``tasks.membership`` keeps it current (one tick
 every ``heartbeat_ms``, and whenever the doorbell rings or somebody ``wake``s it); handlers
 and coordinators only read it. The rules themselves are ``domain.membership``.

@@ -160,7 +160,7 @@ class Partition:
 
     async def produce(self, records: bytes, header: wb.BatchHeader, transactional_id: str | None,
                       *, log_append_time: bool = False) -> ProduceResult:
-        """Classify (idempotence, seed) and append one validated batch from a Produce request.
+        """Classify (idempotence, docs/transactions.rst) and append one validated batch from a Produce request.
 
         Runs without an await between the check and the append, so the classification and
         the write are atomic with respect to every other producer of this partition.

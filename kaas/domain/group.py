@@ -17,7 +17,7 @@ Effects (frozen dataclasses):
 ``LeaveResult`` (per-member codes plus effects).
 
 Rules follow Apache's classic group coordinator (``GroupMetadataManager.classicGroup*``,
-``ClassicGroup``), as summarised in protocol/CLIENTS.md section 7:
+``ClassicGroup``), as docs/groups.rst describes them:
 
 =========================  ==============================================================
 transition                 trigger

@@ -1,4 +1,4 @@
-"""Membership rules (DESIGN section 4): liveness, listing, the hand-off and hand-back
+"""Membership rules (design section 4): liveness, listing, the hand-off and hand-back
 rules, and what a heartbeat file tells about a peer. Pure: times are passed in (the
 observer's monotonic clock), files are read by ``storage.cluster_files`` and the tick that
 acts on these answers is ``tasks.membership``.

@@ -3,7 +3,7 @@
 One ``ProducerStateTable`` per partition. The produce path runs ``check`` on each batch
 header under the partition mutex and, once the append succeeded, ``record``. Control
 markers go through ``check_marker`` and then ``end_txn``. Rules follow Apache
-``ProducerAppendInfo`` / ``ProducerStateEntry`` (see protocol/CLIENTS.md section 4):
+``ProducerAppendInfo`` / ``ProducerStateEntry`` (docs/transactions.rst):
 
 * ``pid < 0``: not idempotent, always appended.
 * ``pid >= 0`` with ``base_sequence < 0`` (or an empty batch): INVALID_RECORD 87.

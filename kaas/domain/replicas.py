@@ -1,7 +1,7 @@
 """Replicas, ISR and offline replicas of a partition on a shared volume.
 
 A partition's bytes exist once, on the shared volume; any live broker can lead it after a
-file open and a recovery (DESIGN §1.2). What Kafka calls a *replica* is here a broker able
+file open and a recovery (docs/design.rst section 1). What Kafka calls a *replica* is here a broker able
 to lead the partition, and the topic's replication factor says how many of them Metadata
 and DescribeTopicPartitions name:
 

@@ -22,7 +22,7 @@ Invariants:
     - a key whose primary is alive is coordinated by its primary;
     - removing one broker from ``alive`` (``registered`` unchanged) moves only the keys
       that broker coordinated; adding one back moves only keys to that broker;
-    - ``txn_slot`` is ``fnv1a_32(utf-8 id) % 50``, as the seed fixes it.
+    - ``txn_slot`` is ``fnv1a_32(utf-8 id) % 50``, as docs/transactions.rst fixes it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ FNV32_PRIME = 0x01000193
 _MASK32 = 0xFFFFFFFF
 
 TXN_SLOTS = 50
-"""Number of transaction-state slots (``txn_state/slot-<n>.json``), as in the seed."""
+"""Number of transaction-state slots (``txn_state/slot-<n>.json``), docs/transactions.rst."""
 
 NO_BROKER = -1
 """Owner id used where nobody alive can own a key (JSON-friendly stand-in for ``None``)."""

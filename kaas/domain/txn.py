@@ -19,8 +19,7 @@ when nothing changed) and the effects the caller must carry out, *in tuple order
   *without* a ``Reply`` waits on a ``WriteMarkers`` outcome (see ``prepare_end_txn``).
 
 State names are Kafka's (``TxnState.PrepareCommit.value == "PrepareCommit"``). Rules follow
-the seed (transactions-and-idempotence) and Apache ``TransactionCoordinator`` (TV0/1) as
-summarised in protocol/CLIENTS.md section 3:
+docs/transactions.rst and Apache's ``TransactionCoordinator`` (TV0/1):
 
 ====================  =========================================================
 transition            trigger
@@ -754,7 +753,7 @@ def prepare_end_txn(
     - Matching Prepare* (a retry after COORDINATOR_NOT_AVAILABLE, or while the reconcile
       works): **re-drive** rather than Apache's CONCURRENT_TRANSACTIONS. Effects
       ``(WriteMarkers,)`` re-derived from the retained dispatch set, no Persist, no Reply;
-      the caller handles it exactly like the first attempt. The seed makes this the
+      the caller handles it exactly like the first attempt. docs/transactions.rst makes this the
       recovery path ("a producer retry ... re-derives the same dispatch set and finishes
       the job"), and it answers NONE as soon as the markers are durable instead of
       making the client spin on 51 until the 10 s reconcile. Both are safe for clients:

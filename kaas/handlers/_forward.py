@@ -1,4 +1,4 @@
-"""Topic edits go through the controller (DESIGN section 3: after its exclusive create, a
+"""Topic edits go through the controller (design section 3: after its exclusive create, a
 topic file has one writer, the controller). A broker that receives CreatePartitions,
 DeleteTopics, AlterConfigs or IncrementalAlterConfigs while another broker is the
 controller forwards the request, as decoded, to the controller over a peer connection and

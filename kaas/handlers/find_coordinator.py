@@ -1,5 +1,5 @@
 """FindCoordinator (10): the broker coordinating a group (key type 0) or a transactional
-id (key type 1), placed by FNV-1a (DESIGN section 4)."""
+id (key type 1), placed by FNV-1a (design section 4)."""
 
 from __future__ import annotations
 

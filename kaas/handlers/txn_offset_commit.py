@@ -1,7 +1,7 @@
 """TxnOffsetCommit (28), on the *group* coordinator: stage offsets under the producer id,
 invisible to OffsetFetch until the transaction's offset hook commits them.
 
-A stale producer answers INVALID_PRODUCER_EPOCH (47) (CLIENTS.md section 3: librdkafka
+A stale producer answers INVALID_PRODUCER_EPOCH (47) (librdkafka
 treats 90 here as merely abortable). The epoch is checked against the slot file when this
 broker also coordinates the transactional id; otherwise it is trusted, as Apache's group
 coordinator does without KIP-890 part 2."""

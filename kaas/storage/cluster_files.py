@@ -1,4 +1,4 @@
-"""The membership files under ``__cluster`` (DESIGN sections 3 and 4).
+"""The membership files under ``__cluster`` (design sections 3 and 4).
 
 =================================  =================  ======================================
 file                               its one writer     how

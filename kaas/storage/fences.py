@@ -1,4 +1,4 @@
-"""Producer fence logs: ``__cluster/producer_fences/kaas-<id>.log`` (seed).
+"""Producer fence logs: ``__cluster/producer_fences/kaas-<id>.log`` (docs/transactions.rst).
 
 After an InitProducerId epoch bump the coordinator fences the pid on the partitions it
 leads and appends ``{"pid": P, "epoch": E}`` as one JSON line to *its own* fence log; every

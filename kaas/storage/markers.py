@@ -1,4 +1,4 @@
-"""The marker queue: ``__cluster/marker_queue/to-<broker>/`` (seed, DESIGN section 7).
+"""The marker queue: ``__cluster/marker_queue/to-<broker>/`` (docs/transactions.rst, "EndTxn").
 
 A transaction coordinator that owes a COMMIT/ABORT marker on a partition led by another
 broker, and could not hand it over with WriteTxnMarkers (``kaas.peers``: the link failed,

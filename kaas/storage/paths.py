@@ -1,4 +1,4 @@
-"""The data directory layout (DESIGN section 3), in one place."""
+"""The data directory layout (design section 3), in one place."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The per-broker PID block allocator (seed: "PIDs are never reused").
+"""The per-broker PID block allocator (docs/transactions.rst: "Producer ids are never reused").
 
 ``pid = (broker_id + 1) * 2**40 + local``; ``local`` advances in blocks of 1000 whose end
 is persisted in ``__cluster/producer_ids/kaas-<id>.json`` (tmp + fsync + rename) before any

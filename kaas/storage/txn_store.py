@@ -1,4 +1,4 @@
-"""Transaction state slot files: ``__cluster/txn_state/slot-<n>.json`` (seed).
+"""Transaction state slot files: ``__cluster/txn_state/slot-<n>.json`` (docs/transactions.rst).
 
 One file per slot (``routing.txn_slot(transactional_id)``, 50 slots) holding every
 transactional id of that slot as ``domain.txn.SlotState.to_json()``. The slot's

@@ -1,4 +1,4 @@
-"""The membership tick (DESIGN section 4): heartbeats, controller election, assignment.
+"""The membership tick (design section 4): heartbeats, controller election, assignment.
 
 Every broker, every ``heartbeat_ms``:
   1. reads the peers' heartbeat files and judges liveness by its own monotonic clock

@@ -97,7 +97,7 @@ async def serve_queue_doorbell(coord: TxnCoordinator, *,
 async def serve_markers(coord: TxnCoordinator, *,
                        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Apply this broker's marker queue: a full pass (claims included) at least every
-    ``MARKER_POLL_S`` (the seed's 2 s), at once when woken, and as soon as a cheap stat of
+    ``MARKER_POLL_S`` (2 s, docs/transactions.rst), at once when woken, and as soon as a cheap stat of
     the queue directory (every ``MARKER_STAT_S``) shows a change. The faster path keeps a
     peer-led commit off the 2 s interval: the producer's next transaction waits for
     these markers (CONCURRENT_TRANSACTIONS until they are applied).

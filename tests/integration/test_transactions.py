@@ -1,5 +1,5 @@
 """Transactions end to end with real clients against a real broker process (seed
-"Transactions & idempotence", DESIGN section 7): read_committed isolation, KIP-447
+"Transactions & idempotence", design section 7): read_committed isolation, KIP-447
 consume-process-produce, zombie fencing, the timeout reaper, crash recovery of prepared
 transactions, aiokafka, and the admin APIs.
 

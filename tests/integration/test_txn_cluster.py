@@ -1,5 +1,5 @@
 """Transactions on a real 3-broker cluster started through the supervisor (issue 6,
-seed "Transactions & idempotence", DESIGN sections 4, 7 and 9).
+seed "Transactions & idempotence", design sections 4, 7 and 9).
 
 Everything is placed on purpose: the transaction coordinator of a transactional id is the
 owner of its slot in ``__cluster/assignment.json`` ("txn_slots"), the group coordinator is

@@ -1,6 +1,6 @@
 """Unit tests for kaas.domain.producer_state: the idempotence window and open transactions.
 
-Example tests pin each rule of CLIENTS.md section 4; hypothesis checks exactly-once under
+Example tests pin each rule of the idempotence window (docs/transactions.rst); hypothesis checks exactly-once under
 retries/reordering, snapshot round-trips and fencing.
 """
 

@@ -4,7 +4,7 @@ parks JoinGroup/SyncGroup requests until their reply, fires the session/rebalanc
 offsets in ``storage.offset_store``.
 
 Which broker coordinates a group is ``broker.group_owner(group_id)`` (FNV-1a over the
-registered brokers, DESIGN section 4); every entry point checks it and answers
+registered brokers, design section 4); every entry point checks it and answers
 NOT_COORDINATOR otherwise.
 """
 

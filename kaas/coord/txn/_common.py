@@ -31,7 +31,7 @@ def now_ms() -> int:
 
 
 async def hit(name: str) -> None:
-    """Fire a named failpoint (DESIGN section 9); an ``error`` action becomes the retriable
+    """Fire a named failpoint (design section 9); an ``error`` action becomes the retriable
     COORDINATOR_NOT_AVAILABLE, like a failing disk would."""
     try:
         await failpoints.hit_async(name)

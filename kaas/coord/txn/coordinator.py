@@ -1,5 +1,5 @@
-"""The transaction coordinator of one broker (``broker.txn``; seed "Transactions &
-idempotence", DESIGN section 7): the request API and the sweep, over its parts.
+"""The transaction coordinator of one broker (``broker.txn``; docs/transactions.rst, "Idempotence and
+idempotence", design section 7): the request API and the sweep, over its parts.
 
 Carries out the effects of the pure ``domain.txn`` machine on the shared volume:
 

@@ -3,7 +3,7 @@ hooks other coordinators (or this one) could not hand over directly. ``apply`` i
 pass of the marker watcher (``kaas.tasks.txn.serve_markers``): claim the queues of dead
 brokers, then write each entry's markers here, run its hooks, forward what moved.
 
-Extra rule (not in the seed, needed because a queued marker counts as dispatched): a new
+Extra rule (not in docs/transactions.rst's outline, needed because a queued marker counts as dispatched): a new
 transaction of a pid (AddPartitions/AddOffsets from Empty/Complete*, or an InitProducerId
 bump) is answered CONCURRENT_TRANSACTIONS while any queue entry of that pid is still
 outstanding (``pending_for``). Otherwise the first batches of the next transaction could

@@ -54,7 +54,7 @@ class Slots:
         """``owned`` again, after a wait (the id's lock, the last EndTxn's background
         half, queued markers): a broker paused or starved meanwhile wakes up deposed, with
         its lease lapsed, and must send the client to the new coordinator at once rather
-        than act on what it held (DESIGN section 4, hand-off rule).
+        than act on what it held (design section 4, hand-off rule).
 
         Raises:
             KaasError: NOT_COORDINATOR.
