@@ -34,9 +34,10 @@ from pathlib import Path
 
 from kaas import failpoints
 from kaas.listeners import parse_endpoints, shift_ports
-from kaas.storage import deaths
+from kaas.storage import atomic, deaths
 
 POINT = "supervisor.write"
+_POINTS = atomic.Points(write=POINT, fsync=POINT, rename=POINT)
 PID_RETRY_S = 1.0
 POLL_S = 0.05  # how soon a broker's exit is noticed (and its death notice written)
 
@@ -88,41 +89,14 @@ def _write_pid(path: Path, pid: int) -> None:
 
 
 def _write_file(path: Path, data: bytes, *, durable: bool = False) -> None:
-    """Replace ``path`` with ``data``: tmp + rename, and with ``durable`` fsync of the tmp
-    file before the rename and of the directory after it.
+    """Replace ``path`` with ``data`` (``storage.atomic``: tmp + rename, and with ``durable``
+    fsync of the tmp file before the rename and of the directory after it), every step
+    behind the failpoint ``supervisor.write``.
 
     Raises:
         OSError: the write failed; ``path`` is as it was and no tmp file is left behind.
     """
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        try:
-            fraction = failpoints.io_fault(POINT, path=str(tmp))
-            if fraction is not None:  # a short write: torn bytes on the tmp, then ENOSPC
-                os.write(fd, data[:max(0, min(len(data) - 1, int(len(data) * fraction)))])
-                raise failpoints.oserror("ENOSPC", f"failpoint {POINT}")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        _fault(path)  # the rename (a directory may need a new block)
-        os.replace(tmp, path)
-        if durable:
-            dfd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-    except BaseException:
-        try:
-            os.unlink(tmp)  # a tmp left behind would hold space on a full volume
-        except OSError:
-            pass
-        raise
+    atomic.write_bytes(path, data, fsync=durable, points=_POINTS)
 
 
 def _unlink(path: Path) -> None:

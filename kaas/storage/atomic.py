@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,27 +27,46 @@ from kaas.errors import CorruptState
 from kaas.storage import fs
 
 
-def write_bytes(path: str | os.PathLike, data: bytes, *, fsync: bool = True) -> None:
+@dataclass(frozen=True, slots=True)
+class Points:
+    """The failpoints of one whole-file write's steps (``kaas.failpoints``)."""
+
+    write: str = "state.write"
+    fsync: str = "state.fsync"
+    rename: str = "state.rename"
+
+
+STATE = Points()
+
+
+def write_bytes(path: str | os.PathLike, data: bytes, *, fsync: bool = True, points: Points = STATE) -> None:
     """Atomically replace ``path`` with ``data``. (String path arithmetic: the slot and
     manifest writes are on the transactional request path, where pathlib's object
-    building cost more than the system calls.)"""
+    building cost more than the system calls.)
+
+    Args:
+        fsync: fsync the file before the rename and the directory after it; without, the
+            write is still atomic for readers but not durable across a host crash.
+        points: the failpoints of the steps (the broker's state writes by default; the
+            supervisor names its own).
+    """
     directory, name = os.path.split(os.fspath(path))
     tmp = os.path.join(directory, f".{name}.{_writer_id()}.tmp")
     dst = os.fspath(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
-            fs.write_all(fd, (data,), point="state.write", path=dst)
+            fs.write_all(fd, (data,), point=points.write, path=dst)
             if fsync:
-                fs.fsync(fd, point="state.fsync", path=dst)
+                fs.fsync(fd, point=points.fsync, path=dst)
         finally:
             os.close(fd)
-        fs.replace(tmp, dst)
+        fs.replace(tmp, dst, point=points.rename)
     except BaseException:
         _unlink_quietly(tmp)  # a tmp left behind would hold space on a full volume
         raise
     if fsync:
-        fsync_dir(directory or ".")
+        fsync_dir(directory or ".", point=points.fsync)
 
 
 def _unlink_quietly(path: str) -> None:
@@ -77,9 +97,9 @@ def _writer_id() -> str:
     return f"{os.getpid()}-{threading.get_ident()}"
 
 
-def fsync_dir(path: str | os.PathLike) -> None:
+def fsync_dir(path: str | os.PathLike, *, point: str = "state.fsync") -> None:
     """fsync a directory (a rename or create in it becomes durable), behind the failpoint
-    ``state.fsync`` with the directory as its path.
+    ``point`` with the directory as its path.
 
     Raises:
         OSError: the fsync failed. After a rename the new file is in place but may not
@@ -89,7 +109,7 @@ def fsync_dir(path: str | os.PathLike) -> None:
     """
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fs.fsync(fd, point="state.fsync", path=os.fspath(path))
+        fs.fsync(fd, point=point, path=os.fspath(path))
     finally:
         os.close(fd)
 

@@ -65,14 +65,14 @@ def fsync(fd: int, *, point: str, path: str) -> None:
     os.fsync(fd)
 
 
-def replace(src: str, dst: str) -> None:
-    """``os.replace`` behind the failpoint ``state.rename`` (a rename can fail with ENOSPC
-    or EIO too: the directory may need a new block).
+def replace(src: str, dst: str, *, point: str = "state.rename") -> None:
+    """``os.replace`` behind the failpoint ``point`` (a rename can fail with ENOSPC or EIO
+    too: the directory may need a new block).
 
     Raises:
         OSError: the rename failed; ``dst`` is as it was.
     """
-    failpoints.io_fault("state.rename", path=dst)
+    failpoints.io_fault(point, path=dst)
     os.replace(src, dst)
 
 
