@@ -8,7 +8,6 @@ pipelining client is not serialised behind them, and other connections never are
 from __future__ import annotations
 
 import itertools
-from collections import deque
 
 import structlog
 import trio
@@ -16,6 +15,7 @@ import trio
 from kaas.aio import SocketReader, acquire, held, send_now
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
+from kaas.net.ordering import Close, Ordering, Slot, outcome
 from kaas.net.tls import TlsReader
 from kaas.wire.framing import MIN_FRAME, FrameDecoder, FramingError
 
@@ -27,49 +27,7 @@ MAX_IN_FLIGHT = 64
 UNAUTHENTICATED_MAX_FRAME = 64 * 1024
 _conn_ids = itertools.count(1)
 SASL_APIS = (17, 36)  # SaslHandshake, SaslAuthenticate (and the raw tokens of a v0 exchange)
-
-# Requests that never park (no long poll, no rebalance wait, no group-commit batching with
-# their neighbours) and so may run in the reader task itself when nothing else of the
-# connection is in flight: no task to spawn, no slot, no writer hand-off. On a
-# transactional producer's coordinator connection (one request at a time) that is a
-# third of each request's cost. Produce, Fetch, JoinGroup, SyncGroup and the topic
-# admin requests keep the concurrent path.
-INLINE_APIS = frozenset({
-    2,  # ListOffsets
-    3,  # Metadata
-    8, 9,  # OffsetCommit, OffsetFetch
-    10,  # FindCoordinator
-    12, 13,  # Heartbeat, LeaveGroup
-    15, 16,  # DescribeGroups, ListGroups
-    18,  # ApiVersions
-    22,  # InitProducerId
-    23,  # OffsetForLeaderEpoch
-    17, 36,  # SaslHandshake, SaslAuthenticate: done before the next frame is cut (its size bound)
-    24, 25, 26, 28,  # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
-    27,  # WriteTxnMarkers: parks for the fsync, but a coordinator's link sends one at a time
-    32,  # DescribeConfigs
-    60, 61, 65, 66,  # DescribeCluster, DescribeProducers, DescribeTransactions, ListTransactions
-})
-
-# Produce runs inline as well when it is the only request the client has sent: a
-# transactional producer's one-at-a-time Produce (the fsync and the ack checks do not
-# park on tmpfs, and on a disk the next request would wait in the socket for at most one
-# fsync). Requests that arrive together (librdkafka pipelines up to 5 per connection)
-# take the concurrent path, so they still share one group-commit fsync.
-INLINE_WHEN_ALONE = frozenset({0})
-
-
-class _Slot:
-    """One request's answer. ``done`` is set when it is ready, for the writer; a request
-    answered inline has no event (nobody waits for it)."""
-
-    __slots__ = ("done", "data", "close", "close_after")
-
-    def __init__(self, *, waited: bool = True) -> None:
-        self.done: trio.Event | None = trio.Event() if waited else None
-        self.data: bytes | None = None
-        self.close: str | None = None
-        self.close_after: str | None = None  # send ``data``, then close (a failed SASL exchange)
+DRAIN_S = 5  # how long a connection the peer closed may still answer what it sent
 
 
 async def serve_connection(broker, stream: trio.abc.Stream, session: Session | None = None) -> None:
@@ -105,39 +63,87 @@ def peer_name(stream: trio.abc.Stream) -> str:
         return "?"
 
 
+class _Receiver:
+    """Bytes from the stream into the frame decoder: the rest of a large frame straight
+    into its buffer, else a chunk. The fast paths: the socket's own reader, or the TLS
+    reader's; the stream's ``receive_some`` otherwise (a test's memory stream)."""
+
+    __slots__ = ("decoder", "plain", "tls", "stream")
+
+    def __init__(self, stream: trio.abc.Stream, fd: int | None, decoder: FrameDecoder) -> None:
+        self.decoder = decoder
+        self.stream = stream
+        self.tls = TlsReader(stream) if isinstance(stream, trio.SSLStream) else None
+        self.plain = SocketReader(fd) if fd is not None and self.tls is None else None
+
+    async def fill(self) -> bool:
+        """Receive once into the decoder. False at the end of the stream."""
+        decoder = self.decoder
+        room = decoder.room()
+        if room is not None:
+            with room:
+                if self.plain is not None:
+                    got = await self.plain.receive_into(room)
+                elif self.tls is not None:
+                    got = await self.tls.receive_into(room)
+                else:
+                    chunk = await self.stream.receive_some(len(room))
+                    got = len(chunk)
+                    room[:got] = chunk
+            if got:
+                decoder.received(got)
+            return bool(got)
+        if self.plain is not None:
+            data = await self.plain.receive(256 * 1024)
+        elif self.tls is not None:
+            data = await self.tls.receive(256 * 1024)
+        else:
+            data = await self.stream.receive_some(256 * 1024)
+        if data:
+            decoder.feed(data)
+        return bool(data)
+
+
+class _Closed(Exception):
+    """The connection ends: a close was sent, or a frame broke the protocol."""
+
+
 async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> None:
     conn_id = next(_conn_ids)
     sock = stream.socket if isinstance(stream, trio.SocketStream) else None
     peer = peer_name(stream)
     lapses = broker.cluster.lapses
     fd = sock.fileno() if sock is not None else None
-    receive = stream.receive_some
-    tls = TlsReader(stream) if isinstance(stream, trio.SSLStream) else None
-    plain = SocketReader(fd) if fd is not None else None
-    if tls is not None:
-        receive = tls.receive
-    elif plain is not None:
-        receive = plain.receive
     if session is None:
         session = Session()
     session.peer_host = peer.rsplit(":", 1)[0]
     max_frame = broker.settings.max_request_size
     decoder = FrameDecoder(max_frame if session.authenticated else min(max_frame, UNAUTHENTICATED_MAX_FRAME))
-    slots: deque[_Slot] = deque()
-    have_slot = trio.Event()
+    receiver = _Receiver(stream, fd, decoder)
+    order = Ordering()
     limit = trio.Semaphore(MAX_IN_FLIGHT)
     send_lock = trio.Lock()  # the writer and the inline path both send; in order
+    wake = trio.Event()  # the writer's: a slot was queued or became ready
+    drained: trio.Event | None = None  # set by the writer when nothing is left (at close)
     broker.connections += 1
-    closing = False
+    logged = False
 
-    def close_once(event: str, **kw) -> None:
-        """Log the first protocol error of this connection; later ones are its echo."""
-        nonlocal closing
-        if not closing:
-            closing = True
+    def log_close(event: str, **kw) -> None:
+        """Log the first close of this connection; later ones are its echo."""
+        nonlocal logged
+        if not logged:
+            logged = True
             log.warning(event, peer=peer, conn_id=conn_id, **kw)
 
-    async def answer(prepared: Prepared, slot: _Slot) -> None:
+    async def send(out: list[bytes], close: Close | None) -> None:
+        """Send ``out`` (the caller holds the send lock), then carry out ``close``."""
+        if out:
+            await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))
+        if close is not None:
+            log_close(close.event, reason=close.reason)
+            raise _Closed
+
+    async def answer(prepared: Prepared, slot: Slot) -> None:
         try:
             slot.data = await execute(prepared)
             if session.close_reason is not None:
@@ -155,123 +161,88 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
             log.exception("request_failed", peer=peer, conn_id=conn_id, error=repr(exc))
             slot.close = f"internal error: {exc!r}"
 
-    async def run(prepared: Prepared, slot: _Slot) -> None:
+    async def run(prepared: Prepared, slot: Slot) -> None:
         try:
             await answer(prepared, slot)
         finally:
             limit.release()
-            slot.done.set()
+            slot.ready = True
+            wake.set()
 
     async def writer(cancel: trio.CancelScope) -> None:
-        nonlocal have_slot
-        while True:
-            while not slots:
-                await have_slot.wait()
-                have_slot = trio.Event()
-            await slots[0].done.wait()
-            # Send every response that is ready, in order, with one syscall: a pipelining
-            # client (librdkafka keeps up to 5 produce requests in flight) gets them together.
-            async with held(send_lock):
-                out = []
-                while slots and slots[0].done.is_set():
-                    slot = slots.popleft()
-                    if slot.close is not None:
-                        if out:
-                            await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))
-                        close_once("connection_closed_protocol_error", reason=slot.close)
-                        cancel.cancel()
-                        return
-                    if slot.data is not None:
-                        out.append(slot.data)
-                    if slot.close_after is not None:
-                        if out:
-                            await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))
-                        close_once("connection_closed_after_response", reason=slot.close_after)
-                        cancel.cancel()
-                        return
-                if out:
-                    await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))
+        nonlocal wake
+        try:
+            while True:
+                while not order.head_ready():
+                    if drained is not None and not order.pending:
+                        drained.set()
+                    await wake.wait()
+                    wake = trio.Event()
+                async with held(send_lock):
+                    await send(*order.take())
+        except _Closed:
+            cancel.cancel()
+
+    async def inline(prepared: Prepared) -> None:
+        """Answer in the reader: nothing earlier is unanswered (the writer pops under the
+        send lock, so taking it after the handler keeps the order)."""
+        slot = Slot()
+        await answer(prepared, slot)
+        out: list[bytes] = []
+        close = outcome(slot, out)
+        await acquire(send_lock)  # without ``held``'s object (5% of a Heartbeat's CPU)
+        try:
+            if out:
+                await send_now(stream, fd, out[0])
+            if close is not None:
+                log_close(close.event, reason=close.reason)
+                raise _Closed
+        finally:
+            send_lock.release()
+
+    async def read(nursery: trio.Nursery) -> None:
+        """Cut frames and start their requests until the stream ends."""
+        while await receiver.fill():
+            for frame in decoder.frames():
+                try:
+                    prepared = prepare(broker, frame, peer, lapses, session,
+                                       None if session.reauth_deadline is None else trio.current_time())
+                except CloseConnection as exc:
+                    # Nothing after a protocol error runs: the writer answers the earlier
+                    # requests, then reaches this one and closes.
+                    order.refuse(str(exc))
+                    wake.set()
+                    await trio.sleep_forever()
+                if order.answer_inline(prepared.api_key, bool(decoder.buffered)):
+                    await inline(prepared)
+                    if decoder.buffered:
+                        # more requests already here (a pipelining client): yield between
+                        # them, so one connection cannot hold the loop for a whole buffer
+                        await trio.lowlevel.checkpoint()
+                    continue
+                await limit.acquire()
+                slot = order.enqueue()
+                wake.set()
+                nursery.start_soon(run, prepared, slot)
 
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(writer, nursery.cancel_scope)
-            while True:
-                room = decoder.room()
-                if room is not None:  # the rest of a large frame: straight into its buffer
-                    with room:
-                        if plain is not None:
-                            got = await plain.receive_into(room)
-                        elif tls is not None:
-                            got = await tls.receive_into(room)
-                        else:
-                            chunk = await receive(len(room))
-                            got = len(chunk)
-                            room[:got] = chunk
-                    if not got:
-                        break
-                    decoder.received(got)
-                else:
-                    data = await receive(256 * 1024)
-                    if not data:
-                        break
-                    decoder.feed(data)
-                try:
-                    for frame in decoder.frames():
-                        try:
-                            prepared = prepare(broker, frame, peer, lapses, session,
-                                               None if session.reauth_deadline is None else trio.current_time())
-                        except CloseConnection as exc:
-                            # Nothing after a protocol error runs: the writer answers the
-                            # earlier requests, then reaches this slot and closes.
-                            slot = _Slot()
-                            slot.close = str(exc)
-                            slot.done.set()
-                            slots.append(slot)
-                            have_slot.set()
-                            await trio.sleep_forever()
-                        if not slots and (prepared.api_key in INLINE_APIS
-                                          or (prepared.api_key in INLINE_WHEN_ALONE and not decoder.buffered)):
-                            # Nothing earlier is unanswered (the writer pops under the send
-                            # lock), so answering here keeps the order.
-                            slot = _Slot(waited=False)
-                            await answer(prepared, slot)
-                            # the send lock without ``held``'s object and two coroutine
-                            # calls (about 5% of a Heartbeat's broker CPU)
-                            await acquire(send_lock)
-                            try:
-                                if slot.close is not None:
-                                    close_once("connection_closed_protocol_error", reason=slot.close)
-                                    nursery.cancel_scope.cancel()
-                                    return
-                                if slot.data is not None:
-                                    await send_now(stream, fd, slot.data)
-                                if slot.close_after is not None:
-                                    close_once("connection_closed_after_response", reason=slot.close_after)
-                                    nursery.cancel_scope.cancel()
-                                    return
-                            finally:
-                                send_lock.release()
-                            if decoder.buffered:
-                                # more requests already here (a pipelining client): yield
-                                # between them, as trio's send did, so that one connection
-                                # cannot hold the loop for a whole buffer of requests
-                                await trio.lowlevel.checkpoint()
-                            continue
-                        await limit.acquire()
-                        slot = _Slot()
-                        slots.append(slot)
-                        have_slot.set()
-                        nursery.start_soon(run, prepared, slot)
-                except FramingError as exc:
-                    close_once("connection_closed_bad_frame", reason=str(exc))
-                    nursery.cancel_scope.cancel()
-                    return
-            # Peer closed its side: let the writer answer what it already sent, then stop.
-            with trio.move_on_after(5):
-                while slots:  # noqa: ASYNC110 - the writer pops slots; a 5 ms poll at close only
-                    await trio.sleep(0.005)
-            if decoder.buffered:
-                close_once("connection_closed_truncated_frame", buffered=decoder.buffered)
+            try:
+                await read(nursery)
+            except FramingError as exc:
+                log_close("connection_closed_bad_frame", reason=str(exc))
+            except _Closed:
+                pass
+            else:
+                # The peer closed its side: answer what it already sent, then stop.
+                if order.pending:
+                    drained = trio.Event()
+                    wake.set()
+                    with trio.move_on_after(DRAIN_S):
+                        await drained.wait()
+                if decoder.buffered:
+                    log_close("connection_closed_truncated_frame", buffered=decoder.buffered)
             nursery.cancel_scope.cancel()
     finally:
         broker.connections -= 1
