@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TypeVar
 
 
 class ResourceType(IntEnum):
@@ -171,7 +172,10 @@ def valid_principal(principal: str) -> bool:
     return bool(sep and kind)
 
 
-def _enum(cls, value):
+_E = TypeVar("_E", bound=IntEnum)
+
+
+def _enum(cls: type[_E], value: int) -> _E:
     try:
         return cls(value)
     except ValueError:
@@ -240,9 +244,12 @@ class Authorizer:
     super_users: frozenset[str] = frozenset()
     allow_if_no_acl: bool = False
     deny_all: bool = False
-    _literal: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    _prefixed: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    _decided: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # memo of authorize
+    _literal: dict[tuple[ResourceType, str], list[AclBinding]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _prefixed: dict[ResourceType, list[AclBinding]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _decided: dict[tuple[str, str, Operation, ResourceType, str], bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False)  # memo of authorize
 
     def __post_init__(self) -> None:
         for b in self.bindings:
@@ -304,7 +311,10 @@ class Authorizer:
         if not of_type:
             return self.allow_if_no_acl
         grants = granting(op)
-        deny_lit, deny_pre, allow_lit, allow_pre = set(), [], [], []
+        deny_lit: set[str] = set()
+        deny_pre: list[str] = []
+        allow_lit: list[str] = []
+        allow_pre: list[str] = []
         for b in of_type:
             if not b.entry_matches(principal, host):
                 continue

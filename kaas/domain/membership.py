@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from kaas.domain.assignment import Assignment
 
 REJOIN_HOLD_S = 2.0  # a broker back from the dead gets keys placed on it again this long after
 LIST_WINDOW_S = 9.0  # Apache's broker.session.timeout.ms default: how long Metadata names a silent broker
@@ -70,7 +74,7 @@ class Peer:
         return self.dead_counter is None and now - self.changed_at < session
 
 
-def absorb_heartbeat(peers: dict[int, Peer], obj: Mapping, now: float, session: float) -> bool:
+def absorb_heartbeat(peers: dict[int, Peer], obj: Mapping[str, Any], now: float, session: float) -> bool:
     """Record one parsed heartbeat file in ``peers``. Returns True when it changes what a
     tick acts on: the broker joined or came back from the dead, started or stopped
     draining, or applied another assignment version. A counter that moved is recorded but
@@ -84,13 +88,13 @@ def absorb_heartbeat(peers: dict[int, Peer], obj: Mapping, now: float, session: 
     p = peers.get(bid)
     if p is None:
         p = peers[bid] = Peer(bid, first_seen=now, changed_at=now)
-        p.counter = obj.get("counter", -1)
+        p.counter = int(obj.get("counter", -1))
         material = True
     elif obj.get("counter") != p.counter:
         if not p.live(now, session):
             material = True  # back from the dead
             p.back_at = now
-        p.counter = obj.get("counter")
+        p.counter = int(obj.get("counter", -1))
         p.changed_at = now
         p.dead_counter = None
         p.suspected_counter = None
@@ -113,7 +117,7 @@ def absorb_heartbeat(peers: dict[int, Peer], obj: Mapping, now: float, session: 
     return material
 
 
-def parse_listeners(raw) -> dict[str, Endpoint] | None:
+def parse_listeners(raw: object) -> dict[str, Endpoint] | None:
     """A heartbeat's ``listeners`` ([{name, host, port, protocol}, ...]) by name; None when
     it has none (an older version). Malformed entries are left out."""
     if not isinstance(raw, list):
@@ -128,7 +132,22 @@ def parse_listeners(raw) -> dict[str, Endpoint] | None:
     return out
 
 
-def listeners_field(listeners) -> list[dict]:
+class AdvertisedListener(Protocol):
+    """What a heartbeat publishes of a listener (``kaas.listeners.Listener`` has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def advertised_host(self) -> str: ...
+    @property
+    def advertised_port(self) -> int: ...
+    @property
+    def protocol(self) -> str: ...
+    @property
+    def advertised(self) -> bool: ...
+
+
+def listeners_field(listeners: Iterable[AdvertisedListener]) -> list[dict[str, object]]:
     """The heartbeat's ``listeners`` of this broker's advertised listeners (objects with
     name, advertised_host, advertised_port, protocol, advertised)."""
     return [{"name": x.name, "host": x.advertised_host, "port": x.advertised_port, "protocol": x.protocol}
@@ -213,7 +232,7 @@ def handoff_blockers(me: int, version: int, peers: Iterable[Peer], now: float, s
             if p.broker_id != me and p.live(now, session) and p.applied_version < version]
 
 
-def track_leadership(prev, new, me: int, since: dict[tuple[str, int], int],
+def track_leadership(prev: Assignment | None, new: Assignment, me: int, since: dict[tuple[str, int], int],
                      became: dict[tuple[str, int], int]) -> None:
     """Update, for a newly applied assignment ``new`` (after ``prev``, None at start):
     ``since``, the version each partition's leadership began in (Metadata names a peer
@@ -239,7 +258,8 @@ def track_leadership(prev, new, me: int, since: dict[tuple[str, int], int],
         del became[key]
 
 
-def pending(assignment, me: int, opened: Iterable[tuple[str, int]] | Mapping) -> frozenset[tuple[str, int]]:
+def pending(assignment: Assignment | None, me: int,
+            opened: Iterable[tuple[str, int]] | Mapping[tuple[str, int], object]) -> frozenset[tuple[str, int]]:
     """Partitions ``assignment`` gives broker ``me`` that are not in ``opened``."""
     if assignment is None:
         return frozenset()

@@ -13,7 +13,7 @@ def coordinator(broker):
     Raises:
         KaasError: COORDINATOR_NOT_AVAILABLE when no coordinator is installed.
     """
-    txn = getattr(broker, "txn", None)
+    txn = broker.txn
     if txn is None:
         raise KaasError(ErrorCode.coordinator_not_available, "no transaction coordinator")
     return txn

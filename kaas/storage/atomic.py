@@ -39,7 +39,7 @@ class Points:
 STATE = Points()
 
 
-def write_bytes(path: str | os.PathLike, data: bytes, *, fsync: bool = True, points: Points = STATE) -> None:
+def write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True, points: Points = STATE) -> None:
     """Atomically replace ``path`` with ``data``. (String path arithmetic: the slot and
     manifest writes are on the transactional request path, where pathlib's object
     building cost more than the system calls.)
@@ -97,7 +97,7 @@ def _writer_id() -> str:
     return f"{os.getpid()}-{threading.get_ident()}"
 
 
-def fsync_dir(path: str | os.PathLike, *, point: str = "state.fsync") -> None:
+def fsync_dir(path: str | os.PathLike[str], *, point: str = "state.fsync") -> None:
     """fsync a directory (a rename or create in it becomes durable), behind the failpoint
     ``point`` with the directory as its path.
 
@@ -119,17 +119,17 @@ def fsync_dir(path: str | os.PathLike, *, point: str = "state.fsync") -> None:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
 
-def json_bytes(obj: dict) -> bytes:
+def json_bytes(obj: dict[str, Any]) -> bytes:
     """The canonical encoding of a state object."""
     return _ENCODER.encode(obj).encode()
 
 
-def write_json(path: str | os.PathLike, obj: dict, *, fsync: bool = True) -> None:
+def write_json(path: str | os.PathLike[str], obj: dict[str, Any], *, fsync: bool = True) -> None:
     """Atomically write ``obj`` (which must carry ``format``) as JSON."""
     write_bytes(path, json_bytes(obj), fsync=fsync)
 
 
-def read_json(path: str | os.PathLike) -> dict | None:
+def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """Read a JSON state file afresh (close-to-open). None when it does not exist.
 
     Raises:
@@ -143,7 +143,7 @@ def read_json(path: str | os.PathLike) -> dict | None:
     return parse_json(path, data)
 
 
-def parse_json(path: str | os.PathLike, data: bytes) -> dict:
+def parse_json(path: str | os.PathLike[str], data: bytes) -> dict[str, Any]:
     """Parse a kaas state object read from ``path``.
 
     Raises:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from kaas.domain.assignment import Assignment
 from kaas.errors import CorruptState
@@ -27,7 +28,7 @@ from kaas.storage import atomic
 from kaas.storage.paths import Layout
 
 
-def read_heartbeats(layout: Layout) -> list[dict]:
+def read_heartbeats(layout: Layout) -> list[dict[str, Any]]:
     """Every broker's heartbeat that parses and names a ``broker_id``."""
     try:
         names = os.listdir(layout.brokers)
@@ -54,7 +55,7 @@ def last_counter(layout: Layout, broker_id: int) -> int:
         return 0
 
 
-def write_heartbeat(layout: Layout, broker_id: int, obj: dict, *, fsync: bool) -> None:
+def write_heartbeat(layout: Layout, broker_id: int, obj: dict[str, Any], *, fsync: bool) -> None:
     atomic.write_json(layout.broker_file(broker_id), obj, fsync=fsync)
 
 

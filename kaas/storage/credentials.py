@@ -23,6 +23,7 @@ import base64
 import binascii
 import os
 from pathlib import Path
+from typing import Any
 
 from kaas.domain.scram import MECHANISMS, ScramCredential
 from kaas.domain.scram_users import Users
@@ -36,14 +37,14 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def to_json(users: Users) -> dict:
+def to_json(users: Users) -> dict[str, Any]:
     return {"format": FORMAT, "users": {
         user: {mech: {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key), "server_key": _b64(c.server_key),
                       "iterations": c.iterations} for mech, c in sorted(creds.items())}
         for user, creds in sorted(users.items())}}
 
 
-def from_json(obj: dict, path: str = "") -> dict[str, dict[str, ScramCredential]]:
+def from_json(obj: dict[str, Any], path: str = "") -> dict[str, dict[str, ScramCredential]]:
     """Raises: CorruptState: not this format, or a field missing or of the wrong type."""
     try:
         if obj.get("format") != FORMAT:

@@ -76,7 +76,7 @@ def replace(src: str, dst: str, *, point: str = "state.rename") -> None:
     os.replace(src, dst)
 
 
-def _write_prefix(fd: int, buffers, fraction: float) -> None:
+def _write_prefix(fd: int, buffers: list[Buffer] | tuple[Buffer, ...], fraction: float) -> None:
     data = b"".join(bytes(b) for b in buffers)
     keep = max(0, min(len(data) - 1, int(len(data) * fraction)))
     view = memoryview(data)[:keep]
@@ -84,13 +84,13 @@ def _write_prefix(fd: int, buffers, fraction: float) -> None:
         view = view[os.write(fd, view):]
 
 
-def io_fault(point: str, **context) -> float | None:
+def io_fault(point: str, **context: object) -> float | None:
     """A failpoint that fails an I/O call: raises the armed ``OSError``, or returns the
     fraction a ``short`` write may write (``failpoints.io_fault``)."""
     return failpoints.io_fault(point, **context)
 
 
-def crash_point(name: str, **context) -> None:
+def crash_point(name: str, **context: object) -> None:
     """A failpoint between two steps of a multi-file update (crash tests: ``crash`` kills
     the process there)."""
     failpoints.hit(name, **context)

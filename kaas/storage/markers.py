@@ -36,6 +36,7 @@ Invariants:
 
 from __future__ import annotations
 
+import builtins
 import os
 import secrets
 from collections.abc import Iterable
@@ -272,9 +273,9 @@ class MarkerQueue:
         if self.fsync:
             atomic.fsync_dir(path.parent)
 
-    def queues(self) -> list[int]:
+    def queues(self) -> builtins.list[int]:
         """Broker ids that have a queue directory."""
-        out = []
+        out: builtins.list[int] = []
         try:
             names = os.listdir(self.root)
         except FileNotFoundError:
@@ -287,7 +288,7 @@ class MarkerQueue:
                     continue
         return sorted(out)
 
-    def claim(self, dead_broker: int, self_broker: int) -> list[Path]:
+    def claim(self, dead_broker: int, self_broker: int) -> builtins.list[Path]:
         """Move every entry of a dead broker's queue into this broker's queue, taken.
 
         Each file moves with one ``rename``; when several brokers claim at once each file

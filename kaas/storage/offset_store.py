@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kaas.errors import CorruptState
 from kaas.storage import atomic
@@ -30,11 +31,11 @@ class Committed:
     metadata: str | None = ""
     timestamp: int = -1
 
-    def to_json(self) -> list:
+    def to_json(self) -> list[Any]:
         return [self.offset, self.leader_epoch, self.metadata, self.timestamp]
 
     @classmethod
-    def from_json(cls, v: list) -> Committed:
+    def from_json(cls, v: list[Any]) -> Committed:
         return cls(int(v[0]), int(v[1]), v[2], int(v[3]))
 
 
@@ -44,7 +45,8 @@ class GroupOffsets:
     offsets: dict[TP, Committed] = field(default_factory=dict)
     pending: dict[int, dict[TP, Committed]] = field(default_factory=dict)  # pid -> staged
     generation: int = 0
-    membership: dict | None = None  # the group's membership as its coordinator last wrote it (Group.snapshot())
+    # the group's membership as its coordinator last wrote it (Group.snapshot())
+    membership: dict[str, Any] | None = None
     file_id: tuple[int, int] | None = field(default=None, compare=False)  # atomic.content_id read/written
 
     def copy(self) -> GroupOffsets:
@@ -55,13 +57,13 @@ class GroupOffsets:
                             {pid: dict(staged) for pid, staged in self.pending.items()},
                             self.generation, self.membership, self.file_id)
 
-    def to_json(self) -> dict:
-        def enc(d: dict[TP, Committed]) -> dict:
-            out: dict[str, dict[str, list]] = {}
+    def to_json(self) -> dict[str, Any]:
+        def enc(d: dict[TP, Committed]) -> dict[str, dict[str, list[Any]]]:
+            out: dict[str, dict[str, list[Any]]] = {}
             for (t, p), c in sorted(d.items()):
                 out.setdefault(t, {})[str(p)] = c.to_json()
             return out
-        out = {"format": 1, "group_id": self.group_id, "generation": self.generation,
+        out: dict[str, Any] = {"format": 1, "group_id": self.group_id, "generation": self.generation,
                "offsets": enc(self.offsets),
                "pending": {str(pid): enc(d) for pid, d in sorted(self.pending.items())}}
         if self.membership is not None:
@@ -69,8 +71,8 @@ class GroupOffsets:
         return out
 
     @classmethod
-    def from_json(cls, obj: dict, path: str) -> GroupOffsets:
-        def dec(d: dict) -> dict[TP, Committed]:
+    def from_json(cls, obj: dict[str, Any], path: str) -> GroupOffsets:
+        def dec(d: dict[str, dict[str, list[Any]]]) -> dict[TP, Committed]:
             return {(t, int(p)): Committed.from_json(v) for t, parts in d.items() for p, v in parts.items()}
         try:
             membership = obj.get("membership")
@@ -152,7 +154,7 @@ class OffsetStore:
             pass
 
     def list_groups(self) -> list[str]:
-        out = []
+        out: list[str] = []
         try:
             names = [p.name for p in self.dir.iterdir()]
         except FileNotFoundError:

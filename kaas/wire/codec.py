@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
@@ -40,26 +41,33 @@ class Request:
     body: Any
 
 
-def peek(frame: bytes) -> tuple[int, int, int]:
+Buffer = bytes | bytearray | memoryview
+# kio's cached codecs of one entity class: (buffer, offset) -> (entity, size), and
+# (stream, entity) -> None
+Reader = Callable[[Buffer, int], tuple[Any, int]]
+Writer = Callable[[Any, Any], None]
+
+
+def peek(frame: Buffer) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) from the first 8 bytes of a frame."""
     return _KEY_VERSION_CORR.unpack_from(frame, 0)
 
 
 @cache
-def request_io(api_key: int, version: int):
+def request_io(api_key: int, version: int) -> tuple[Reader, Reader]:
     cls = load_request_schema(api_key, version)
     hdr = cls.__header_schema__
     return entity_reader(hdr), entity_reader(cls)
 
 
 @cache
-def response_io(api_key: int, version: int):
+def response_io(api_key: int, version: int) -> tuple[type[Any], type[Any], Writer, Writer]:
     cls = load_response_schema(api_key, version)
     hdr = cls.__header_schema__
     return cls, hdr, entity_writer(hdr), entity_writer(cls)
 
 
-def decode_request(frame: bytes) -> Request:
+def decode_request(frame: Buffer) -> Request:
     """Decode one frame whose (key, version) the caller has checked is supported.
 
     Raises:
@@ -124,7 +132,7 @@ def _header_prefix(api_key: int, version: int) -> tuple[bool, bytes]:
     return tail not in (b"", b"\0"), tail
 
 
-def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes | memoryview:
     """Frame a response: size prefix, response header of the class's version, body.
     ``body`` is a kio response entity, or ``bytes``: a body already encoded (``encode_body``)."""
     _cls, hdr_cls, write_header, write_body = response_io(api_key, version)
@@ -132,14 +140,16 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
         encoded = body
     elif api_key in REPEATING_BODY_APIS:
         key = (api_key, version, body)
-        encoded = _body_cache.get(key)
-        if encoded is None:
+        cached = _body_cache.get(key)
+        if cached is None:
             buf = io.BytesIO()
             write_body(buf, body)
             encoded = buf.getvalue()
             if len(_body_cache) >= _BODY_CACHE_MAX:
                 _body_cache.clear()
             _body_cache[key] = encoded
+        else:
+            encoded = cached
     else:
         # a view of the encoded bytes: no copy on the way to the socket
         return _framed(write_header, hdr_cls(correlation_id=correlation_id), write_body, body)
@@ -153,7 +163,7 @@ def _write_encoded(buf: io.BytesIO, encoded: bytes) -> None:
     buf.write(encoded)
 
 
-def _framed(write_header, header: Any, write_body, body: Any) -> memoryview:
+def _framed(write_header: Writer, header: Any, write_body: Writer, body: Any) -> memoryview:
     """Size prefix + header + body, encoded into one buffer (the prefix patched last)."""
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
@@ -164,12 +174,12 @@ def _framed(write_header, header: Any, write_body, body: Any) -> memoryview:
     return out
 
 
-def response_class(api_key: int, version: int) -> type:
+def response_class(api_key: int, version: int) -> type[Any]:
     return response_io(api_key, version)[0]
 
 
 @cache
-def _request_writers(api_key: int, version: int):
+def _request_writers(api_key: int, version: int) -> tuple[type[Any], type[Any], Writer, Writer]:
     cls = load_request_schema(api_key, version)
     hdr = cls.__header_schema__
     return cls, hdr, entity_writer(hdr), entity_writer(cls)
@@ -184,12 +194,12 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     return bytes(_framed(write_header, header, write_body, body))
 
 
-def request_class(api_key: int, version: int) -> type:
+def request_class(api_key: int, version: int) -> type[Any]:
     return _request_writers(api_key, version)[0]
 
 
 @cache
-def _response_readers(api_key: int, version: int):
+def _response_readers(api_key: int, version: int) -> tuple[type[Any], Reader, Reader]:
     cls = load_response_schema(api_key, version)
     return cls, entity_reader(cls.__header_schema__), entity_reader(cls)
 

@@ -66,7 +66,7 @@ async def test_heartbeat_times_reach_the_file_and_a_new_coordinator_counts_from_
     # the member dies; much later another coordinator (fresh memory) loads the group
     fresh = GroupCoordinator(broker)
     clock[0] = last + 60_000
-    e = fresh._entry("g", create=False)
+    e = fresh._loaded("g")
     assert e is not None and e.group.generation_id == gen
     m = e.group.members[member]
     assert m.last_heartbeat_ms == last and m.session_deadline_ms == clock[0] + SESSION // 2
@@ -97,7 +97,7 @@ async def test_a_file_without_heartbeat_times_restarts_sessions_on_load(tmp_path
     path.write_text(json.dumps({"format": 1, "group_id": "old", "generation": 3, "offsets": {}, "pending": {},
                                 "membership": {"state": "Stable", "generation": 4, "protocol_type": "consumer",
                                                "protocol": "range", "leader": "m-1", "members": [member]}}))
-    e = groups._entry("old", create=False)
+    e = groups._loaded("old")
     assert e is not None and e.group.generation_id == 4
     assert e.group.members["m-1"].session_deadline_ms == clock[0] + SESSION
     # the first write of the group adds the heartbeat times (format stays 1)

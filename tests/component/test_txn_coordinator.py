@@ -55,7 +55,7 @@ class FakeBroker:
     def __init__(self, world: World, broker_id: int, data: Path) -> None:
         self.world = world
         self.id = broker_id
-        self.settings = Settings(broker_id=broker_id, data=data, fsync=False)
+        self.settings = Settings(broker_id=broker_id, data=data, fsync=False, marker_rpc=False)  # the queue only
         self.layout = Layout(data)
         self.layout.ensure()
         self.topics = SimpleNamespace(
@@ -66,6 +66,7 @@ class FakeBroker:
         self.txn: TxnCoordinator | None = None
         self.cluster = SimpleNamespace(lease_valid=lambda: True)
         self.memory_backed = False
+        self.controller_epoch = 1
 
     async def run_io(self, fn, *args):
         return await trio.to_thread.run_sync(fn, *args)

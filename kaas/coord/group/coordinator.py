@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
 import structlog
@@ -21,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from kaas.aio import Wakeup
 from kaas.clock import wall_ms
 from kaas.coord.ports import GroupBroker
-from kaas.domain.group import Group, GroupState, JoinReply, SyncReply
+from kaas.domain.group import Effect, Group, GroupState, JoinReply, LeaveResult, SyncReply
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
 
@@ -46,7 +47,7 @@ class GroupCoordinator:
         s = broker.settings
         self.store = OffsetStore(broker.layout.consumer_offsets, fsync=s.fsync)
         self.groups: dict[str, _Entry] = {}
-        self._waiters: dict[int, tuple[trio.Event, list]] = {}
+        self._waiters: dict[Hashable, tuple[trio.Event, list[Effect]]] = {}
         self._keys = itertools.count(1)
         self.timer_wakeup = Wakeup()  # set when a parked request is answered or a timer may have moved
 
@@ -65,7 +66,17 @@ class GroupCoordinator:
         if cluster.has_peers() and not cluster.acknowledged():
             raise KaasError(ErrorCode.coordinator_load_in_progress, "joining the cluster")
 
-    def _entry(self, group_id: str, create: bool = True) -> _Entry | None:
+    def _entry(self, group_id: str) -> _Entry:
+        """The group in memory, else as its file left it (``_load``), else a new one."""
+        e = self._load(group_id, create=True)
+        assert e is not None
+        return e
+
+    def _loaded(self, group_id: str) -> _Entry | None:
+        """The group in memory, else loaded if its file holds members, else None."""
+        return self._load(group_id, create=False)
+
+    def _load(self, group_id: str, create: bool) -> _Entry | None:
         """The group in memory; else, with ``create``, the group as its file left it: its
         membership is restored (a Stable generation with its members and assignments, or a
         rebalance in progress; sessions from the heartbeat times on file, see
@@ -76,9 +87,6 @@ class GroupCoordinator:
         if e is not None:
             return e
         s = self.broker.settings
-        settings = {"initial_rebalance_delay_ms": s.group_initial_rebalance_delay_ms,
-                    "min_session_timeout_ms": s.group_min_session_timeout_ms,
-                    "max_session_timeout_ms": s.group_max_session_timeout_ms}
         offsets = None
         try:
             offsets = self.store.load(group_id)  # small; memory speed on tmpfs
@@ -90,7 +98,10 @@ class GroupCoordinator:
         snap = offsets.membership if offsets is not None else None
         if snap is not None and snap.get("members"):
             try:
-                group = Group.restore(group_id, snap, now_ms=now_ms(), **settings)
+                group = Group.restore(group_id, snap, now_ms=now_ms(),
+                                      initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
+                                      min_session_timeout_ms=s.group_min_session_timeout_ms,
+                                      max_session_timeout_ms=s.group_max_session_timeout_ms)
                 log.info("group_restored", group=group_id, state=group.state.value,
                          generation=group.generation_id, members=len(group.members))
             except ValueError as exc:
@@ -98,7 +109,9 @@ class GroupCoordinator:
         if group is None:
             if not create:
                 return None
-            group = Group(group_id, now_ms=now_ms(), **settings)
+            group = Group(group_id, now_ms=now_ms(), initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
+                          min_session_timeout_ms=s.group_min_session_timeout_ms,
+                          max_session_timeout_ms=s.group_max_session_timeout_ms)
         e = _Entry(group, offsets=offsets)
         self.groups[group_id] = e
         return e
@@ -187,7 +200,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ effects
 
-    def _deliver(self, effects) -> None:
+    def _deliver(self, effects: Iterable[Effect]) -> None:
         for eff in effects:
             w = self._waiters.pop(eff.request_key, None)
             if w is not None:
@@ -195,13 +208,13 @@ class GroupCoordinator:
                 w[0].set()
         self.timer_wakeup.set()
 
-    async def _park(self, key: int, effects) -> JoinReply | SyncReply:
+    async def _park(self, key: int, effects: list[Effect]) -> Effect:
         for eff in effects:
             if eff.request_key == key:
                 self._deliver([x for x in effects if x is not eff])
                 return eff
         ev = trio.Event()
-        box: list = []
+        box: list[Effect] = []
         self._waiters[key] = (ev, box)
         self._deliver(effects)
         try:
@@ -252,13 +265,15 @@ class GroupCoordinator:
                                require_known_member, key)
         if e.group.state is not before:
             log.info("group_state", group=group_id, state=e.group.state.value, generation=e.group.generation_id)
-        return await self._park(key, effects)
+        reply = await self._park(key, effects)
+        assert isinstance(reply, JoinReply)
+        return reply
 
     async def sync(self, group_id: str, *, member_id: str, group_instance_id: str | None, generation_id: int,
                    assignments: list[tuple[str, bytes]], protocol_type: str | None,
                    protocol_name: str | None) -> SyncReply:
         self.check_owner(group_id)
-        e = self._entry(group_id, create=False)
+        e = self._loaded(group_id)
         if e is None:
             raise KaasError(ErrorCode.unknown_member_id)
         key = next(self._keys)
@@ -269,18 +284,20 @@ class GroupCoordinator:
             log.info("group_state", group=group_id, state=e.group.state.value, generation=e.group.generation_id)
             # as Apache: the new generation is on file before its assignments are handed out
             await self._persist_membership(e)
-        return await self._park(key, effects)
+        reply = await self._park(key, effects)
+        assert isinstance(reply, SyncReply)
+        return reply
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
         self.check_owner(group_id)
-        e = self._entry(group_id, create=False)
+        e = self._loaded(group_id)
         if e is None:
             return ErrorCode.unknown_member_id
         return e.group.heartbeat(now_ms(), member_id, group_instance_id, generation_id)
 
-    def leave(self, group_id: str, members: list[tuple[str, str | None]]):
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
         self.check_owner(group_id)
-        e = self._entry(group_id, create=False)
+        e = self._loaded(group_id)
         if e is None:
             raise KaasError(ErrorCode.unknown_member_id)
         res = e.group.leave(now_ms(), members)
@@ -290,17 +307,17 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ admin
 
-    def describe(self, group_id: str) -> dict:
+    def describe(self, group_id: str) -> dict[str, object]:
         self.check_owner(group_id)
-        e = self._entry(group_id, create=False)
+        e = self._loaded(group_id)
         if e is None:
             # Known only by its offsets file (not loaded here since a restart or move): Empty.
             state = "Empty" if self.store.path(group_id).exists() else "Dead"
             return {"group_id": group_id, "state": state, "protocol_type": "", "protocol": "", "members": []}
         return e.group.describe()
 
-    def list_groups(self) -> list[dict]:
-        out = {}
+    def list_groups(self) -> list[dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
         for gid in self.store.list_groups():
             if self.broker.owns_group(gid):
                 out[gid] = {"group_id": gid, "protocol_type": "consumer", "group_state": "Empty"}
@@ -312,7 +329,7 @@ class GroupCoordinator:
 
     async def delete(self, group_id: str) -> ErrorCode:
         self.check_owner(group_id)
-        e = self._entry(group_id, create=False)
+        e = self._loaded(group_id)
         exists_on_disk = self.store.path(group_id).exists()
         if e is None and not exists_on_disk:
             return ErrorCode.group_id_not_found
@@ -377,10 +394,11 @@ class GroupCoordinator:
         log.debug("txn_offsets_completed", group=group_id, producer_id=producer_id, commit=commit,
                   partitions=len(staged))
 
-    async def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool):
+    async def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool,
+                    ) -> tuple[dict[tuple[str, int], Committed | None], set[tuple[str, int]]]:
         """(committed per partition or None, the set of partitions with pending txn offsets)."""
         self.check_owner(group_id)
-        e = self._entry(group_id, create=False)
+        e = self._loaded(group_id)
         if e is None and not self.store.path(group_id).exists():
             # Unknown group (never committed, or deleted): nothing committed, and reading
             # must not create it (it would resurface in ListGroups), as in Apache.
@@ -388,14 +406,15 @@ class GroupCoordinator:
         if e is None:
             e = self._entry(group_id)
         g = await self._offsets(e)
-        pending = set()
+        pending: set[tuple[str, int]] = set()
         for staged in g.pending.values():
             pending.update(staged)
         if partitions is None:
             return dict(g.offsets), pending
         return {tp: g.offsets.get(tp) for tp in partitions}, pending
 
-    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict]:
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]],
+                             ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         self.check_owner(group_id)
         if group_id not in self.groups and not self.store.path(group_id).exists():
             return ErrorCode.group_id_not_found, {}
@@ -404,7 +423,7 @@ class GroupCoordinator:
         subscribed = set()
         if e.group.state is not GroupState.EMPTY:
             subscribed = self._subscribed_topics(e.group)
-        results = {}
+        results: dict[tuple[str, int], ErrorCode] = {}
         async with e.lock:
             new = (await self._offsets(e)).copy()
             changed = False

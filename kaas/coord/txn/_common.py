@@ -41,10 +41,8 @@ async def hit(name: str) -> None:
 
 def coordinator_epoch(broker: TxnBroker) -> int:
     """The coordinator epoch written into markers: the controller epoch, else 0."""
-    value = getattr(broker, "controller_epoch", 0)
-    if callable(value):
-        value = value()
-    return value if isinstance(value, int) and 0 <= value < 2**31 else 0
+    value = broker.controller_epoch
+    return value if 0 <= value < 2**31 else 0
 
 
 class Unreadable:

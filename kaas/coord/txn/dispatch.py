@@ -24,6 +24,7 @@ from kaas.coord.txn.markers import GROUP_HOOK_PREFIX, MarkerWriter
 from kaas.domain.txn import OffsetHook, WriteMarkers
 from kaas.errors import KaasError
 from kaas.storage.markers import MarkerEntry, MarkerQueue
+from kaas.wire import nominal
 
 __all__ = ["Dispatch"]
 
@@ -43,10 +44,9 @@ class Dispatch:
 
     def _links(self) -> MarkerLinks | None:
         """The peer links, when markers go over them (``--marker-rpc``)."""
-        links = getattr(self.broker, "peer_links", None)
-        if links is None or not self.broker.settings.marker_rpc:
+        if not self.broker.settings.marker_rpc:
             return None
-        return links
+        return self.broker.peer_links
 
     @staticmethod
     async def _ask_link(links: MarkerLinks, broker_id: int, marker: WritableTxnMarker) -> list[MarkerResult] | None:
@@ -77,10 +77,12 @@ class Dispatch:
             for topic, index in sorted(partitions):
                 by_topic[topic].append(index)
             marker = WritableTxnMarker(
-                producer_id=wm.producer_id, producer_epoch=wm.producer_epoch, transaction_result=wm.commit,
-                topics=tuple(WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ix))
+                producer_id=nominal.producer_id(wm.producer_id), producer_epoch=nominal.i16(wm.producer_epoch),
+                transaction_result=wm.commit,
+                topics=tuple(WritableTxnMarkerTopic(name=nominal.topic(t),
+                                                    partition_indexes=tuple(nominal.i32(i) for i in ix))
                              for t, ix in by_topic.items()),
-                coordinator_epoch=coordinator_epoch(self.broker))
+                coordinator_epoch=nominal.i32(coordinator_epoch(self.broker)))
             res = await self._ask_link(links, broker_id, marker)
             if res is None:
                 owed[broker_id] = set(partitions)
@@ -177,10 +179,12 @@ class Dispatch:
         owed: dict[int, set[str]] = {}
         for broker_id, groups in sorted(remote.items()):
             marker = WritableTxnMarker(
-                producer_id=hook.producer_id, producer_epoch=wm.producer_epoch, transaction_result=hook.commit,
-                topics=tuple(WritableTxnMarkerTopic(name=GROUP_HOOK_PREFIX + g, partition_indexes=(0,))
+                producer_id=nominal.producer_id(hook.producer_id), producer_epoch=nominal.i16(wm.producer_epoch),
+                transaction_result=hook.commit,
+                topics=tuple(WritableTxnMarkerTopic(name=nominal.topic(GROUP_HOOK_PREFIX + g),
+                                                    partition_indexes=(nominal.i32(0),))
                              for g in sorted(groups)),
-                coordinator_epoch=coordinator_epoch(self.broker))
+                coordinator_epoch=nominal.i32(coordinator_epoch(self.broker)))
             res = await self._ask_link(links, broker_id, marker)
             if res is None:
                 owed[broker_id] = set(groups)
