@@ -226,10 +226,7 @@ class Broker:
         self.offline[key] = part.offline
         log.error("partition_offline", topic=part.topic, partition=part.index, epoch=part.epoch,
                   reason=part.offline, durable_offset=part.log.durable_offset)
-        if part.syncing:  # a worker thread may be fsyncing its fds: close them after it
-            part._abandon_after_sync = True
-        else:
-            part.log.abandon()
+        part.abandon()
         self.notify_data()  # long-polling fetches of it answer now
         self.cluster.wake()
 

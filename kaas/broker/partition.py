@@ -23,7 +23,7 @@ from kaas.storage.partition_log import AppendResult, PartitionLog, ReadResult
 from kaas.wire import batch as wb
 
 if TYPE_CHECKING:
-    from kaas.broker.core import Broker
+    from kaas.broker.ports import PartitionHost
 
 
 def now_ms() -> int:
@@ -41,7 +41,7 @@ class ProduceResult:
 class Partition:
     """A partition this broker leads."""
 
-    def __init__(self, topic: str, index: int, plog: PartitionLog, broker: Broker) -> None:
+    def __init__(self, topic: str, index: int, plog: PartitionLog, broker: PartitionHost[Partition]) -> None:
         self.topic = topic
         self.index = index
         self.log = plog
@@ -52,6 +52,14 @@ class Partition:
         self.offline: str | None = None  # why the log failed (KAFKA_STORAGE_ERROR until reopened)
         self._abandon_after_sync = False
         self.append_listeners: list[Callable[[wb.BatchHeader, AppendResult], None]] = []
+
+    def abandon(self) -> None:
+        """Give the log's files up without writing (the log failed): at once, or, while a
+        group-commit fsync runs in a worker thread on its fds, right after it."""
+        if self._syncing:
+            self._abandon_after_sync = True
+        else:
+            self.log.abandon()
 
     @property
     def syncing(self) -> bool:
@@ -121,8 +129,7 @@ class Partition:
                     else:
                         await trio.to_thread.run_sync(self.log.fsync_fds, fds)
                     self.broker.stats_fsync(time.perf_counter() - t0)
-                if end > self.log.durable_offset:
-                    self.log.durable_offset = end
+                self.log.mark_durable(end)
             except OSError as exc:
                 # Never retried as if it had succeeded: the log is failed, every waiter gets
                 # KAFKA_STORAGE_ERROR and the partition is reopened through recovery.

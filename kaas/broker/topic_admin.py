@@ -16,13 +16,14 @@ from kaas import configs
 from kaas.storage.topics import TopicMeta, remove_topic_data, valid_topic_name
 
 if TYPE_CHECKING:
-    from kaas.broker.core import Broker
+    from kaas.broker.partition import Partition
+    from kaas.broker.ports import AdminHost
 
 log = structlog.get_logger()
 
 
 class TopicAdmin:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: AdminHost[Partition]) -> None:
         self.broker = broker
         self._applied_meta: dict[str, object] = {}  # topic -> the TopicMeta its partitions' configs came from
 

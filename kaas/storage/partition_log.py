@@ -32,9 +32,10 @@ Invariants:
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -623,9 +624,23 @@ class PartitionLog:
         """
         end, fds = self.take_dirty()
         self.fsync_fds(fds)
+        self.mark_durable(end)
+        return end
+
+    def mark_durable(self, end: int) -> None:
+        """Everything below ``end`` is fsynced (a group commit of ``take_dirty``'s fds)."""
         if end > self.durable_offset:
             self.durable_offset = end
-        return end
+
+    @contextlib.contextmanager
+    def cleaning_pass(self) -> Iterator[None]:
+        """Hold while the cleaner prepares and swaps this log's segments: retention leaves
+        their files alone meanwhile (it removes them on its next pass)."""
+        self.cleaning = True
+        try:
+            yield
+        finally:
+            self.cleaning = False
 
     def abandon(self) -> None:
         """Close every file without writing anything (a failed log is given up: its

@@ -58,22 +58,20 @@ async def clean_partition(broker, part) -> cleaner.Prepared | None:
     job = plog.clean_job(now, broker.settings.log_cleaner_io_max_bytes_per_second)
     if job is None:
         return None
-    plog.cleaning = True
     t0 = time.monotonic()
     try:
-        prepared = await trio.to_thread.run_sync(cleaner.prepare, job, abandon_on_cancel=False)
-        if part.closed or plog.failed is not None:
-            await trio.to_thread.run_sync(cleaner.discard, prepared)
-            return None
-        state = plog.next_cleaner_state(prepared)
-        await broker.run_io(cleaner.commit, plog, prepared, state)
-        plog.apply_clean(prepared, state)
+        with plog.cleaning_pass():
+            prepared = await trio.to_thread.run_sync(cleaner.prepare, job, abandon_on_cancel=False)
+            if part.closed or plog.failed is not None:
+                await trio.to_thread.run_sync(cleaner.discard, prepared)
+                return None
+            state = plog.next_cleaner_state(prepared)
+            await broker.run_io(cleaner.commit, plog, prepared, state)
+            plog.apply_clean(prepared, state)
     except (OSError, CorruptState, KaasError) as exc:
         Stats.failures += 1
         log.error("log_clean_failed", topic=part.topic, partition=part.index, error=str(exc))
         return None
-    finally:
-        plog.cleaning = False
     Stats.passes += 1
     Stats.bytes_cleaned += prepared.bytes_read
     Stats.records_removed += prepared.records_removed

@@ -51,15 +51,12 @@ def clean(log: PartitionLog, now: int = NOW) -> cleaner.Prepared | None:
     job = log.clean_job(now)
     if job is None:
         return None
-    log.cleaning = True
-    try:
+    with log.cleaning_pass():
         prep = cleaner.prepare(job)
         state = log.next_cleaner_state(prep)
         cleaner.commit(log, prep, state)
         log.apply_clean(prep, state)
         return prep
-    finally:
-        log.cleaning = False
 
 
 def read_all(log: PartitionLog, committed: bool = True) -> list[tuple[int, bytes | None, bytes | None]]:

@@ -1,0 +1,82 @@
+"""What a led partition and the topic administration need of the broker, as Protocols.
+
+``Broker`` (``core.py``) builds ``Partition``s and a ``TopicAdmin`` and hands itself to
+them; they see it only through these narrow views, so neither imports ``core.py`` and the
+package has no import cycle (an import-linter contract checks it). mypy checks that
+``Broker`` satisfies both wherever it is passed. ``coord/ports.py`` does the same for the
+coordinators.
+
+Both are generic in the partition type (``Partition``, which its module supplies), so this
+module imports neither ``partition.py`` nor ``core.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from kaas.broker.cluster_view import ClusterView
+    from kaas.settings import Settings
+    from kaas.storage.paths import Layout
+    from kaas.storage.topics import TopicStore
+    from kaas.wire.batch import BatchHeader
+
+
+P = TypeVar("P")
+P_contra = TypeVar("P_contra", contravariant=True)
+
+
+class PartitionHost(Protocol[P_contra]):
+    """The broker as one of its led partitions sees it."""
+
+    @property
+    def cluster(self) -> ClusterView:
+        """Its lease: a partition writes only while the broker holds it."""
+
+    @property
+    def memory_backed(self) -> bool:
+        """The data directory is on tmpfs: fsync inline, no worker thread."""
+
+    def take_offline(self, part: P_contra) -> None:
+        """The partition's log failed: KAFKA_STORAGE_ERROR until recovery reopens it."""
+
+    def notify_data(self) -> None:
+        """Wake long-polling fetches: something was appended."""
+
+    def stats_fsync(self, seconds: float) -> None:
+        """Count one group-commit fsync for /metrics."""
+
+    def check_before_ack(self, part: P_contra) -> None:
+        """Raise NOT_LEADER_OR_FOLLOWER when another broker took the partition over
+        (the manifest's epoch moved) before an append is acknowledged."""
+
+    async def verify_txn_partition(self, part: P_contra, transactional_id: str | None,
+                                   header: BatchHeader) -> None:
+        """KIP-890: the first transactional batch of a producer epoch on the partition is
+        accepted only if the partition is in that producer's transaction."""
+
+
+class AdminHost(Protocol[P]):
+    """The broker as the topic administration sees it."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def layout(self) -> Layout: ...
+
+    @property
+    def topics(self) -> TopicStore: ...
+
+    @property
+    def cluster(self) -> ClusterView: ...
+
+    @property
+    def partitions(self) -> dict[tuple[str, int], P]:
+        """The partitions this broker leads."""
+
+    def served_leader(self, topic: str, index: int) -> tuple[int, int]:
+        """(leader id, epoch) as Metadata answers it; (-1, epoch) while none serves it."""
+
+    async def relinquish(self, part: P) -> None:
+        """Stop leading ``part``: persist, close, forget."""
