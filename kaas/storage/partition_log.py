@@ -157,6 +157,7 @@ class PartitionLog:
         self._manifest_stamp: tuple[int, int, int] | None = None
         self._manifest_cached_epoch = -1
         self._manifest_file = str(self.path / "manifest.json")  # stat'ed before every ack
+        self._open_ms = 0  # the clock at the last open: replayed producers are active from it
 
     # ------------------------------------------------------------------ open / recover
 
@@ -188,6 +189,7 @@ class PartitionLog:
         fs.crash_point("takeover.after_manifest")
         self.open_notes = cleaner.finish(self.path, self.config.fsync)
         self.cleaner_state = cleaner.read_state(self.path)
+        self._open_ms = self.clock()
         replay_from = self._load_snapshot()
         self._recover(self._replay, replay_from)
         if replay_from > self.log_end_offset:
@@ -213,7 +215,7 @@ class PartitionLog:
             obj = msgpack.unpackb(raw, strict_map_key=False)
             if not isinstance(obj, dict) or obj.get("format") != 1:
                 raise ValueError("unknown snapshot format")
-            self.producers = ProducerStateTable.from_snapshot(obj["producers"])
+            self.producers = ProducerStateTable.from_snapshot(obj["producers"], now_ms=self._open_ms)
             self.aborted = []
             return int(obj["offset"])
         except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
@@ -224,20 +226,25 @@ class PartitionLog:
             return 0
 
     def _replay(self, h: wb.BatchHeader, buf: bytes, pos: int) -> None:
-        self._track(h, buf, pos, h.base_offset)
+        # When the previous leader appended a replayed batch is unknown (a batch's
+        # timestamps are the client's, Sarama's MaxTimestamp is -1): its producer counts
+        # as active at this open, so a takeover never expires state at once; it expires
+        # one producer.id.expiration.ms after the takeover at the latest.
+        self._track(h, buf, pos, h.base_offset, self._open_ms)
 
-    def _track(self, h: wb.BatchHeader, buf, pos: int, base_offset: int) -> None:
-        """Update producer state and the aborted index for a batch at ``base_offset``."""
+    def _track(self, h: wb.BatchHeader, buf, pos: int, base_offset: int, now_ms: int) -> None:
+        """Update producer state and the aborted index for a batch at ``base_offset``
+        appended at ``now_ms`` by the broker's clock."""
         if h.producer_id < 0:
             return
         if h.is_control:
             kind = wb.control_type(buf, pos, h)
-            first = self.producers.end_txn(h.producer_id, h.producer_epoch)
+            first = self.producers.end_txn(h.producer_id, h.producer_epoch, now_ms=now_ms)
             if kind == wb.CONTROL_ABORT and first is not None:
                 self.aborted.append((base_offset, h.producer_id, first))
             return
         self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.records_count,
-                              base_offset, h.max_timestamp, h.is_transactional)
+                              base_offset, h.max_timestamp, h.is_transactional, now_ms=now_ms)
 
     def write_snapshot(self) -> None:
         """Persist the producer state as of the log end (on roll and relinquish)."""
@@ -564,7 +571,7 @@ class PartitionLog:
             seg.max_timestamp = header.max_timestamp
         self.log_end_offset = nxt
         self._dirty.add(seg.fd)
-        self._track(header, records, 0, base)
+        self._track(header, records, 0, base, now)
         return AppendResult(base, nxt, pos, seg)
 
     def _check_writable(self) -> None:
