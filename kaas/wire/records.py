@@ -25,7 +25,8 @@ import crc32c
 
 from kaas.wire import batch as wb
 
-__all__ = ["Record", "records", "rebuild", "has_null_key", "timestamps", "max_timestamp", "RecordsError"]
+__all__ = ["Record", "records", "rebuild", "has_null_key", "timestamps", "max_timestamp", "header_max_trusted",
+           "batch_max_timestamp", "RecordsError"]
 
 _XERIAL = b"\x82SNAPPY\x00"
 _TAIL = struct.Struct(">hiqqqhii")  # attributes .. records count (bytes 21..60)
@@ -153,6 +154,34 @@ def max_timestamp(batch: bytes | memoryview, header: wb.BatchHeader | None = Non
     if h.attributes & wb.ATTR_LOG_APPEND_TIME:
         return h.max_timestamp
     return max((ts for _, ts in timestamps(batch, h)), default=-1)
+
+
+def header_max_trusted(h: wb.BatchHeader) -> bool:
+    """Whether a stored batch header's max timestamp can stand for its records' max.
+
+    True for LogAppendTime batches and for a max at or above both 0 and the base
+    timestamp (the first record's, with every client seen). A client's -1 (Sarama 1.22)
+    or a max below the base is evidently not the records' max: the records are read.
+    A plausible but wrong header is trusted; produce rewrites every header since
+    LogValidator parity, so only batches stored before it can carry one.
+    """
+    if h.attributes & wb.ATTR_LOG_APPEND_TIME:
+        return True
+    return h.max_timestamp >= 0 and h.max_timestamp >= h.base_timestamp
+
+
+def batch_max_timestamp(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> int:
+    """The batch's max timestamp for segment summaries, retention and ListOffsets: the
+    header's when ``header_max_trusted``, else recomputed from the records (the header's
+    when the records cannot be read: the CRC vouched for the bytes, so that is a codec
+    this broker lacks, and the batch is kept as it was)."""
+    h = header or wb.parse_header(batch)
+    if header_max_trusted(h) or h.records_count <= 0:
+        return h.max_timestamp
+    try:
+        return max_timestamp(batch, h)
+    except RecordsError:
+        return h.max_timestamp
 
 
 def records(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> list[Record]:
