@@ -1060,16 +1060,20 @@ def test_timestamp_lookups_answer_inside_a_batch(tmp_path):
     log.close()
 
 
-def test_max_timestamp_lookup_of_librdkafka_0081(tmp_path):
-    # librdkafka's 0081 ListOffsets subtest produces three records with timestamps
-    # t, t+1000 and t-1000 (in that order) and expects MAX_TIMESTAMP to answer offset 1.
+def test_timestamp_lookups_of_librdkafka_0081(tmp_path):
+    # librdkafka's 0081 ListOffsets subtest (librdkafka 2.15, tests/0081-admin.c) writes
+    # three records stamped b+100, b+400, b+250 and expects, as Apache 3.8+ answers:
+    # MAX_TIMESTAMP 1; b+50 -> 0; b+300 -> 1; b+150 -> 1 (the first record at or past
+    # the target, not the first record of the batch).
     log = open_log(tmp_path)
     model: list[Appended] = []
-    t = 1_700_000_000_000
-    put(log, model, *stamped([t, t + 1000, t - 1000]))
-    assert log.max_timestamp_offset() == (1, t + 1000)
-    assert log.offset_for_timestamp(t) == (0, t)
-    assert log.offset_for_timestamp(t + 1) == (1, t + 1000)
+    b = 10_000_000
+    put(log, model, *stamped([b + 100, b + 400, b + 250]))
+    assert log.max_timestamp_offset() == (1, b + 400)
+    assert log.offset_for_timestamp(b + 50) == (0, b + 100)
+    assert log.offset_for_timestamp(b + 300) == (1, b + 400)
+    assert log.offset_for_timestamp(b + 150) == (1, b + 400)
+    assert log.offset_for_timestamp(b + 401) is None
     log.close()
 
 
