@@ -127,7 +127,11 @@ def cli() -> None:
 @click.option("--transaction-max-timeout-ms", type=int, default=15 * 60 * 1000, show_default=True,
               help="Largest transaction.timeout.ms a producer may ask for.")
 @click.option("--producer-id-expiration-ms", type=int, default=24 * 3600 * 1000, show_default=True,
-              help="Forget idle producers' idempotence state after this (producer.id.expiration.ms).")
+              help="Forget idle producers' idempotence state after this (producer.id.expiration.ms), "
+                   "counted from their last append by the broker's clock.")
+@click.option("--transactional-id-expiration-ms", type=int, default=7 * 24 * 3600 * 1000, show_default=True,
+              help="Forget a transactional id with no transaction open after this long without a request, "
+                   "by the coordinator's clock (transactional.id.expiration.ms).")
 @click.option("--group-initial-rebalance-delay-ms", type=int, default=3000, show_default=True,
               help="Wait for more members before the first rebalance of an empty group.")
 @click.option("--fsync/--no-fsync", default=True, show_default=True,

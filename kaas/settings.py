@@ -44,6 +44,7 @@ class Settings:
     heartbeat_ms: int = 500
     transaction_max_timeout_ms: int = 15 * 60 * 1000
     producer_id_expiration_ms: int = 24 * 3600 * 1000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 1000
     group_max_session_timeout_ms: int = 30 * 60 * 1000

@@ -182,6 +182,8 @@ class Broker:
         finally:
             for cut in plog.recoveries:
                 log.warning("recovery_truncated", topic=meta.name, partition=index, **cut)
+            for note in plog.open_notes:
+                log.info("partition_open_note", topic=meta.name, partition=index, note=note)
             if plog.recovery_journal_error:
                 log.error("recovery_journal_write_failed", topic=meta.name, partition=index,
                           error=plog.recovery_journal_error)

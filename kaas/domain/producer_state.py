@@ -28,7 +28,13 @@ Invariants:
       transaction is open, so the LSO can never move past an open transaction;
     - ``first_unstable_offset()`` equals ``min(e.txn_first_offset)`` over entries with a
       transaction open (``None`` when there is none);
-    - ``from_snapshot(t.to_snapshot())`` classifies every batch exactly as ``t`` does.
+    - ``from_snapshot(t.to_snapshot(), now_ms=...)`` classifies every batch exactly as
+      ``t`` does;
+    - expiry (``producer.id.expiration.ms``, KIP-854) counts from ``last_append_ms``, the
+      broker's clock at the producer's last append, marker or fence (``now_ms``), never
+      from a batch's timestamp: a client's clock (Sarama's MaxTimestamp -1, a skewed host)
+      cannot expire an entry early or pin it forever. Batch timestamps are only echoed
+      to duplicates.
 
 Pure: no I/O, no clock, no logging. Times are passed in (``timestamp``, ``now_ms``).
 """
@@ -163,7 +169,8 @@ class ProducerEntry:
         producer_id: the pid (>= 0).
         epoch: the highest epoch seen for this pid here.
         batches: the last ``WINDOW`` batches appended at ``epoch``, oldest first.
-        last_timestamp: ms of the last activity, for expiry.
+        last_append_ms: the broker's clock (ms) at the last append, marker or fence of
+            this pid here, for expiry; never a client timestamp.
         txn_first_offset: first offset of the open transaction here, None when none.
         coordinator_epoch: coordinator epoch of the last marker, -1 when none.
     """
@@ -171,7 +178,7 @@ class ProducerEntry:
     producer_id: int
     epoch: int
     batches: deque[BatchMeta] = field(default_factory=_new_ring)
-    last_timestamp: int = -1
+    last_append_ms: int = -1
     txn_first_offset: int | None = None
     coordinator_epoch: int = -1
 
@@ -216,8 +223,8 @@ class ProducerStateTable:
         self._entries: dict[int, ProducerEntry] = {}
         # (txn_first_offset, pid); stale items are skipped lazily, see first_unstable_offset.
         self._txn_heap: list[tuple[int, int]] = []
-        # Highest time seen (record timestamps, now_ms arguments): stamps entries created
-        # without an explicit time so they do not look idle since the epoch.
+        # Highest broker time seen (now_ms arguments): stamps entries created without an
+        # explicit time so they do not look idle since the epoch.
         self._clock_ms = -1
 
     # -- lookup --------------------------------------------------------------------------
@@ -328,6 +335,8 @@ class ProducerStateTable:
         base_offset: int,
         timestamp: int,
         is_transactional: bool,
+        *,
+        now_ms: int,
     ) -> None:
         """Note a data batch that ``check`` accepted and that is now appended.
 
@@ -341,12 +350,15 @@ class ProducerStateTable:
             base_sequence: the batch's base sequence.
             record_count: records in the batch.
             base_offset: offset the batch was written at.
-            timestamp: ms to remember (echoed to duplicates; drives expiry).
+            timestamp: the batch's timestamp to echo to duplicates (its max timestamp, the
+                log append time on LogAppendTime topics); a client's value, never used
+                for expiry.
             is_transactional: the batch's transactional bit.
+            now_ms: the broker's clock at the append; the entry is idle from here.
         """
         if producer_id < 0:
             return
-        self._clock_ms = max(self._clock_ms, timestamp)
+        self._clock_ms = max(self._clock_ms, now_ms)
         entry = self._entries.get(producer_id)
         if entry is None:
             entry = ProducerEntry(producer_id=producer_id, epoch=epoch)
@@ -363,7 +375,7 @@ class ProducerStateTable:
                     timestamp=timestamp,
                 )
             )
-        entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        entry.last_append_ms = max(entry.last_append_ms, now_ms)
         if is_transactional and entry.txn_first_offset is None:
             entry.txn_first_offset = base_offset
             self._push_txn(base_offset, producer_id)
@@ -435,7 +447,7 @@ class ProducerStateTable:
             entry = ProducerEntry(
                 producer_id=producer_id,
                 epoch=epoch,
-                last_timestamp=self._clock_ms if now_ms is None else now_ms,
+                last_append_ms=self._clock_ms if now_ms is None else now_ms,
             )
             self._entries[producer_id] = entry
         elif epoch < entry.epoch:
@@ -449,7 +461,7 @@ class ProducerStateTable:
         if coordinator_epoch is not None:
             entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         if now_ms is not None:
-            entry.last_timestamp = max(entry.last_timestamp, now_ms)
+            entry.last_append_ms = max(entry.last_append_ms, now_ms)
         first = entry.txn_first_offset
         entry.txn_first_offset = None  # the heap item goes stale and is skipped lazily
         return first
@@ -519,33 +531,37 @@ class ProducerStateTable:
             self._entries[producer_id] = ProducerEntry(
                 producer_id=producer_id,
                 epoch=new_epoch,
-                last_timestamp=self._clock_ms if now_ms is None else now_ms,
+                last_append_ms=self._clock_ms if now_ms is None else now_ms,
             )
             return True
         if not entry._raise_epoch(new_epoch):
             return False
         if now_ms is not None:
-            entry.last_timestamp = max(entry.last_timestamp, now_ms)
+            entry.last_append_ms = max(entry.last_append_ms, now_ms)
         return True
 
-    def expire(self, now_ms: int, max_idle_ms: int) -> list[int]:
+    def expire(self, now_ms: int, max_idle_ms: int) -> list[ProducerEntry]:
         """Drop entries idle longer than ``max_idle_ms`` that have no open transaction.
 
+        Idle means ``now_ms - last_append_ms``: both are the broker's clock, so no batch
+        timestamp a client sent takes part.
+
         Args:
-            now_ms: the current time.
-            max_idle_ms: idle limit (Apache ``producer.id.expiration.ms``).
+            now_ms: the broker's clock now.
+            max_idle_ms: idle limit (``producer.id.expiration.ms``, KIP-854).
 
         Returns:
-            The dropped pids, ascending. Their next batch is accepted at any sequence.
+            The dropped entries, ascending by pid (for the caller to log: each is dropped,
+            and so reported, once). Their pid's next batch is accepted at any sequence.
         """
         self._clock_ms = max(self._clock_ms, now_ms)
-        dropped = sorted(
-            pid
-            for pid, e in self._entries.items()
-            if e.txn_first_offset is None and now_ms - e.last_timestamp > max_idle_ms
-        )
-        for pid in dropped:
-            del self._entries[pid]
+        dropped = [
+            e
+            for pid, e in sorted(self._entries.items())
+            if e.txn_first_offset is None and now_ms - e.last_append_ms > max_idle_ms
+        ]
+        for e in dropped:
+            del self._entries[e.producer_id]
         return dropped
 
     # -- snapshot and describe -----------------------------------------------------------
@@ -554,19 +570,22 @@ class ProducerStateTable:
         """Plain-data form for ``producer-state.snapshot`` (msgpack- and JSON-able).
 
         Returns:
-            ``{"format": 1, "clock_ms": int, "entries": [{"producer_id", "epoch",
-            "last_timestamp", "coordinator_epoch", "txn_first_offset" (int or None),
-            "batches": [[first_seq, last_seq, base_offset, last_offset, timestamp], ...]}]}``
-            with entries ascending by pid and batches oldest first.
+            ``{"format": 1, "clock_ms": int, "clock": "broker", "entries": [{"producer_id",
+            "epoch", "last_timestamp", "coordinator_epoch", "txn_first_offset" (int or
+            None), "batches": [[first_seq, last_seq, base_offset, last_offset, timestamp],
+            ...]}]}`` with entries ascending by pid and batches oldest first. An entry's
+            ``last_timestamp`` is its ``last_append_ms``; ``"clock": "broker"`` says so
+            (snapshots written before it held a batch timestamp there).
         """
         return {
             "format": SNAPSHOT_FORMAT,
             "clock_ms": self._clock_ms,
+            "clock": "broker",
             "entries": [
                 {
                     "producer_id": e.producer_id,
                     "epoch": e.epoch,
-                    "last_timestamp": e.last_timestamp,
+                    "last_timestamp": e.last_append_ms,
                     "coordinator_epoch": e.coordinator_epoch,
                     "txn_first_offset": e.txn_first_offset,
                     "batches": [
@@ -579,11 +598,19 @@ class ProducerStateTable:
         }
 
     @classmethod
-    def from_snapshot(cls, d: dict[str, Any]) -> ProducerStateTable:
+    def from_snapshot(cls, d: dict[str, Any], *, now_ms: int) -> ProducerStateTable:
         """Rebuild a table from ``to_snapshot`` output.
+
+        Idle times: an entry keeps its ``last_append_ms``, capped at ``now_ms`` (a clock
+        ahead on the broker that wrote it must not keep the entry past one expiration
+        period from now). A snapshot without ``"clock": "broker"`` (written before expiry
+        went by the broker's clock) holds batch timestamps there, possibly a client's -1:
+        its entries count as active at ``now_ms``, so a takeover never expires them at
+        once; they expire one period after it at the latest.
 
         Args:
             d: the decoded snapshot.
+            now_ms: the broker's clock at load.
 
         Returns:
             A table that classifies every batch as the snapshotted one did.
@@ -596,8 +623,10 @@ class ProducerStateTable:
             fmt = d.get("format") if isinstance(d, dict) else type(d).__name__
             raise ValueError(f"unsupported producer state snapshot format {fmt!r}")
         table = cls()
+        broker_clock = d.get("clock") == "broker"
         try:
-            table._clock_ms = _int(d.get("clock_ms", -1))
+            _int(d.get("clock_ms", -1))
+            table._clock_ms = now_ms
             for raw in d["entries"]:
                 pid = _int(raw["producer_id"])
                 if pid < 0 or pid in table._entries:
@@ -609,7 +638,9 @@ class ProducerStateTable:
                 entry = ProducerEntry(
                     producer_id=pid,
                     epoch=_int(raw["epoch"]),
-                    last_timestamp=_int(raw["last_timestamp"]),
+                    last_append_ms=(
+                        min(_int(raw["last_timestamp"]), now_ms) if broker_clock else now_ms
+                    ),
                     txn_first_offset=None if txn is None else _int(txn),
                     coordinator_epoch=_int(raw["coordinator_epoch"]),
                 )
@@ -629,7 +660,8 @@ class ProducerStateTable:
 
         Returns:
             One dict per entry: ``producer_id``, ``producer_epoch``, ``last_sequence``
-            (-1 when none at this epoch), ``last_timestamp``, ``coordinator_epoch``,
+            (-1 when none at this epoch), ``last_timestamp`` (the broker's clock at the
+            last append: ``last_append_ms``), ``coordinator_epoch``,
             ``current_txn_start_offset`` (-1 when no transaction is open).
         """
         return [
@@ -637,7 +669,7 @@ class ProducerStateTable:
                 "producer_id": e.producer_id,
                 "producer_epoch": e.epoch,
                 "last_sequence": e.last_seq,
-                "last_timestamp": e.last_timestamp,
+                "last_timestamp": e.last_append_ms,
                 "coordinator_epoch": e.coordinator_epoch,
                 "current_txn_start_offset": (
                     -1 if e.txn_first_offset is None else e.txn_first_offset

@@ -96,6 +96,7 @@ __all__ = [
     "add_partitions",
     "complete_end_txn",
     "describe",
+    "expired",
     "fence_and_abort",
     "init_producer_id",
     "offset_hook_of",
@@ -272,6 +273,12 @@ class SlotState:
         """A copy with ``meta`` inserted or replaced."""
         entries = dict(self.entries)
         entries[meta.transactional_id] = meta
+        return SlotState(entries)
+
+    def without(self, transactional_id: str) -> SlotState:
+        """A copy without the entry of ``transactional_id`` (an expired id)."""
+        entries = dict(self.entries)
+        entries.pop(transactional_id, None)
         return SlotState(entries)
 
     def to_json(self) -> dict[str, Any]:
@@ -929,6 +936,17 @@ def fence_and_abort(meta: TxnMetadata, now_ms: int, *, previous_epoch: int = NO_
 def timed_out(meta: TxnMetadata, now_ms: int) -> bool:
     """True when ``meta`` is Ongoing and ``now_ms > ongoing_since_ms + timeout_ms``."""
     return meta.state is TxnState.Ongoing and now_ms > meta.ongoing_since_ms + meta.timeout_ms
+
+
+def expired(meta: TxnMetadata, now_ms: int, expiration_ms: int) -> bool:
+    """``transactional.id.expiration.ms``: True when ``meta`` has no transaction open or
+    finishing (Empty, CompleteCommit, CompleteAbort) and the coordinator has seen no
+    request for it for longer than ``expiration_ms``: both times are the coordinator's
+    clock (``last_update_ms`` is stamped with the ``now_ms`` of each transition), never a
+    client's. The entry may then be dropped; the id's next InitProducerId gets a new pid.
+    """
+    return (meta.state is TxnState.Empty or meta.state.is_complete) and \
+        now_ms - meta.last_update_ms > expiration_ms
 
 
 def reaper_abort(meta: TxnMetadata, now_ms: int) -> TxnResult:

@@ -177,7 +177,7 @@ def prepare(job: Job) -> Prepared:
                     seg.index_positions.append(len(body))
                 body += raw
                 seg.next_offset = h.next_offset
-                seg.max_timestamp = max(seg.max_timestamp, h.max_timestamp)
+                seg.max_timestamp = max(seg.max_timestamp, wr.batch_max_timestamp(raw, wb.parse_header(raw)))
             seg.new_size = len(body)
             if not body:
                 seg.remove = True
@@ -296,7 +296,7 @@ def _roll_forward(path: Path, replace: list[str], remove: list[str], fsync: bool
 def _summary(seg: SegmentCopy) -> bytes:
     return msgpack.packb({"format": 1, "size": seg.new_size, "next_offset": seg.next_offset,
                           "max_timestamp": seg.max_timestamp, "offsets": seg.index_offsets,
-                          "positions": seg.index_positions, "cleaned": True})
+                          "positions": seg.index_positions, "cleaned": True, "ts": "records"})
 
 
 def _write_file(path: Path, data: bytes, fsync: bool) -> None:

@@ -4,7 +4,9 @@ index, a manifest, recovery of a torn tail, reads in whole batches, retention.
 Layout of a partition directory (its current leader is the only writer)::
 
     <base-offset:020d>-e<epoch>.log   record batches, byte-for-byte as produced
-    <base-offset:020d>-e<epoch>.idx   msgpack summary of a closed segment (index, end, ts)
+    <base-offset:020d>-e<epoch>.idx   msgpack summary of a closed segment (index, end, max
+                                      record timestamp; "ts": "records" since it is the
+                                      records' max, not the batch headers' as clients sent)
     <base-offset:020d>-e<epoch>.txnidx msgpack list of the segment's aborted transactions
     manifest.json                     {format, epoch, log_start_offset, high_watermark}
     producer-state.snapshot           msgpack {format, offset, producers}: the dedupe ring
@@ -26,7 +28,12 @@ Invariants:
       and every sync until it is reopened through recovery (a failed fsync is never retried
       as if it had succeeded);
     - recovery never truncates or drops bytes silently: each cut is recorded in
-      ``recoveries`` and in ``recovery.json`` (the last 100 of them).
+      ``recoveries`` and in ``recovery.json`` (the last 100 of them);
+    - a segment's ``max_timestamp`` is the max of its records' timestamps: a batch whose
+      header max is evidently not its records' (-1, or below its base timestamp, as
+      Sarama 1.22 sent before produce rewrote headers) is read record by record when
+      appended, scanned, or cleaned; a summary written before that rule with a max
+      below 0 is rescanned and rewritten at the next open.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from kaas.domain.producer_state import ProducerStateTable
 from kaas.errors import CorruptState, KaasError
 from kaas.storage import atomic, cleaner, fs
 from kaas.wire import batch as wb
+from kaas.wire import records as wr
 
 _SEGMENT_RE = re.compile(r"^(\d{20})-e(\d+)\.log$")
 _READ_CHUNK = 256 * 1024
@@ -84,6 +92,7 @@ class Segment:
     index_offsets: list[int] = field(default_factory=list)
     index_positions: list[int] = field(default_factory=list)
     bytes_since_index: int = 0
+    summary_ts_from_records: bool = True  # False: a summary loaded from before "ts": "records"
 
     @property
     def name(self) -> str:
@@ -102,7 +111,7 @@ class Segment:
     def summary(self) -> bytes:
         return msgpack.packb({
             "format": 1, "size": self.size, "next_offset": self.next_offset,
-            "max_timestamp": self.max_timestamp,
+            "max_timestamp": self.max_timestamp, "ts": "records",
             "offsets": self.index_offsets, "positions": self.index_positions,
         })
 
@@ -158,6 +167,7 @@ class PartitionLog:
         self._manifest_stamp: tuple[int, int, int] | None = None
         self._manifest_cached_epoch = -1
         self._manifest_file = str(self.path / "manifest.json")  # stat'ed before every ack
+        self._open_ms = 0  # the clock at the last open: replayed producers are active from it
 
     # ------------------------------------------------------------------ open / recover
 
@@ -189,6 +199,7 @@ class PartitionLog:
         fs.crash_point("takeover.after_manifest")
         self.open_notes = cleaner.finish(self.path, self.config.fsync)
         self.cleaner_state = cleaner.read_state(self.path)
+        self._open_ms = self.clock()
         replay_from = self._load_snapshot()
         self._recover(self._replay, replay_from)
         if replay_from > self.log_end_offset:
@@ -214,7 +225,7 @@ class PartitionLog:
             obj = msgpack.unpackb(raw, strict_map_key=False)
             if not isinstance(obj, dict) or obj.get("format") != 1:
                 raise ValueError("unknown snapshot format")
-            self.producers = ProducerStateTable.from_snapshot(obj["producers"])
+            self.producers = ProducerStateTable.from_snapshot(obj["producers"], now_ms=self._open_ms)
             self.aborted = []
             return int(obj["offset"])
         except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
@@ -225,20 +236,25 @@ class PartitionLog:
             return 0
 
     def _replay(self, h: wb.BatchHeader, buf: bytes, pos: int) -> None:
-        self._track(h, buf, pos, h.base_offset)
+        # When the previous leader appended a replayed batch is unknown (a batch's
+        # timestamps are the client's, Sarama's MaxTimestamp is -1): its producer counts
+        # as active at this open, so a takeover never expires state at once; it expires
+        # one producer.id.expiration.ms after the takeover at the latest.
+        self._track(h, buf, pos, h.base_offset, self._open_ms)
 
-    def _track(self, h: wb.BatchHeader, buf, pos: int, base_offset: int) -> None:
-        """Update producer state and the aborted index for a batch at ``base_offset``."""
+    def _track(self, h: wb.BatchHeader, buf, pos: int, base_offset: int, now_ms: int) -> None:
+        """Update producer state and the aborted index for a batch at ``base_offset``
+        appended at ``now_ms`` by the broker's clock."""
         if h.producer_id < 0:
             return
         if h.is_control:
             kind = wb.control_type(buf, pos, h)
-            first = self.producers.end_txn(h.producer_id, h.producer_epoch)
+            first = self.producers.end_txn(h.producer_id, h.producer_epoch, now_ms=now_ms)
             if kind == wb.CONTROL_ABORT and first is not None:
                 self.aborted.append((base_offset, h.producer_id, first))
             return
         self.producers.record(h.producer_id, h.producer_epoch, h.base_sequence, h.records_count,
-                              base_offset, h.max_timestamp, h.is_transactional)
+                              base_offset, h.max_timestamp, h.is_transactional, now_ms=now_ms)
 
     def write_snapshot(self) -> None:
         """Persist the producer state as of the log end (on roll and relinquish)."""
@@ -324,6 +340,14 @@ class PartitionLog:
                 raise CorruptState(str(seg.path), "overlaps the next segment")
             # A summary past the next segment covers late bytes of a deposed leader: rescan.
             loaded = limit is not None and self._load_summary(seg) and seg.next_offset <= limit
+            if loaded and seg.max_timestamp < 0 and not seg.summary_ts_from_records:
+                # Written before the max came from the records (every batch said -1):
+                # rescan it once and keep the recomputed summary, for time retention and
+                # ListOffsets by time.
+                self._scan(seg, limit, None, replay_from)
+                atomic.write_bytes(seg.path.with_suffix(".idx"), seg.summary(), fsync=self.config.fsync)
+                self.open_notes.append(f"{seg.name}: summary without record timestamps rescanned; "
+                                       f"max timestamp {seg.max_timestamp}")
             if loaded and seg.next_offset <= replay_from:
                 self._load_txnidx(seg)
             elif loaded and seg.base_offset < replay_from:
@@ -382,6 +406,7 @@ class PartitionLog:
         seg.size = size
         seg.next_offset = data["next_offset"]
         seg.max_timestamp = data["max_timestamp"]
+        seg.summary_ts_from_records = data.get("ts") == "records"
         seg.index_offsets = list(data["offsets"])
         seg.index_positions = list(data["positions"])
         return True
@@ -413,7 +438,10 @@ class PartitionLog:
             if not seg.index_offsets or seg.bytes_since_index >= self.config.index_interval_bytes:
                 seg.index_add(h.base_offset, pos_)
             seg.bytes_since_index += h.size
-            seg.max_timestamp = max(seg.max_timestamp, h.max_timestamp)
+            ts = h.max_timestamp if wr.header_max_trusted(h) else \
+                wr.batch_max_timestamp(memoryview(data)[pos_:pos_ + h.size], h)
+            if ts > seg.max_timestamp:
+                seg.max_timestamp = ts
             if on_batch is not None and h.base_offset >= replay_from:
                 on_batch(h, data, pos_)
             expected = h.next_offset
@@ -561,11 +589,12 @@ class PartitionLog:
         seg.size += size
         nxt = base + header.last_offset_delta + 1
         seg.next_offset = nxt
-        if header.max_timestamp > seg.max_timestamp:
-            seg.max_timestamp = header.max_timestamp
+        ts = header.max_timestamp if wr.header_max_trusted(header) else wr.batch_max_timestamp(records, header)
+        if ts > seg.max_timestamp:
+            seg.max_timestamp = ts
         self.log_end_offset = nxt
         self._dirty.add(seg.fd)
-        self._track(header, records, 0, base)
+        self._track(header, records, 0, base, now)
         return AppendResult(base, nxt, pos, seg)
 
     def _check_writable(self) -> None:
@@ -779,35 +808,87 @@ class PartitionLog:
     # ------------------------------------------------------------------ offsets
 
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch whose max timestamp >= ts, else None."""
+        """ListOffsets by time: (offset, timestamp) of the first record at or past the log
+        start whose timestamp is at least ``ts``, else None.
+
+        The segments' max timestamps skip whole segments and trusted batch headers skip
+        whole batches (``records.header_max_trusted``); the records of a batch that may
+        hold the answer are read, so the answer can sit inside a batch. On LogAppendTime
+        batches every record carries the batch's max timestamp.
+        """
+        start = self.log_start_offset
         for seg in self.segments:
-            if seg.max_timestamp < ts or seg.next_offset <= self.log_start_offset:
+            if seg.max_timestamp < ts or seg.next_offset <= start:
                 continue
-            for h, _ in self._segment_batches(seg):
-                if h.max_timestamp >= ts and h.next_offset > self.log_start_offset:
-                    return max(h.base_offset, self.log_start_offset), h.max_timestamp
+            for h, buf, pos in self._segment_batches(seg):
+                if wr.header_max_trusted(h) and h.max_timestamp < ts:
+                    continue
+                for offset, stamp in self._stamps(h, buf, pos):
+                    if stamp >= ts and offset >= start:
+                        return offset, stamp
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        best: tuple[int, int] | None = None
-        for seg in self.segments:
-            if best is not None and seg.max_timestamp < best[1]:
+        """ListOffsets MAX_TIMESTAMP (KIP-734): (offset, timestamp) of the record carrying
+        the highest timestamp at or past the log start, the first such record on ties;
+        None for an empty log.
+
+        The first segment whose max is the highest gives the batch (the first whose max
+        equals it) and that batch's records give the record. When no record there has it
+        (the max came from records below the log start, or from an overstated header of a
+        batch stored before produce rewrote headers), every record is compared.
+        """
+        start = self.log_start_offset
+        live = [s for s in self.segments if s.next_offset > start and s.next_offset > s.base_offset]
+        if not live:
+            return None
+        top = max(s.max_timestamp for s in live)
+        for seg in live:
+            if seg.max_timestamp != top:
                 continue
-            for h, _ in self._segment_batches(seg):
-                if h.next_offset <= self.log_start_offset:
+            for h, buf, pos in self._segment_batches(seg):
+                if wr.header_max_trusted(h) and h.max_timestamp != top:
                     continue
-                if best is None or h.max_timestamp > best[1]:
-                    best = (h.last_offset, h.max_timestamp)
+                for offset, stamp in self._stamps(h, buf, pos):
+                    if stamp == top and offset >= start:
+                        return offset, stamp
+        return self._max_timestamp_scan()
+
+    def _max_timestamp_scan(self) -> tuple[int, int] | None:
+        best: tuple[int, int] | None = None  # (offset, timestamp)
+        start = self.log_start_offset
+        for seg in self.segments:
+            if seg.next_offset <= start:
+                continue
+            for h, buf, pos in self._segment_batches(seg):
+                for offset, stamp in self._stamps(h, buf, pos):
+                    if offset >= start and (best is None or stamp > best[1]):
+                        best = (offset, stamp)
         return best
 
+    @staticmethod
+    def _stamps(h: wb.BatchHeader, buf, pos: int) -> list[tuple[int, int]]:
+        """(offset, timestamp) of every record of the batch at ``buf[pos:]``; a batch whose
+        records cannot be read (a codec this broker lacks) stands as its last offset at
+        its header's max timestamp."""
+        try:
+            stamps = wr.timestamps(memoryview(buf)[pos:pos + h.size], h)
+        except wr.RecordsError:
+            return [(h.last_offset, h.max_timestamp)]
+        base = h.base_offset
+        return [(base + delta, stamp) for delta, stamp in stamps]
+
     def _segment_batches(self, seg: Segment):
+        """(header, buffer, position in it) of every batch of ``seg`` from the log start."""
         off = max(seg.base_offset, self.log_start_offset)
         while off < seg.next_offset:
             res = self._read_segment(seg, off, 1 << 20, seg.next_offset, True)
             if res is None or not res.records:
                 return
-            for pos, h in wb.iter_headers(res.records):
-                yield h, pos
+            buf = res.records
+            for pos, h in wb.iter_headers(buf):
+                if h.next_offset > off:
+                    yield h, buf, pos
             off = res.next_offset
 
     def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
@@ -856,7 +937,7 @@ class PartitionLog:
         total = sum(s.size for s in self.segments)
         while deleted < len(self.segments) - 1:
             seg = self.segments[deleted]
-            too_old = cfg.retention_ms >= 0 and seg.max_timestamp >= 0 and now_ms - seg.max_timestamp > cfg.retention_ms
+            too_old = cfg.retention_ms >= 0 and now_ms - self._segment_time(seg) > cfg.retention_ms
             too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
             if not (too_old or too_big):
                 break
@@ -874,6 +955,17 @@ class PartitionLog:
         del self.segments[:deleted]
         self.aborted = [a for a in self.aborted if a[0] >= self.segments[0].base_offset]
         return deleted
+
+    def _segment_time(self, seg: Segment) -> int:
+        """A closed segment's age reference for retention.ms: its records' max timestamp,
+        or, when no record carries one (all below 0), the file's modification time, as
+        Apache's LogSegment.largestTimestamp does: such a segment still expires."""
+        if seg.max_timestamp >= 0:
+            return seg.max_timestamp
+        try:
+            return os.stat(seg.path).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return seg.max_timestamp
 
     # ------------------------------------------------------------------ compaction
 

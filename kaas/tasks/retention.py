@@ -1,5 +1,7 @@
 """Time-based retention and producer-state expiry of the partitions this broker leads,
-every ``--retention-check-ms``."""
+every ``--retention-check-ms``. Both go by the broker's wall clock: retention against the
+segments' max record timestamps, expiry against each producer's last append as this
+broker (or the leader before it) saw it."""
 
 from __future__ import annotations
 
@@ -26,9 +28,14 @@ async def serve_retention(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORE
             except OSError as exc:
                 log.error("retention_failed", topic=part.topic, partition=part.index, error=str(exc))
                 continue
-            expired = part.log.producers.expire(now, settings.producer_id_expiration_ms)
-            if expired:
-                log.info("producer_state_expired", topic=part.topic, partition=part.index, count=len(expired))
+            limit = settings.producer_id_expiration_ms
+            for entry in part.log.producers.expire(now, limit):
+                # Once per producer (the entry is gone after this), with the reason: idle
+                # by the broker's clock since its last append here, past the limit.
+                log.info("producer_state_expired", topic=part.topic, partition=part.index,
+                         producer_id=entry.producer_id, producer_epoch=entry.epoch,
+                         last_append_ms=entry.last_append_ms, idle_ms=now - entry.last_append_ms,
+                         producer_id_expiration_ms=limit)
             if n:
                 log.info("retention_deleted_segments", topic=part.topic, partition=part.index,
                          segments=n, log_start_offset=part.log_start_offset)

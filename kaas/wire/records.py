@@ -1,6 +1,7 @@
-"""The records inside a v2 batch, for the two places the broker must look at them: the log
-cleaner (which keeps the latest record per key) and the key check of a compacted topic's
-produce. Everything else treats a batch as opaque bytes.
+"""The records inside a v2 batch, for the places the broker must look at them: the log
+cleaner (which keeps the latest record per key), the key check of a compacted topic's
+produce, and record timestamps (ListOffsets by time, a segment's max timestamp when a
+batch header does not carry it). Everything else treats a batch as opaque bytes.
 
 Each record is kept as its raw bytes: a record's offset and timestamp are deltas against
 its batch's base offset and base timestamp, so a batch rebuilt with a subset of its records
@@ -24,7 +25,8 @@ import crc32c
 
 from kaas.wire import batch as wb
 
-__all__ = ["Record", "records", "rebuild", "has_null_key", "RecordsError"]
+__all__ = ["Record", "records", "rebuild", "has_null_key", "timestamps", "max_timestamp", "header_max_trusted",
+           "batch_max_timestamp", "RecordsError"]
 
 _XERIAL = b"\x82SNAPPY\x00"
 _TAIL = struct.Struct(">hiqqqhii")  # attributes .. records count (bytes 21..60)
@@ -68,6 +70,120 @@ def _decompress(codec: int, data: bytes) -> bytes:
     raise RecordsError(f"unknown compression codec {codec}")
 
 
+def _body(batch: bytes | memoryview, h: wb.BatchHeader) -> bytes:
+    body = bytes(memoryview(batch)[wb.HEADER_SIZE : h.size])
+    try:
+        return _decompress(h.codec, body)
+    except RecordsError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - zlib.error, cramjam's DecompressionError, ...
+        raise RecordsError(f"cannot decompress codec {h.codec}: {exc}") from None
+
+
+def timestamps(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> list[tuple[int, int]]:
+    """(offset delta, absolute timestamp) of every record of one whole batch, in order.
+
+    On a LogAppendTime batch (attributes bit 3) every record's timestamp is the batch's
+    max timestamp, as Kafka defines it; a dense one (count == last offset delta + 1) is
+    answered from the header alone. Otherwise each record's timestamp is the base
+    timestamp plus its delta, read with the one- and two-byte varints inlined, after
+    decompressing the records when the batch is compressed.
+
+    Args:
+        batch: the batch's bytes from its base offset field (at least ``header.size``).
+        header: its parsed header, when the caller has it.
+    Returns:
+        ``[(offset_delta, timestamp), ...]``, one per record.
+    Raises:
+        RecordsError: the records section is corrupt or uses an unknown codec.
+    """
+    h = header or wb.parse_header(batch)
+    count = h.records_count
+    if h.attributes & wb.ATTR_LOG_APPEND_TIME and count == h.last_offset_delta + 1:
+        ts = h.max_timestamp
+        return [(i, ts) for i in range(count)]
+    data = _body(batch, h)
+    base = h.base_timestamp
+    append_time = h.max_timestamp if h.attributes & wb.ATTR_LOG_APPEND_TIME else None
+    out: list[tuple[int, int]] = []
+    append = out.append
+    n = len(data)
+    p = 0
+    try:
+        for _ in range(count):
+            b = data[p]
+            if b < 0x80:
+                length, q = (b >> 1) ^ -(b & 1), p + 1
+            elif data[p + 1] < 0x80:
+                z = (b & 0x7F) | (data[p + 1] << 7)
+                length, q = (z >> 1) ^ -(z & 1), p + 2
+            else:
+                length, q = wb.read_varint(data, p)
+            end = q + length
+            if length < 0 or end > n:
+                raise RecordsError("record length past the batch")
+            r = q + 1  # attributes
+            b = data[r]
+            if b < 0x80:
+                tdelta, r = (b >> 1) ^ -(b & 1), r + 1
+            elif data[r + 1] < 0x80:  # deltas up to 8 s
+                z = (b & 0x7F) | (data[r + 1] << 7)
+                tdelta, r = (z >> 1) ^ -(z & 1), r + 2
+            else:
+                tdelta, r = wb.read_varint(data, r)
+            b = data[r]
+            if b < 0x80:
+                delta = (b >> 1) ^ -(b & 1)
+            else:
+                delta, _ = wb.read_varint(data, r)
+            append((delta, base + tdelta if append_time is None else append_time))
+            p = end
+    except (IndexError, ValueError) as exc:
+        raise RecordsError(f"record past the end of the batch or malformed: {exc}") from None
+    return out
+
+
+def max_timestamp(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> int:
+    """The batch's true max timestamp: the header's on a LogAppendTime batch, else the
+    highest record timestamp (-1 for a batch without records).
+
+    Raises:
+        RecordsError: the records cannot be read.
+    """
+    h = header or wb.parse_header(batch)
+    if h.attributes & wb.ATTR_LOG_APPEND_TIME:
+        return h.max_timestamp
+    return max((ts for _, ts in timestamps(batch, h)), default=-1)
+
+
+def header_max_trusted(h: wb.BatchHeader) -> bool:
+    """Whether a stored batch header's max timestamp can stand for its records' max.
+
+    True for LogAppendTime batches and for a max at or above both 0 and the base
+    timestamp (the first record's, with every client seen). A client's -1 (Sarama 1.22)
+    or a max below the base is evidently not the records' max: the records are read.
+    A plausible but wrong header is trusted; produce rewrites every header since
+    LogValidator parity, so only batches stored before it can carry one.
+    """
+    if h.attributes & wb.ATTR_LOG_APPEND_TIME:
+        return True
+    return h.max_timestamp >= 0 and h.max_timestamp >= h.base_timestamp
+
+
+def batch_max_timestamp(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> int:
+    """The batch's max timestamp for segment summaries, retention and ListOffsets: the
+    header's when ``header_max_trusted``, else recomputed from the records (the header's
+    when the records cannot be read: the CRC vouched for the bytes, so that is a codec
+    this broker lacks, and the batch is kept as it was)."""
+    h = header or wb.parse_header(batch)
+    if header_max_trusted(h) or h.records_count <= 0:
+        return h.max_timestamp
+    try:
+        return max_timestamp(batch, h)
+    except RecordsError:
+        return h.max_timestamp
+
+
 def records(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> list[Record]:
     """The records of one whole batch (``batch`` starts at its base offset field).
 
@@ -78,13 +194,7 @@ def records(batch: bytes | memoryview, header: wb.BatchHeader | None = None) -> 
         RecordsError: the records section is corrupt or uses an unknown codec.
     """
     h = header or wb.parse_header(batch)
-    body = bytes(memoryview(batch)[wb.HEADER_SIZE : h.size])
-    try:
-        data = _decompress(h.codec, body)
-    except RecordsError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - zlib.error, cramjam's DecompressionError, ...
-        raise RecordsError(f"cannot decompress codec {h.codec}: {exc}") from None
+    data = _body(batch, h)
     out: list[Record] = []
     append = out.append
     n = len(data)

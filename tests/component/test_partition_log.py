@@ -734,7 +734,7 @@ def test_offset_for_timestamp_and_max_timestamp(tmp_path):
         best = None
         for a in model:
             if a.next > start and (best is None or a.max_ts > best[1]):
-                best = (a.next - 1, a.max_ts)
+                best = (max(a.base, start), a.max_ts)  # the batch's first record: all share it
         return best
 
     for ts in (-1, 0, 100, 501, 900, 1205, 1229, 1230, 5000):
@@ -985,3 +985,245 @@ def test_reopen_at_the_same_epoch_appends_to_the_reused_empty_segment(tmp_path):
     log3.open(3)
     assert [h.base_offset for h, _ in log3.batches()] == [0]
     log3.close()
+
+
+# ----------------------------------------------------------------------------- record timestamps
+
+def stamped(stamps: list[int], *, codec: int = 0, header_max: int | None = None, pid: int = -1,
+            pepoch: int = -1, seq: int = -1, append_time: int | None = None) -> tuple[bytes, wb.BatchHeader]:
+    """A batch whose records carry ``stamps`` (aiokafka's builder, any codec); with
+    ``header_max`` its header's MaxTimestamp is overwritten (Sarama 1.22 sends -1) and
+    the CRC recomputed, as such a client's batch arrived before produce rewrote it."""
+    import struct
+
+    import crc32c
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=pid,
+                                  producer_epoch=pepoch, base_sequence=seq, batch_size=1 << 22)
+    for i, ts in enumerate(stamps):
+        b.append(i, timestamp=ts, key=b"k%d" % i, value=b"v" * 30, headers=[])
+    buf = bytearray(b.build())
+    if header_max is not None:
+        struct.pack_into(">q", buf, 35, header_max)
+        struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[wb.CRC_START:])))
+    raw = bytes(buf)
+    if append_time is not None:
+        raw = wb.stamp_log_append_time(raw, append_time)
+    return raw, wb.validate_produce(raw, 1 << 30)
+
+
+def _records_model(model: list[Appended]) -> list[tuple[int, int]]:
+    """(offset, timestamp) of every record the test appended, from aiokafka's reader."""
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    out = []
+    for a in model:
+        h = wb.parse_header(a.data)
+        if h.is_control:
+            out.append((a.base, h.max_timestamp))
+            continue
+        for r in DefaultRecordBatch(a.data):
+            out.append((r.offset, h.max_timestamp if h.attributes & wb.ATTR_LOG_APPEND_TIME else r.timestamp))
+    return out
+
+
+def _first_at_or_after(recs, ts, start):
+    return next(((o, t) for o, t in recs if o >= start and t >= ts), None)
+
+
+def _first_max(recs, start):
+    live = [(o, t) for o, t in recs if o >= start]
+    if not live:
+        return None
+    top = max(t for _, t in live)
+    return next((o, t) for o, t in live if t == top)
+
+
+def test_timestamp_lookups_answer_inside_a_batch(tmp_path):
+    log = open_log(tmp_path)
+    model: list[Appended] = []
+    put(log, model, *stamped([100, 300, 200, 300, 150]))  # offsets 0-4; the max is not the last
+    put(log, model, *stamped([250, 310], header_max=-1))  # offsets 5-6, header -1
+    assert log.offset_for_timestamp(201) == (1, 300)  # the second record, not the batch edge
+    assert log.offset_for_timestamp(260) == (1, 300)
+    assert log.offset_for_timestamp(301) == (6, 310)  # found through a -1 header
+    assert log.offset_for_timestamp(311) is None
+    assert log.max_timestamp_offset() == (6, 310)
+    put(log, model, *stamped([400, 90, 400]))  # offsets 7-9: ties, the first one answers
+    assert log.max_timestamp_offset() == (7, 400)
+    put(log, model, *stamped([400]))
+    assert log.max_timestamp_offset() == (7, 400)
+    log.delete_records(8)  # the max record is below the log start now
+    assert log.max_timestamp_offset() == (9, 400)
+    assert log.offset_for_timestamp(0) == (8, 90)
+    log.close()
+
+
+def test_timestamp_lookups_of_librdkafka_0081(tmp_path):
+    # librdkafka's 0081 ListOffsets subtest (librdkafka 2.15, tests/0081-admin.c) writes
+    # three records stamped b+100, b+400, b+250 and expects, as Apache 3.8+ answers:
+    # MAX_TIMESTAMP 1; b+50 -> 0; b+300 -> 1; b+150 -> 1 (the first record at or past
+    # the target, not the first record of the batch).
+    log = open_log(tmp_path)
+    model: list[Appended] = []
+    b = 10_000_000
+    put(log, model, *stamped([b + 100, b + 400, b + 250]))
+    assert log.max_timestamp_offset() == (1, b + 400)
+    assert log.offset_for_timestamp(b + 50) == (0, b + 100)
+    assert log.offset_for_timestamp(b + 300) == (1, b + 400)
+    assert log.offset_for_timestamp(b + 150) == (1, b + 400)
+    assert log.offset_for_timestamp(b + 401) is None
+    log.close()
+
+
+_batch = st.tuples(
+    st.lists(st.integers(0, 5_000), min_size=1, max_size=6),  # record timestamps
+    st.sampled_from(["header", "minus1", "low", "append_time"]),  # how the header says it
+    st.sampled_from([0, 0, 1, 3]),  # codec
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(_batch, min_size=1, max_size=25), targets=st.lists(st.integers(-1, 5_200), max_size=8),
+       cut=st.integers(0, 60), reopen=st.booleans())
+def test_timestamp_lookups_match_a_record_model(batches, targets, cut, reopen):
+    """Against every record the test wrote: by time, the first record at or past the log
+    start whose timestamp is at least the target; MAX_TIMESTAMP, the first record with
+    the highest timestamp. Headers that say -1, a max below the base, LogAppendTime,
+    compressed batches, segment rolls, a DeleteRecords start, a reopen (summaries)."""
+    with tempfile.TemporaryDirectory() as d:
+        cfg = LogConfig(segment_bytes=600, index_interval_bytes=150, fsync=False, retention_ms=-1)
+        log = open_log(Path(d), cfg)
+        model: list[Appended] = []
+        for i, (stamps, how, codec) in enumerate(batches):
+            if how == "minus1":
+                raw, h = stamped(stamps, codec=codec, header_max=-1)
+            elif how == "low":
+                raw, h = stamped(stamps, codec=codec, header_max=min(stamps) - 1)
+            elif how == "append_time":
+                raw, h = stamped(stamps, codec=codec, append_time=2_000 + i)
+            else:
+                raw, h = stamped(stamps, codec=codec)
+            put(log, model, raw, h)
+        recs = _records_model(model)
+        start = min(cut, log.log_end_offset)
+        log.delete_records(start)
+        start = log.log_start_offset
+        if reopen:
+            log.close()
+            log = open_log(Path(d), cfg)
+        for ts in targets + [0, 5_000]:
+            assert log.offset_for_timestamp(ts) == _first_at_or_after(recs, ts, start), ts
+        assert log.max_timestamp_offset() == _first_max(recs, start)
+        for seg in log.segments:
+            seg_recs = [t for o, t in recs if seg.base_offset <= o < seg.next_offset]
+            assert seg.max_timestamp == max(seg_recs, default=-1)
+        log.close()
+
+
+# ------------------------------------------------------------- segments stored before LogValidator parity
+
+
+def _old_segment(path: Path, base: int, batches: list[bytes], *, summary_max: int | None) -> Path:
+    """Write a closed segment as a broker before this change left it: batches as the
+    client sent them (header MaxTimestamp -1), and, with ``summary_max``, a summary in
+    the old shape (no "ts" marker) whose max came from those headers."""
+    import msgpack
+
+    data = bytearray()
+    offsets, positions = [], []
+    off = base
+    for raw in batches:
+        buf = bytearray(raw)
+        wb.patch(buf, 0, off, 0)
+        offsets.append(off)
+        positions.append(len(data))
+        data += buf
+        off = wb.parse_header(buf).next_offset
+    seg = path / segment_name(base, 0)
+    seg.write_bytes(bytes(data))
+    if summary_max is not None:
+        seg.with_suffix(".idx").write_bytes(msgpack.packb({
+            "format": 1, "size": len(data), "next_offset": off, "max_timestamp": summary_max,
+            "offsets": offsets, "positions": positions}))
+    return seg
+
+
+@pytest.mark.parametrize("summary", [True, False])
+def test_retention_deletes_old_segments_whose_headers_said_minus_one(tmp_path, summary):
+    day = 24 * 3600 * 1000
+    t0 = 1_700_000_000_000
+    old = [stamped([t0 + i, t0 + i + 5], header_max=-1)[0] for i in range(3)]
+    newer = [stamped([t0 + 2 * day + i], header_max=-1)[0] for i in range(2)]
+    _old_segment(tmp_path, 0, old, summary_max=-1 if summary else None)
+    _old_segment(tmp_path, 6, newer, summary_max=-1 if summary else None)
+    clock = [t0 + 3 * day]
+    cfg = LogConfig(segment_bytes=1 << 20, fsync=False, retention_ms=2 * day)
+    log = PartitionLog(tmp_path, cfg, clock=lambda: clock[0])
+    log.open(1)
+    assert [s.max_timestamp for s in log.segments[:2]] == [t0 + 7, t0 + 2 * day + 1]
+    if summary:  # the old summary was rescanned and rewritten with the marker
+        import msgpack
+
+        idx = msgpack.unpackb((tmp_path / segment_name(0, 0)).with_suffix(".idx").read_bytes())
+        assert (idx["max_timestamp"], idx["ts"]) == (t0 + 7, "records")
+        assert any("rescanned" in n for n in log.open_notes)
+    assert log.offset_for_timestamp(t0 + 3) == (1, t0 + 5)  # inside the first batch
+    assert log.apply_retention(clock[0]) == 1  # the first segment is past 2 days; the second not
+    assert log.log_start_offset == 6
+    assert log.apply_retention(clock[0]) == 0
+    log.close()
+    log = PartitionLog(tmp_path, cfg, clock=lambda: clock[0])
+    log.open()
+    assert log.log_start_offset == 6 and log.segments[0].max_timestamp == t0 + 2 * day + 1
+    log.close()
+
+
+def test_retention_falls_back_to_file_time_for_segments_without_timestamps(tmp_path):
+    # Records that carry no timestamp at all (-1): the segment ages from its file's
+    # modification time, as Apache's LogSegment.largestTimestamp does, not never.
+    _old_segment(tmp_path, 0, [stamped([-1, -1], header_max=-1)[0]], summary_max=-1)
+    seg = tmp_path / segment_name(0, 0)
+    mtime_ms = 1_600_000_000_000
+    os.utime(seg, ns=(mtime_ms * 10**6, mtime_ms * 10**6))
+    cfg = LogConfig(fsync=False, retention_ms=1000)
+    log = PartitionLog(tmp_path, cfg, clock=lambda: mtime_ms + 500)
+    log.open(1)
+    assert log.segments[0].max_timestamp == -1
+    assert log.apply_retention(mtime_ms + 1000) == 0
+    assert log.apply_retention(mtime_ms + 1001) == 1
+    log.close()
+
+
+# ----------------------------------------------------------------------------- producer expiry by the broker's clock
+
+
+def test_producer_state_expires_by_the_logs_clock_not_the_batch_timestamp(tmp_path):
+    day = 24 * 3600 * 1000
+    clock = [1_700_000_000_000]
+    log = PartitionLog(tmp_path, SMALL, clock=lambda: clock[0])
+    log.open()
+    model: list[Appended] = []
+    raw, h = stamped([clock[0] - 5, clock[0]], header_max=-1, pid=PID, pepoch=PEPOCH, seq=0)
+    assert isinstance(log.producers.check(PID, PEPOCH, 0, 2, False), Append)
+    first = put(log, model, raw, h)
+    assert log.producers.get(PID).last_append_ms == clock[0]
+    clock[0] += 32_000
+    assert log.producers.expire(clock[0], day) == []
+    assert log.producers.check(PID, PEPOCH, 0, 2, False) == Duplicate(first.base, -1)
+    # after a clean reopen (snapshot) and after a SIGKILL (replay from the log), the
+    # entry keeps living by the broker's clock: at most one day from the open
+    log.close()
+    log = PartitionLog(tmp_path, SMALL, clock=lambda: clock[0])
+    log.open()
+    assert log.producers.get(PID).last_append_ms == clock[0] - 32_000
+    abandon(log)
+    os.unlink(tmp_path / "producer-state.snapshot")
+    clock[0] += 1000
+    log = PartitionLog(tmp_path, SMALL, clock=lambda: clock[0])
+    log.open()
+    assert log.producers.get(PID).last_append_ms == clock[0]
+    assert log.producers.expire(clock[0] + day, day) == []
+    assert [e.producer_id for e in log.producers.expire(clock[0] + day + 1, day)] == [PID]
+    log.close()

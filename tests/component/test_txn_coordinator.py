@@ -417,6 +417,37 @@ async def test_reaper_aborts_and_bumps(cluster):
     assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.producer_fenced
 
 
+async def test_idle_transactional_ids_expire_by_the_coordinators_clock(cluster, monkeypatch):
+    """transactional.id.expiration.ms: the sweep drops an id with no transaction open once
+    the coordinator's clock is past its last transition by more than the limit (not at the
+    limit), keeps an Ongoing one, and the id's next InitProducerId gets a new pid."""
+    import dataclasses
+
+    from kaas.coord.txn import coordinator as coord_mod
+
+    world, (b0, _b1, _b2) = cluster
+    b0.settings = dataclasses.replace(b0.settings, transactional_id_expiration_ms=5_000)
+    p0 = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "done", [("t", 0)])
+    await produce(p0, "done", pid, epoch)
+    assert await b0.txn.end_txn("done", pid, epoch, True, V) == ErrorCode.none
+    await b0.txn.wait_finishing(5)
+    await begin(b0.txn, "open", [("t", 1)], timeout_ms=600_000)
+    last = state_of(b0, "done").last_update_ms
+    assert state_of(b0, "done").state is TxnState.CompleteCommit
+
+    monkeypatch.setattr(coord_mod, "now_ms", lambda: last + 5_000)
+    await b0.txn.sweep()
+    assert state_on_file(b0, "done") is not None
+    monkeypatch.setattr(coord_mod, "now_ms", lambda: last + 5_001)
+    await b0.txn.sweep()
+    assert state_on_file(b0, "done") is None and state_of(b0, "done") is None
+    assert b0.txn.stats["expired_ids"] == 1
+    assert state_of(b0, "open").state is TxnState.Ongoing  # an open transaction never expires
+    new_pid, new_epoch = await b0.txn.init_producer_id("done", 60_000, -1, -1, 4)
+    assert new_pid != pid and new_epoch == 0
+
+
 async def test_sweep_is_ownership_gated(cluster):
     world, (b0, b1, _b2) = cluster
     p0 = b0.lead("t", 0)

@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from tests.fixtures import broker_fixture
 from tests.kafka import create_topic
 
 pytestmark = pytest.mark.slow
@@ -188,3 +189,142 @@ def test_unknown_partition_error(shared_broker):
     assert errors and errors[0] is not None
     assert errors[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
                                 KafkaError._MSG_TIMED_OUT)
+
+
+# ---------------------------------------------------------------------------- timestamps record by record
+
+
+def _stamped_batch(stamps: list[int], *, pid: int = -1, epoch: int = -1, seq: int = -1,
+                   header_max: int | None = None) -> bytes:
+    """One v2 batch of records stamped ``stamps`` (aiokafka's builder); with
+    ``header_max`` the header's MaxTimestamp is overwritten and the CRC recomputed, as
+    Sarama 1.22 sends its batches (MaxTimestamp -1, valid record timestamps)."""
+    import struct
+
+    import crc32c
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    from kaas.wire import batch as wb
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=pid,
+                                  producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20)
+    for i, ts in enumerate(stamps):
+        b.append(i, timestamp=ts, key=None, value=b"Message", headers=[])
+    buf = bytearray(b.build())
+    if header_max is not None:
+        struct.pack_into(">q", buf, 35, header_max)
+        struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[wb.CRC_START:])))
+    return bytes(buf)
+
+
+def _wire_produce(wc, topic: str, batch: bytes) -> tuple[int, int]:
+    r = wc.call(0, 9, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+    pr = r.responses[0].partition_responses[0]
+    return pr.error_code, pr.base_offset
+
+
+def _wire_list_offsets(wc, topic: str, ts: int, isolation: int = 0) -> tuple[int, int]:
+    r = wc.call(2, 7, {"replica_id": -1, "isolation_level": isolation, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}]}]})
+    p = r.topics[0].partitions[0]
+    assert p.error_code == 0
+    return p.offset, p.timestamp
+
+
+def test_list_offsets_answer_records_inside_a_batch(shared_broker):
+    """librdkafka 0081's ListOffsets subtest as Apache 3.8+ answers it: three records
+    stamped b+100, b+400, b+250 in one batch; MAX_TIMESTAMP is offset 1 (the record that
+    carries it, not the batch's last), and a lookup by time finds the first record at or
+    past the target inside the batch. Read through kaas's wire and through librdkafka's
+    admin ListOffsets (read_committed, as 0081 asks)."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+
+    from kaas.client import WireClient
+
+    topic = "ts-records-0081"
+    create_topic(shared_broker.bootstrap, topic, 1)
+    b = 10_000_000
+    with WireClient("127.0.0.1", shared_broker.port) as wc:
+        assert _wire_produce(wc, topic, _stamped_batch([b + 100, b + 400, b + 250])) == (0, 0)
+        for iso in (0, 1):
+            assert _wire_list_offsets(wc, topic, -3, iso) == (1, b + 400)
+            assert _wire_list_offsets(wc, topic, b + 50, iso) == (0, b + 100)
+            assert _wire_list_offsets(wc, topic, b + 300, iso) == (1, b + 400)
+            assert _wire_list_offsets(wc, topic, b + 150, iso) == (1, b + 400)
+            assert _wire_list_offsets(wc, topic, b + 401, iso) == (-1, -1)
+        # a Sarama-shaped batch (header MaxTimestamp -1) is found by its records too
+        assert _wire_produce(wc, topic, _stamped_batch([b + 500, b + 700, b + 600], header_max=-1)) == (0, 3)
+        assert _wire_list_offsets(wc, topic, b + 650) == (4, b + 700)
+        assert _wire_list_offsets(wc, topic, -3) == (4, b + 700)
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    tp = TopicPartition(topic, 0)
+    for spec, want in ((OffsetSpec.max_timestamp(), 4), (OffsetSpec.for_timestamp(b + 150), 1),
+                       (OffsetSpec.for_timestamp(b + 550), 4), (OffsetSpec.earliest(), 0),
+                       (OffsetSpec.latest(), 6)):
+        res = admin.list_offsets({tp: spec}, isolation_level=IsolationLevel.READ_COMMITTED)[tp].result(10)
+        assert res.offset == want, (spec, res)
+
+
+expiry_broker = broker_fixture(scope="module", name="expiry", doc="Producer-state expiry checked every 100 ms.",
+                               extra=["--num-partitions", "1", "--retention-check-ms", "100",
+                                      "--producer-id-expiration-ms", "5000"])
+
+
+def _expiry_lines(broker) -> dict[int, list[str]]:
+    """The broker's producer_state_expired lines by producer id (console or JSON logs)."""
+    import re
+
+    out: dict[int, list[str]] = {}
+    for line in broker.log_text().splitlines():
+        if "producer_state_expired" in line:
+            m = re.search(r'\bproducer_id"?[=:] ?(\d+)', line)
+            if m:
+                out.setdefault(int(m.group(1)), []).append(line)
+    return out
+
+
+def test_idempotent_retry_after_the_expiry_check_is_a_duplicate(expiry_broker):
+    """The issue's Sarama case: an idempotent batch whose header says MaxTimestamp -1
+    (records stamped validly), then expiry checks run, then an identical retry: it is
+    answered as a duplicate with the original offset, not appended a second time. Expiry
+    counts from the broker's clock at the append, so the -1 never expires the state.
+
+    That the checks ran in between is shown, not assumed: a sentinel producer that went
+    idle earlier is reported expired (by broker time, after 5 s) before the retry."""
+    from kaas.client import WireClient
+
+    topic = "ts-idem-retry"
+    create_topic(expiry_broker.bootstrap, topic, 1)
+    now = int(time.time() * 1000)
+    with WireClient("127.0.0.1", expiry_broker.port) as wc:
+        def init() -> tuple[int, int]:
+            r = wc.call(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                "producer_id": -1, "producer_epoch": -1})
+            assert r.error_code == 0
+            return r.producer_id, r.producer_epoch
+
+        sentinel, s_epoch = init()
+        assert _wire_produce(wc, topic, _stamped_batch([now], pid=sentinel, epoch=s_epoch, seq=0))[0] == 0
+        time.sleep(2.5)  # the sentinel is idle 2.5 s longer than the producer under test
+        pid, epoch = init()
+        batch = _stamped_batch([now + i for i in range(5)], pid=pid, epoch=epoch, seq=0, header_max=-1)
+        code, first = _wire_produce(wc, topic, batch)
+        assert code == 0
+        deadline = time.monotonic() + 20
+        while sentinel not in _expiry_lines(expiry_broker):
+            assert time.monotonic() < deadline, "the expiry check never reported the sentinel"
+            time.sleep(0.1)
+        assert pid not in _expiry_lines(expiry_broker)
+        assert _wire_produce(wc, topic, batch) == (0, first)  # a duplicate: the original offset
+        r = wc.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+        assert r.topics[0].partitions[0].offset == first + 5  # written once
+        # the producer expires too once idle past the limit by the broker's clock, logged once
+        deadline = time.monotonic() + 20
+        while pid not in _expiry_lines(expiry_broker):
+            assert time.monotonic() < deadline, "the producer under test never expired"
+            time.sleep(0.1)
+    (line,) = _expiry_lines(expiry_broker)[pid]  # once, with the reason
+    assert "idle_ms" in line and "last_append_ms" in line

@@ -48,10 +48,12 @@ def produce(
     offset: int,
     ts: int = 0,
     txn: bool = False,
+    now: int | None = None,
 ) -> None:
-    """check + record, asserting the check accepted."""
+    """check + record, asserting the check accepted. The broker's clock ``now`` is ``ts``
+    unless given (most examples need only one time)."""
     assert table.check(pid, epoch, seq, count, txn) == Append()
-    table.record(pid, epoch, seq, count, offset, ts, txn)
+    table.record(pid, epoch, seq, count, offset, ts, txn, now_ms=ts if now is None else now)
 
 
 def seeded(count: int = 1, seqs: int = 3) -> ProducerStateTable:
@@ -83,7 +85,7 @@ def test_non_idempotent_batches_always_append() -> None:
     t = seeded()
     assert t.check(-1, -1, -1, 10, False) == Append()
     assert t.check(-1, 0, 12345, 1, True) == Append()
-    t.record(-1, -1, -1, 10, 99, 0, False)  # ignored
+    t.record(-1, -1, -1, 10, 99, 0, False, now_ms=0)  # ignored
     assert -1 not in t
 
 
@@ -106,7 +108,7 @@ def test_unknown_pid_accepts_any_sequence() -> None:
     assert t.check(PID, 0, 0, 1, False) == Append()
     assert t.check(PID, 3, 987_654, 4, False) == Append()
     assert t.check(PID, 0, INT32_MAX, 1, True) == Append()
-    t.record(PID, 3, 987_654, 4, 0, 1, False)
+    t.record(PID, 3, 987_654, 4, 0, 1, False, now_ms=1)
     assert t.check(PID, 3, 987_658, 1, False) == Append()
     assert code(t.check(PID, 3, 987_659, 1, False)) == OUT_OF_ORDER
 
@@ -331,7 +333,7 @@ def test_marker_for_unknown_pid_creates_entry_and_fixes_epoch() -> None:
     t = ProducerStateTable()
     assert t.end_txn(PID, 4, now_ms=50) is None
     assert t.get(PID).epoch == 4
-    assert t.get(PID).last_timestamp == 50
+    assert t.get(PID).last_append_ms == 50
     assert code(t.check(PID, 3, 0, 1, True)) == FENCED
 
 
@@ -340,7 +342,7 @@ def test_record_with_epoch_lowered_by_racing_fence_keeps_epoch() -> None:
     produce(t, PID, 0, 0, 1, 0)
     assert t.check(PID, 0, 1, 1, True) == Append()
     t.fence(PID, 1)  # lands between check and record
-    t.record(PID, 0, 1, 1, 1, 5, True)
+    t.record(PID, 0, 1, 1, 1, 5, True, now_ms=5)
     entry = t.get(PID)
     assert entry.epoch == 1
     assert len(entry.batches) == 0
@@ -378,7 +380,7 @@ def test_fence_creates_missing_entry() -> None:
     t = ProducerStateTable()
     assert t.fence(PID, 3, now_ms=1000) is True
     assert t.get(PID).epoch == 3
-    assert t.get(PID).last_timestamp == 1000
+    assert t.get(PID).last_append_ms == 1000
     assert code(t.check(PID, 2, 0, 1, True)) == FENCED
     assert code(t.check(PID, 3, 4, 1, True)) == OUT_OF_ORDER
     assert t.check(PID, 3, 0, 1, True) == Append()
@@ -388,7 +390,7 @@ def test_fence_without_time_uses_latest_seen_time() -> None:
     t = ProducerStateTable()
     produce(t, PID, 0, 0, 1, 0, ts=5_000)
     t.fence(PID + 1, 1)
-    assert t.get(PID + 1).last_timestamp == 5_000
+    assert t.get(PID + 1).last_append_ms == 5_000
     assert t.expire(5_500, 1_000) == []
 
 
@@ -409,7 +411,7 @@ def test_expire_drops_idle_entries_only() -> None:
     produce(t, PID + 2, 0, 0, 1, 1, ts=1_000)
     produce(t, PID + 1, 0, 0, 1, 2, ts=5_000)
     assert t.expire(2_000, 1_000) == []  # idle exactly max_idle: kept
-    assert t.expire(2_001, 1_000) == [PID, PID + 2]
+    assert [e.producer_id for e in t.expire(2_001, 1_000)] == [PID, PID + 2]
     assert PID not in t and PID + 1 in t
     # an expired pid is unknown again: any sequence goes
     assert t.check(PID, 0, 77, 1, False) == Append()
@@ -421,7 +423,7 @@ def test_expire_keeps_entries_with_open_txn() -> None:
     assert t.expire(10**9, 1) == []
     assert t.first_unstable_offset() == 3
     t.end_txn(PID, 0)
-    assert t.expire(10**9, 1) == [PID]
+    assert [e.producer_id for e in t.expire(10**9, 1)] == [PID]
     assert t.first_unstable_offset() is None
 
 
@@ -430,6 +432,122 @@ def test_marker_refreshes_last_timestamp() -> None:
     produce(t, PID, 0, 0, 1, 0, ts=0, txn=True)
     t.end_txn(PID, 0, now_ms=9_000)
     assert t.expire(9_500, 1_000) == []
+
+
+def test_client_timestamp_minus_one_never_expires_state() -> None:
+    # Sarama 1.22 sends MaxTimestamp -1: the entry is idle from the broker's clock at the
+    # append (10_000), not from -1, so a check 32 s later keeps it and a retry is a
+    # duplicate echoing the batch's own timestamp.
+    t = ProducerStateTable()
+    produce(t, PID, 0, 0, 5, 0, ts=-1, now=10_000)
+    assert t.expire(42_000, 86_400_000) == []
+    assert t.check(PID, 0, 0, 5, False) == Duplicate(0, -1)
+    assert t.get(PID).last_append_ms == 10_000
+
+
+def test_expired_entry_reports_its_last_append() -> None:
+    t = ProducerStateTable()
+    produce(t, PID, 3, 0, 1, 0, ts=123, now=1_000)
+    (e,) = t.expire(5_000, 3_000)
+    assert (e.producer_id, e.epoch, e.last_append_ms) == (PID, 3, 1_000)
+    assert t.expire(5_000, 3_000) == []  # reported once: the entry is gone
+
+
+_TS = st.one_of(
+    st.just(-1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 10**6),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 5_000), _TS, st.booleans(), st.booleans()),
+        min_size=1,
+        max_size=30,
+    ),
+    checks=st.lists(st.tuples(st.integers(0, 20_000), st.integers(0, 10_000)), max_size=5),
+)
+def test_expiry_depends_on_broker_time_only(
+    steps: list[tuple[int, int, int, bool, bool]], checks: list[tuple[int, int]]
+) -> None:
+    """Two tables fed the same appends at the same broker times, one with the batches'
+    client timestamps (-1, far past, far future), one with 0: they expire the same
+    producers at the same checks; an entry goes exactly when it is idle past the limit
+    by the broker's clock with no transaction open, and an open one never goes."""
+    with_ts, without = ProducerStateTable(), ProducerStateTable()
+    now = 0
+    seqs: dict[int, int] = {}
+    last: dict[int, int] = {}
+    open_txn: set[int] = set()
+    offset = 0
+    for pid_i, dt, ts, txn, end in steps:
+        pid = PID + pid_i
+        now += dt
+        if end and pid in open_txn:
+            for t in (with_ts, without):
+                t.end_txn(pid, 0, now_ms=now)
+            open_txn.discard(pid)
+            last[pid] = now
+            offset += 1
+            continue
+        txn = txn or pid in open_txn
+        seq = seqs.get(pid, 0)
+        for t, stamp in ((with_ts, ts), (without, 0)):
+            if pid not in t:
+                seq = 0
+            assert t.check(pid, 0, seq, 1, txn) == Append()
+            t.record(pid, 0, seq, 1, offset, stamp, txn, now_ms=now)
+        seqs[pid] = seq + 1
+        last[pid] = now
+        if txn:
+            open_txn.add(pid)
+        offset += 1
+    for dt, limit in checks:
+        now += dt
+        live = {e.producer_id for e in with_ts}
+        want = sorted(p for p in live if p not in open_txn and now - last[p] > limit)
+        a = [e.producer_id for e in with_ts.expire(now, limit)]
+        b = [e.producer_id for e in without.expire(now, limit)]
+        assert a == b == want
+        for p in want:
+            seqs.pop(p, None)
+        assert open_txn <= {e.producer_id for e in with_ts}
+
+
+def test_snapshot_before_broker_clock_counts_entries_active_at_load() -> None:
+    # A snapshot written before expiry went by the broker's clock holds batch timestamps
+    # (a client's -1): loading it must not expire the entries at the next check.
+    old = {
+        "format": 1,
+        "clock_ms": -1,
+        "entries": [
+            {
+                "producer_id": PID,
+                "epoch": 0,
+                "last_timestamp": -1,
+                "coordinator_epoch": -1,
+                "txn_first_offset": None,
+                "batches": [[0, 4, 0, 4, -1]],
+            }
+        ],
+    }
+    t = ProducerStateTable.from_snapshot(old, now_ms=50_000)
+    assert t.get(PID).last_append_ms == 50_000
+    assert t.expire(60_000, 30_000) == []
+    assert t.check(PID, 0, 0, 5, False) == Duplicate(0, -1)
+    assert [e.producer_id for e in t.expire(80_001, 30_000)] == [PID]
+
+
+def test_snapshot_caps_a_future_last_append_at_load_time() -> None:
+    t = ProducerStateTable()
+    produce(t, PID, 0, 0, 1, 0, now=10**12)  # written by a broker whose clock ran ahead
+    snap = t.to_snapshot()
+    assert snap["clock"] == "broker"
+    back = ProducerStateTable.from_snapshot(snap, now_ms=1_000)
+    assert back.get(PID).last_append_ms == 1_000
+    assert [e.producer_id for e in back.expire(2_001, 1_000)] == [PID]
 
 
 # --- snapshot and describe ---------------------------------------------------------------
@@ -456,7 +574,7 @@ def test_snapshot_shape_and_roundtrip_through_msgpack_and_json() -> None:
         lambda d: msgpack.unpackb(msgpack.packb(d)),
         lambda d: json.loads(json.dumps(d)),
     ):
-        back = ProducerStateTable.from_snapshot(codec(snap))
+        back = ProducerStateTable.from_snapshot(codec(snap), now_ms=snap["clock_ms"])
         assert back.to_snapshot() == snap
         assert back.describe() == t.describe()
         assert back.first_unstable_offset() == 104
@@ -503,7 +621,7 @@ def test_snapshot_shape_and_roundtrip_through_msgpack_and_json() -> None:
 )
 def test_from_snapshot_rejects_malformed(bad: object) -> None:
     with pytest.raises(ValueError):
-        ProducerStateTable.from_snapshot(bad)  # type: ignore[arg-type]
+        ProducerStateTable.from_snapshot(bad, now_ms=0)  # type: ignore[arg-type]
 
 
 def test_describe_rows() -> None:
@@ -567,7 +685,7 @@ def test_retries_and_reordering_append_each_batch_once_in_order(
     table = ProducerStateTable()
     # The session already had one batch accepted (the pid is known; its first batch
     # travelled alone), ending right before `start` (wrapping when start == 0).
-    table.record(pid, epoch, (start - 1) % 2**31, 1, 0, 0, txn)
+    table.record(pid, epoch, (start - 1) % 2**31, 1, 0, 0, txn, now_ms=0)
     next_offset = 1
 
     appended_at: dict[int, int] = {}  # batch index -> base offset
@@ -586,7 +704,7 @@ def test_retries_and_reordering_append_each_batch_once_in_order(
             assert i == len(log), f"batch {i} appended after {log}"
             appended_at[i] = next_offset
             log.append(i)
-            table.record(pid, epoch, bases[i], counts[i], next_offset, 10 + i, txn)
+            table.record(pid, epoch, bases[i], counts[i], next_offset, 10 + i, txn, now_ms=10 + i)
             next_offset += counts[i]
             if not lose_response:
                 acked[i] = appended_at[i]
@@ -708,7 +826,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
         self.now += dt
         decision = self.table.check(pid, epoch, seq, count, txn)
         if isinstance(decision, Append):
-            self.table.record(pid, epoch, seq, count, self.offset, self.now, txn)
+            self.table.record(pid, epoch, seq, count, self.offset, self.now, txn, now_ms=self.now)
             self.offset += count
         elif isinstance(decision, Duplicate):
             assert entry is not None and epoch == entry.epoch
@@ -754,7 +872,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
     def expire(self, dt: int, max_idle: int) -> None:
         self.now += dt
         before = {e.producer_id: e.txn_first_offset for e in self.table}
-        dropped = self.table.expire(self.now, max_idle)
+        dropped = [e.producer_id for e in self.table.expire(self.now, max_idle)]
         for pid in dropped:
             assert before[pid] is None
             assert pid not in self.table
@@ -763,8 +881,11 @@ class ProducerStateMachine(RuleBasedStateMachine):
     @rule(extra_seq=st.integers(0, INT32_MAX))
     def snapshot_roundtrip(self, extra_seq: int) -> None:
         snap = self.table.to_snapshot()
-        restored = ProducerStateTable.from_snapshot(msgpack.unpackb(msgpack.packb(snap)))
-        assert restored.to_snapshot() == snap
+        restored = ProducerStateTable.from_snapshot(
+            msgpack.unpackb(msgpack.packb(snap)), now_ms=self.now
+        )
+        # the table's clock is the load time; every entry's idle time is kept
+        assert restored.to_snapshot() == {**snap, "clock_ms": self.now}
         assert restored.describe() == self.table.describe()
         assert restored.first_unstable_offset() == self.table.first_unstable_offset()
         for probe in _probes(self.table, extra_seq):

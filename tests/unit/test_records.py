@@ -84,3 +84,53 @@ def test_corrupt_records_raise():
         pass
     else:
         raise AssertionError("corrupt record length accepted")
+
+
+def _build_ts(stamps: list[int], codec: int, offsets: list[int] | None = None) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 22)
+    for i, ts in enumerate(stamps):
+        b.append(offsets[i] if offsets else i, timestamp=ts, key=b"k%d" % i, value=b"v" * (i * 37 % 200),
+                 headers=[])
+    buf = bytearray(b.build())
+    wb.patch(buf, 0, 900, 1)
+    return bytes(buf)
+
+
+_stamp = st.one_of(st.integers(1_700_000_000_000 - 10**7, 1_700_000_000_000 + 10**7),
+                   st.integers(0, 2**40), st.integers(1_700_000_000_000, 1_700_000_000_300))
+
+
+@given(stamps=st.lists(_stamp, min_size=1, max_size=20), codec=st.sampled_from([0, 1, 2, 3, 4]),
+       gaps=st.lists(st.integers(1, 300), min_size=20, max_size=20))
+def test_timestamps_match_an_independent_reader(stamps, codec, gaps):
+    """Per-record (offset delta, timestamp) for every codec, with deltas of every varint
+    width (negative ones too: a batch's records need not be in time order) and offset
+    gaps (a cleaned batch), against aiokafka's reader; the true max is their max."""
+    offsets = [sum(gaps[:i]) for i in range(len(stamps))]
+    buf = _build_ts(stamps, codec, offsets)
+    h = wb.parse_header(buf)
+    _, recs = _read(buf)
+    want = [(off - 900, ts) for off, _, _, ts in recs]
+    assert wr.timestamps(buf, h) == want == [(o, t) for o, t in zip(offsets, stamps)]
+    assert wr.max_timestamp(buf) == max(stamps)
+
+
+@given(stamps=st.lists(_stamp, min_size=1, max_size=8), codec=st.sampled_from([0, 3]), dense=st.booleans())
+def test_timestamps_of_a_log_append_time_batch_are_its_max(stamps, codec, dense):
+    offsets = list(range(len(stamps))) if dense else [2 * i for i in range(len(stamps))]
+    buf = wb.stamp_log_append_time(_build_ts(stamps, codec, offsets), 123_456)
+    h = wb.parse_header(buf)
+    assert wr.timestamps(buf, h) == [(o, 123_456) for o in offsets]
+    assert wr.max_timestamp(buf, h) == 123_456
+
+
+def test_timestamps_of_a_corrupt_batch_raise():
+    buf = bytearray(_build_ts([5, 6], 0))
+    buf[wb.HEADER_SIZE] = 0x7F
+    try:
+        wr.timestamps(bytes(buf))
+    except wr.RecordsError:
+        pass
+    else:
+        raise AssertionError("corrupt record length accepted")

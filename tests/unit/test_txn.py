@@ -34,6 +34,7 @@ from kaas.domain.txn import (
     add_partitions,
     complete_end_txn,
     describe,
+    expired,
     init_producer_id,
     offset_hook_of,
     pending_dispatches,
@@ -1082,3 +1083,27 @@ TxnMachine.TestCase.settings = settings(
     max_examples=300, stateful_step_count=50, deadline=None
 )
 TestTxnMachine = TxnMachine.TestCase
+
+
+# --- transactional.id.expiration.ms ------------------------------------------------------
+
+
+@given(state=st.sampled_from(list(TxnState)), last=st.integers(0, 10**13), idle=st.integers(-(10**6), 10**9),
+       limit=st.integers(0, 7 * 24 * 3600 * 1000))
+def test_expired_only_without_an_open_transaction_and_by_coordinator_time(state, last, idle, limit):
+    """An id expires exactly when it is Empty or Complete* and the coordinator's clock is
+    more than the limit past its last transition; Ongoing and Prepare* never expire (the
+    reaper or the reconcile handles them), and nothing but the two coordinator times
+    takes part."""
+    meta = TxnMetadata(TID, 10, 0, state=state, last_update_ms=last,
+                       ongoing_since_ms=last if state is TxnState.Ongoing or state.is_prepared else 0)
+    want = state in (TxnState.Empty, TxnState.CompleteCommit, TxnState.CompleteAbort) and idle > limit
+    assert expired(meta, last + idle, limit) is want
+
+
+def test_slot_without_drops_one_entry():
+    a, b = TxnMetadata("a", 1, 0), TxnMetadata("b", 2, 0)
+    state = SlotState({"a": a, "b": b})
+    assert state.without("a").entries == {"b": b}
+    assert state.without("zz").entries == state.entries
+    assert state.entries == {"a": a, "b": b}  # unchanged

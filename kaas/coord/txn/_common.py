@@ -23,7 +23,7 @@ def new_stats() -> Stats:
     return {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
             "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0,
             "answered_before_markers": 0, "offset_hooks_sent": 0, "offset_hooks_applied": 0,
-            "offset_hooks_beside_markers": 0}
+            "offset_hooks_beside_markers": 0, "expired_ids": 0}
 
 
 def now_ms() -> int:

@@ -378,7 +378,8 @@ class TxnCoordinator:
     # ------------------------------------------------------------------ reaper + reconcile
 
     async def sweep(self) -> bool:
-        """One pass: abort timed-out Ongoing entries, finish every prepared one, then write
+        """One pass: abort timed-out Ongoing entries, finish every prepared one, drop ids
+        idle past ``transactional.id.expiration.ms`` with no transaction open, then write
         the Complete* states left in memory (by clients' EndTxn since the last pass, and by
         this pass). Only slots this broker owns.
 
@@ -398,12 +399,37 @@ class TxnCoordinator:
             except KaasError:
                 continue
             now = now_ms()
+            limit = self.broker.settings.transactional_id_expiration_ms
             for txn_id in sorted(state.entries):
                 meta = state.entries[txn_id]
                 if meta.state.is_prepared or dtxn.timed_out(meta, now):
                     again = not await self._sweep_one(slot, txn_id) or again
+                elif dtxn.expired(meta, now, limit):
+                    await self._expire_one(slot, txn_id, limit)
         await self.flush_slots()
         return again
+
+    async def _expire_one(self, slot: int, transactional_id: str, limit: int) -> None:
+        """Drop one transactional id idle past ``limit`` by this coordinator's clock (checked
+        again under the id's lock: a request may have come in since the pass read it)."""
+        try:
+            async with self.slots.locked(transactional_id):
+                if not self.broker.owns_slot(slot) or not await self.finisher.settled(transactional_id, 0):
+                    return
+                meta = await self.slots.get(slot, transactional_id)
+                now = now_ms()
+                if meta is None or not dtxn.expired(meta, now, limit):
+                    return
+                await self.slots.remove(slot, transactional_id)
+        except KaasError as exc:
+            log.warning("transactional_id_expiry_failed", transactional_id=transactional_id,
+                        error=exc.code.name)
+            return
+        self.stats["expired_ids"] += 1
+        log.info("transactional_id_expired", transactional_id=transactional_id, producer_id=meta.producer_id,
+                 producer_epoch=meta.producer_epoch, state=meta.state.value,
+                 last_update_ms=meta.last_update_ms, idle_ms=now - meta.last_update_ms,
+                 transactional_id_expiration_ms=limit)
 
     async def _sweep_one(self, slot: int, transactional_id: str) -> bool:
         """Abort one timed-out transaction, or finish one prepared; False when left unfinished."""

@@ -124,22 +124,38 @@ class Slots:
                 self.cache[slot] = new_state
                 self.unwritten.add(slot)
                 return
-            await hit("slot.before_write")
-            try:
-                await self.broker.run_io(self.store.save, slot, new_state)
-            except OSError as exc:
-                self.cache.pop(slot, None)
-                self.unwritten.discard(slot)
-                log.error("txn_slot_write_failed", slot=slot, error=str(exc))
-                raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
-            except BaseException:
-                self.cache.pop(slot, None)  # unknown whether the file changed
-                self.unwritten.discard(slot)
-                raise
-            self.cache[slot] = new_state
-            self.unwritten.discard(slot)
+            await self._save(slot, new_state)
         log.debug("txn_state", transactional_id=meta.transactional_id, state=meta.state.value,
                   producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, txn_seq=meta.txn_seq)
+
+    async def remove(self, slot: int, transactional_id: str) -> None:
+        """Drop the entry of ``transactional_id`` from its slot file (tmp + fsync + rename);
+        the caller holds the id's lock (an expired id: ``domain.txn.expired``)."""
+        async with held(self._slot_locks[slot]):
+            state = await self.load(slot, fill_cache=True)
+            if transactional_id in state.entries:
+                await self._save(slot, state.without(transactional_id))
+
+    async def _save(self, slot: int, new_state: SlotState) -> None:
+        """Write the slot file with ``new_state``; the caller holds the slot lock.
+
+        Raises:
+            KaasError: COORDINATOR_NOT_AVAILABLE when the write failed.
+        """
+        await hit("slot.before_write")
+        try:
+            await self.broker.run_io(self.store.save, slot, new_state)
+        except OSError as exc:
+            self.cache.pop(slot, None)
+            self.unwritten.discard(slot)
+            log.error("txn_slot_write_failed", slot=slot, error=str(exc))
+            raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+        except BaseException:
+            self.cache.pop(slot, None)  # unknown whether the file changed
+            self.unwritten.discard(slot)
+            raise
+        self.cache[slot] = new_state
+        self.unwritten.discard(slot)
 
     async def flush(self) -> None:
         """Write the slots whose last change (a Complete*) is only in memory."""
