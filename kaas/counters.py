@@ -69,7 +69,7 @@ def _api(api_key: int) -> ApiStats:
     return s
 
 
-def record_request(api_key: int, size_in: int, response: bytes | None, seconds: float) -> None:
+def record_request(api_key: int, size_in: int, response: bytes | memoryview | None, seconds: float) -> None:
     """One request answered (called by ``dispatch.execute``)."""
     s = API.get(api_key) or _api(api_key)
     s.requests += 1

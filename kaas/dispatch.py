@@ -33,7 +33,7 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 
-def _unsupported_api_versions(corr: int) -> bytes:
+def _unsupported_api_versions(corr: int) -> bytes | memoryview:
     """ApiVersions at a version we do not know: v0 layout, error 35, our key-18 range."""
     h = REGISTRY[API_VERSIONS]
     body = build(codec.response_class(API_VERSIONS, 0), {
@@ -53,12 +53,12 @@ class Prepared:
     handler: Any = None
     ctx: Context | None = None
     body: Any = None
-    response: bytes | None = None
+    response: bytes | memoryview | None = None
     size: int = 0  # request frame bytes on the wire (size prefix included), for metrics
     raw: bool = False  # a raw SASL token (after SaslHandshake v0): answered without a header
 
 
-def _raw_token(broker, frame: bytes, peer: str, lapses: int, session: Session) -> Prepared:
+def _raw_token(broker, frame: codec.Buffer, peer: str, lapses: int, session: Session) -> Prepared:
     """A frame of a SaslHandshake v0 exchange: the token, as the body of a SaslAuthenticate
     v0 (no correlation id: the answer carries none)."""
     handler = REGISTRY[SASL_AUTHENTICATE]
@@ -67,7 +67,7 @@ def _raw_token(broker, frame: bytes, peer: str, lapses: int, session: Session) -
     return Prepared(SASL_AUTHENTICATE, 0, -1, handler, ctx, body, size=len(frame) + 4, raw=True)
 
 
-def prepare(broker, frame: bytes, peer: str, lapses: int = 0, session: Session | None = None,
+def prepare(broker, frame: codec.Buffer, peer: str, lapses: int = 0, session: Session | None = None,
             now: float | None = None) -> Prepared:
     """Check the key/version and decode one frame, synchronously.
 
@@ -105,12 +105,12 @@ def prepare(broker, frame: bytes, peer: str, lapses: int = 0, session: Session |
     return Prepared(api_key, version, corr, handler, ctx, req.body, size=len(frame) + 4)
 
 
-async def execute(p: Prepared) -> bytes | None:
+async def execute(p: Prepared) -> bytes | memoryview | None:
     """Run a prepared request. Returns the framed response, or None (acks=0)."""
     if p.handler is None:
         return p.response
     t0 = perf_counter()
-    out = None
+    out: bytes | memoryview | None = None
     try:
         result = await p.handler.module.handle(p.ctx, p.body)
         if p.raw:  # a raw token's answer, or nothing (a failure: the connection closes)
@@ -128,7 +128,7 @@ async def execute(p: Prepared) -> bytes | None:
         counters.record_request(p.api_key, p.size, out, perf_counter() - t0)
 
 
-async def dispatch(broker, frame: bytes, peer: str) -> bytes | None:
+async def dispatch(broker, frame: codec.Buffer, peer: str) -> bytes | memoryview | None:
     """Answer one request frame.
 
     Returns:

@@ -93,6 +93,7 @@ class _Receiver:
             if got:
                 decoder.received(got)
             return bool(got)
+        data: bytes | bytearray
         if self.plain is not None:
             data = await self.plain.receive(256 * 1024)
         elif self.tls is not None:
@@ -135,7 +136,7 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
             logged = True
             log.warning(event, peer=peer, conn_id=conn_id, **kw)
 
-    async def send(out: list[bytes], close: Close | None) -> None:
+    async def send(out: list[bytes | memoryview], close: Close | None) -> None:
         """Send ``out`` (the caller holds the send lock), then carry out ``close``."""
         if out:
             await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))
@@ -188,7 +189,7 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
         send lock, so taking it after the handler keeps the order)."""
         slot = Slot()
         await answer(prepared, slot)
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         close = outcome(slot, out)
         await acquire(send_lock)  # without ``held``'s object (5% of a Heartbeat's CPU)
         try:

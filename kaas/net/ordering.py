@@ -63,7 +63,7 @@ class Slot:
 
     def __init__(self) -> None:
         self.ready = False
-        self.data: bytes | None = None
+        self.data: bytes | memoryview | None = None
         self.close: str | None = None
         self.close_after: str | None = None
 
@@ -118,11 +118,11 @@ class Ordering:
         """``take`` would hand out something (bytes or a close)."""
         return bool(self._queue) and self._queue[0].ready
 
-    def take(self) -> tuple[list[bytes], Close | None]:
+    def take(self) -> tuple[list[bytes | memoryview], Close | None]:
         """Every ready answer at the head of the queue, in order, as the bytes to send
         now (one send for all: a pipelining client gets them together), and the close that
         follows them, if any."""
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         queue = self._queue
         while queue and queue[0].ready:
             slot = queue.popleft()
@@ -134,7 +134,7 @@ class Ordering:
         return out, None
 
 
-def outcome(slot: Slot, out: list[bytes]) -> Close | None:
+def outcome(slot: Slot, out: list[bytes | memoryview]) -> Close | None:
     """Add the bytes of a finished ``slot`` to ``out``; the close it asks for, if any. (The
     inline path uses it for its one slot, ``take`` for each of the queue's.)"""
     if slot.close is not None:

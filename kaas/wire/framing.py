@@ -74,7 +74,7 @@ class FrameDecoder:
             del self._buf[: self._pos]
             self._pos = 0
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | bytearray) -> None:
         large = self._large
         if large is not None:
             take = min(len(large) - self._fill, len(data))
