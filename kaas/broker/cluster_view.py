@@ -11,11 +11,10 @@ broker resumes with an expired lease and applies the new assignment before writi
 
 from __future__ import annotations
 
-import time
-
 import structlog
 import trio
 
+from kaas.clock import SYSTEM, Clock
 from kaas.domain import membership as rules
 from kaas.domain.assignment import Assignment
 from kaas.domain.membership import LIST_WINDOW_S, REJOIN_HOLD_S, Peer
@@ -26,8 +25,9 @@ log = structlog.get_logger()
 
 
 class ClusterView:
-    def __init__(self, broker_id: int, session_timeout_ms: int, heartbeat_ms: int) -> None:
+    def __init__(self, broker_id: int, session_timeout_ms: int, heartbeat_ms: int, clock: Clock = SYSTEM) -> None:
         self.me = broker_id
+        self.clock = clock  # its monotonic time: liveness, the lease (one time base)
         self.draining = False  # this broker drains (SIGTERM): the controller moves its keys away
         self.session = session_timeout_ms / 1000
         self.list_window = max(3 * self.session, LIST_WINDOW_S)  # see listed()
@@ -39,7 +39,7 @@ class ClusterView:
         # times the lease was found lapsed: a connection accepted before the last lapse may
         # hold requests sent before peers declared this broker dead (WriteTxnMarkers checks)
         self.lapses = 0
-        self.started = time.monotonic()
+        self.started = self.clock.monotonic()
         self.assignment: Assignment | None = None
         self.controller_epoch = 0  # highest epoch file seen
         self.is_controller = False
@@ -55,14 +55,14 @@ class ClusterView:
     # ------------------------------------------------------------------ views
 
     def lease_valid(self) -> bool:
-        return time.monotonic() < self.lease_until
+        return self.clock.monotonic() < self.lease_until
 
     def alive(self) -> list[int]:
-        return rules.alive(self.me, self.draining, self.peers.values(), time.monotonic(), self.session)
+        return rules.alive(self.me, self.draining, self.peers.values(), self.clock.monotonic(), self.session)
 
     def alive_any(self) -> list[int]:
         """Alive brokers including draining ones (still serving until they relinquish)."""
-        return rules.alive_any(self.me, self.peers.values(), time.monotonic(), self.session)
+        return rules.alive_any(self.me, self.peers.values(), self.clock.monotonic(), self.session)
 
     def listed(self) -> list[int]:
         """The brokers Metadata names: every broker heard from within ``list_window``
@@ -74,7 +74,7 @@ class ClusterView:
         seconds, clients got one-broker Metadata answers, and a copier's
         send_offsets_to_transaction hung for good). Apache lists a broker until
         broker.session.timeout.ms (9 s) without a heartbeat; this is the same window."""
-        return rules.listed(self.me, self.peers.values(), time.monotonic(), self.list_window)
+        return rules.listed(self.me, self.peers.values(), self.clock.monotonic(), self.list_window)
 
     def is_alive_any(self, broker_id: int) -> bool:
         """``broker_id in alive_any()``, without building the list (asked on every
@@ -82,7 +82,7 @@ class ClusterView:
         if broker_id == self.me:
             return True
         p = self.peers.get(broker_id)
-        return p is not None and p.live(time.monotonic(), self.session)
+        return p is not None and p.live(self.clock.monotonic(), self.session)
 
     def suspect(self, broker_id: int, pid: int) -> None:
         """The presence connection to process ``pid`` of ``broker_id`` ended
@@ -113,13 +113,13 @@ class ClusterView:
     def applied_everywhere(self, version: int) -> bool:
         """Has every live broker (this one included) applied assignment ``version``?"""
         return rules.applied_everywhere(version, self.me, self.applied_version, self.peers.values(),
-                                        time.monotonic(), self.session)
+                                        self.clock.monotonic(), self.session)
 
     def acknowledged(self) -> bool:
         """Has every live peer read a heartbeat of this incarnation (or, after a lapsed
         lease, one written since)? Its ``seen`` entry for us proves that its tick noticed
         us alive and unloaded the groups it held for us, so we may write their files."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         return rules.acknowledged(self.me, self.first_counter, self.peers.values(), now, self.session,
                                   now - self.started)
 

@@ -5,7 +5,6 @@ administration is ``broker.admin`` (``broker.topic_admin``)."""
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 
 import structlog
@@ -17,7 +16,7 @@ from kaas.broker.acls import Acls
 from kaas.broker.cluster_view import ClusterView
 from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
-from kaas.clock import wall_ms
+from kaas.clock import SYSTEM, Clock
 from kaas.coord.group import GroupCoordinator
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain import replicas, routing
@@ -34,10 +33,6 @@ from kaas.wire import batch as wb
 log = structlog.get_logger()
 GROUP_OWNER_CACHE_MAX = 1 << 16
 GROUP_OWNER_VIEW_S = 0.001  # how long group_owner trusts the membership it looked at
-
-
-def now_ms() -> int:
-    return wall_ms()
 
 
 def fs_type(path) -> str:
@@ -87,8 +82,9 @@ class BrokerInfo:
 class Broker:
     """Everything a handler may touch. Created by ``net.server`` per process."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, clock: Clock = SYSTEM) -> None:
         self.settings = settings
+        self.clock = clock  # the one source of time of this broker and all it holds
         self.id = settings.broker_id
         self.layout = Layout(settings.data)
         self.layout.ensure()
@@ -101,14 +97,14 @@ class Broker:
         self.offline: dict[tuple[str, int], str] = {}
         self._data_event = trio.Event()
         self.nursery: trio.Nursery | None = None
-        self.started_ms = now_ms()
+        self.started_ms = clock.wall_ms()
         self.fsync_count = 0
         self.fsync_seconds = 0.0
         self.stopping = False
         self.connections = 0
         self.txn: TxnCoordinator | None = None  # created by tasks.serve_broker
         self.groups = GroupCoordinator(self)
-        self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms)
+        self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms, clock)
         self._group_owners: dict[str, int | None] = {}  # group_owner's, for _group_owners_view
         self._group_owners_view: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._group_owners_checked = -1.0  # monotonic time the view was last computed
@@ -164,11 +160,11 @@ class Broker:
         if key in self.partitions:
             return self.partitions[key]
         plog = PartitionLog(self.layout.partition_dir(meta.name, index),
-                            configs.log_config(self.settings, meta.configs))
+                            configs.log_config(self.settings, meta.configs), clock=self.clock.wall_ms)
         try:
-            t0 = time.monotonic()
+            t0 = self.clock.monotonic()
             epoch = await trio.to_thread.run_sync(plog.open, epoch)
-            took = time.monotonic() - t0
+            took = self.clock.monotonic() - t0
             self.takeovers += 1
             self.takeover_seconds += took
             counters.observe_takeover(took)
@@ -315,7 +311,7 @@ class Broker:
         changes it, and a group moves only once its new owner holds a lease and has been
         acknowledged (``GroupCoordinator.check_owner``), which takes ticks, not a millisecond."""
         cache = self._group_owners
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now - self._group_owners_checked >= GROUP_OWNER_VIEW_S or self._group_owners_view is None:
             self._group_owners_checked = now
             view = (tuple(self.registered_brokers()), tuple(self.alive_brokers()))

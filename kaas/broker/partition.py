@@ -16,7 +16,6 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
-from kaas.clock import wall_ms
 from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import KaasError
 from kaas.storage.partition_log import AppendResult, PartitionLog, ReadResult
@@ -24,10 +23,6 @@ from kaas.wire import batch as wb
 
 if TYPE_CHECKING:
     from kaas.broker.ports import PartitionHost
-
-
-def now_ms() -> int:
-    return wall_ms()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +150,7 @@ class Partition:
         if isinstance(d, Reject):
             return None
         records = wb.control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
-                                   coordinator_epoch=coordinator_epoch, timestamp=now_ms())
+                                   coordinator_epoch=coordinator_epoch, timestamp=self.broker.clock.wall_ms())
         return self.append(records, wb.parse_header(records))
 
     def read(self, offset: int, max_bytes: int, limit: int, min_one: bool = True) -> ReadResult:
@@ -194,7 +189,7 @@ class Partition:
                 raise KaasError(ErrorCode(int(d.code)), d.reason)
         append_time = -1
         if log_append_time:
-            append_time = now_ms()
+            append_time = self.broker.clock.wall_ms()
             records = wb.stamp_log_append_time(records, append_time)
             header = wb.parse_header(records)
         res = self.append(records, header)

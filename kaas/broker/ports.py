@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from kaas.broker.cluster_view import ClusterView
+    from kaas.clock import Clock
     from kaas.settings import Settings
     from kaas.storage.paths import Layout
     from kaas.storage.topics import TopicStore
@@ -28,6 +29,10 @@ P_contra = TypeVar("P_contra", contravariant=True)
 
 class PartitionHost(Protocol[P_contra]):
     """The broker as one of its led partitions sees it."""
+
+    @property
+    def clock(self) -> Clock:
+        """The broker's time (append times, marker timestamps)."""
 
     @property
     def cluster(self) -> ClusterView:

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker
 
+from kaas.clock import Clock
 from kaas.settings import Settings
 from kaas.storage.partition_log import AppendResult, PartitionLog
 from kaas.storage.paths import Layout
@@ -94,7 +95,11 @@ class ClusterView(Protocol):
 
 
 class Host(Protocol):
-    """What every coordinator uses: settings, the volume, file work, group placement."""
+    """What every coordinator uses: settings, the time, the volume, file work, group placement."""
+
+    @property
+    def clock(self) -> Clock:
+        """The broker's one clock (session and transaction timeouts, commit times)."""
 
     @property
     def settings(self) -> Settings: ...

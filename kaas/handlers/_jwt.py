@@ -9,11 +9,11 @@ from __future__ import annotations
 import base64
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kaas.clock import SYSTEM
 from kaas.domain.oauthbearer import JwtToken, OAuthError
 
 _ALG_KTY = {"RS256": "RSA", "ES256": "EC"}
@@ -63,7 +63,7 @@ class Jwks:
 
     RECHECK_S = 1.0
 
-    def __init__(self, path: str | os.PathLike, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, path: str | os.PathLike, clock: Callable[[], float] = SYSTEM.monotonic) -> None:
         self.path = Path(path)
         self._clock = clock
         self._stamp: tuple[int, int, int] | None = None

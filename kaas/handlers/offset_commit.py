@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from kaas.clock import wall_ms
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 from kaas.storage.offset_store import Committed
@@ -13,8 +12,7 @@ API_KEY = 8
 VERSIONS = (2, 9)
 
 
-def partition_offsets(topics) -> dict:
-    now = wall_ms()
+def partition_offsets(topics, now: int) -> dict:
     return {(t.name, p.partition_index): Committed(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                                                    p.committed_metadata, now)
             for t in topics for p in t.partitions}
@@ -37,7 +35,7 @@ async def handle(ctx, req) -> dict:
         code = await ctx.broker.groups.commit(
             req.group_id, member_id=req.member_id or "", group_instance_id=getattr(req, "group_instance_id", None),
             generation_id=generation,
-            offsets={tp: c for tp, c in partition_offsets(req.topics).items()
+            offsets={tp: c for tp, c in partition_offsets(req.topics, ctx.broker.clock.wall_ms()).items()
                      if known.get(tp[0]) is not None and tp[0] not in denied})
     except KaasError as exc:
         code = exc.code

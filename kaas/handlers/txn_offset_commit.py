@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from kaas.clock import wall_ms
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import partition_exists
@@ -28,7 +27,7 @@ def _everywhere(req, code: ErrorCode) -> dict:
 
 async def handle(ctx, req) -> dict:
     broker = ctx.broker
-    now = wall_ms()
+    now = broker.clock.wall_ms()
     offsets = {}
     unknown = set()
     denied = set()

@@ -53,7 +53,6 @@ import structlog
 import trio
 
 from kaas import counters
-from kaas.clock import wall_ms
 from kaas.handlers import REGISTRY
 
 log = structlog.get_logger()
@@ -150,7 +149,7 @@ class BrokerCollector:
         lag = GaugeMetricFamily("kaas_log_cleaner_dirty_ratio",
                                 "Cleaner lag: dirty share of each led compacted partition's cleanable bytes.",
                                 labels=["topic", "partition"])
-        now = wall_ms()
+        now = b.clock.wall_ms()
         for p in parts:
             if p.log.config.compact:
                 lag.add_metric([p.topic, str(p.index)], p.log.dirty_ratio(now)[1])

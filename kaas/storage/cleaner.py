@@ -35,6 +35,7 @@ from pathlib import Path
 
 import msgpack
 
+from kaas.clock import SYSTEM
 from kaas.domain import compaction as plan_mod
 from kaas.errors import CorruptState
 from kaas.storage import atomic, fs
@@ -114,7 +115,7 @@ def prepare(job: Job) -> Prepared:
         CorruptState: a segment holds a batch whose records cannot be read.
     """
     out = Prepared(job)
-    t0 = time.monotonic()
+    t0 = SYSTEM.monotonic()  # the throttle's: real time, in a worker thread
     batches: list[plan_mod.BatchInfo] = []
     located: list[tuple[int, int, wb.BatchHeader]] = []  # (segment index, position, header)
     data: list[bytes] = []
@@ -318,6 +319,6 @@ def _unlink(path: Path) -> None:
 
 def _throttle(job: Job, done_bytes: int, t0: float) -> None:
     if job.max_bytes_per_s > 0:
-        ahead = done_bytes / job.max_bytes_per_s - (time.monotonic() - t0)
+        ahead = done_bytes / job.max_bytes_per_s - (SYSTEM.monotonic() - t0)
         if ahead > 0:
             time.sleep(ahead)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from kaas.clock import SYSTEM
 
 FORMAT = 1
 
@@ -35,7 +36,7 @@ class Notice:
 def encode(broker_id: int, pid: int, returncode: int | None, now: float | None = None) -> bytes:
     """The bytes of one notice."""
     return json.dumps({"format": FORMAT, "broker_id": broker_id, "pid": pid,
-                       "reaped_at": time.time() if now is None else now, "exit": returncode}).encode()
+                       "reaped_at": SYSTEM.wall_ms() / 1000 if now is None else now, "exit": returncode}).encode()
 
 
 def read_all(directory: Path) -> dict[int, Notice]:

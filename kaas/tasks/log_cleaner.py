@@ -7,12 +7,9 @@ swap is a few renames, and the in-memory segments change on the trio thread.
 
 from __future__ import annotations
 
-import time
-
 import structlog
 import trio
 
-from kaas.clock import wall_ms
 from kaas.errors import CorruptState, KaasError
 from kaas.storage import cleaner
 
@@ -30,10 +27,6 @@ class Stats:
     failures = 0
 
 
-def _now_ms() -> int:
-    return wall_ms()
-
-
 async def serve_log_cleaner(broker, task_status=trio.TASK_STATUS_IGNORED) -> None:
     task_status.started()
     period = broker.settings.log_cleaner_backoff_ms / 1000
@@ -48,7 +41,7 @@ async def serve_log_cleaner(broker, task_status=trio.TASK_STATUS_IGNORED) -> Non
 async def clean_partition(broker, part) -> cleaner.Prepared | None:
     """Roll an idle active segment and run one pass if the partition is dirty enough."""
     plog = part.log
-    now = _now_ms()
+    now = broker.clock.wall_ms()
     try:
         if plog.maybe_roll_idle(now):
             log.debug("segment_rolled_idle", topic=part.topic, partition=part.index)
@@ -58,7 +51,7 @@ async def clean_partition(broker, part) -> cleaner.Prepared | None:
     job = plog.clean_job(now, broker.settings.log_cleaner_io_max_bytes_per_second)
     if job is None:
         return None
-    t0 = time.monotonic()
+    t0 = broker.clock.monotonic()
     try:
         with plog.cleaning_pass():
             prepared = await trio.to_thread.run_sync(cleaner.prepare, job, abandon_on_cancel=False)
@@ -78,5 +71,5 @@ async def clean_partition(broker, part) -> cleaner.Prepared | None:
     log.info("log_cleaned", topic=part.topic, partition=part.index, segments=len(job.segments),
              rewritten=len(prepared.changed), bytes_read=prepared.bytes_read,
              bytes_written=prepared.bytes_written, records_removed=prepared.records_removed,
-             clean_offset=state["clean_offset"], seconds=round(time.monotonic() - t0, 3))
+             clean_offset=state["clean_offset"], seconds=round(broker.clock.monotonic() - t0, 3))
     return prepared

@@ -24,7 +24,6 @@ lease ran out under load (see docs/performance.rst, "Lease lapses under load").
 from __future__ import annotations
 
 import os
-import time
 
 import structlog
 import trio
@@ -48,10 +47,11 @@ class Membership:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.view = broker.cluster
+        self.clock = broker.clock  # one time base: the broker's monotonic clock
         self.layout = broker.layout
         self._assignment_file = AssignmentFile(self.layout.assignment)
         self._became_leader_version: dict[tuple[str, int], int] = {}
-        self._next_beat = 0.0  # trio clock: when the next heartbeat is due
+        self._next_beat = 0.0  # self.clock.monotonic(): when the next heartbeat is due
         self._last_published: tuple | None = None
         self._peers_dirty = False
         self._noticed: dict[int, deaths.Notice] = {}  # the death notice acted on, per broker
@@ -70,15 +70,15 @@ class Membership:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._serve_doorbell)
             while True:
-                with trio.move_on_at(self._next_beat):
+                with trio.move_on_after(max(0.0, self._next_beat - self.clock.monotonic())):
                     await view.wait_woken()
                 view.clear_wake()  # a wake during the tick below runs another one
-                beat = trio.current_time() >= self._next_beat
+                beat = self.clock.monotonic() >= self._next_beat
                 try:
                     await self._tick(beat=beat)
                 except (OSError, CorruptState) as exc:
                     log.error("cluster_tick_failed", error=str(exc))
-                    self._next_beat = trio.current_time() + view.period
+                    self._next_beat = self.clock.monotonic() + view.period
 
     async def _serve_doorbell(self) -> None:
         """Wake the tick when the cluster state changes on a local volume: a heartbeat, a
@@ -127,7 +127,7 @@ class Membership:
         return cluster_files.last_counter(self.layout, self.broker.id)
 
     async def _tick(self, *, beat: bool = True) -> None:
-        t0 = time.monotonic()
+        t0 = self.clock.monotonic()
         broker = self.broker
         await broker.run_io(self._read_peers)
         try:
@@ -164,7 +164,7 @@ class Membership:
         killed a live peer."""
         self._peers_dirty = False
         view, me = self.view, self.broker.id
-        now = time.monotonic()
+        now = self.clock.monotonic()
         material = False
         for obj in cluster_files.read_heartbeats(self.layout):
             material |= rules.absorb_heartbeat(view.peers, obj, now, view.session)
@@ -206,7 +206,7 @@ class Membership:
                "controller_epoch": view.controller_epoch,
                "pending": sorted(published[2]),
                "seen": {str(p.broker_id): p.counter for p in view.peers.values() if p.broker_id != broker.id}}
-        self._next_beat = trio.current_time() + view.period
+        self._next_beat = self.clock.monotonic() + view.period
         try:
             await broker.run_io(lambda: cluster_files.write_heartbeat(self.layout, broker.id, obj, fsync=s.fsync))
         except OSError as exc:
@@ -216,10 +216,10 @@ class Membership:
         self._last_published = published
         if view.first_counter is None:
             view.first_counter = counter
-        if view.lease_until and time.monotonic() > view.lease_until:
+        if view.lease_until and self.clock.monotonic() > view.lease_until:
             # We were paused or starved past our lease: peers may have taken our keys and
             # written their files. Forget cached coordinator state; reload from the volume.
-            log.warning("lease_lapsed", late_s=round(time.monotonic() - view.lease_until, 3))
+            log.warning("lease_lapsed", late_s=round(self.clock.monotonic() - view.lease_until, 3))
             view.lapses += 1
             view.first_counter = counter  # peers must read this heartbeat before we serve groups
             for gid in list(broker.groups.groups):
@@ -230,7 +230,7 @@ class Membership:
         view.lease_until = t0 + view.session / 2
         if broker.id not in view.peers:
             view.peers[broker.id] = Peer(broker.id, s.inter_broker.advertised_host, s.inter_broker.advertised_port,
-                                         view.counter, time.monotonic(), view.applied_version, view.draining,
+                                         view.counter, self.clock.monotonic(), view.applied_version, view.draining,
                                          listeners=rules.parse_listeners(rules.listeners_field(s.all_listeners)))
 
     # ------------------------------------------------------------------ controller
@@ -259,7 +259,7 @@ class Membership:
         # certain; silence in our first session is not).
         dead = view.peers.get(owner) if owner is not None else None
         noticed_dead = dead is not None and dead.dead_counter is not None
-        if time.monotonic() - view.started < view.session and owner is not None and not noticed_dead:
+        if self.clock.monotonic() - view.started < view.session and owner is not None and not noticed_dead:
             return
         if view.draining:
             view.is_controller = False
@@ -309,7 +309,7 @@ class Membership:
         Apache, too, moves leadership back to a returning broker only later, by
         preferred-leader election)."""
         view = self.view
-        return rules.placeable(view.alive(), self.broker.id, view.peers, time.monotonic(), view.rejoin_hold)
+        return rules.placeable(view.alive(), self.broker.id, view.peers, self.clock.monotonic(), view.rejoin_hold)
 
     def _read_assignment_file(self) -> Assignment | None:
         try:
@@ -345,10 +345,10 @@ class Membership:
             rules.track_leadership(prev, a, me, view._since, self._became_leader_version)
         view.applied_version = a.version
         # 3. take over what the hand-off rule allows
-        if not view.lease_valid() and time.monotonic() - view.started > view.session:
+        if not view.lease_valid() and self.clock.monotonic() - view.started > view.session:
             # our lease lapsed (e.g. we were paused): heartbeat first, take over next tick
             return
-        now = time.monotonic()
+        now = self.clock.monotonic()
         took = False
         for key, version in list(self._became_leader_version.items()):
             if key in broker.partitions:

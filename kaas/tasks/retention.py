@@ -9,7 +9,6 @@ import structlog
 import trio
 
 from kaas.broker import Broker
-from kaas.clock import wall_ms
 
 log = structlog.get_logger()
 
@@ -19,7 +18,7 @@ async def serve_retention(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORE
     task_status.started()
     while True:
         await trio.sleep(settings.retention_check_ms / 1000)
-        now = wall_ms()
+        now = broker.clock.wall_ms()
         for part in list(broker.partitions.values()):
             if part.syncing or part.closed:
                 continue

@@ -42,6 +42,7 @@ from kio.schema.offset_commit.v8.request import (
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from kaas.broker import Broker
+from kaas.clock import TrioClock
 from kaas.domain import scram
 from kaas.domain.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from kaas.handlers.session import Session
@@ -281,10 +282,11 @@ async def test_admin_requests_answer_denied_parts_and_do_the_rest(tmp_path):
         assert broker.topics.get("mine-2") is None and broker.topics.get("theirs") is not None
 
 
-async def test_file_written_elsewhere_is_reloaded_within_a_second(tmp_path):
+async def test_file_written_elsewhere_is_reloaded_within_a_second(shm_path, autojump_clock):
     """The reload loop: a file replaced by another broker (here: by hand) is in force within a
-    second, without inotify too; a corrupt one is refused with the last good ACLs kept."""
-    async with open_broker(tmp_path, inotify=False) as (broker, nursery), \
+    second, without inotify too; a corrupt one is refused with the last good ACLs kept. (On
+    trio's MockClock: the seconds below take no real time.)"""
+    async with open_broker(shm_path, inotify=False, clock=TrioClock(autojump_clock)) as (broker, nursery), \
             open_client(broker, nursery, ALICE) as alice:
         assert (await alice.call(init_pid("tx"))).error_code == ErrorCode.transactional_id_authorization_failed
         other = AclFile(acls_path(broker.layout.cluster), fsync=False)

@@ -31,6 +31,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from kaas.broker import Broker
+from kaas.clock import SYSTEM, Clock
 from kaas.handlers import versions_table
 from kaas.net.connection import serve_connection
 from kaas.settings import Settings
@@ -43,13 +44,14 @@ MAX_REQUEST = 64 * 1024
 
 
 @asynccontextmanager
-async def open_broker_in(tmp_path, before: Callable[[Broker], None] | None = None,
+async def open_broker_in(tmp_path, before: Callable[[Broker], None] | None = None, clock: Clock = SYSTEM,
                          **settings: Any) -> AsyncIterator[tuple[Broker, trio.Nursery]]:
     """One broker on ``tmp_path`` with ``settings``, joined to its (one-broker) cluster: the
     controller, holding its lease, coordinating every group and slot; and the nursery its
-    loops run in. ``before`` sees the broker before its loops start (files to write)."""
+    loops run in. ``before`` sees the broker before its loops start (files to write);
+    ``clock``, its time (``TrioClock(autojump_clock)`` runs its timers on trio's MockClock)."""
     broker = Broker(Settings(**{"broker_id": 0, "data": tmp_path / "data", "fsync": False, "advertise_port": 19092,
-                                "auto_create_topics": False, **settings}))
+                                "auto_create_topics": False, **settings}), clock)
     if before is not None:
         before(broker)
     async with trio.open_nursery() as root:

@@ -16,6 +16,7 @@ import pytest
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas.clock import SYSTEM, Clock
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain.routing import txn_slot
 from kaas.domain.txn import TxnState
@@ -188,13 +189,13 @@ async def test_a_failed_rewrite_keeps_the_whole_entry_and_the_next_pass_finishes
 # ----------------------------------------------------------------------------- groups, membership
 
 
-async def started_broker(tmp_path, **settings):
+async def started_broker(tmp_path, clock: Clock = SYSTEM, **settings):
     """A real ``Broker`` whose membership tick ran: it is the controller, holds its lease and
-    coordinates every group and slot."""
+    coordinates every group and slot. ``clock``: its time (``tests.clocks``)."""
     from kaas.broker import Broker
     from kaas.settings import Settings
 
-    broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=True, **settings))
+    broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=True, **settings), clock)
     await tick(broker)
     await tick(broker)
     assert broker.cluster.lease_valid() and broker.cluster.is_controller

@@ -9,19 +9,17 @@ import json
 import pytest
 from kio.schema.errors import ErrorCode
 
-import kaas.coord.group.coordinator as gc
 from kaas.coord.group import GroupCoordinator
 from kaas.storage.offset_store import Committed
+from tests.clocks import SteppedWall
 from tests.component.test_coordinator_disk_faults import started_broker
 
 SESSION = 6_000
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    now = [1_000_000]
-    monkeypatch.setattr(gc, "now_ms", lambda: now[0])
-    return now
+def clock() -> SteppedWall:
+    return SteppedWall(1_000_000)
 
 
 def on_file(groups: GroupCoordinator, group: str) -> dict:
@@ -33,9 +31,9 @@ def heard(groups: GroupCoordinator, group: str) -> dict[str, int]:
 
 
 async def test_heartbeat_times_reach_the_file_and_a_new_coordinator_counts_from_them(tmp_path, clock):
-    broker = await started_broker(tmp_path, group_initial_rebalance_delay_ms=0)
+    broker = await started_broker(tmp_path, clock, group_initial_rebalance_delay_ms=0)
     groups = broker.groups
-    t0 = clock[0]
+    t0 = clock.now_ms
     reply = await groups.join("g", member_id="", group_instance_id=None, client_id="c", client_host="h",
                               session_timeout_ms=SESSION, rebalance_timeout_ms=SESSION,
                               protocol_type="consumer", protocols=[("range", b"")], require_known_member=False)
@@ -46,37 +44,37 @@ async def test_heartbeat_times_reach_the_file_and_a_new_coordinator_counts_from_
     assert on_file(groups, "g")["state"] == "Stable" and heard(groups, "g") == {member: t0}
 
     # heartbeats within a third of a session: nothing written
-    clock[0] = t0 + SESSION // 3 - 1
+    clock.now_ms = t0 + SESSION // 3 - 1
     assert groups.heartbeat("g", member, None, gen) == ErrorCode.none
     before = groups.store.path("g").read_bytes()
     await groups._persist_membership(groups.groups["g"])
     assert groups.store.path("g").read_bytes() == before
     # a third of a session late: written
-    clock[0] = t0 + SESSION // 3 + 1
+    clock.now_ms = t0 + SESSION // 3 + 1
     assert groups.heartbeat("g", member, None, gen) == ErrorCode.none
     await groups._persist_membership(groups.groups["g"])
     assert heard(groups, "g") == {member: t0 + SESSION // 3 + 1}
     # an offset commit writes the file anyway: it carries the latest heartbeat along
-    clock[0] += 500
+    clock.now_ms += 500
     assert await groups.commit("g", member_id=member, group_instance_id=None, generation_id=gen,
                                offsets={("t", 0): Committed(7)}) == ErrorCode.none
-    last = clock[0]
+    last = clock.now_ms
     assert heard(groups, "g") == {member: last}
 
     # the member dies; much later another coordinator (fresh memory) loads the group
     fresh = GroupCoordinator(broker)
-    clock[0] = last + 60_000
+    clock.now_ms = last + 60_000
     e = fresh._loaded("g")
     assert e is not None and e.group.generation_id == gen
     m = e.group.members[member]
-    assert m.last_heartbeat_ms == last and m.session_deadline_ms == clock[0] + SESSION // 2
+    assert m.last_heartbeat_ms == last and m.session_deadline_ms == clock.now_ms + SESSION // 2
     # loading wrote nothing; nor does the timer loop's check while nobody is heard from
     before = groups.store.path("g").read_bytes()
     await fresh._persist_membership(e)
     assert groups.store.path("g").read_bytes() == before
     # its session ends half a session after the load, not a whole one
-    clock[0] += SESSION // 2
-    e.group.tick(clock[0])
+    clock.now_ms += SESSION // 2
+    e.group.tick(clock.now_ms)
     assert member not in e.group.members
     await fresh._persist_membership(e)
     assert on_file(groups, "g") == {"state": "Empty", "generation": gen + 1, "protocol_type": "consumer"}
@@ -87,7 +85,7 @@ async def test_heartbeat_times_reach_the_file_and_a_new_coordinator_counts_from_
 async def test_a_file_without_heartbeat_times_restarts_sessions_on_load(tmp_path, clock):
     """Files written before heartbeat times were kept (format 1 all the same) still load:
     every session starts afresh, Apache's rule."""
-    broker = await started_broker(tmp_path)
+    broker = await started_broker(tmp_path, clock)
     groups = broker.groups
     path = groups.store.path("old")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,8 +97,8 @@ async def test_a_file_without_heartbeat_times_restarts_sessions_on_load(tmp_path
                                                "protocol": "range", "leader": "m-1", "members": [member]}}))
     e = groups._loaded("old")
     assert e is not None and e.group.generation_id == 4
-    assert e.group.members["m-1"].session_deadline_ms == clock[0] + SESSION
+    assert e.group.members["m-1"].session_deadline_ms == clock.now_ms + SESSION
     # the first write of the group adds the heartbeat times (format stays 1)
     await groups._persist_membership(e)
     obj = json.loads(path.read_bytes())
-    assert obj["format"] == 1 and obj["membership"]["members"][0]["last_heartbeat_ms"] == clock[0]
+    assert obj["format"] == 1 and obj["membership"]["members"][0]["last_heartbeat_ms"] == clock.now_ms

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-import kaas.broker.partition
 from kaas.handlers import Context, create_topics, list_offsets, metadata, produce
 from kaas.wire import batch as wb
 from kaas.wire import codec
 from kaas.wire.build import build
+from tests.clocks import SteppedWall
 from tests.component.test_coordinator_disk_faults import started_broker
 from tests.component.ticks import tick
 
@@ -67,26 +67,24 @@ def stored_headers(part) -> list[wb.BatchHeader]:
 
 
 @pytest.fixture
-def clock(monkeypatch):
+def clock() -> SteppedWall:
     """The broker's wall clock at append, stepped by hand."""
-    now = [5_000]
-    monkeypatch.setattr(kaas.broker.partition, "now_ms", lambda: now[0])
-    return now
+    return SteppedWall(5_000)
 
 
 async def test_log_append_time_stamps_answers_and_finds_by_append_time(tmp_path, clock):
-    broker = await started_broker(tmp_path)
+    broker = await started_broker(tmp_path, clock)
     part = await open_topic(broker, "lat", {"message.timestamp.type": "LogAppendTime"})
     create_time = 10**12  # far in the future of the fake clock: the stamp must win
     times = []
     for i in range(3):
-        clock[0] = 5_000 + 1_000 * i
+        clock.now_ms = 5_000 + 1_000 * i
         batch = wb.build_batch(base_timestamp=create_time - i, records=[(b"k", b"v%d" % i), (None, b"w")])
         out = await produce_one(broker, "lat", batch)
         assert out["error_code"] == ErrorCode.none
         assert out["base_offset"] == 2 * i
-        assert out["log_append_time"] == clock[0]
-        times.append(clock[0])
+        assert out["log_append_time"] == clock.now_ms
+        times.append(clock.now_ms)
 
     heads = stored_headers(part)
     assert [h.max_timestamp for h in heads] == times
@@ -104,20 +102,20 @@ async def test_log_append_time_stamps_answers_and_finds_by_append_time(tmp_path,
 
 
 async def test_an_idempotent_retry_gets_the_original_append_time(tmp_path, clock):
-    broker = await started_broker(tmp_path)
+    broker = await started_broker(tmp_path, clock)
     part = await open_topic(broker, "lat-idem", {"message.timestamp.type": "LogAppendTime"})
     batch = wb.build_batch(base_timestamp=1, producer_id=77, producer_epoch=0, base_sequence=0,
                            records=[(None, b"a"), (None, b"b")])
     first = await produce_one(broker, "lat-idem", batch)
     assert (first["error_code"], first["base_offset"], first["log_append_time"]) == (ErrorCode.none, 0, 5_000)
-    clock[0] = 9_000
+    clock.now_ms = 9_000
     retry = await produce_one(broker, "lat-idem", batch)
     assert (retry["error_code"], retry["base_offset"], retry["log_append_time"]) == (ErrorCode.none, 0, 5_000)
     assert part.high_watermark == 2  # written once
 
 
 async def test_create_time_topics_keep_the_producers_bytes(tmp_path, clock):
-    broker = await started_broker(tmp_path)
+    broker = await started_broker(tmp_path, clock)
     part = await open_topic(broker, "ct", {})
     batch = wb.build_batch(base_timestamp=123, max_timestamp=456, records=[(None, b"x")])
     out = await produce_one(broker, "ct", batch, acks=1)

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
 from kaas.broker import Partition
+from kaas.clock import SYSTEM
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain.routing import txn_slot
 from kaas.domain.txn import TxnState
@@ -29,6 +30,7 @@ from kaas.storage.partition_log import LogConfig, PartitionLog
 from kaas.storage.paths import Layout
 from kaas.tasks import txn as txn_tasks
 from kaas.wire import batch as wb
+from tests.clocks import SteppedWall
 
 V = 3  # request version used for AddPartitions/EndTxn (PRODUCER_FENCED from v2)
 
@@ -67,6 +69,7 @@ class FakeBroker:
         self.cluster = SimpleNamespace(lease_valid=lambda: True)
         self.memory_backed = False
         self.controller_epoch = 1
+        self.clock = SYSTEM
 
     async def run_io(self, fn, *args):
         return await trio.to_thread.run_sync(fn, *args)
@@ -417,13 +420,11 @@ async def test_reaper_aborts_and_bumps(cluster):
     assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.producer_fenced
 
 
-async def test_idle_transactional_ids_expire_by_the_coordinators_clock(cluster, monkeypatch):
+async def test_idle_transactional_ids_expire_by_the_coordinators_clock(cluster):
     """transactional.id.expiration.ms: the sweep drops an id with no transaction open once
     the coordinator's clock is past its last transition by more than the limit (not at the
     limit), keeps an Ongoing one, and the id's next InitProducerId gets a new pid."""
     import dataclasses
-
-    from kaas.coord.txn import coordinator as coord_mod
 
     world, (b0, _b1, _b2) = cluster
     b0.settings = dataclasses.replace(b0.settings, transactional_id_expiration_ms=5_000)
@@ -436,10 +437,10 @@ async def test_idle_transactional_ids_expire_by_the_coordinators_clock(cluster, 
     last = state_of(b0, "done").last_update_ms
     assert state_of(b0, "done").state is TxnState.CompleteCommit
 
-    monkeypatch.setattr(coord_mod, "now_ms", lambda: last + 5_000)
+    b0.clock = SteppedWall(last + 5_000)
     await b0.txn.sweep()
     assert state_on_file(b0, "done") is not None
-    monkeypatch.setattr(coord_mod, "now_ms", lambda: last + 5_001)
+    b0.clock.now_ms = last + 5_001
     await b0.txn.sweep()
     assert state_on_file(b0, "done") is None and state_of(b0, "done") is None
     assert b0.txn.stats["expired_ids"] == 1

@@ -20,17 +20,12 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.aio import Wakeup
-from kaas.clock import wall_ms
 from kaas.coord.ports import GroupBroker
 from kaas.domain.group import Effect, Group, GroupState, JoinReply, LeaveResult, SyncReply
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
 
 log = structlog.get_logger()
-
-
-def now_ms() -> int:
-    return wall_ms()
 
 
 @dataclass
@@ -50,6 +45,10 @@ class GroupCoordinator:
         self._waiters: dict[Hashable, tuple[trio.Event, list[Effect]]] = {}
         self._keys = itertools.count(1)
         self.timer_wakeup = Wakeup()  # set when a parked request is answered or a timer may have moved
+
+    def _now(self) -> int:
+        """The broker's wall clock (the machine's session and rebalance deadlines)."""
+        return self.broker.clock.wall_ms()
 
     # ------------------------------------------------------------------ ownership
 
@@ -98,7 +97,7 @@ class GroupCoordinator:
         snap = offsets.membership if offsets is not None else None
         if snap is not None and snap.get("members"):
             try:
-                group = Group.restore(group_id, snap, now_ms=now_ms(),
+                group = Group.restore(group_id, snap, now_ms=self._now(),
                                       initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
                                       min_session_timeout_ms=s.group_min_session_timeout_ms,
                                       max_session_timeout_ms=s.group_max_session_timeout_ms)
@@ -109,7 +108,7 @@ class GroupCoordinator:
         if group is None:
             if not create:
                 return None
-            group = Group(group_id, now_ms=now_ms(), initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
+            group = Group(group_id, now_ms=self._now(), initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
                           min_session_timeout_ms=s.group_min_session_timeout_ms,
                           max_session_timeout_ms=s.group_max_session_timeout_ms)
         e = _Entry(group, offsets=offsets)
@@ -126,13 +125,13 @@ class GroupCoordinator:
         if e.offsets is None and e.error is not None:
             return
         try:
-            if e.offsets is not None and not g.persist_due(e.offsets.membership, now_ms()):
+            if e.offsets is not None and not g.persist_due(e.offsets.membership, self._now()):
                 return
             async with e.lock:
                 # re-checked under the lock: a DeleteGroups meanwhile must not be undone
                 if self.groups.get(g.group_id) is not e:
                     return
-                now = now_ms()
+                now = self._now()
                 current = await self._offsets(e)
                 if not g.persist_due(current.membership, now):
                     return
@@ -142,13 +141,12 @@ class GroupCoordinator:
         except KaasError as exc:
             log.warning("group_membership_not_saved", group=g.group_id, error=exc.code.name)
 
-    @staticmethod
-    def _with_membership(e: _Entry, new: GroupOffsets) -> GroupOffsets:
+    def _with_membership(self, e: _Entry, new: GroupOffsets) -> GroupOffsets:
         """``new`` (about to be written anyway, for offsets) with the group's membership as
         it is now, when the group has members: the write keeps their heartbeat times fresh
         on file at no extra cost."""
         if e.group.members:
-            new.membership = e.group.snapshot(now_ms())
+            new.membership = e.group.snapshot(self._now())
         return new
 
     async def _offsets(self, e: _Entry) -> GroupOffsets:
@@ -195,7 +193,7 @@ class GroupCoordinator:
         """This broker stopped coordinating the group: answer parked requests, forget it."""
         e = self.groups.pop(group_id, None)
         if e is not None:
-            self._deliver(e.group.mark_dead(now_ms(), ErrorCode.not_coordinator))
+            self._deliver(e.group.mark_dead(self._now(), ErrorCode.not_coordinator))
             log.info("group_unloaded", group=group_id)
 
     # ------------------------------------------------------------------ effects
@@ -231,13 +229,13 @@ class GroupCoordinator:
             d = e.group.next_deadline()
             if d is not None and (deadline is None or d < deadline):
                 deadline = d
-        wait = longest if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+        wait = longest if deadline is None else max(0.0, (deadline - self._now()) / 1000)
         return min(wait, longest)
 
     async def fire_timers(self) -> None:
         """Run the timers that are due (session expiry, rebalance deadlines) and keep the
         owned groups' membership on file (``_persist_membership``)."""
-        now = now_ms()
+        now = self._now()
         for gid, e in list(self.groups.items()):
             d = e.group.next_deadline()
             if d is not None and d <= now:
@@ -260,7 +258,7 @@ class GroupCoordinator:
         await self._offsets(e)
         key = next(self._keys)
         before = e.group.state
-        effects = e.group.join(now_ms(), member_id, group_instance_id, client_id, client_host,
+        effects = e.group.join(self._now(), member_id, group_instance_id, client_id, client_host,
                                session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
                                require_known_member, key)
         if e.group.state is not before:
@@ -278,7 +276,7 @@ class GroupCoordinator:
             raise KaasError(ErrorCode.unknown_member_id)
         key = next(self._keys)
         before = e.group.state
-        effects = e.group.sync(now_ms(), member_id, group_instance_id, generation_id, assignments, key,
+        effects = e.group.sync(self._now(), member_id, group_instance_id, generation_id, assignments, key,
                                protocol_type, protocol_name)
         if e.group.state is not before:
             log.info("group_state", group=group_id, state=e.group.state.value, generation=e.group.generation_id)
@@ -293,14 +291,14 @@ class GroupCoordinator:
         e = self._loaded(group_id)
         if e is None:
             return ErrorCode.unknown_member_id
-        return e.group.heartbeat(now_ms(), member_id, group_instance_id, generation_id)
+        return e.group.heartbeat(self._now(), member_id, group_instance_id, generation_id)
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
         self.check_owner(group_id)
         e = self._loaded(group_id)
         if e is None:
             raise KaasError(ErrorCode.unknown_member_id)
-        res = e.group.leave(now_ms(), members)
+        res = e.group.leave(self._now(), members)
         self._deliver(res.effects)
         log.info("group_members_left", group=group_id, members=len(members), state=e.group.state.value)
         return res
@@ -338,7 +336,7 @@ class GroupCoordinator:
             if code != ErrorCode.none and not (code == ErrorCode.group_id_not_found and exists_on_disk):
                 return code
             async with e.lock:  # not while a write of this group is under way
-                self._deliver(e.group.mark_dead(now_ms(), ErrorCode.coordinator_not_available))
+                self._deliver(e.group.mark_dead(self._now(), ErrorCode.coordinator_not_available))
                 if self.groups.get(group_id) is e:
                     del self.groups[group_id]
         try:
@@ -355,7 +353,7 @@ class GroupCoordinator:
                      offsets: dict[tuple[str, int], Committed]) -> ErrorCode:
         self.check_owner(group_id)
         e = self._entry(group_id)
-        code = e.group.validate_commit(member_id, group_instance_id, generation_id, now_ms())
+        code = e.group.validate_commit(member_id, group_instance_id, generation_id, self._now())
         if code != ErrorCode.none:
             return code
         async with e.lock:

@@ -9,7 +9,6 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
-from kaas.clock import wall_ms
 from kaas.coord.ports import TxnBroker
 from kaas.errors import KaasError
 
@@ -24,10 +23,6 @@ def new_stats() -> Stats:
             "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0,
             "answered_before_markers": 0, "offset_hooks_sent": 0, "offset_hooks_applied": 0,
             "offset_hooks_beside_markers": 0, "expired_ids": 0}
-
-
-def now_ms() -> int:
-    return wall_ms()
 
 
 async def hit(name: str) -> None:

@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas.aio import Wakeup
 from kaas.coord.ports import MarkerResult, TxnBroker
-from kaas.coord.txn._common import Unreadable, coordinator_epoch, hit, new_stats, now_ms
+from kaas.coord.txn._common import Unreadable, coordinator_epoch, hit, new_stats
 from kaas.coord.txn.dispatch import Dispatch
 from kaas.coord.txn.fencing import Fencing
 from kaas.coord.txn.finish import Finisher
@@ -209,7 +209,7 @@ class TxnCoordinator:
             try:
                 res = dtxn.init_producer_id(
                     meta, transactional_id, timeout_ms, self.broker.settings.transaction_max_timeout_ms,
-                    producer_id, producer_epoch, now_ms(), self.broker.allocate_pid, version)
+                    producer_id, producer_epoch, self.broker.clock.wall_ms(), self.broker.allocate_pid, version)
             except OSError as exc:  # the PID block file could not be written (nothing changed)
                 log.error("pid_block_write_failed", transactional_id=transactional_id, error=str(exc))
                 # Apache answers this when no PID block is available yet; clients retry it
@@ -254,7 +254,7 @@ class TxnCoordinator:
         """
         return await self._add(transactional_id, producer_id, producer_epoch,
                                lambda meta: dtxn.add_partitions(meta, producer_id, producer_epoch, partitions,
-                                                                now_ms(), version))
+                                                                self.broker.clock.wall_ms(), version))
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
                           version: int) -> ErrorCode:
@@ -265,7 +265,7 @@ class TxnCoordinator:
         """
         return await self._add(transactional_id, producer_id, producer_epoch,
                                lambda meta: dtxn.add_offsets(meta, producer_id, producer_epoch, group_id,
-                                                             now_ms(), version))
+                                                             self.broker.clock.wall_ms(), version))
 
     async def _add(self, transactional_id: str, producer_id: int, producer_epoch: int,
                    step: Callable[[TxnMetadata | None], TxnResult]) -> ErrorCode:
@@ -299,7 +299,7 @@ class TxnCoordinator:
             if not await self._settled(transactional_id):
                 return ErrorCode.concurrent_transactions
             meta = await self.slots.get(slot, transactional_id)
-            res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, now_ms(), version)
+            res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, self.broker.clock.wall_ms(), version)
             if res.meta is not None:
                 log.debug("txn_prepared", transactional_id=transactional_id, state=res.meta.state.value,
                           partitions=len(res.meta.partitions), groups=len(res.meta.groups))
@@ -353,7 +353,7 @@ class TxnCoordinator:
         unknown = sorted(wanted_states - known)
         pids = set(producer_ids)
         regex = re.compile(pattern) if pattern else None
-        now = now_ms()
+        now = self.broker.clock.wall_ms()
         out = []
         for slot in range(TXN_SLOTS):
             if not self.broker.owns_slot(slot):
@@ -398,7 +398,7 @@ class TxnCoordinator:
                 state = await self.slots.load(slot)
             except KaasError:
                 continue
-            now = now_ms()
+            now = self.broker.clock.wall_ms()
             limit = self.broker.settings.transactional_id_expiration_ms
             for txn_id in sorted(state.entries):
                 meta = state.entries[txn_id]
@@ -417,7 +417,7 @@ class TxnCoordinator:
                 if not self.broker.owns_slot(slot) or not await self.finisher.settled(transactional_id, 0):
                     return
                 meta = await self.slots.get(slot, transactional_id)
-                now = now_ms()
+                now = self.broker.clock.wall_ms()
                 if meta is None or not dtxn.expired(meta, now, limit):
                     return
                 await self.slots.remove(slot, transactional_id)
@@ -440,7 +440,7 @@ class TxnCoordinator:
                 meta = await self.slots.get(slot, transactional_id)
                 if meta is None:
                     return True
-                now = now_ms()
+                now = self.broker.clock.wall_ms()
                 if dtxn.timed_out(meta, now):
                     res = dtxn.reaper_abort(meta, now)
                     log.info("txn_timed_out_aborting", transactional_id=transactional_id,

@@ -11,7 +11,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.coord.ports import LedPartition, TxnBroker
-from kaas.coord.txn._common import Stats, now_ms
+from kaas.coord.txn._common import Stats
 from kaas.coord.txn.verify import Verifier
 from kaas.errors import KaasError
 from kaas.storage.fences import FenceLog, FenceReader
@@ -60,7 +60,7 @@ class Fencing:
         Raises:
             KaasError: COORDINATOR_NOT_AVAILABLE when the fence log could not be appended.
         """
-        applied = self._apply(producer_id, producer_epoch, now_ms())
+        applied = self._apply(producer_id, producer_epoch, self.broker.clock.wall_ms())
         try:
             await self.broker.run_io(self.fence_log.append, producer_id, producer_epoch)
         except OSError as exc:
@@ -88,7 +88,7 @@ class Fencing:
             await self.load()
         reader = self._reader
         assert reader is not None
-        now = now_ms()
+        now = self.broker.clock.wall_ms()
         try:
             records = await self.broker.run_io(reader.poll)
         except OSError as exc:

@@ -13,7 +13,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.coord.ports import TxnBroker
-from kaas.coord.txn._common import Stats, hit, now_ms
+from kaas.coord.txn._common import Stats, hit
 from kaas.coord.txn.dispatch import Dispatch
 from kaas.coord.txn.slots import Slots
 from kaas.domain import txn as dtxn
@@ -146,7 +146,7 @@ class Finisher:
         """The Complete* transition of a dispatched transaction: offset hook (unless it was
         carried out beside the markers, ``hooked``), then Persist."""
         meta = await self.slots.get(slot, wm.transactional_id)
-        res = dtxn.complete_end_txn(meta, now_ms(), dispatched=wm)
+        res = dtxn.complete_end_txn(meta, self.broker.clock.wall_ms(), dispatched=wm)
         for effect in res.effects:
             if isinstance(effect, OffsetHook):
                 if not hooked and not await self.dispatch.offset_hook(effect, wm):
