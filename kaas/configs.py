@@ -29,7 +29,7 @@ TOPIC_CONFIGS: dict[str, tuple[str, str | int]] = {
     "min.insync.replicas": ("int", 1),
     "unclean.leader.election.enable": ("boolean", "false"),
     "index.interval.bytes": ("int", "index_interval_bytes"),
-    "file.delete.delay.ms": ("long", 0),  # Apache: 60000; kaas deletes at once (see HOW)
+    "file.delete.delay.ms": ("long", "segment_delete_delay_ms"),
     "flush.messages": ("long", 9223372036854775807),
     "flush.ms": ("long", 9223372036854775807),
     # log compaction (cleanup.policy=compact or compact,delete)
@@ -62,8 +62,10 @@ HOW: dict[str, str] = {
                                       "on the shared volume, so no election is unclean (the new leader has "
                                       "every record the old one wrote).",
     "index.interval.bytes": "Bytes between two entries of a segment's sparse offset index.",
-    "file.delete.delay.ms": "Only 0: a segment's files are deleted as soon as retention, DeleteRecords or "
-                            "the log cleaner drops them; any other value is refused.",
+    "file.delete.delay.ms": "A segment that retention, DeleteRecords or the log cleaner drops, and a deleted "
+                            "topic's directory, is renamed *.deleted (readers no longer see it; kaas inspect "
+                            "lists it) and removed from the volume this long after, by the partition's leader "
+                            "(the controller for a topic); a new leader removes what a previous one left.",
     "flush.messages": "Only the default (never forced by count): kaas fsyncs before it answers an acks=all "
                       "produce (a group commit) and otherwise leaves flushing to the OS: acks=0/1 batches "
                       "are fsynced by the partition's next group commit (an acks=all produce or a "
@@ -83,9 +85,6 @@ _ONLY: dict[str, tuple[frozenset[str], str]] = {
     "compression.type": (frozenset({"producer"}),
                          "kaas stores batches as the producer compressed them and never recompresses; "
                          "compression.type must be producer (set compression on the producer)"),
-    "file.delete.delay.ms": (frozenset({"0"}),
-                             "kaas deletes a segment's files as soon as retention, DeleteRecords or the log "
-                             "cleaner drops them; file.delete.delay.ms must be 0"),
     "flush.messages": (frozenset({str(LONG_MAX)}),
                        "kaas fsyncs before answering an acks=all produce and never flushes by message "
                        f"count; flush.messages must be {LONG_MAX} (use acks=all for durable writes)"),
@@ -102,6 +101,10 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def default(settings: Settings, name: str) -> str:
+    """The broker default of a topic config: a dynamic broker config's (KIP-226,
+    ``Settings.topic_defaults``), else the ``kaas broker`` option's, else Apache's."""
+    if name in settings.topic_defaults:
+        return settings.topic_defaults[name]
     _type, src = TOPIC_CONFIGS[name]
     if isinstance(src, str) and hasattr(settings, src):
         return str(getattr(settings, src))
@@ -187,4 +190,5 @@ def log_config(settings: Settings, overrides: dict[str, str]) -> LogConfig:
         min_compaction_lag_ms=int(eff["min.compaction.lag.ms"]),
         max_compaction_lag_ms=int(eff["max.compaction.lag.ms"]),
         delete_retention_ms=int(eff["delete.retention.ms"]),
+        file_delete_delay_ms=int(eff["file.delete.delay.ms"]),
     )

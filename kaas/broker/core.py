@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from kaas import configs, counters
 from kaas.broker.acls import Acls
 from kaas.broker.cluster_view import ClusterView
+from kaas.broker.dynamic import DynamicConfigs
 from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.clock import wall_ms
@@ -117,6 +118,8 @@ class Broker:
                                     ssl_context=peer_tls_context(settings) if ib.tls else None,
                                     authenticate=peer_sasl_hook(settings, self.id))
         self.admin = TopicAdmin(self)
+        # dynamic broker configs (KIP-226): ``settings`` is the options with them applied
+        self.dynamic = DynamicConfigs(self, settings)
         self.acls = Acls(settings, self.layout)  # the authoriser's ACLs (tasks.acls reloads them)
         self.takeovers = 0
         self.takeover_seconds = 0.0

@@ -13,6 +13,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
+from kaas.clock import wall_ms
 from kaas.storage.topics import TopicMeta, remove_topic_data, valid_topic_name
 
 if TYPE_CHECKING:
@@ -119,7 +120,8 @@ class TopicAdmin:
             part = self.broker.partitions.get((name, p))
             if part is not None:
                 await self.broker.relinquish(part)
-        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(name), meta)
+        delay = int(configs.effective(self.broker.settings, meta.configs)["file.delete.delay.ms"][0])
+        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(name), meta, delay, wall_ms())
         log.info("topic_deleted", topic=name, served=served)
         return ErrorCode.none if served else ErrorCode.request_timed_out
 
@@ -147,10 +149,13 @@ class TopicAdmin:
         await trio.to_thread.run_sync(self.broker.topics.update, new)
         self.apply_topic_configs()
 
-    def apply_topic_configs(self) -> None:
+    def apply_topic_configs(self, *, force: bool = False) -> None:
         """Give each partition this broker leads its topic's configs as the topic files say
         now. Any broker serves AlterConfigs and writes the topic file; the others find the
-        change on their next membership tick (``TopicStore.refresh``) and apply it here."""
+        change on their next membership tick (``TopicStore.refresh``) and apply it here.
+        ``force``: the broker defaults changed (a dynamic broker config), so every topic."""
+        if force:
+            self._applied_meta.clear()
         fresh: dict[str, object] = {}
         for (name, _index), part in list(self.broker.partitions.items()):
             meta = self.broker.topics.get(name)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kaas.errors import CorruptState
-from kaas.storage import atomic
+from kaas.storage import atomic, trash
 
 VALID_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -143,11 +143,14 @@ class TopicStore:
         return True
 
 
-def remove_topic_data(topic_dir: Path, meta: TopicMeta) -> None:
+def remove_topic_data(topic_dir: Path, meta: TopicMeta, delay_ms: int = 0, now_ms: int = 0) -> None:
     """Remove a deleted topic's partition directories: renamed aside first (one rename, so
-    a broker that looks afterwards never sees half a topic), then removed."""
+    a broker that looks afterwards never sees half a topic), then removed at once (delay
+    0) or, after ``delay_ms`` (file.delete.delay.ms), by the controller's sweep
+    (``storage.trash.sweep_topics``)."""
     if not topic_dir.exists():
         return
-    trash = topic_dir.with_name(f".{meta.name}.deleted-{meta.topic_id}")
-    os.rename(topic_dir, trash)
-    shutil.rmtree(trash, True)
+    aside = trash.topic_trash_name(topic_dir, meta.topic_id, now_ms + max(0, delay_ms))
+    os.rename(topic_dir, aside)
+    if delay_ms <= 0:
+        shutil.rmtree(aside, True)
