@@ -299,6 +299,9 @@ class Broker:
     def replicas(self, view: replicas.View, meta: TopicMeta, index: int, leader: int) -> replicas.Replicas:
         """Replicas, ISR and offline replicas Metadata reports for a partition whose live
         leader is ``leader`` (-1: none; the ring then starts at the assigned leader)."""
+        manual = meta.replica_assignment.get(index)
+        if manual is not None:
+            return replicas.describe_manual(view, leader, manual)
         anchor = leader
         if anchor < 0:
             a = self.cluster.assignment

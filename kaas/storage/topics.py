@@ -7,7 +7,9 @@ Invariants:
     - a topic's ``topic_id`` never changes while its file exists; a re-created topic gets a
       new id (names are not identities);
     - the partition count only grows;
-    - the replication factor is at least 1 and set once, at creation.
+    - the replication factor is at least 1 and set once, at creation;
+    - a manual replica list (``replica_assignment``) is never empty, and has the
+      replication factor's length.
 """
 
 from __future__ import annotations
@@ -37,11 +39,18 @@ class TopicMeta:
     """How many brokers Metadata names as the partition's replicas (see
     ``kaas.domain.replicas``): the data is one copy on the shared volume either way.
     Files written before the field existed read as 1."""
+    replica_assignment: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Manual replica lists (CreateTopics/CreatePartitions ``assignments``) by partition;
+    the first live broker of a list is the partition's preferred leader. Partitions
+    without one use the ring of ``kaas.domain.replicas``."""
 
     def to_json(self) -> dict:
-        return {"format": 1, "name": self.name, "topic_id": str(self.topic_id),
-                "partitions": self.partitions, "configs": dict(self.configs),
-                "replication_factor": self.replication_factor}
+        out = {"format": 1, "name": self.name, "topic_id": str(self.topic_id),
+               "partitions": self.partitions, "configs": dict(self.configs),
+               "replication_factor": self.replication_factor}
+        if self.replica_assignment:
+            out["replica_assignment"] = {str(p): list(r) for p, r in sorted(self.replica_assignment.items())}
+        return out
 
     @classmethod
     def from_json(cls, obj: dict, path: str = "") -> TopicMeta:
@@ -49,10 +58,13 @@ class TopicMeta:
             rf = int(obj.get("replication_factor", 1))
             if rf < 1:
                 raise ValueError(f"replication_factor {rf} below 1")
+            manual = {int(p): tuple(int(b) for b in r) for p, r in obj.get("replica_assignment", {}).items()}
+            if any(not r for r in manual.values()):
+                raise ValueError("empty replica list")
             return cls(obj["name"], uuid.UUID(obj["topic_id"]), int(obj["partitions"]),
                        {str(k): str(v) for k, v in obj.get("configs", {}).items()},
-                       replication_factor=rf)
-        except (KeyError, ValueError, TypeError) as exc:
+                       replication_factor=rf, replica_assignment=manual)
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise CorruptState(path, f"bad topic file: {exc}") from None
 
 
@@ -118,10 +130,11 @@ class TopicStore:
         return changed
 
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-               replication_factor: int = 1) -> TopicMeta | None:
+               replication_factor: int = 1,
+               replica_assignment: dict[int, tuple[int, ...]] | None = None) -> TopicMeta | None:
         """Exclusive-create the topic file. Returns the new meta, or None if it already exists."""
         meta = TopicMeta(name, uuid.uuid4(), partitions, dict(configs or {}),
-                         replication_factor=replication_factor)
+                         replication_factor=replication_factor, replica_assignment=dict(replica_assignment or {}))
         data = json.dumps(meta.to_json(), sort_keys=True).encode()
         if not atomic.create_exclusive(self.dir / f"{name}.json", data, fsync=self.fsync):
             return None
