@@ -116,6 +116,9 @@ def validate(layer: dict[str, str], *, per_broker: bool) -> Refusal | None:
     for name, value in layer.items():
         topic = dyn.TOPIC_OF.get(name)
         key = dyn.DYNAMIC[name] if name in dyn.DYNAMIC else None
+        if key is not None and key.route == dyn.TOPIC and topic not in configs.TOPIC_CONFIGS:
+            why = configs.NOT_TAKEN.get(topic or "", f"kaas has no topic config {topic}")
+            return Refusal("invalid_config", f"{name} is not supported: {why}")
         if topic is not None and topic in configs.TOPIC_CONFIGS:
             as_topic = str(dyn.convert(key, value)) if key is not None and key.scale != 1 else value.strip()
             err = configs.validate(topic, as_topic) or replicas.min_insync_replicas_error(
