@@ -20,7 +20,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import configs
+from kaas import broker_configs, configs
 from kaas.domain import replicas
 from kaas.handlers._auth import CLUSTER, TOPIC, Op, authorize
 
@@ -97,9 +97,11 @@ async def handle(ctx, req) -> dict:
             res["replication_factor"] = meta.replication_factor if meta else rf
             if meta is not None:
                 res["topic_id"] = meta.topic_id
+            dyn = broker.dynamic
             res["configs"] = [
-                {"name": k, "value": v, "read_only": False, "config_source": 5 if is_default else 1,
-                 "is_sensitive": False}
+                {"name": k, "value": v, "read_only": False, "is_sensitive": False,
+                 "config_source": broker_configs.topic_source(dyn.static, dyn.default, dyn.mine, k)[0]
+                 if is_default else broker_configs.SOURCE_TOPIC}
                 for k, (v, is_default) in configs.effective(broker.settings, topic_configs).items()
             ]
     return {"throttle_time": 0, "topics": out}
