@@ -112,6 +112,10 @@ def cli() -> None:
               help="Delete closed segments older than this (retention.ms; -1 = forever).")
 @click.option("--retention-bytes", type=int, default=-1, show_default=True,
               help="Delete old segments beyond this partition size (retention.bytes; -1 = no limit).")
+@click.option("--segment-delete-delay-ms", type=int, default=60_000, show_default=True,
+              help="How long a deleted segment's files, and a deleted topic's, stay on the volume (renamed "
+                   "*.deleted) before they are removed (log.segment.delete.delay.ms; the topic default of "
+                   "file.delete.delay.ms).")
 @click.option("--retention-check-ms", type=int, default=30_000, show_default=True,
               help="How often retention runs (log.retention.check.interval.ms).")
 @click.option("--log-cleaner-backoff-ms", type=int, default=15_000, show_default=True,

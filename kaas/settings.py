@@ -36,6 +36,7 @@ class Settings:
     retention_ms: int = 7 * 24 * 3600 * 1000
     retention_bytes: int = -1
     retention_check_ms: int = 30_000
+    segment_delete_delay_ms: int = 60_000  # log.segment.delete.delay.ms (file.delete.delay.ms)
     log_cleaner_backoff_ms: int = 15_000
     log_cleaner_io_max_bytes_per_second: float = 0.0  # 0: no bound
     index_interval_bytes: int = 4096
@@ -73,6 +74,10 @@ class Settings:
     inter_broker_sasl_password: str = ""
     inter_broker_sasl_mechanism: str = "SCRAM-SHA-512"
     extra: dict = field(default_factory=dict)
+    # Not an option: the topic-config defaults that dynamic broker configs (KIP-226) set,
+    # topic config -> value (``kaas.broker_configs.effective``; ``kaas.configs.default``
+    # reads them before the options).
+    topic_defaults: dict = field(default_factory=dict)
 
     @property
     def all_listeners(self) -> tuple[Listener, ...]:

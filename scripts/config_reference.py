@@ -8,6 +8,12 @@ topic config, its default and what kaas does with it).
     python scripts/config_reference.py --check   # exit 1 when README.rst is out of date
     python scripts/config_reference.py --print   # print the reference only
 
+It also writes docs/configs.rst (every topic and broker config Apache Kafka 4 takes, and
+what kaas does with each: honoured, refused with the reason, or read-only), from
+``kaas.configs`` (topic configs), ``kaas.domain.broker_configs`` (the dynamic broker
+configs, KIP-226) and ``kaas.broker_configs`` (the static ones). ``--check`` checks both;
+``--doc`` and ``--print`` concern README.rst only.
+
 Only the text between the two marker comments is generated.
 """
 
@@ -24,6 +30,7 @@ import click  # noqa: E402
 import docgen  # noqa: E402  (scripts/docgen.py, beside this file)
 
 DOC = ROOT / "README.rst"
+CONFIGS_DOC = ROOT / "docs" / "configs.rst"
 ENV_PREFIX = "KAAS"
 COMMANDS = ("broker", "cluster")
 
@@ -108,10 +115,113 @@ def topic_reference() -> str:
     intro = ("Set per topic with CreateTopics, AlterConfigs or IncrementalAlterConfigs (``kaas topics create "
              "--config K=V``); DescribeConfigs shows them. A value kaas would not honour is refused with "
              "INVALID_CONFIG and says why; an unknown key too. A default naming a ``kaas broker`` option comes "
-             "from it. Broker configs (DescribeConfigs on a broker) are the ``kaas broker`` options, read only: "
-             "AlterConfigs and IncrementalAlterConfigs on a broker answer INVALID_CONFIG.")
+             "from it, unless a dynamic broker config (KIP-226) changed it. Broker configs (DescribeConfigs on "
+             "a broker) are the ``kaas broker`` options and the dynamic broker configs that AlterConfigs and "
+             "IncrementalAlterConfigs set on a BROKER resource: docs/configs.rst lists every one.")
     return "\n".join([title, "-" * len(title), "", intro, "",
                       docgen.rst_table(["config", "type", "default", "what kaas does"], rows), ""])
+
+
+def _option_of(settings_field: str) -> str:
+    from kaas.cli import cli
+
+    options = {p.name: p.opts[0] for p in cli.commands["broker"].params if isinstance(p, click.Option)}
+    return f"``{options[settings_field]}``" if settings_field in options else f"``{settings_field}``"
+
+
+def topic_configs_table() -> str:
+    """Every topic config Apache 4 takes: kaas's (honoured, or honoured for some values)
+    and the others (refused, with the reason)."""
+    from kaas import configs
+    from kaas.settings import Settings
+
+    settings = Settings()
+    rows = []
+    for name in sorted(set(configs.TOPIC_CONFIGS) | set(configs.NOT_TAKEN)):
+        if name in configs.TOPIC_CONFIGS:
+            only = name in configs._ONLY
+            status = "honoured for the default only; other values refused" if only else "honoured"
+            rows.append([f"``{name}``", status, f"``{configs.default(settings, name)}``", configs.HOW[name]])
+        else:
+            rows.append([f"``{name}``", "refused", "-", configs.NOT_TAKEN[name]])
+    return docgen.rst_table(["config", "kaas", "default", "what kaas does, or why not"], rows)
+
+
+def dynamic_broker_table() -> str:
+    """Every broker config Apache 4 updates dynamically, and what kaas does with it."""
+    from kaas import configs
+    from kaas.domain import broker_configs as dyn
+
+    rows = []
+    for name in sorted(dyn.DYNAMIC):
+        key = dyn.DYNAMIC[name]
+        scope = "per broker" if key.per_broker else "cluster or broker"
+        if name in dyn.LISTENER_ONLY:
+            scope = "per listener"
+        if key.route == dyn.SETTING and key.only:
+            status, what = "honoured for " + ", ".join(sorted(key.only)) + " only", key.why
+        elif key.route == dyn.SETTING:
+            status = "honoured"
+            topic = dyn.TOPIC_OF.get(name)
+            what = f"as {_option_of(key.target)}" + (f"; the default of topic config ``{topic}``" if topic else "")
+            if key.scale != 1:
+                what += f" (times {key.scale})"
+        elif key.route == dyn.TOPIC and key.target in configs.TOPIC_CONFIGS:
+            status = "honoured" if key.target not in configs._ONLY else "honoured for the default only"
+            what = f"the default of topic config ``{key.target}`` for topics without an override"
+        elif key.route == dyn.TOPIC:
+            status = "refused"
+            what = configs.NOT_TAKEN.get(key.target, f"kaas has no topic config {key.target}")
+        elif key.route == dyn.NONE:
+            status, what = "accepted, no effect", key.why
+        else:
+            status, what = "refused", key.why
+        rows.append([f"``{name}``", key.type, scope, status, what])
+    return docgen.rst_table(["config", "type", "set on", "kaas", "what kaas does, or why not"], rows)
+
+
+def static_broker_table() -> str:
+    """The broker configs that cannot change at runtime: kaas's options, and Apache's
+    other read-only configs kaas names."""
+    from kaas import broker_configs
+    from kaas.domain import broker_configs as dyn
+
+    rows = []
+    for name, (kind, field) in sorted(broker_configs.STATIC.items()):
+        if name in dyn.DYNAMIC:
+            continue
+        rows.append([f"``{name}``", kind, f"read-only: {_option_of(field)}"])
+    for name in sorted(broker_configs.APACHE_READ_ONLY):
+        rows.append([f"``{name}``", "-", "read-only; kaas has no such setting (or it is fixed, e.g. the data "
+                                          "directory is ``--data``)"])
+    return docgen.rst_table(["config", "type", "kaas"], rows)
+
+
+def configs_reference() -> str:
+    """The generated block of docs/configs.rst."""
+    return "\n".join([
+        "Topic configs", "-------------", "",
+        "Every topic config Apache Kafka 4 accepts. *honoured*: kaas does what Apache documents (the third "
+        "column says how). *refused*: CreateTopics, AlterConfigs and IncrementalAlterConfigs answer "
+        "INVALID_CONFIG with the reason, so a setting is never stored and ignored.", "",
+        topic_configs_table(), "",
+        "Dynamic broker configs (KIP-226)", "--------------------------------", "",
+        "Every broker config Apache Kafka 4 updates at runtime, through AlterConfigs or IncrementalAlterConfigs "
+        "on a BROKER resource: a broker id (*per broker*), or the empty name for the cluster-wide default "
+        "(*cluster or broker*: either). *honoured*: the value replaces the ``kaas broker`` option (or the topic "
+        "default) on every broker it applies to, within a poll. *accepted, no effect*: stored and shown by "
+        "DescribeConfigs, as Apache accepts it, but kaas has no such machinery (the reason says which). "
+        "*refused*: kaas has the setting but reads it only at start, or cannot honour the value: INVALID_CONFIG "
+        "with the reason. A listener-prefixed key (``listener.name.<l>.<config>``) is taken as its base config "
+        "(per broker); the SSL store keys need the prefix, as in Apache. Any other key is refused: a read-only "
+        "one with Apache's INVALID_REQUEST (\"Cannot update these configs dynamically\"), an unknown one with "
+        "INVALID_CONFIG (Apache would store an unknown key as a custom config; kaas would never read it).", "",
+        dynamic_broker_table(), "",
+        "Read-only broker configs", "------------------------", "",
+        "DescribeConfigs shows kaas's options under their Apache names (STATIC_BROKER_CONFIG when the option "
+        "was given, DEFAULT_CONFIG otherwise); AlterConfigs on any of these, or on another of Apache's "
+        "read-only configs below, answers INVALID_REQUEST \"Cannot update these configs dynamically\".", "",
+        static_broker_table(), ""])
 
 
 def reference() -> str:
@@ -124,8 +234,14 @@ def render(current: str) -> str:
     return docgen.splice(current, "config_reference.py", reference())
 
 def main(argv: list[str] | None = None) -> int:
-    return docgen.main(argv, description=__doc__.split("\n\n")[0], script="config_reference.py", doc=DOC,
-                       generate=reference, source="from kaas.cli")
+    argv = sys.argv[1:] if argv is None else argv
+    rc = docgen.main(argv, description=__doc__.split("\n\n")[0], script="config_reference.py", doc=DOC,
+                     generate=reference, source="from kaas.cli")
+    if any(a == "--print" or a.startswith("--doc") for a in argv):
+        return rc
+    rc2 = docgen.main(argv, description=__doc__.split("\n\n")[0], script="config_reference.py",
+                      doc=CONFIGS_DOC, generate=configs_reference, source="from kaas.configs")
+    return rc or rc2
 
 
 if __name__ == "__main__":

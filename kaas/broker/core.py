@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from kaas import configs, counters
 from kaas.broker.acls import Acls
 from kaas.broker.cluster_view import ClusterView
+from kaas.broker.dynamic import DynamicConfigs
 from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.clock import SYSTEM, Clock
@@ -113,6 +114,8 @@ class Broker:
                                     ssl_context=peer_tls_context(settings) if ib.tls else None,
                                     authenticate=peer_sasl_hook(settings, self.id))
         self.admin = TopicAdmin(self)
+        # dynamic broker configs (KIP-226): ``settings`` is the options with them applied
+        self.dynamic = DynamicConfigs(self, settings)
         self.acls = Acls(settings, self.layout)  # the authoriser's ACLs (tasks.acls reloads them)
         self.takeovers = 0
         self.takeover_seconds = 0.0
@@ -291,6 +294,9 @@ class Broker:
     def replicas(self, view: replicas.View, meta: TopicMeta, index: int, leader: int) -> replicas.Replicas:
         """Replicas, ISR and offline replicas Metadata reports for a partition whose live
         leader is ``leader`` (-1: none; the ring then starts at the assigned leader)."""
+        manual = meta.replica_assignment.get(index)
+        if manual is not None:
+            return replicas.describe_manual(view, leader, manual)
         anchor = leader
         if anchor < 0:
             a = self.cluster.assignment

@@ -13,6 +13,8 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
+from kaas.clock import wall_ms
+from kaas.domain import replicas
 from kaas.storage.topics import TopicMeta, remove_topic_data, valid_topic_name
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ class TopicAdmin:
 
     async def create_topic(self, name: str, partitions: int, topic_configs: dict[str, str],
                            *, validate_only: bool = False, replication_factor: int = 1,
+                           replica_assignment: dict[int, tuple[int, ...]] | None = None,
                            timeout: float = 5.0) -> tuple[TopicMeta | None, tuple[ErrorCode, str | None]]:
         """Create the topic file, then wait up to ``timeout`` seconds until the cluster
         serves the topic (``ensure_partitions``); REQUEST_TIMED_OUT if it did not by then
@@ -96,7 +99,7 @@ class TopicAdmin:
         if validate_only:
             return None, (ErrorCode.none, None)
         meta = await trio.to_thread.run_sync(self.broker.topics.create, name, partitions, topic_configs,
-                                             replication_factor)
+                                             replication_factor, replica_assignment)
         if meta is None:
             return None, (ErrorCode.topic_already_exists, f"topic {name} already exists")
         log.info("topic_created", topic=name, partitions=partitions, topic_id=str(meta.topic_id))
@@ -120,21 +123,33 @@ class TopicAdmin:
             part = self.broker.partitions.get((name, p))
             if part is not None:
                 await self.broker.relinquish(part)
-        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(name), meta)
+        delay = int(configs.effective(self.broker.settings, meta.configs)["file.delete.delay.ms"][0])
+        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(name), meta, delay, wall_ms())
         log.info("topic_deleted", topic=name, served=served)
         return ErrorCode.none if served else ErrorCode.request_timed_out
 
     async def add_partitions(self, name: str, count: int, *, validate_only: bool = False,
+                             assignments: list[tuple[int, ...]] | None = None,
                              timeout: float = 5.0) -> tuple[ErrorCode, str | None]:
+        """Grow the topic to ``count`` partitions; ``assignments``: the new partitions'
+        manual replica lists (checked as Apache does, ``replicas.check_add``)."""
         self.broker.topics.refresh()
         meta = self.broker.topics.get(name)
         if meta is None:
             return ErrorCode.unknown_topic_or_partition, None
         if count <= meta.partitions:
-            return ErrorCode.invalid_partitions, f"topic has {meta.partitions} partitions already"
+            return ErrorCode.invalid_partitions, (f"The topic {name} currently has {meta.partitions} partition(s); "
+                                                  f"{count} would not be an increase.")
+        manual = dict(meta.replica_assignment)
+        if assignments is not None:
+            lists = replicas.check_add(assignments, meta.partitions, count, meta.replication_factor,
+                                       self.broker.registered_brokers(), self.broker.alive_brokers())
+            if isinstance(lists, replicas.AssignmentError):
+                return ErrorCode[lists.error], lists.message
+            manual.update({meta.partitions + i: r for i, r in enumerate(lists)})
         if validate_only:
             return ErrorCode.none, None
-        new = replace(meta, partitions=count)
+        new = replace(meta, partitions=count, replica_assignment=manual)
         await trio.to_thread.run_sync(self.broker.topics.update, new)
         log.info("partitions_created", topic=name, partitions=count)
         if timeout > 0 and not await self.ensure_partitions(new, timeout):
@@ -148,10 +163,13 @@ class TopicAdmin:
         await trio.to_thread.run_sync(self.broker.topics.update, new)
         self.apply_topic_configs()
 
-    def apply_topic_configs(self) -> None:
+    def apply_topic_configs(self, *, force: bool = False) -> None:
         """Give each partition this broker leads its topic's configs as the topic files say
         now. Any broker serves AlterConfigs and writes the topic file; the others find the
-        change on their next membership tick (``TopicStore.refresh``) and apply it here."""
+        change on their next membership tick (``TopicStore.refresh``) and apply it here.
+        ``force``: the broker defaults changed (a dynamic broker config), so every topic."""
+        if force:
+            self._applied_meta.clear()
         fresh: dict[str, object] = {}
         for (name, _index), part in list(self.broker.partitions.items()):
             meta = self.broker.topics.get(name)

@@ -43,7 +43,10 @@ Invariants:
     - ``balance`` is a pure, deterministic function of its arguments; the order of
       ``registered``/``alive`` and of ``topics`` does not matter;
     - when any broker is alive every partition's leader is alive; else every leader is -1;
-    - total partitions per alive broker differ by at most 1, and so do each topic's;
+    - a partition with a manual replica list (``preferred``) with an alive broker is led
+      by the first alive broker of the list;
+    - among the other partitions, totals per alive broker differ by at most 1, and so do
+      each topic's;
     - a partition whose leader is alive keeps it unless step 3 or 4 needs to move it;
     - re-balancing the result with the same inputs returns an equal ``Assignment``;
     - per partition, epochs never decrease; any change of (real) leader increases it;
@@ -303,6 +306,7 @@ def balance(
     controller_epoch: int,
     *,
     epoch_floor: Mapping[tuple[str, int], int] | None = None,
+    preferred: Mapping[tuple[str, int], tuple[int, ...]] | None = None,
 ) -> Assignment:
     """Compute the next assignment from the previous one and the current cluster.
 
@@ -315,6 +319,10 @@ def balance(
         controller_epoch: the calling controller's epoch.
         epoch_floor: optional minimum epoch per ``(topic, partition)``, e.g. the on-disk
             manifest epoch of a partition that is absent from ``prev``.
+        preferred: manual replica lists per ``(topic, partition)`` (CreateTopics or
+            CreatePartitions ``assignments``): such a partition is led by the first alive
+            broker of its list and left out of steps 1-4 (the operator placed it); when no
+            broker of its list is alive it is balanced like the others.
 
     Returns:
         The new Assignment; equal to ``prev`` (same version) when nothing changed.
@@ -346,8 +354,14 @@ def balance(
 
     layout = _Layout(alive_ids)
     sticky: set[_Key] = set()
+    pinned: dict[_Key, int] = {}
     if alive_ids:
         alive_set = set(alive_ids)
+        for key, reps in (preferred or {}).items():
+            lead = next((b for b in reps if b in alive_set), NO_BROKER)
+            if lead != NO_BROKER and key[0] in topics and 0 <= key[1] < topics[key[0]]:
+                pinned[key] = lead
+        keys = [k for k in keys if k not in pinned]
         for key in keys:
             before = prev_of(key)
             if before is not None and before.leader in alive_set:
@@ -363,7 +377,7 @@ def balance(
         row: list[PartitionLeader] = []
         for p in range(topics[topic]):
             key = (topic, p)
-            leader = layout.leader.get(key, NO_BROKER)
+            leader = pinned.get(key, layout.leader.get(key, NO_BROKER))
             before = prev_of(key)
             if before is None:
                 epoch = 0 if leader == NO_BROKER else 1

@@ -138,3 +138,126 @@ def min_insync_replicas_error(value: str | None) -> str | None:
     if n < 1:
         return f"Invalid value {value} for configuration min.insync.replicas: Value must be at least 1"
     return None
+
+
+# ---------------------------------------------------------------------------------------
+# manual replica assignments (CreateTopics and CreatePartitions ``assignments``)
+
+INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT, INVALID_PARTITIONS = "invalid_request", "invalid_replica_assignment", \
+    "invalid_partitions"
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentError:
+    """A refused manual assignment: the error's name (``ErrorCode[error]``) and Apache's
+    message."""
+
+    error: str
+    message: str
+
+
+def check_replica_list(replicas: Collection[int], registered: Collection[int],
+                       factor: int | None) -> AssignmentError | None:
+    """Apache's checks of one partition's manual replica list (in its order: empty, then
+    each broker in id order unknown or repeated, then the size against ``factor``, the
+    replication factor of the partitions before it or of the topic)."""
+    if not replicas:
+        return AssignmentError(INVALID_REPLICA_ASSIGNMENT,
+                               "The manual partition assignment includes an empty replica list.")
+    known = set(registered)
+    previous = None
+    for b in sorted(replicas):
+        if b not in known:
+            return AssignmentError(INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes broker {b}, "
+                                                               "but no such broker is registered.")
+        if b == previous:
+            return AssignmentError(INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes the broker "
+                                                               f"{b} more than once.")
+        previous = b
+    if factor is not None and len(replicas) != factor:
+        return AssignmentError(INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes a partition "
+                                                           f"with {len(replicas)} replica(s), but this is not "
+                                                           f"consistent with previous partitions, which have "
+                                                           f"{factor} replica(s).")
+    return None
+
+
+def check_live(partition: int, replicas: Collection[int], alive: Collection[int]) -> AssignmentError | None:
+    """A new partition needs a live replica to lead it (Apache: none fenced or shutting down)."""
+    if not set(replicas) & set(alive):
+        return AssignmentError(INVALID_REPLICA_ASSIGNMENT, f"All brokers specified in the manual partition "
+                                                           f"assignment for partition {partition} are fenced or in "
+                                                           "controlled shutdown.")
+    return None
+
+
+def check_create(assignments: Iterable[tuple[int, Collection[int]]], num_partitions: int, replication_factor: int,
+                 registered: Collection[int], alive: Collection[int]) -> tuple[tuple[int, ...], ...] | AssignmentError:
+    """A CreateTopics topic's manual assignment, as Apache's controller checks it.
+
+    Args:
+        assignments: (partition index, replica list) as the request gives them.
+        num_partitions, replication_factor: the request's; both must be -1.
+        registered: every registered broker id.
+        alive: the brokers that may lead.
+
+    Returns:
+        the replica lists of partitions 0..n-1, or the AssignmentError.
+    """
+    if replication_factor != -1:
+        return AssignmentError(INVALID_REQUEST, "A manual partition assignment was specified, but replication "
+                                                "factor was not set to -1.")
+    if num_partitions != -1:
+        return AssignmentError(INVALID_REQUEST, "A manual partition assignment was specified, but numPartitions "
+                                                "was not set to -1.")
+    lists: dict[int, tuple[int, ...]] = {}
+    factor: int | None = None
+    for index, replicas in assignments:
+        if index in lists:
+            return AssignmentError(INVALID_REPLICA_ASSIGNMENT,
+                                   f"Found multiple manual partition assignments for partition {index}")
+        err = check_replica_list(replicas, registered, factor) or check_live(index, replicas, alive)
+        if err is not None:
+            return err
+        factor = len(replicas)
+        lists[index] = tuple(replicas)
+    if sorted(lists) != list(range(len(lists))):
+        return AssignmentError(INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer "
+                                                           "sequence")
+    return tuple(lists[i] for i in range(len(lists)))
+
+
+def check_add(assignments: Collection[Collection[int]], current: int, count: int, factor: int,
+              registered: Collection[int], alive: Collection[int]) -> tuple[tuple[int, ...], ...] | AssignmentError:
+    """A CreatePartitions topic's manual assignment for partitions ``current..count-1``.
+
+    Returns:
+        their replica lists, or the AssignmentError (the count itself is checked before).
+    """
+    if len(assignments) != count - current:
+        return AssignmentError(INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {count - current} additional "
+                                                           f"partition(s), but only {len(assignments)} "
+                                                           "assignment(s) were specified.")
+    out = []
+    for i, replicas in enumerate(assignments):
+        err = check_replica_list(replicas, registered, factor) or check_live(current + i, replicas, alive)
+        if err is not None:
+            return err
+        out.append(tuple(replicas))
+    return tuple(out)
+
+
+def preferred_leader(replicas: Iterable[int], alive: Collection[int]) -> int:
+    """The first live replica of a manual list (its preferred leader), or -1."""
+    return next((b for b in replicas if b in alive), NO_LEADER)
+
+
+def describe_manual(view: View, leader: int, replicas: tuple[int, ...]) -> Replicas:
+    """Replicas, ISR and offline replicas of a partition with a manual replica list: the
+    list as given. A leader outside it (every listed broker was gone, so the controller
+    placed the partition elsewhere: any broker can lead on the shared volume) is named
+    first."""
+    reps = replicas if leader < 0 or leader in replicas else (leader, *replicas)
+    isr = tuple(b for b in reps if b == leader or b in view.alive)
+    offline = tuple(b for b in reps if b != leader and b not in view.reachable)
+    return Replicas(reps, isr, offline)

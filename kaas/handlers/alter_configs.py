@@ -1,5 +1,6 @@
-"""AlterConfigs (33): replace a topic's config overrides as a whole (on the controller:
-another broker forwards the request, ``_forward``)."""
+"""AlterConfigs (33): replace a topic's config overrides, or a BROKER resource's dynamic
+configs (KIP-226: a broker id, or ``""`` for the cluster-wide default), as a whole (on the
+controller: another broker forwards the request, ``_forward``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import dataclasses
 import structlog
 from kio.schema.errors import ErrorCode
 
-from kaas import configs
+from kaas import broker_configs, configs
 from kaas.domain import replicas
+from kaas.errors import CorruptState
 from kaas.handlers import _auth, _forward
 from kaas.handlers._auth import Op, authorize, enabled, merge
 
@@ -26,15 +28,11 @@ async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool
     res = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource_type,
            "resource_name": name}
     if resource_type == BROKER:
-        # Nothing of a running broker changes: refused, never accepted and ignored (as
-        # Apache refuses a config it cannot update dynamically).
-        res["error_code"] = ErrorCode.invalid_config
-        res["error_message"] = ("broker configs are static: they are the kaas broker options "
-                                "(DescribeConfigs shows them), set when the broker starts")
-        return res
+        return await _alter_broker(ctx, res, name, compute, validate_only)
     if resource_type != TOPIC:
         res["error_code"] = ErrorCode.invalid_request
-        res["error_message"] = f"resource type {resource_type} is not supported; only topic configs can be altered"
+        res["error_message"] = (f"resource type {resource_type} is not supported; only topic and broker configs "
+                                "can be altered")
         return res
     broker.topics.refresh()
     meta = broker.topics.get(name)
@@ -60,6 +58,62 @@ async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool
             log.error("topic_write_failed", topic=name, error=str(exc))
             res["error_code"] = ErrorCode.kafka_storage_error
             res["error_message"] = f"topic file not written: {exc.strerror}"
+    return res
+
+
+def broker_name_error(name: str) -> str | None:
+    """Apache's check of a BROKER resource's name: empty (the cluster default) or a
+    broker id."""
+    if name == "":
+        return None
+    try:
+        bid = int(name)
+    except ValueError:
+        return "Unable to parse broker name as a base 10 number."
+    if bid < 0:
+        return "Invalid negative broker ID."
+    return None
+
+
+async def _alter_broker(ctx, res: dict, name: str, compute, validate_only: bool) -> dict:
+    """A BROKER resource on the controller, the one writer of the dynamic broker configs
+    (``__cluster/broker_configs.json``): read afresh, alter the resource's layer, validate
+    it whole, write it (unless ``validate_only``) and apply it here at once; the other
+    brokers read it within a poll (``tasks.broker_configs``)."""
+    broker = ctx.broker
+    why = broker_name_error(name)
+    if why is not None:
+        res["error_code"] = ErrorCode.invalid_request
+        res["error_message"] = why
+        return res
+    dyn = broker.dynamic
+    async with dyn.lock:
+        try:
+            current = await broker.run_io(dyn.file.read)
+        except (CorruptState, OSError) as exc:
+            res["error_code"] = ErrorCode.kafka_storage_error
+            res["error_message"] = f"broker config file unreadable: {exc}"
+            return res
+        new, err = compute(current.layer(name))
+        refusal = (broker_configs.Refusal("invalid_request", err) if err is not None
+                   else broker_configs.validate(new, per_broker=name != ""))
+        if refusal is not None:
+            res["error_code"] = ErrorCode[refusal.error]
+            res["error_message"] = refusal.message
+            return res
+        if validate_only:
+            return res
+        updated = current.with_layer(name, new)
+        try:
+            await broker.run_io(dyn.file.write, updated)
+        except OSError as exc:
+            log.error("broker_configs_write_failed", error=str(exc))
+            res["error_code"] = ErrorCode.kafka_storage_error
+            res["error_message"] = f"broker config file not written: {exc.strerror}"
+            return res
+        log.info("broker_configs_altered", resource=name or "<default>", version=updated.version,
+                 configs=sorted(new))
+        dyn.apply(updated)
     return res
 
 

@@ -1,6 +1,7 @@
 """CreatePartitions (37): grow a topic's partition count; answered once every live broker
 serves the new partitions (up to the request's timeout, then REQUEST_TIMED_OUT). Handled by
-the controller: another broker forwards it (``_forward``)."""
+the controller: another broker forwards it (``_forward``). Manual ``assignments`` for the new
+partitions are checked as Apache does and kept as their replica lists (``replicas.check_add``)."""
 
 from __future__ import annotations
 
@@ -41,13 +42,11 @@ async def _create(ctx, req):
     deadline = trio.current_time() + req.timeout.total_seconds()
     out = []
     for t in req.topics:
-        if t.assignments:
-            out.append({"name": t.name, "error_code": ErrorCode.invalid_request,
-                        "error_message": "manual replica assignment is not supported"})
-            continue
+        manual = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
         try:
             code, msg = await ctx.broker.admin.add_partitions(t.name, t.count, validate_only=req.validate_only,
-                                                        timeout=deadline - trio.current_time())
+                                                              assignments=manual,
+                                                              timeout=deadline - trio.current_time())
         except OSError as exc:  # the topic file could not be written: the count is unchanged
             log.error("topic_write_failed", topic=t.name, error=str(exc))
             code, msg = ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"

@@ -6,6 +6,12 @@ The replication factor is -1 (the default, 1, as Apache's default.replication.fa
 1..N where N is the number of registered brokers; above N is INVALID_REPLICATION_FACTOR
 with Apache's message. It is kept in the topic file and says how many brokers Metadata
 names as replicas (``kaas.domain.replicas``); the bytes are one copy on the shared volume.
+
+A manual assignment (``assignments``, with num_partitions and replication_factor -1) is
+checked as Apache's controller checks it (``replicas.check_create``: INVALID_REQUEST or
+INVALID_REPLICA_ASSIGNMENT with Apache's messages) and kept in the topic file as the
+partitions' replica lists; the controller makes the first live broker of each list its
+leader.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import configs
+from kaas import broker_configs, configs
 from kaas.domain import replicas
 from kaas.handlers._auth import CLUSTER, TOPIC, Op, authorize
 
@@ -45,11 +51,20 @@ async def handle(ctx, req) -> dict:
             res["error_code"] = ErrorCode.invalid_request
             res["error_message"] = "duplicate topic name in the request"
             continue
+        manual: dict[int, tuple[int, ...]] = {}
+        num_partitions = t.num_partitions
         if t.assignments:
-            res["error_code"] = ErrorCode.invalid_request
-            res["error_message"] = "manual replica assignment is not supported"
-            continue
-        rf = DEFAULT_REPLICATION_FACTOR if t.replication_factor == -1 else t.replication_factor
+            lists = replicas.check_create([(a.partition_index, a.broker_ids) for a in t.assignments],
+                                          t.num_partitions, t.replication_factor, broker.registered_brokers(),
+                                          broker.alive_brokers())
+            if isinstance(lists, replicas.AssignmentError):
+                res["error_code"] = ErrorCode[lists.error]
+                res["error_message"] = lists.message
+                continue
+            manual = dict(enumerate(lists))
+            num_partitions = len(lists)
+        rf = len(manual[0]) if manual else \
+            DEFAULT_REPLICATION_FACTOR if t.replication_factor == -1 else t.replication_factor
         registered = len(broker.registered_brokers())
         if rf <= 0:
             res["error_code"] = ErrorCode.invalid_replication_factor
@@ -68,23 +83,25 @@ async def handle(ctx, req) -> dict:
             continue
         try:
             meta, (code, msg) = await broker.admin.create_topic(
-                t.name, t.num_partitions, topic_configs, validate_only=req.validate_only, replication_factor=rf,
-                timeout=deadline - trio.current_time())
+                t.name, num_partitions, topic_configs, validate_only=req.validate_only, replication_factor=rf,
+                replica_assignment=manual, timeout=deadline - trio.current_time())
         except OSError as exc:  # the topic file could not be written: no topic was created
             log.error("topic_write_failed", topic=t.name, error=str(exc))
             meta, code, msg = None, ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"
         res["error_code"] = code
         res["error_message"] = msg
         if code == ErrorCode.none:
-            asked = t.num_partitions if t.num_partitions > 0 else broker.settings.num_partitions
+            asked = num_partitions if num_partitions > 0 else broker.settings.num_partitions
             parts = meta.partitions if meta else asked
             res["num_partitions"] = parts
             res["replication_factor"] = meta.replication_factor if meta else rf
             if meta is not None:
                 res["topic_id"] = meta.topic_id
+            dyn = broker.dynamic
             res["configs"] = [
-                {"name": k, "value": v, "read_only": False, "config_source": 5 if is_default else 1,
-                 "is_sensitive": False}
+                {"name": k, "value": v, "read_only": False, "is_sensitive": False,
+                 "config_source": broker_configs.topic_source(dyn.static, dyn.default, dyn.mine, k)[0]
+                 if is_default else broker_configs.SOURCE_TOPIC}
                 for k, (v, is_default) in configs.effective(broker.settings, topic_configs).items()
             ]
     return {"throttle_time": 0, "topics": out}

@@ -1,10 +1,12 @@
-"""DescribeConfigs (32): topic configs (overrides and defaults) and broker configs."""
+"""DescribeConfigs (32): topic configs (overrides and the broker defaults under them) and
+broker configs (static options and dynamic configs, KIP-226), each with its source, and
+with its synonyms when the request asks (``include_synonyms``)."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from kaas import configs
+from kaas import broker_configs, configs
 from kaas.handlers import _auth
 from kaas.handlers._auth import Op, authorize
 
@@ -12,32 +14,21 @@ API_KEY = 32
 VERSIONS = (1, 4)
 
 TOPIC, BROKER = 2, 4
-SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
-_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
-
-BROKER_CONFIGS = {
-    "auto.create.topics.enable": ("boolean", "auto_create_topics"),
-    "num.partitions": ("int", "num_partitions"),
-    "log.segment.bytes": ("int", "segment_bytes"),
-    "log.retention.ms": ("long", "retention_ms"),
-    "log.retention.bytes": ("long", "retention_bytes"),
-    "message.max.bytes": ("int", "message_max_bytes"),
-    "transaction.max.timeout.ms": ("int", "transaction_max_timeout_ms"),
-    "group.initial.rebalance.delay.ms": ("int", "group_initial_rebalance_delay_ms"),
-    "group.min.session.timeout.ms": ("int", "group_min_session_timeout_ms"),
-    "group.max.session.timeout.ms": ("int", "group_max_session_timeout_ms"),
-    "broker.id": ("int", "broker_id"),
-}
+_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
+          "password": 9}
 
 
-def _entry(name, value, source, kind, read_only=False):
+def _entry(name, value, source, kind, *, read_only=False, sensitive=False, synonyms=(), include_synonyms=False):
     return {"name": name, "value": value, "read_only": read_only, "config_source": source,
-            "is_default": source == SOURCE_DEFAULT, "is_sensitive": False, "synonyms": [],
-            "config_type": _TYPES.get(kind, 0), "documentation": None}
+            "is_default": source == broker_configs.SOURCE_DEFAULT, "is_sensitive": sensitive,
+            "synonyms": [{"name": n, "value": v, "source": src} for n, v, src in synonyms] if include_synonyms
+            else [], "config_type": _TYPES.get(kind, 0), "documentation": None}
 
 
 async def handle(ctx, req) -> dict:
     broker = ctx.broker
+    dyn = broker.dynamic
+    with_synonyms = bool(getattr(req, "include_synonyms", False))
     results = []
     for r in req.resources:
         res = {"error_code": ErrorCode.none, "error_message": None, "resource_type": r.resource_type,
@@ -58,19 +49,28 @@ async def handle(ctx, req) -> dict:
                 res["error_message"] = f"topic {r.resource_name} does not exist"
                 continue
             for name, (value, is_default) in configs.effective(broker.settings, meta.configs).items():
-                if keys is None or name in keys:
-                    res["configs"].append(_entry(name, value, SOURCE_DEFAULT if is_default else SOURCE_TOPIC,
-                                                 configs.TOPIC_CONFIGS[name][0]))
+                if keys is not None and name not in keys:
+                    continue
+                source, synonyms = broker_configs.topic_source(dyn.static, dyn.default, dyn.mine, name)
+                if not is_default:
+                    source = broker_configs.SOURCE_TOPIC
+                    synonyms = [(name, value, source), *synonyms]
+                res["configs"].append(_entry(name, value, source, configs.TOPIC_CONFIGS[name][0],
+                                             synonyms=synonyms, include_synonyms=with_synonyms))
         elif r.resource_type == BROKER:
-            if r.resource_name not in ("", str(broker.id)):
+            if r.resource_name == "":
+                entries = broker_configs.default_entries(dyn.default)
+            elif r.resource_name == str(broker.id):
+                entries = broker_configs.broker_entries(dyn.static, dyn.default, dyn.mine)
+            else:
                 res["error_code"] = ErrorCode.invalid_request
                 res["error_message"] = f"broker {r.resource_name} is not this broker"
                 continue
-            for name, (kind, attr) in BROKER_CONFIGS.items():
-                if keys is None or name in keys:
-                    value = getattr(broker.settings, attr)
-                    value = str(value).lower() if isinstance(value, bool) else str(value)
-                    res["configs"].append(_entry(name, value, SOURCE_STATIC_BROKER, kind, read_only=True))
+            for e in entries:
+                if keys is None or e["name"] in keys:
+                    res["configs"].append(_entry(e["name"], e["value"], e["source"], e["type"],
+                                                 read_only=e["read_only"], sensitive=e["sensitive"],
+                                                 synonyms=e["synonyms"], include_synonyms=with_synonyms))
         else:
             res["error_code"] = ErrorCode.invalid_request
             res["error_message"] = f"resource type {r.resource_type} is not supported"

@@ -38,7 +38,7 @@ import msgpack
 from kaas.clock import SYSTEM
 from kaas.domain import compaction as plan_mod
 from kaas.errors import CorruptState
-from kaas.storage import atomic, fs
+from kaas.storage import atomic, fs, trash
 from kaas.wire import batch as wb
 from kaas.wire import records as wr
 
@@ -230,7 +230,7 @@ def commit(log, prepared: Prepared, state: dict) -> None:
         discard(prepared)
         raise
     fs.crash_point("cleaner.after_commit_file")
-    _roll_forward(job.path, replace, remove, job.fsync)
+    _roll_forward(job.path, replace, remove, job.fsync, log.config.file_delete_delay_ms, log.clock())
     fs.crash_point("cleaner.after_swap")
     _unlink(job.path / COMMIT_FILE)
 
@@ -270,11 +270,17 @@ def finish(path: Path, fsync: bool = True) -> list[str]:
     return done
 
 
-def _roll_forward(path: Path, replace: list[str], remove: list[str], fsync: bool) -> None:
+def _roll_forward(path: Path, replace: list[str], remove: list[str], fsync: bool,
+                  delay_ms: int = 0, now_ms: int = 0) -> None:
+    """Swap the copies in. With a ``file.delete.delay.ms`` (``delay_ms``) the replaced and
+    removed files wait as ``*.deleted`` (``storage.trash``); a takeover completing a pass
+    (``finish``) deletes them at once, as Apache deletes leftovers when it loads a log."""
     for name in replace:
         stem = path / name[:-4]
         if not Path(f"{stem}.log{SUFFIX}").exists():
             continue  # already swapped (a pass completed twice is the same pass)
+        for ext in _EXTS:
+            trash.keep(Path(f"{stem}{ext}"), delay_ms, now_ms)
         txn_copy = Path(f"{stem}.txnidx{SUFFIX}")
         if txn_copy.exists():
             fs.replace(str(txn_copy), f"{stem}.txnidx")
@@ -288,8 +294,7 @@ def _roll_forward(path: Path, replace: list[str], remove: list[str], fsync: bool
         fs.replace(f"{stem}.log{SUFFIX}", f"{stem}.log")
     for name in remove:
         stem = path / name[:-4]
-        for ext in (".idx", ".txnidx", ".log"):
-            _unlink(Path(f"{stem}{ext}"))
+        trash.discard([Path(f"{stem}{ext}") for ext in (".idx", ".txnidx", ".log")], delay_ms, now_ms)
     if fsync:
         atomic.fsync_dir(path)
 

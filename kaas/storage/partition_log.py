@@ -52,7 +52,7 @@ from kio.schema.errors import ErrorCode
 from kaas.clock import wall_ms
 from kaas.domain.producer_state import ProducerStateTable
 from kaas.errors import CorruptState, KaasError
-from kaas.storage import atomic, cleaner, fs
+from kaas.storage import atomic, cleaner, fs, trash
 from kaas.wire import batch as wb
 from kaas.wire import records as wr
 
@@ -77,6 +77,7 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = 2**63 - 1
     delete_retention_ms: int = 24 * 3600 * 1000
+    file_delete_delay_ms: int = 0  # file.delete.delay.ms: dropped segments wait as *.deleted (storage.trash)
 
 
 @dataclass(slots=True)
@@ -492,11 +493,8 @@ class PartitionLog:
 
     def _remove_segment(self, seg: Segment) -> None:
         self._close_fd(seg)
-        for p in (seg.path, seg.path.with_suffix(".idx"), seg.path.with_suffix(".txnidx")):
-            try:
-                p.unlink()
-            except FileNotFoundError:
-                pass
+        trash.discard((seg.path, seg.path.with_suffix(".idx"), seg.path.with_suffix(".txnidx")),
+                      self.config.file_delete_delay_ms, self.clock())
 
     # ------------------------------------------------------------------ write
 

@@ -7,7 +7,9 @@ Invariants:
     - a topic's ``topic_id`` never changes while its file exists; a re-created topic gets a
       new id (names are not identities);
     - the partition count only grows;
-    - the replication factor is at least 1 and set once, at creation.
+    - the replication factor is at least 1 and set once, at creation;
+    - a manual replica list (``replica_assignment``) is never empty, and has the
+      replication factor's length.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kaas.errors import CorruptState
-from kaas.storage import atomic
+from kaas.storage import atomic, trash
 
 VALID_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -37,11 +39,18 @@ class TopicMeta:
     """How many brokers Metadata names as the partition's replicas (see
     ``kaas.domain.replicas``): the data is one copy on the shared volume either way.
     Files written before the field existed read as 1."""
+    replica_assignment: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Manual replica lists (CreateTopics/CreatePartitions ``assignments``) by partition;
+    the first live broker of a list is the partition's preferred leader. Partitions
+    without one use the ring of ``kaas.domain.replicas``."""
 
     def to_json(self) -> dict:
-        return {"format": 1, "name": self.name, "topic_id": str(self.topic_id),
-                "partitions": self.partitions, "configs": dict(self.configs),
-                "replication_factor": self.replication_factor}
+        out = {"format": 1, "name": self.name, "topic_id": str(self.topic_id),
+               "partitions": self.partitions, "configs": dict(self.configs),
+               "replication_factor": self.replication_factor}
+        if self.replica_assignment:
+            out["replica_assignment"] = {str(p): list(r) for p, r in sorted(self.replica_assignment.items())}
+        return out
 
     @classmethod
     def from_json(cls, obj: dict, path: str = "") -> TopicMeta:
@@ -49,10 +58,13 @@ class TopicMeta:
             rf = int(obj.get("replication_factor", 1))
             if rf < 1:
                 raise ValueError(f"replication_factor {rf} below 1")
+            manual = {int(p): tuple(int(b) for b in r) for p, r in obj.get("replica_assignment", {}).items()}
+            if any(not r for r in manual.values()):
+                raise ValueError("empty replica list")
             return cls(obj["name"], uuid.UUID(obj["topic_id"]), int(obj["partitions"]),
                        {str(k): str(v) for k, v in obj.get("configs", {}).items()},
-                       replication_factor=rf)
-        except (KeyError, ValueError, TypeError) as exc:
+                       replication_factor=rf, replica_assignment=manual)
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise CorruptState(path, f"bad topic file: {exc}") from None
 
 
@@ -118,10 +130,11 @@ class TopicStore:
         return changed
 
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-               replication_factor: int = 1) -> TopicMeta | None:
+               replication_factor: int = 1,
+               replica_assignment: dict[int, tuple[int, ...]] | None = None) -> TopicMeta | None:
         """Exclusive-create the topic file. Returns the new meta, or None if it already exists."""
         meta = TopicMeta(name, uuid.uuid4(), partitions, dict(configs or {}),
-                         replication_factor=replication_factor)
+                         replication_factor=replication_factor, replica_assignment=dict(replica_assignment or {}))
         data = json.dumps(meta.to_json(), sort_keys=True).encode()
         if not atomic.create_exclusive(self.dir / f"{name}.json", data, fsync=self.fsync):
             return None
@@ -143,11 +156,14 @@ class TopicStore:
         return True
 
 
-def remove_topic_data(topic_dir: Path, meta: TopicMeta) -> None:
+def remove_topic_data(topic_dir: Path, meta: TopicMeta, delay_ms: int = 0, now_ms: int = 0) -> None:
     """Remove a deleted topic's partition directories: renamed aside first (one rename, so
-    a broker that looks afterwards never sees half a topic), then removed."""
+    a broker that looks afterwards never sees half a topic), then removed at once (delay
+    0) or, after ``delay_ms`` (file.delete.delay.ms), by the controller's sweep
+    (``storage.trash.sweep_topics``)."""
     if not topic_dir.exists():
         return
-    trash = topic_dir.with_name(f".{meta.name}.deleted-{meta.topic_id}")
-    os.rename(topic_dir, trash)
-    shutil.rmtree(trash, True)
+    aside = trash.topic_trash_name(topic_dir, meta.topic_id, now_ms + max(0, delay_ms))
+    os.rename(topic_dir, aside)
+    if delay_ms <= 0:
+        shutil.rmtree(aside, True)

@@ -14,12 +14,14 @@ from kaas import failpoints
 from kaas.broker import Broker
 from kaas.coord.txn import TxnCoordinator
 from kaas.tasks.acls import serve_acls
+from kaas.tasks.broker_configs import serve_broker_configs
 from kaas.tasks.credentials import serve_credentials
 from kaas.tasks.group_timers import serve_timers
 from kaas.tasks.log_cleaner import serve_log_cleaner
 from kaas.tasks.membership import Membership
 from kaas.tasks.presence import serve_presence
 from kaas.tasks.retention import serve_retention
+from kaas.tasks.trash import serve_trash
 from kaas.tasks.txn import serve_txn
 
 FAILPOINT_RELOAD_S = 0.2
@@ -44,9 +46,11 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
         await nursery.start(serve_credentials, broker)
         if broker.acls.enabled:  # before anything serves: requests meet the file's ACLs
             await nursery.start(serve_acls, broker)
+        await nursery.start(serve_broker_configs, broker)
         await nursery.start(Membership(broker).serve)
         await nursery.start(serve_presence, broker.cluster, broker.peer_links)
         await nursery.start(serve_retention, broker)
+        await nursery.start(serve_trash, broker)
         await nursery.start(serve_timers, broker.groups)
         if broker.txn is None:
             broker.txn = TxnCoordinator(broker)

@@ -29,9 +29,8 @@ class Stats:
 
 async def serve_log_cleaner(broker, task_status=trio.TASK_STATUS_IGNORED) -> None:
     task_status.started()
-    period = broker.settings.log_cleaner_backoff_ms / 1000
     while True:
-        await trio.sleep(period)
+        await trio.sleep(broker.settings.log_cleaner_backoff_ms / 1000)  # dynamic: read each pass
         for part in list(broker.partitions.values()):
             if part.closed or not part.log.config.compact:
                 continue

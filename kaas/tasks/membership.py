@@ -282,11 +282,14 @@ class Membership:
         view, broker = self.view, self.broker
         broker.topics.refresh()
         topics = {name: meta.partitions for name, meta in broker.topics.topics.items()}
+        preferred = {(name, p): reps for name, meta in broker.topics.topics.items()
+                     for p, reps in meta.replica_assignment.items()}
         prev = self._read_assignment_file()
         if prev is not None and prev.controller_epoch > view.controller_epoch:
             view.is_controller = False
             return
-        new = balance(prev, topics, view.registered(), self._placeable(), view.controller_epoch, epoch_floor=None)
+        new = balance(prev, topics, view.registered(), self._placeable(), view.controller_epoch, epoch_floor=None,
+                      preferred=preferred)
         if prev is not None and new == prev:
             return
         # Still the controller? A deposed one must not overwrite its successor's file.

@@ -14,9 +14,9 @@ log = structlog.get_logger()
 
 
 async def serve_retention(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    settings = broker.settings
     task_status.started()
     while True:
+        settings = broker.settings  # anew each pass: dynamic broker configs replace it
         await trio.sleep(settings.retention_check_ms / 1000)
         now = broker.clock.wall_ms()
         for part in list(broker.partitions.values()):

@@ -26,6 +26,8 @@ import msgpack
 from kaas.domain.assignment import Assignment
 from kaas.domain.txn import SlotState
 from kaas.errors import CorruptState
+from kaas.storage import trash
+from kaas.storage.broker_configs import BrokerConfigFile, broker_configs_path
 from kaas.storage.cleaner import COMMIT_FILE
 from kaas.storage.cleaner import STATE_FILE as CLEANER_FILE
 from kaas.storage.partition_log import RECOVERY_FILE
@@ -283,7 +285,10 @@ def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int |
                     "pending_commit": (pdir / COMMIT_FILE).exists()}
     journal, journal_err = read_json(pdir / RECOVERY_FILE)
     recoveries = list(journal.get("entries", [])) if isinstance(journal, dict) else []
+    pending = [{"file": name, "size": size_of(pdir / name), "due": _utc(due), "due_ms": due}
+               for name, due in trash.pending(pdir)]
     out = {"topic": topic, "partition": partition, "directory": str(pdir), "manifest": manifest,
+           "pending_deletion": pending,
            "manifest_error": manifest_err, "snapshot": _snapshot(pdir / "producer-state.snapshot"),
            "segments": segments, "batches": batches, "truncated": truncated,
            "recoveries": recoveries, "recoveries_error": journal_err, "cleaner": cleaner_view}
@@ -318,6 +323,9 @@ def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int |
                                   "base_sequence", "flags", "crc_ok", "partition_leader_epoch", "segment"]))
         if truncated:
             lines.append(f"(stopped after --limit {limit} batches)")
+        if pending:
+            lines += ["", "Deleted, on the volume until file.delete.delay.ms passed (no reader sees them):",
+                      table(pending, ["file", "size", "due"])]
         if recoveries or journal_err:
             lines += ["", "Recovery cuts (what takeovers truncated or removed, oldest first):"]
             if journal_err:
@@ -620,6 +628,17 @@ def _kv(d: Any) -> str | None:
     return ",".join(f"{k}={v}" for k, v in sorted(d.items()))
 
 
+def _broker_configs(layout: Layout) -> list[dict]:
+    """The dynamic broker configs file: one row per layer (``<default>`` or a broker id)."""
+    try:
+        bc = BrokerConfigFile(broker_configs_path(layout.cluster)).read()
+    except (CorruptState, OSError) as exc:
+        return [{"resource": "-", "configs": None, "error": str(exc)}]
+    rows = [{"resource": "<default>", "configs": _kv(bc.default), "error": None}] if bc.default else []
+    rows += [{"resource": str(b), "configs": _kv(layer), "error": None} for b, layer in sorted(bc.brokers.items())]
+    return rows
+
+
 @inspect.command("cluster")
 @_data_option
 @click.option("--session-timeout-ms", type=int, default=3000, show_default=True,
@@ -640,7 +659,10 @@ def cluster(data: Path, session_timeout_ms: int, as_json: bool) -> None:
            "controller": {"epoch": current["epoch"], "broker_id": current["broker_id"], "epoch_files": controllers},
            "brokers": _heartbeats(layout, age, session_timeout_ms), "marker_queues": _marker_queues(layout, age),
            "fence_logs": _fence_logs(layout, age), "pid_blocks": _pid_blocks(layout), "topics": topics,
-           "partitions": _partitions(layout, asg, topics), "groups": _groups(layout, age)}
+           "partitions": _partitions(layout, asg, topics), "groups": _groups(layout, age),
+           "deleted_topics": [{"directory": name, "due": _utc(due) if due else "now", "due_ms": due}
+                              for name, due in trash.pending_topics(layout.data)],
+           "broker_configs": _broker_configs(layout)}
 
     def human() -> list[str]:
         a = assignment
@@ -665,6 +687,8 @@ def cluster(data: Path, session_timeout_ms: int, as_json: bool) -> None:
             ("PID blocks", out["pid_blocks"], ["broker_id", "block_end", "error"]),
             ("Groups", out["groups"], ["group_id", "generation", "committed_partitions", "pending_producers",
                                        "age_s", "error"]),
+            ("Dynamic broker configs (KIP-226)", out["broker_configs"], ["resource", "configs", "error"]),
+            ("Deleted topics waiting for file.delete.delay.ms", out["deleted_topics"], ["directory", "due"]),
         ]
         lines = [head, f"Controller: broker {cell(current['broker_id'])} at epoch {cell(current['epoch'])} "
                        f"({len(controllers)} epoch files)"]

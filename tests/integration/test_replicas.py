@@ -16,7 +16,7 @@ from confluent_kafka import (
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from kaas.client import WireClient
 from kaas.testing import ClusterProcess, wait_for
@@ -325,3 +325,70 @@ def test_librdkafka_transaction_scenarios_on_replication_factor_3_topics(tmp_pat
         assert ei.value.args[0].fatal() or ei.value.args[0].code() in (
             KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
         assert b"zombie" not in read(src)
+
+
+@pytest.mark.cluster
+def test_manual_replica_assignments_in_create_topics_and_create_partitions(tmp_path):
+    """CreateTopics and CreatePartitions with ``assignments`` (librdkafka 0081 sends them):
+    the lists are the partitions' replicas, their first live broker leads, every broker's
+    Metadata says so; Apache's errors for the invalid ones; a dead preferred broker's
+    partition is led by the next broker of its list."""
+    with ClusterProcess(tmp_path / "data", 3, supervisor_args=["--restart-delay", "10"]).running() as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        topic = "manual"
+        lists = [[2, 0], [1, 2], [0, 1], [2, 1]]
+        admin.create_topics([NewTopic(topic, len(lists), replica_assignment=lists)])[topic].result(15)
+
+        def served(port: int) -> list | None:
+            ps = partitions(port, topic)
+            return ps if len(ps) == len(lists) and all(p.leader_id >= 0 for p in ps) else None
+
+        for port in c.ports:
+            ps = wait_for(lambda port=port: served(port), 15, "leaders")
+            assert [list(p.replica_nodes) for p in ps] == lists
+            assert [p.leader_id for p in ps] == [r[0] for r in lists]
+            assert all(sorted(p.isr_nodes) == sorted(r) for p, r in zip(ps, lists, strict=True))
+        assert produce_codes(c.bootstrap, topic, len(lists), acks="all") == [0] * len(lists)
+
+        # CreatePartitions with lists for the new partitions (validate_only first: nothing changes)
+        fs = admin.create_partitions([NewPartitions(topic, 6, replica_assignment=[[1, 0], [0, 2]])],
+                                     validate_only=True)
+        fs[topic].result(15)
+        assert len(partitions(c.ports[0], topic)) == 4
+        admin.create_partitions([NewPartitions(topic, 6, replica_assignment=[[1, 0], [0, 2]])])[topic].result(15)
+        ps = wait_for(lambda: (lambda ps: ps if len(ps) == 6 and all(p.leader_id >= 0 for p in ps) else None)(
+            partitions(c.ports[1], topic)), 15, "new partitions")
+        assert [list(p.replica_nodes) for p in ps[4:]] == [[1, 0], [0, 2]]
+        assert [p.leader_id for p in ps[4:]] == [1, 0]
+
+        def refused(fs_of, name) -> KafkaError:
+            with pytest.raises(KafkaException) as ei:
+                fs_of()[name].result(15)
+            return ei.value.args[0]
+
+        cases = [
+            (lambda: admin.create_topics([NewTopic("bad1", 1, replica_assignment=[[0, 7]])]), "bad1",
+             KafkaError.INVALID_REPLICA_ASSIGNMENT, "includes broker 7, but no such broker is registered"),
+            (lambda: admin.create_topics([NewTopic("bad2", 1, replica_assignment=[[0, 0]])]), "bad2",
+             KafkaError.INVALID_REPLICA_ASSIGNMENT, "includes the broker 0 more than once"),
+            (lambda: admin.create_topics([NewTopic("bad3", 2, replica_assignment=[[0, 1], [2]])]), "bad3",
+             KafkaError.INVALID_REPLICA_ASSIGNMENT, "not consistent with previous partitions"),
+            (lambda: admin.create_partitions([NewPartitions(topic, 8, replica_assignment=[[0, 1]])]), topic,
+             KafkaError.INVALID_REPLICA_ASSIGNMENT, "Attempted to add 2 additional partition(s), but only 1"),
+            (lambda: admin.create_partitions([NewPartitions(topic, 7, replica_assignment=[[0]])]), topic,
+             KafkaError.INVALID_REPLICA_ASSIGNMENT, "which have 2 replica(s)"),
+            (lambda: admin.create_partitions([NewPartitions(topic, 5)]), topic,
+             KafkaError.INVALID_PARTITIONS, "currently has 6 partition(s); 5 would not be an increase"),
+        ]
+        for fs_of, name, code, why in cases:
+            err = refused(fs_of, name)
+            assert err.code() == code and why in err.str(), (name, err)
+        assert "bad1" not in admin.list_topics(timeout=10).topics
+
+        # broker 2 dies: its preferred partitions move to the next live broker of their lists
+        c.kill(2)
+        want = [0, 1, 0, 1, 1, 0]
+        wait_for(lambda: [p.leader_id for p in partitions(c.ports[0], topic)] == want, 20, "failover in list order")
+        ps = partitions(c.ports[0], topic)
+        assert [list(p.replica_nodes) for p in ps] == lists + [[1, 0], [0, 2]]
+        assert list(ps[0].offline_replicas) == [2]

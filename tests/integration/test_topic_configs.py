@@ -92,7 +92,10 @@ WALK: dict[str, Entry] = {
     "compression.type": Entry(
         honoured_by=("tests/integration/test_produce_fetch.py::test_confluent_round_trip_all_codecs",),
         refuses=("gzip", "snappy", "lz4", "zstd", "uncompressed"), why="as the producer compressed them"),
-    "file.delete.delay.ms": Entry(refuses=("60000", "1"), why="deletes a segment's files as soon as"),
+    "file.delete.delay.ms": Entry(honoured_by=(
+        "tests/integration/test_file_delete_delay.py::test_deleted_segments_and_topics_wait_out_the_delay",
+        "tests/component/test_file_delete_delay.py"), accepts=("60000", "1", "0"), refuses=("-1",),
+        why="must not be negative"),
     "flush.messages": Entry(refuses=("1", "10000"), why="fsyncs before answering an acks=all produce"),
     "flush.ms": Entry(refuses=("0", "1000"), why="fsyncs before answering an acks=all produce"),
 }
@@ -200,18 +203,20 @@ def test_refused_values_answer_invalid_config(admin, name, value):
     assert described(admin, topic)[name].value == before
 
 
-def test_broker_configs_cannot_be_altered(admin):
-    """Broker configs are the static `kaas broker` options: an alter is refused, never
-    accepted and ignored."""
-    res = ConfigResource(ConfigResource.Type.BROKER, "0", set_config={"log.retention.ms": "1000"})
-    err = refused(lambda: admin.alter_configs([res])[res].result(10))
-    assert err.code() == KafkaError.INVALID_CONFIG and "static" in err.str()
+def test_broker_configs_read_only_and_refused(admin):
+    """Dynamic broker configs are tests/integration/test_broker_configs.py's; here, on one
+    broker: a read-only key gets Apache's INVALID_REQUEST, one kaas reads only at start
+    INVALID_CONFIG with the reason, and nothing changes."""
     res = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
         ConfigEntry("num.partitions", "4", incremental_operation=AlterConfigOpType.SET)])
     err = refused(lambda: admin.incremental_alter_configs([res])[res].result(10))
-    assert err.code() == KafkaError.INVALID_CONFIG
+    assert err.code() == KafkaError.INVALID_REQUEST and "Cannot update these configs dynamically" in err.str()
+    res = ConfigResource(ConfigResource.Type.BROKER, "0", set_config={"listeners": "PLAINTEXT://:1"})
+    err = refused(lambda: admin.alter_configs([res])[res].result(10))
+    assert err.code() == KafkaError.INVALID_CONFIG and "at start" in err.str()
     res = ConfigResource(ConfigResource.Type.BROKER, "0")
-    assert admin.describe_configs([res])[res].result(10)["num.partitions"].value == "1"
+    cfg = admin.describe_configs([res])[res].result(10)
+    assert cfg["num.partitions"].value == "1" and cfg["num.partitions"].is_read_only
 
 
 # --------------------------------------------------------------------------- behaviour

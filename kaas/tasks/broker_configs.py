@@ -1,0 +1,56 @@
+"""Hot reload of the dynamic broker configs (``__cluster/broker_configs.json``, KIP-226):
+every broker stats the file five times a second, reads it again when it changed, and once
+a second regardless (NFS may cache attributes); an inotify doorbell on ``__cluster/``, where
+the data directory is local, wakes the loop at once. A file that does not parse is logged
+and the last good layers stay in force (never reset to none)."""
+
+from __future__ import annotations
+
+import structlog
+import trio
+
+from kaas import dirwatch
+from kaas.broker import Broker
+from kaas.errors import CorruptState
+
+POLL_S = 0.2  # stat period
+FORCE_S = 1.0  # a read at least this often, whatever stat says
+
+log = structlog.get_logger()
+
+
+async def reload(broker: Broker, force: bool) -> None:
+    """Read the file if it changed (or ``force``) and apply it."""
+    dyn = broker.dynamic
+    try:
+        configs = await broker.run_io(dyn.read_if_changed, force)
+    except (CorruptState, OSError) as exc:
+        if dyn.error != str(exc):
+            log.error("broker_configs_unreadable", error=str(exc))
+        dyn.error = str(exc)
+        return
+    if configs is not None:
+        dyn.apply(configs)
+
+
+async def serve_broker_configs(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Load the dynamic configs, report ready, then keep them current until cancelled."""
+    await reload(broker, True)
+    watch = dirwatch.open_watch(broker.layout.cluster) if broker.settings.inotify else None
+    task_status.started()
+    last_read = trio.current_time()
+    try:
+        while True:
+            with trio.move_on_after(POLL_S):
+                if watch is not None:
+                    await watch.wait()
+                    await trio.sleep(0.01)  # let a rename's events land together
+                else:
+                    await trio.sleep_forever()
+            force = trio.current_time() - last_read >= FORCE_S
+            if force:
+                last_read = trio.current_time()
+            await reload(broker, force)
+    finally:
+        if watch is not None:
+            watch.close()
