@@ -31,6 +31,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
+from typing import BinaryIO
 
 from kaas import failpoints
 from kaas.listeners import parse_endpoints, shift_ports
@@ -196,7 +198,7 @@ class Supervisor:
         self._recovered(what)
         return True
 
-    def _open_log(self, child: Child) -> object:
+    def _open_log(self, child: Child) -> BinaryIO | int:
         """The broker's log file opened for append, or DEVNULL if it cannot be opened."""
         path = log_file(self.data, child.broker_id)
         what = f"open log file {path}"
@@ -258,9 +260,9 @@ class Supervisor:
                       f"retrying in {self.restart_delay}s")
             return
         finally:
-            if logf is not subprocess.DEVNULL:
+            if not isinstance(logf, int):  # (DEVNULL: nothing to close)
                 try:
-                    logf.close()  # type: ignore[attr-defined]
+                    logf.close()
                 except OSError:
                     pass
         child.proc = proc
@@ -360,7 +362,7 @@ def run_supervisor(**kwargs) -> None:
     sup = Supervisor(**kwargs)
     stop = False
 
-    def on_signal(signum, frame):  # noqa: ARG001
+    def on_signal(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
         nonlocal stop
         stop = True
 

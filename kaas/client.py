@@ -13,18 +13,23 @@ import socket
 import ssl
 import struct
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from kio.serial._parse import get_field_reader
-from kio.serial.readers import read_int64, read_unsigned_varint
+from kio.serial.readers import Reader, read_int64, read_unsigned_varint
+from kio.static.protocol import Entity, RequestPayload, ResponsePayload
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # (collections.abc.Buffer from Python 3.12)
 
 from kaas.wire import codec
 from kaas.wire.build import build
 
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
+T = TypeVar("T")
 
 
 def parse_properties(text: str, source: str = "properties") -> dict[str, str]:
@@ -34,7 +39,7 @@ def parse_properties(text: str, source: str = "properties") -> dict[str, str]:
     Raises:
         ValueError: a line that is not ``key=value`` (``source:line`` in the message).
     """
-    out = {}
+    out: dict[str, str] = {}
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith(("#", "!")):
@@ -160,7 +165,7 @@ class WireClient:
         if hs.error_code != 0:
             raise SaslFailed(f"SaslHandshake {sasl.mechanism}: error {hs.error_code}, broker offers {hs.mechanisms}")
 
-        def step(token: bytes):
+        def step(token: bytes) -> Any:  # a SaslAuthenticateResponse v2
             resp = self.call(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
             if resp.error_code != 0:
                 raise SaslFailed(f"SaslAuthenticate: error {resp.error_code}: {resp.error_message}")
@@ -179,17 +184,17 @@ class WireClient:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self):
+    def __enter__(self) -> WireClient:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call_raw(self, api_key: int, version: int, body: dict) -> bytes:
+    def call_raw(self, api_key: int, version: int, body: dict[str, Any]) -> bytes:
         """Send a request and return the response body bytes (after the header)."""
         return self._exchange(build(codec.request_class(api_key, version), body))[1]
 
-    def _exchange(self, req: Any) -> tuple[type, bytes]:
+    def _exchange(self, req: RequestPayload) -> tuple[type[ResponsePayload], bytes]:
         api_key, version = req.__api_key__, req.__version__
         self.corr += 1
         self.sock.sendall(codec.encode_request(api_key, version, self.corr, "kaas-tools", req))
@@ -199,14 +204,15 @@ class WireClient:
         assert corr == self.corr
         return load_response_schema(api_key, version), payload[off:]
 
-    def call(self, api_key: int, version: int, body: dict):
+    def call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         """Send the request ``body`` (a dict, built into the kio class of ``api_key`` and
-        ``version``) and return the kio response object."""
+        ``version``) and return the kio response object (of a class known once decoded)."""
         resp_cls, body_bytes = self._exchange(build(codec.request_class(api_key, version), body))
         return entity_reader(resp_cls)(body_bytes, 0)[0]
 
-    def call_entity(self, req: Any) -> Any:
-        """Send a kio request object; returns the kio response object of its key and version.
+    def call_entity(self, req: RequestPayload) -> Any:
+        """Send a kio request object; returns the kio response object of its key and version
+        (the caller names its class: ``r: XResponse = wc.call_entity(XRequest(...))``).
 
         A ``datetime_i64`` field holding a negative time (-1: no time, which Apache sends
         too and kio refuses, e.g. DescribeTransactions' start time of an id with no open
@@ -219,7 +225,7 @@ class WireClient:
         return recv_exact(self.sock, n)
 
 
-def _has_times(cls: type) -> bool:
+def _has_times(cls: type[Entity]) -> bool:
     for f in dataclasses.fields(cls):
         fc = classify_field(f)
         if isinstance(fc, (EntityField, EntityTupleField)):
@@ -230,17 +236,17 @@ def _has_times(cls: type) -> bool:
     return False
 
 
-def _read_time(buf, off: int):
+def _read_time(buf: Buffer, off: int) -> tuple[datetime.datetime | None, int]:
     value, size = read_int64(buf, off)
     return (None if value < 0 else _EPOCH + datetime.timedelta(milliseconds=value)), size
 
 
-def _array(read_item):
+def _array(read_item: Reader[T]) -> Reader[tuple[T, ...]]:
     """A compact array of ``read_item``s (a null array reads as empty)."""
-    def read(buf, off: int):
+    def read(buf: Buffer, off: int, /) -> tuple[tuple[T, ...], int]:
         n, size = read_unsigned_varint(buf, off)
         pos = off + size
-        out = []
+        out: list[T] = []
         for _ in range(n - 1):
             item, size = read_item(buf, pos)
             out.append(item)
@@ -250,7 +256,7 @@ def _array(read_item):
 
 
 @cache
-def response_reader(cls: type):
+def response_reader(cls: type[Entity]) -> Reader[Entity]:
     """kio's reader for the response class ``cls``, or, when ``cls`` has ``datetime_i64``
     fields, one that reads a negative time as None (``WireClient.call_entity``). Flexible
     classes only; their tagged fields are skipped."""
@@ -258,7 +264,7 @@ def response_reader(cls: type):
         return entity_reader(cls)
     if not cls.__flexible__:
         raise NotImplementedError(f"{cls.__name__}: lenient times of a non-flexible response")
-    fields = []
+    fields: list[tuple[str, Reader[object]]] = []
     for f in dataclasses.fields(cls):
         if "tag" in f.metadata:
             continue  # a tagged field: skipped below, left at its default
@@ -272,9 +278,9 @@ def response_reader(cls: type):
         else:
             fields.append((f.name, get_field_reader(cls, f, False, False)))
 
-    def read(buf, off: int):
+    def read(buf: Buffer, off: int, /) -> tuple[Entity, int]:
         pos = off
-        values = {}
+        values: dict[str, object] = {}
         for name, reader in fields:
             values[name], size = reader(buf, pos)
             pos += size

@@ -198,7 +198,8 @@ def apply_listener_configs(listeners: tuple[Listener, ...], items: list[str] | t
             bad value, or a key given twice for one listener.
     """
     by_name = {x.name: x for x in listeners}
-    changes: dict[str, dict[str, object]] = {}
+    auth: dict[str, str] = {}  # ssl_client_auth by listener name
+    mechanisms: dict[str, tuple[str, ...]] = {}  # sasl_enabled_mechanisms by listener name
     for item in items:
         full, name, key, value = _split_listener_config(item, list(by_name))
         entry = by_name.get(name)
@@ -211,7 +212,9 @@ def apply_listener_configs(listeners: tuple[Listener, ...], items: list[str] | t
             mode = value.lower()
             if mode not in CLIENT_AUTH_MODES:
                 raise ListenerError(f"{full}={value}: one of {', '.join(CLIENT_AUTH_MODES)}")
-            parsed: object = mode
+            if name in auth:
+                raise ListenerError(f"{full} is given twice")
+            auth[name] = mode
         else:
             if not entry.sasl:
                 raise ListenerError(f"{full}: the protocol of {name} is {entry.protocol}; sasl.enabled.mechanisms "
@@ -222,11 +225,12 @@ def apply_listener_configs(listeners: tuple[Listener, ...], items: list[str] | t
                 raise ListenerError(f"{full}: {exc}") from None
             if not parsed:
                 raise ListenerError(f"{full}: empty; a SASL listener needs at least one mechanism")
-        field = LISTENER_KEYS[key]
-        if field in changes.setdefault(name, {}):
-            raise ListenerError(f"{full} is given twice")
-        changes[name][field] = parsed
-    return tuple(replace(x, **changes[x.name]) if x.name in changes else x for x in listeners)
+            if name in mechanisms:
+                raise ListenerError(f"{full} is given twice")
+            mechanisms[name] = parsed
+    return tuple(replace(x, ssl_client_auth=auth.get(x.name, x.ssl_client_auth),
+                         sasl_enabled_mechanisms=mechanisms.get(x.name, x.sasl_enabled_mechanisms))
+                 if x.name in auth or x.name in mechanisms else x for x in listeners)
 
 
 def _advertisable(host: str) -> str:

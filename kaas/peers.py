@@ -202,7 +202,7 @@ class _Link:
             out.append({(t.name, p.partition_index): p.error_code for t in got.topics for p in t.partitions})
         return out
 
-    async def _receive(self) -> bytes:
+    async def _receive(self) -> bytes | memoryview:
         """The next response frame; waits as long as the peer is alive."""
         assert self.stream is not None and self.decoder is not None
         while True:
@@ -443,20 +443,22 @@ async def open_peer_stream(links: PeerLinks, broker_id: int) -> tuple[trio.abc.S
         LinkFailed, OSError, trio.BrokenResourceError: see ``PeerLinks.open_stream``.
     """
     e = links.endpoint(broker_id)
-    if e.protocol in TLS_PROTOCOLS and links.ssl_context is None:
+    ssl_context = links.ssl_context if e.protocol in TLS_PROTOCOLS else None
+    if e.protocol in TLS_PROTOCOLS and ssl_context is None:
         raise LinkFailed(f"peer listener {links.listener} is {e.protocol}: no TLS context (--ssl-cafile)")
-    if e.protocol in SASL_PROTOCOLS and links.authenticate is None:
+    authenticate = links.authenticate if e.protocol in SASL_PROTOCOLS else None
+    if e.protocol in SASL_PROTOCOLS and authenticate is None:
         raise LinkFailed(f"peer listener {links.listener} is {e.protocol}: no SASL credentials for peers")
     stream: trio.abc.Stream = await trio.open_tcp_stream(e.host, e.port)
     try:
-        if e.protocol in TLS_PROTOCOLS:
-            tls = trio.SSLStream(stream, links.ssl_context, server_hostname=e.host)
+        if ssl_context is not None:  # an SSL or SASL_SSL listener
+            tls = trio.SSLStream(stream, ssl_context, server_hostname=e.host)
             await tls.do_handshake()
             stream = tls
         renew_at = None
-        if e.protocol in SASL_PROTOCOLS:
+        if authenticate is not None:  # a SASL_PLAINTEXT or SASL_SSL listener
             began = trio.current_time()
-            lifetime_ms = await links.authenticate(stream, e)
+            lifetime_ms = await authenticate(stream, e)
             if lifetime_ms:
                 renew_at = began + RENEW_AT_SHARE * lifetime_ms / 1000
     except BaseException:

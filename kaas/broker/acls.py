@@ -45,8 +45,8 @@ class Acls:
         self.allow_if_no_acl = settings.allow_everyone_if_no_acl_found
         self.bindings: tuple[AclBinding, ...] | None = None  # the last good content; None: none yet
         self.authorizer = self._authorizer(None)
-        self.signature = None  # the file's stat signature when last read
-        self.bad: tuple | None = None  # the signature of the corrupt version last reported
+        self.signature: tuple[int, int, int, int] | None = None  # the file's stat signature when last read
+        self.bad: tuple[int, int, int, int] | None = None  # the signature of the corrupt version last reported
         self.lock = trio.Lock()  # the controller's edits, one at a time
         self.reloads = 0
 

@@ -20,7 +20,7 @@ from kaas.settings import Settings
 from kaas.storage.broker_configs import BrokerConfigFile, BrokerConfigs, broker_configs_path
 
 if TYPE_CHECKING:
-    from kaas.broker.core import Broker
+    from kaas.broker.ports import ConfigHost
 
 log = structlog.get_logger()
 
@@ -28,7 +28,7 @@ log = structlog.get_logger()
 class DynamicConfigs:
     """The dynamic layers this broker applied, and the static settings under them."""
 
-    def __init__(self, broker: Broker, static: Settings) -> None:
+    def __init__(self, broker: ConfigHost, static: Settings) -> None:
         self.broker = broker
         self.static = static
         self.file = BrokerConfigFile(broker_configs_path(static.cluster_dir), fsync=static.fsync)

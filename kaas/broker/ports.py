@@ -65,6 +65,10 @@ class AdminHost(Protocol[P]):
     """The broker as the topic administration sees it."""
 
     @property
+    def clock(self) -> Clock:
+        """The broker's time (when a deleted topic's files are due for removal)."""
+
+    @property
     def settings(self) -> Settings: ...
 
     @property
@@ -85,3 +89,23 @@ class AdminHost(Protocol[P]):
 
     async def relinquish(self, part: P) -> None:
         """Stop leading ``part``: persist, close, forget."""
+
+    def registered_brokers(self) -> list[int]:
+        """Every broker that ever wrote a heartbeat (manual replica assignments name them)."""
+
+    def alive_brokers(self) -> list[int]: ...
+
+
+class TopicConfigs(Protocol):
+    def apply_topic_configs(self, *, force: bool = False) -> None:
+        """Give every led partition its topic's log config as it is now."""
+
+
+class ConfigHost(Protocol):
+    """The broker as its dynamic configs (``dynamic.py``) see it: settings they replace,
+    and the topic administration that re-applies the topics' log configs."""
+
+    settings: Settings
+
+    @property
+    def admin(self) -> TopicConfigs: ...

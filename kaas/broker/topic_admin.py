@@ -13,7 +13,6 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
-from kaas.clock import wall_ms
 from kaas.domain import replicas
 from kaas.storage.topics import TopicMeta, remove_topic_data, valid_topic_name
 
@@ -124,7 +123,7 @@ class TopicAdmin:
             if part is not None:
                 await self.broker.relinquish(part)
         delay = int(configs.effective(self.broker.settings, meta.configs)["file.delete.delay.ms"][0])
-        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(name), meta, delay, wall_ms())
+        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(name), meta, delay, self.broker.clock.wall_ms())
         log.info("topic_deleted", topic=name, served=served)
         return ErrorCode.none if served else ErrorCode.request_timed_out
 

@@ -81,14 +81,15 @@ def _b64url(part: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class JwtToken:
-    header: dict
-    claims: dict
+    header: dict[str, object]
+    claims: dict[str, object]
     signing_input: bytes  # header.payload, what the signature covers
     signature: bytes
 
     @property
     def alg(self) -> str:
-        return self.header.get("alg", "")
+        alg = self.header.get("alg", "")
+        return alg if isinstance(alg, str) else ""
 
     @property
     def kid(self) -> str | None:
@@ -129,7 +130,7 @@ class Accepted:
     expires_ms: int
 
 
-def _number(claims: dict, name: str) -> float | None:
+def _number(claims: dict[str, object], name: str) -> float | None:
     value = claims.get(name)
     if value is None:
         return None
@@ -138,7 +139,7 @@ def _number(claims: dict, name: str) -> float | None:
     return float(value)
 
 
-def check_claims(claims: dict, now_ms: int, *, issuer: str | None = None, audience: str | None = None,
+def check_claims(claims: dict[str, object], now_ms: int, *, issuer: str | None = None, audience: str | None = None,
                  subject_claim: str = "sub") -> Accepted:
     """Check a verified token's claims at ``now_ms``.
 

@@ -112,10 +112,7 @@ def parse_rules(text: str | None) -> tuple[Rule, ...]:
     """
     if text is None or not text.strip():
         return (Rule(),)
-    pieces = []
-    for m in _SPLITTER.finditer(text.strip()):
-        if m.group(1):
-            pieces.append(m.group(1))
+    pieces = [s.group(1) for s in _SPLITTER.finditer(text.strip()) if s.group(1)]
     rules = []
     for piece in pieces:
         m = _PARSER.match(piece)

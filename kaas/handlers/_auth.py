@@ -11,9 +11,12 @@ listeners) they are principals like any other, and get through as super users or
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kaas.domain.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
+
+if TYPE_CHECKING:
+    from kaas.handlers import Context
 
 TOPIC = ResourceType.TOPIC
 GROUP = ResourceType.GROUP
@@ -27,11 +30,11 @@ OPS_NOT_ASKED = -2147483648
 _OPEN = Authorizer(allow_if_no_acl=True)  # what the authoriser off allows: everything
 
 
-def enabled(ctx) -> bool:
+def enabled(ctx: Context) -> bool:
     return ctx.broker.acls.enabled
 
 
-def authorize(ctx, op: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+def authorize(ctx: Context, op: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
     """Whether the request's principal may do ``op`` on the resource (always, with the
     authoriser off). ``name`` defaults to the cluster's."""
     acls = ctx.broker.acls
@@ -40,7 +43,7 @@ def authorize(ctx, op: Operation, resource_type: ResourceType, name: str = CLUST
     return acls.authorizer.authorize(ctx.principal, ctx.session.peer_host, op, resource_type, name)
 
 
-def authorize_any(ctx, op: Operation, resource_type: ResourceType) -> bool:
+def authorize_any(ctx: Context, op: Operation, resource_type: ResourceType) -> bool:
     """Whether the principal may do ``op`` on some resource of the type (Apache's
     ``authorizeByResourceType``)."""
     acls = ctx.broker.acls
@@ -49,7 +52,7 @@ def authorize_any(ctx, op: Operation, resource_type: ResourceType) -> bool:
     return acls.authorizer.authorize_any(ctx.principal, ctx.session.peer_host, op, resource_type)
 
 
-def authorized_operations(ctx, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+def authorized_operations(ctx: Context, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
     """The bit field of operations the principal may do on the resource (every operation
     of the type with the authoriser off)."""
     acls = ctx.broker.acls

@@ -11,10 +11,16 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kaas.clock import SYSTEM
 from kaas.domain.oauthbearer import JwtToken, OAuthError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePublicKey
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
+
+    PublicKey: TypeAlias = RSAPublicKey | EllipticCurvePublicKey
 
 _ALG_KTY = {"RS256": "RSA", "ES256": "EC"}
 
@@ -23,7 +29,8 @@ def _int(value: str) -> int:
     return int.from_bytes(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)), "big")
 
 
-def _load_key(jwk: dict) -> tuple[str, Any]:
+def _load_key(jwk: dict[str, Any]) -> tuple[str, PublicKey]:
+    """(kty, key) of one JWK (a JSON object: its members are whatever the file holds)."""
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     kty = jwk.get("kty")
@@ -36,7 +43,7 @@ def _load_key(jwk: dict) -> tuple[str, Any]:
     raise ValueError(f"key type {kty!r} not supported")
 
 
-def parse_jwks(data: bytes) -> list[tuple[str | None, str | None, str, Any]]:
+def parse_jwks(data: bytes) -> list[tuple[str | None, str | None, str, PublicKey]]:
     """(kid, alg, kty, public key) of every usable signing key of a JWKS document.
 
     Raises:
@@ -45,7 +52,7 @@ def parse_jwks(data: bytes) -> list[tuple[str | None, str | None, str, Any]]:
     doc = json.loads(data)
     if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
         raise ValueError("not a JWKS document (no keys list)")
-    out = []
+    out: list[tuple[str | None, str | None, str, PublicKey]] = []
     for jwk in doc["keys"]:
         if not isinstance(jwk, dict):
             raise ValueError("a key is not an object")
@@ -63,11 +70,11 @@ class Jwks:
 
     RECHECK_S = 1.0
 
-    def __init__(self, path: str | os.PathLike, clock: Callable[[], float] = SYSTEM.monotonic) -> None:
+    def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float] = SYSTEM.monotonic) -> None:
         self.path = Path(path)
         self._clock = clock
         self._stamp: tuple[int, int, int] | None = None
-        self._keys: list[tuple[str | None, str | None, str, Any]] = []
+        self._keys: list[tuple[str | None, str | None, str, PublicKey]] = []
         self.error: str | None = "not loaded"
         self._checked = -float("inf")
 
@@ -92,7 +99,7 @@ class Jwks:
         signature does not verify, or the file is missing or corrupt."""
         from cryptography.exceptions import InvalidSignature
         from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import ec, padding
+        from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
         from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
         self._refresh()
@@ -105,7 +112,7 @@ class Jwks:
             raise OAuthError(f"no key for kid {token.kid!r} and {token.alg}")
         key = candidates[0]
         try:
-            if kty == "RSA":
+            if isinstance(key, rsa.RSAPublicKey):  # (kty RSA: every candidate is of the token's kty)
                 key.verify(token.signature, token.signing_input, padding.PKCS1v15(), hashes.SHA256())
             else:
                 if len(token.signature) != 64:

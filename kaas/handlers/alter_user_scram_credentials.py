@@ -13,6 +13,8 @@ authenticated user could reset a super user's password and become it)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import structlog
 from kio.schema.errors import ErrorCode
 
@@ -22,6 +24,14 @@ from kaas.handlers import _forward
 from kaas.handlers._auth import CLUSTER, Op, authorize
 from kaas.storage import credentials
 
+if TYPE_CHECKING:
+    from kio.schema.alter_user_scram_credentials.v0 import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+    )
+
+    from kaas.handlers import Context
+
 API_KEY = 51
 VERSIONS = (0, 0)
 TIMEOUT_S = 30.0  # the request carries no timeout of its own
@@ -29,16 +39,17 @@ TIMEOUT_S = 30.0  # the request carries no timeout of its own
 log = structlog.get_logger()
 
 
-def _all_users(req) -> list[str]:
+def _all_users(req: AlterUserScramCredentialsRequest) -> list[str]:
     return list(dict.fromkeys([*(d.name for d in req.deletions), *(u.name for u in req.upsertions)]))
 
 
-def _every_user(req, code: ErrorCode, message: str) -> dict:
+def _every_user(req: AlterUserScramCredentialsRequest, code: ErrorCode, message: str) -> dict[str, object]:
     return {"throttle_time": 0, "results": [
         {"user": u, "error_code": code, "error_message": message} for u in _all_users(req)]}
 
 
-async def handle(ctx, req):
+async def handle(ctx: Context, req: AlterUserScramCredentialsRequest
+                 ) -> dict[str, object] | AlterUserScramCredentialsResponse:
     if not authorize(ctx, Op.ALTER, CLUSTER):
         return _every_user(req, ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
     fwd = await _forward.to_controller_or(ctx, req, TIMEOUT_S,
@@ -49,7 +60,7 @@ async def handle(ctx, req):
         return await _alter(ctx, req)
 
 
-async def _alter(ctx, req):
+async def _alter(ctx: Context, req: AlterUserScramCredentialsRequest) -> dict[str, object]:
     store = ctx.broker.credentials
     try:
         users = await ctx.broker.run_io(credentials.read, store.path)

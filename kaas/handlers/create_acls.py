@@ -6,13 +6,23 @@ broker forwards the request to it (``_forward``)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.broker.acls import AclFileUnusable
-from kaas.domain.acl import binding, invalid_binding
+from kaas.domain.acl import AclBinding, binding, invalid_binding
 from kaas.handlers import _forward
 from kaas.handlers._auth import CLUSTER, Op, authorize, enabled
+
+if TYPE_CHECKING:
+    from kio.schema.create_acls import v1, v2, v3
+
+    from kaas.handlers import Context
+
+    CreateAclsRequest: TypeAlias = v1.CreateAclsRequest | v2.CreateAclsRequest | v3.CreateAclsRequest
+    CreateAclsResponse: TypeAlias = v1.CreateAclsResponse | v2.CreateAclsResponse | v3.CreateAclsResponse
 
 API_KEY = 30
 VERSIONS = (1, 3)
@@ -21,19 +31,19 @@ FORWARD_TIMEOUT_S = 30.0
 log = structlog.get_logger()
 
 
-def _all(req, code: ErrorCode, message: str | None) -> dict:
+def _all(req: CreateAclsRequest, code: ErrorCode, message: str | None) -> dict[str, object]:
     return {"throttle_time": 0, "results": [{"error_code": code, "error_message": message} for _ in req.creations]}
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: CreateAclsRequest) -> dict[str, object] | CreateAclsResponse:
     if not enabled(ctx):
         return _all(req, ErrorCode.security_disabled, "No Authorizer is configured on the broker")
     if not authorize(ctx, Op.ALTER, CLUSTER):
         return _all(req, ErrorCode.cluster_authorization_failed, None)
     bindings = [binding(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
                         c.operation, c.permission_type) for c in req.creations]
-    results = [{"error_code": ErrorCode.none, "error_message": None} for _ in bindings]
-    valid = []
+    results: list[dict[str, object]] = [{"error_code": ErrorCode.none, "error_message": None} for _ in bindings]
+    valid: list[AclBinding] = []
     for b, out in zip(bindings, results):
         why = invalid_binding(b)
         if why is not None:

@@ -4,13 +4,23 @@ a filter with UNKNOWN parts. Written by the controller, forwarded by the other b
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.broker.acls import AclFileUnusable
-from kaas.domain.acl import acl_filter, invalid_filter
+from kaas.domain.acl import AclFilter, acl_filter, invalid_filter
 from kaas.handlers import _forward
 from kaas.handlers._auth import CLUSTER, Op, authorize, enabled
+
+if TYPE_CHECKING:
+    from kio.schema.delete_acls import v1, v2, v3
+
+    from kaas.handlers import Context
+
+    DeleteAclsRequest: TypeAlias = v1.DeleteAclsRequest | v2.DeleteAclsRequest | v3.DeleteAclsRequest
+    DeleteAclsResponse: TypeAlias = v1.DeleteAclsResponse | v2.DeleteAclsResponse | v3.DeleteAclsResponse
 
 API_KEY = 31
 VERSIONS = (1, 3)
@@ -19,20 +29,21 @@ FORWARD_TIMEOUT_S = 30.0
 log = structlog.get_logger()
 
 
-def _all(req, code: ErrorCode, message: str | None) -> dict:
+def _all(req: DeleteAclsRequest, code: ErrorCode, message: str | None) -> dict[str, object]:
     return {"throttle_time": 0, "filter_results": [
         {"error_code": code, "error_message": message, "matching_acls": []} for _ in req.filters]}
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: DeleteAclsRequest) -> dict[str, object] | DeleteAclsResponse:
     if not enabled(ctx):
         return _all(req, ErrorCode.security_disabled, "No Authorizer is configured on the broker")
     if not authorize(ctx, Op.ALTER, CLUSTER):
         return _all(req, ErrorCode.cluster_authorization_failed, None)
     filters = [acl_filter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
                           f.principal_filter, f.host_filter, f.operation, f.permission_type) for f in req.filters]
-    results = [{"error_code": ErrorCode.none, "error_message": None, "matching_acls": []} for _ in filters]
-    valid = []
+    results: list[dict[str, object]] = [{"error_code": ErrorCode.none, "error_message": None, "matching_acls": []}
+                                         for _ in filters]
+    valid: list[tuple[AclFilter, dict[str, object]]] = []
     for f, out in zip(filters, results):
         why = invalid_filter(f)
         if why is not None:

@@ -4,20 +4,29 @@ broker's current snapshot (every broker reloads the file within a second)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.acl import acl_filter, invalid_filter
+from kaas.domain.acl import PatternType, ResourceType, acl_filter, invalid_filter
 from kaas.handlers._auth import CLUSTER, Op, authorize, enabled
+
+if TYPE_CHECKING:
+    from kio.schema.describe_acls import v1, v2, v3
+
+    from kaas.handlers import Context
+
+    DescribeAclsRequest: TypeAlias = v1.DescribeAclsRequest | v2.DescribeAclsRequest | v3.DescribeAclsRequest
 
 API_KEY = 29
 VERSIONS = (1, 3)
 
 
-def _error(code: ErrorCode, message: str | None) -> dict:
+def _error(code: ErrorCode, message: str | None) -> dict[str, object]:
     return {"throttle_time": 0, "error_code": code, "error_message": message, "resources": []}
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: DescribeAclsRequest) -> dict[str, object]:
     if not enabled(ctx):
         return _error(ErrorCode.security_disabled, "No Authorizer is configured on the broker")
     if not authorize(ctx, Op.DESCRIBE, CLUSTER):
@@ -30,7 +39,7 @@ async def handle(ctx, req) -> dict:
     bindings = ctx.broker.acls.bindings
     if bindings is None:
         return _error(ErrorCode.unknown_server_error, "the ACL file is unreadable")
-    groups: dict[tuple, list] = {}
+    groups: dict[tuple[ResourceType, str, PatternType], list[dict[str, object]]] = {}
     for b in bindings:
         if f.matches(b):
             groups.setdefault((b.resource_type, b.name, b.pattern_type), []).append(

@@ -7,6 +7,8 @@ as Apache's KafkaApis)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import structlog
 from kio.schema.errors import ErrorCode
 
@@ -14,13 +16,18 @@ from kaas.domain import scram_users
 from kaas.errors import CorruptState
 from kaas.handlers._auth import CLUSTER, Op, authorize
 
+if TYPE_CHECKING:
+    from kio.schema.describe_user_scram_credentials.v0 import DescribeUserScramCredentialsRequest
+
+    from kaas.handlers import Context
+
 API_KEY = 50
 VERSIONS = (0, 0)
 
 log = structlog.get_logger()
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: DescribeUserScramCredentialsRequest) -> dict[str, object]:
     if not authorize(ctx, Op.DESCRIBE, CLUSTER):
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
                 "error_message": "Cluster authorization failed.", "results": ()}

@@ -24,6 +24,7 @@ closed at the deadline, as Apache does). A re-authentication may not change the 
 from __future__ import annotations
 
 import datetime
+from typing import TYPE_CHECKING, TypeAlias
 
 import structlog
 import trio
@@ -34,6 +35,14 @@ from kaas.domain import oauthbearer, scram
 from kaas.domain.sasl_plain import PlainError, parse_plain
 from kaas.errors import CorruptState
 from kaas.handlers import _sasl
+
+if TYPE_CHECKING:
+    from kio.schema.sasl_authenticate import v0, v1, v2
+
+    from kaas.handlers import Context
+
+    SaslAuthenticateRequest: TypeAlias = (v0.SaslAuthenticateRequest | v1.SaslAuthenticateRequest
+                                          | v2.SaslAuthenticateRequest)
 
 API_KEY = 36
 VERSIONS = (0, 2)
@@ -46,21 +55,22 @@ class _Failed(Exception):
     """Authentication failed; the text is the log's reason."""
 
 
-def _answer(ctx, code: ErrorCode, message: str | None, auth_bytes: bytes = b"", lifetime_ms: int = 0) -> dict:
-    out = {"error_code": code, "error_message": message, "auth_bytes": auth_bytes}
+def _answer(ctx: Context, code: ErrorCode, message: str | None, auth_bytes: bytes = b"",
+            lifetime_ms: int = 0) -> dict[str, object]:
+    out: dict[str, object] = {"error_code": code, "error_message": message, "auth_bytes": auth_bytes}
     if ctx.api_version >= 1:
         out["session_lifetime"] = datetime.timedelta(milliseconds=lifetime_ms)
     return out
 
 
-def _lookup(ctx, user: str, mechanism: str) -> scram.ScramCredential | None:
+def _lookup(ctx: Context, user: str, mechanism: str) -> scram.ScramCredential | None:
     try:
         return ctx.broker.credentials.lookup(user, mechanism)
     except CorruptState as exc:  # logged once by tasks.credentials; this login's line says it too
         raise _Failed(f"the credentials file is corrupt ({exc.reason})") from None
 
 
-def _plain(ctx, token: bytes) -> str:
+def _plain(ctx: Context, token: bytes) -> str:
     try:
         creds = parse_plain(token)
     except PlainError as exc:
@@ -76,7 +86,7 @@ def _plain(ctx, token: bytes) -> str:
     raise _Failed(f"user {creds.username!r}: unknown")
 
 
-def _oauthbearer(ctx, token: bytes) -> tuple[str, int]:
+def _oauthbearer(ctx: Context, token: bytes) -> tuple[str, int]:
     """(the subject, the token's expiry in ms since the epoch)."""
     settings = ctx.broker.settings
     try:
@@ -94,7 +104,7 @@ def _oauthbearer(ctx, token: bytes) -> tuple[str, int]:
     return accepted.principal_name, accepted.expires_ms
 
 
-def _scram(ctx, server: scram.ScramServer, token: bytes) -> tuple[bytes, str | None]:
+def _scram(ctx: Context, server: scram.ScramServer, token: bytes) -> tuple[bytes, str | None]:
     """(server message, the user once the exchange is done)."""
     try:
         if server.state == "client-first":
@@ -110,7 +120,7 @@ def _scram(ctx, server: scram.ScramServer, token: bytes) -> tuple[bytes, str | N
         raise _Failed(f"{server.mechanism} user {who!r}: {exc}") from None
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: SaslAuthenticateRequest) -> dict[str, object]:
     session = ctx.session
     if not _sasl.is_sasl(session):
         return _answer(ctx, ErrorCode.illegal_sasl_state, "SaslAuthenticate on a listener without SASL")
@@ -119,7 +129,8 @@ async def handle(ctx, req) -> dict:
         session.close_reason = "SaslAuthenticate before SaslHandshake"
         return _answer(ctx, ErrorCode.illegal_sasl_state, "SaslAuthenticate before SaslHandshake")
     mechanism = session.mechanism
-    expires_ms = None  # an OAUTHBEARER token's expiry bounds the session
+    expires_ms: int | None = None  # an OAUTHBEARER token's expiry bounds the session
+    user: str | None
     try:
         if len(req.auth_bytes) > MAX_TOKEN:
             raise _Failed(f"a {len(req.auth_bytes)}-byte token")

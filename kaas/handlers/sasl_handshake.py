@@ -20,16 +20,25 @@ Apache, whose v0 path sets the session's expiry too."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.domain import scram
 from kaas.handlers import _sasl
 
+if TYPE_CHECKING:
+    from kio.schema.sasl_handshake import v0, v1
+
+    from kaas.handlers import Context
+
+    SaslHandshakeRequest: TypeAlias = v0.SaslHandshakeRequest | v1.SaslHandshakeRequest
+
 API_KEY = 17
 VERSIONS = (0, 1)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: SaslHandshakeRequest) -> dict[str, object]:
     session = ctx.session
     enabled = _sasl.mechanisms(ctx.broker.settings, session)
     if not _sasl.is_sasl(session):

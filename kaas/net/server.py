@@ -4,6 +4,7 @@ broker process's root nursery; SIGTERM/SIGINT drain."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import structlog
@@ -20,7 +21,7 @@ from kaas.tasks import serve_broker as serve_broker_tasks
 log = structlog.get_logger()
 
 
-def listener_handler(broker: Broker, entry: Listener):
+def listener_handler(broker: Broker, entry: Listener) -> Callable[[trio.SocketStream], Awaitable[None]]:
     """The connection handler of one listener: TLS first on SSL/SASL_SSL (the listener's
     own context: its ``ssl.client.auth``), then a Session naming the listener (on SASL_* not
     authenticated until the SASL exchange succeeds).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+from contextlib import AbstractAsyncContextManager
 
 import structlog
 import trio
@@ -42,8 +43,10 @@ def server_context(settings: Settings, listener: Listener | None = None) -> ssl.
     if not settings.ssl_certfile:
         raise TLSConfigError("a TLS listener (SSL, SASL_SSL) needs --ssl-certfile (and --ssl-keyfile)")
     auth = settings.ssl_client_auth_of(listener) if listener is not None else settings.ssl_client_auth
-    own = listener is not None and listener.ssl_client_auth is not None
-    source = f"{listener.config_prefix}ssl.client.auth={auth}" if own else f"--ssl-client-auth {auth}"
+    if listener is not None and listener.ssl_client_auth is not None:  # the listener's own
+        source = f"{listener.config_prefix}ssl.client.auth={auth}"
+    else:
+        source = f"--ssl-client-auth {auth}"
     mode = CLIENT_AUTH.get(auth)
     if mode is None:
         raise TLSConfigError(f"{source}: one of none, requested, required")
@@ -168,21 +171,24 @@ class TlsReader:
         obj = getattr(stream, "_ssl_object", None)
         incoming = getattr(stream, "_incoming", None)
         lock = getattr(stream, "_inner_recv_lock", None)
-        fast = (isinstance(obj, ssl.SSLObject) and isinstance(incoming, ssl.MemoryBIO) and lock is not None
+        fast = (isinstance(obj, ssl.SSLObject) and isinstance(incoming, ssl.MemoryBIO)
+                and isinstance(lock, AbstractAsyncContextManager)
                 and isinstance(getattr(stream, "_inner_recv_count", None), int))
-        self._obj = obj if fast else None
-        self._incoming = incoming
-        self._lock = lock
+        # all three, or None: trio's internals are there, or every read goes through receive_some
+        self._obj: ssl.SSLObject | None = obj if fast else None
+        self._incoming: ssl.MemoryBIO | None = incoming if fast else None
+        self._lock: AbstractAsyncContextManager[object] | None = lock if fast else None
 
-    def _drain(self, view: memoryview) -> int | None:
+    @staticmethod
+    def _drain(obj: ssl.SSLObject, view: memoryview) -> int | None:
         """Decrypt the records already received into ``view``: the count, or None when
         OpenSSL reports an error or the peer's close_notify (for ``receive_some`` to raise
         or to answer the end)."""
-        obj = self._obj
         n, limit = 0, len(view)
         while n < limit:
             try:
-                got = obj.read(limit - n, view[n:])
+                # typeshed has read() answer bytes; with a buffer it answers the count
+                got: int = obj.read(limit - n, view[n:])  # type: ignore[assignment]
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLError:
@@ -194,22 +200,23 @@ class TlsReader:
 
     async def receive_into(self, view: memoryview) -> int:
         """Receive at least one byte into ``view`` (0: the peer closed)."""
-        if self._obj is None:
+        obj, incoming, lock = self._obj, self._incoming, self._lock
+        if obj is None or incoming is None or lock is None:
             data = await self.stream.receive_some(min(len(view), TLS_RECORD))
             view[: len(data)] = data
             return len(data)
         while True:
-            n = self._drain(view)
+            n = self._drain(obj, view)
             if n is None:
                 break
             if n:
                 return n
-            async with self._lock:
+            async with lock:
                 data = await self.stream.transport_stream.receive_some(self.CIPHERTEXT_READ)
                 self.stream._inner_recv_count += 1
             if not data:
                 break  # the transport's end: receive_some tells close_notify from truncation
-            self._incoming.write(data)
+            incoming.write(data)
         data = await self.stream.receive_some(min(len(view), TLS_RECORD))
         view[: len(data)] = data
         return len(data)

@@ -15,7 +15,7 @@ POLL_S = 0.2  # stat period
 FORCE_S = 1.0  # a read at least this often, whatever stat says
 
 
-async def serve_acls(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_acls(broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Load the ACLs (a corrupt file at start: deny all but super users until it is good),
     report ready, then keep them current until cancelled."""
     acls = broker.acls

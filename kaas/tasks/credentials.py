@@ -25,7 +25,8 @@ def _reload(broker: Broker) -> None:
             log.info("scram_credentials_loaded", users=len(store.users))
 
 
-async def serve_credentials(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_credentials(broker: Broker, *,
+                            task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Load the file, report ready, then poll it until cancelled (the stat and any read
     through ``broker.run_io``: inline on tmpfs, a worker thread on a disk or NFS)."""
     await broker.run_io(_reload, broker)

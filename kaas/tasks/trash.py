@@ -12,7 +12,6 @@ import structlog
 import trio
 
 from kaas.broker import Broker
-from kaas.clock import wall_ms
 from kaas.storage import trash
 
 SWEEP_S = 1.0
@@ -41,7 +40,7 @@ async def serve_trash(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -
         dirs = [(p.topic, p.index, p.log.path) for p in list(broker.partitions.values()) if not p.closed]
         data_dir = broker.layout.data if broker.cluster.is_controller else None
         try:
-            done = await broker.run_io(sweep, dirs, data_dir, wall_ms())
+            done = await broker.run_io(sweep, dirs, data_dir, broker.clock.wall_ms())
         except OSError as exc:
             log.error("deleted_files_sweep_failed", error=str(exc))
             continue

@@ -10,14 +10,20 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from kaas.client import parse_properties, recv_exact
 
+if TYPE_CHECKING:
+    from kaas.client import WireClient
 
-def wait_for(cond, timeout: float = 20.0, what: str = "condition", interval: float = 0.05):
+T = TypeVar("T")
+
+
+def wait_for(cond: Callable[[], T], timeout: float = 20.0, what: str = "condition", interval: float = 0.05) -> T:
     """Poll ``cond`` until it returns something true (returned), at most ``timeout`` s.
 
     Raises:
@@ -72,8 +78,8 @@ def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Popen | None = None,
-               probe=None) -> None:
+def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None,
+               probe: Callable[[str, int], bool] | None = None) -> None:
     """Wait until the broker at ``host:port`` answers ``probe(host, port)`` (default: a
     plaintext ApiVersions, ``api_versions_ok``), at most ``timeout`` s.
 
@@ -116,7 +122,7 @@ class BrokerProcess:
         self.port = port or free_port()
         self.extra = list(extra or [])
         self.env = dict(env or {})
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data / "run" / f"test-broker-{broker_id}.log"
 
     @property
@@ -201,7 +207,7 @@ class ClusterProcess:
         self.n = brokers
         self.base_port = free_ports(brokers)
         self.extra = list(extra or [])
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data.parent / f"supervisor-{self.base_port}.log"
 
     @property
@@ -224,7 +230,7 @@ class ClusterProcess:
             return {"bootstrap.servers": self.bootstrap}
         return {**read_properties(self.client_properties), "bootstrap.servers": self.bootstrap}
 
-    def _wire_client(self, port: int, timeout: float = 2.0):
+    def _wire_client(self, port: int, timeout: float = 2.0) -> WireClient:
         """A ``WireClient`` to the broker at ``port``: plaintext, or TLS (the cluster's CA)
         authenticated as the admin for a secure cluster."""
         from kaas.client import SaslConfig, WireClient

@@ -13,11 +13,17 @@ from typing import Any, TypeVar
 import click
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.types import TopicName
+from kio.static.primitive import i8
+from kio.static.protocol import RequestPayload
 
 from kaas.client import SaslConfig, SaslFailed, WireClient, parse_properties
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 GROUP, TRANSACTION = 0, 1  # FindCoordinator key types
 
@@ -144,7 +150,7 @@ class Cluster:
     def __enter__(self) -> Cluster:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -155,9 +161,12 @@ class Cluster:
                 pass
         self._conns.clear()
 
-    def call_at(self, addr: tuple[str, int], req: Any) -> Any:
+    def call_at(self, addr: tuple[str, int], req: RequestPayload) -> Any:
         """One request (a kio request object) to the broker at ``addr``; the kio response.
-        A broken connection is reopened once."""
+        A broken connection is reopened once.
+
+        The response's class is the one of the request's key and version, known only when
+        it is decoded: callers name it where they take the result (``r: XResponse = ...``)."""
         for attempt in (0, 1):
             wc = self._conns.get(addr)
             try:
@@ -175,16 +184,16 @@ class Cluster:
                     raise click.ClickException(f"broker {addr[0]}:{addr[1]}: {exc}") from None
         raise AssertionError("unreachable")
 
-    def call(self, broker_id: int, req: Any) -> Any:
+    def call(self, broker_id: int, req: RequestPayload) -> Any:
         if broker_id not in self.brokers:
             self.metadata([])
         if broker_id not in self.brokers:
             raise RetriableError(ErrorCode.leader_not_available, f"broker {broker_id} is not in the metadata")
         return self.call_at(self.brokers[broker_id], req)
 
-    def call_any(self, req: Any) -> Any:
+    def call_any(self, req: RequestPayload) -> Any:
         """One request to the first bootstrap (or known) broker that answers."""
-        last: Exception | None = None
+        last: click.ClickException | None = None
         for addr in list(dict.fromkeys([*self.brokers.values(), *self.bootstrap])):
             try:
                 return self.call_at(addr, req)
@@ -192,17 +201,18 @@ class Cluster:
                 last = exc
         raise click.ClickException(f"no broker answered: {last.message if last else 'none given'}")
 
-    def call_controller(self, req: Any) -> Any:
+    def call_controller(self, req: RequestPayload) -> Any:
         """One request to the controller the last Metadata named, else to any broker."""
         if self.controller_id in self.brokers:
             return self.call(self.controller_id, req)
         return self.call_any(req)
 
-    def metadata(self, topics: list[str] | None) -> Any:
+    def metadata(self, topics: list[str] | None) -> MetadataResponse:
         """Metadata v12 for ``topics`` (None: every topic; []: none), never auto-creating.
         Refreshes the broker list and the controller id."""
-        md = self.call_any(MetadataRequest(
-            topics=None if topics is None else tuple(MetadataRequestTopic(name=t, topic_id=None) for t in topics),
+        md: MetadataResponse = self.call_any(MetadataRequest(
+            topics=None if topics is None else tuple(MetadataRequestTopic(name=TopicName(t), topic_id=None)
+                                                     for t in topics),
             allow_auto_topic_creation=False, include_topic_authorized_operations=False))
         self.brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
         self.controller_id = md.controller_id
@@ -221,7 +231,7 @@ class Cluster:
             RetriableError: a retriable error code (for ``retry``).
             click.ClickException: any other error code.
         """
-        r = self.call_any(FindCoordinatorRequest(key=key, key_type=key_type))
+        r: FindCoordinatorResponse = self.call_any(FindCoordinatorRequest(key=key, key_type=i8(key_type)))
         if r.error_code != ErrorCode.none:
             if r.error_code in RETRIABLE:
                 raise RetriableError(r.error_code, f"FindCoordinator({key})")
@@ -246,12 +256,12 @@ def retry(fn: Callable[[], T], timeout: float = 15.0) -> T:
             time.sleep(0.2)
 
 
-def bootstrap_option(f):
+def bootstrap_option(f: F) -> F:
     return click.option("--bootstrap", "--bootstrap-server", "bootstrap", required=True,
                         envvar="KAAS_BOOTSTRAP", help="HOST:PORT[,HOST:PORT...] of any broker(s).")(f)
 
 
-def command_config_option(f):
+def command_config_option(f: F) -> F:
     return click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                         default=None, envvar="KAAS_COMMAND_CONFIG",
                         help="Client properties (key=value, as librdkafka's): security.protocol (PLAINTEXT, SSL, "
@@ -268,5 +278,5 @@ def open_cluster(bootstrap: str, command_config: Path | None) -> Cluster:
     return Cluster(bootstrap, sasl=sasl_from_properties(props), ssl_context=ssl_from_properties(props))
 
 
-def json_option(f):
+def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout, for scripts.")(f)

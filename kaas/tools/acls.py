@@ -8,14 +8,20 @@ kafka-acls (DescribeAcls, CreateAcls, DeleteAcls).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from kio.schema.create_acls.v1.request import AclCreation, CreateAclsRequest
+from kio.schema.create_acls.v1.response import CreateAclsResponse
 from kio.schema.delete_acls.v1.request import DeleteAclsFilter, DeleteAclsRequest
+from kio.schema.delete_acls.v1.response import DeleteAclsResponse
 from kio.schema.describe_acls.v1.request import DescribeAclsRequest
+from kio.schema.describe_acls.v1.response import DescribeAclsResponse
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
 
 from kaas.domain.acl import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
-from kaas.tools._wire import bootstrap_option, code_name, command_config_option, json_option, open_cluster
+from kaas.tools._wire import F, bootstrap_option, code_name, command_config_option, json_option, open_cluster
 from kaas.tools.output import emit, table
 
 COLUMNS = ["resource_type", "name", "pattern_type", "principal", "host", "operation", "permission"]
@@ -26,7 +32,8 @@ def _op(name: str) -> Operation:
     return Operation[name.upper().replace("-", "_")]
 
 
-def _resources(topics, groups, txn_ids, cluster) -> list[tuple[ResourceType, str]]:
+def _resources(topics: tuple[str, ...], groups: tuple[str, ...], txn_ids: tuple[str, ...],
+               cluster: bool) -> list[tuple[ResourceType, str]]:
     out = [(ResourceType.TOPIC, t) for t in topics] + [(ResourceType.GROUP, g) for g in groups]
     out += [(ResourceType.TRANSACTIONAL_ID, x) for x in txn_ids]
     if cluster:
@@ -34,7 +41,7 @@ def _resources(topics, groups, txn_ids, cluster) -> list[tuple[ResourceType, str
     return out
 
 
-def resource_options(f):
+def resource_options(f: F) -> F:
     for opt in reversed([
         click.option("--topic", "topics", multiple=True, help="A topic (or prefix, with --resource-pattern-type "
                      "prefixed; '*' for every topic)."),
@@ -52,7 +59,7 @@ def resource_options(f):
     return f
 
 
-def _rows_of_describe(r) -> list[dict]:
+def _rows_of_describe(r: DescribeAclsResponse) -> list[dict[str, str]]:
     return [{"resource_type": ResourceType(x.resource_type).name, "name": x.resource_name,
              "pattern_type": PatternType(x.pattern_type).name, "principal": a.principal, "host": a.host,
              "operation": Operation(a.operation).name, "permission": Permission(a.permission_type).name}
@@ -70,18 +77,21 @@ def acls() -> None:
 @bootstrap_option
 @command_config_option
 @json_option
-def list_(topics, groups, txn_ids, cluster, pattern, operations, principal, bootstrap, command_config, as_json) -> None:
+def list_(topics: tuple[str, ...], groups: tuple[str, ...], txn_ids: tuple[str, ...], cluster: bool,
+          pattern: str | None, operations: tuple[str, ...], principal: str | None, bootstrap: str,
+          command_config: Path | None, as_json: bool) -> None:
     """The ACLs matching the options (every ACL when none is given)."""
-    resources = _resources(topics, groups, txn_ids, cluster) or [(ResourceType.ANY, None)]
+    resources: list[tuple[ResourceType, str | None]] = [
+        *_resources(topics, groups, txn_ids, cluster)] or [(ResourceType.ANY, None)]
     ptype = PatternType[(pattern or "any").upper()]
-    rows: list[dict] = []
+    rows: list[dict[str, str]] = []
     with open_cluster(bootstrap, command_config) as c:
         for rt, name in resources:
             for op in [_op(o) for o in operations] or [Operation.ANY]:
-                r = c.call_any(DescribeAclsRequest(
-                    resource_type_filter=int(rt), resource_name_filter=name, pattern_type_filter=int(ptype),
-                    principal_filter=principal, host_filter=None, operation=int(op),
-                    permission_type=int(Permission.ANY)))
+                r: DescribeAclsResponse = c.call_any(DescribeAclsRequest(
+                    resource_type_filter=i8(int(rt)), resource_name_filter=name, pattern_type_filter=i8(int(ptype)),
+                    principal_filter=principal, host_filter=None, operation=i8(int(op)),
+                    permission_type=i8(int(Permission.ANY))))
                 if r.error_code != ErrorCode.none:
                     raise click.ClickException(f"DescribeAcls: {code_name(r.error_code)}"
                                                + (f": {r.error_message}" if r.error_message else ""))
@@ -96,19 +106,21 @@ def list_(topics, groups, txn_ids, cluster, pattern, operations, principal, boot
 @click.option("--host", "hosts", multiple=True, help="Client host the ACL applies to (default '*').")
 @bootstrap_option
 @command_config_option
-def add(topics, groups, txn_ids, cluster, pattern, operations, allow, deny, hosts, bootstrap, command_config) -> None:
+def add(topics: tuple[str, ...], groups: tuple[str, ...], txn_ids: tuple[str, ...], cluster: bool,
+        pattern: str | None, operations: tuple[str, ...], allow: tuple[str, ...], deny: tuple[str, ...],
+        hosts: tuple[str, ...], bootstrap: str, command_config: Path | None) -> None:
     """Add an ACL for each principal x host x operation x resource given."""
     resources = _resources(topics, groups, txn_ids, cluster)
     if not resources or not operations or not (allow or deny):
         raise click.UsageError("give a resource, --operation and --allow-principal or --deny-principal")
     ptype = PatternType[(pattern or "literal").upper()]
     creations = tuple(
-        AclCreation(resource_type=int(rt), resource_name=name, resource_pattern_type=int(ptype), principal=p,
-                    host=h, operation=int(_op(o)), permission_type=int(perm))
+        AclCreation(resource_type=i8(int(rt)), resource_name=name, resource_pattern_type=i8(int(ptype)),
+                    principal=p, host=h, operation=i8(int(_op(o))), permission_type=i8(int(perm)))
         for rt, name in resources for o in operations for h in (hosts or ("*",))
         for perm, principals in ((Permission.ALLOW, allow), (Permission.DENY, deny)) for p in principals)
     with open_cluster(bootstrap, command_config) as c:
-        r = c.call_controller(CreateAclsRequest(creations=creations))
+        r: CreateAclsResponse = c.call_controller(CreateAclsRequest(creations=creations))
     bad = [(cr, x) for cr, x in zip(creations, r.results) if x.error_code != ErrorCode.none]
     for cr, x in bad:
         click.echo(f"{cr.principal} {Operation(cr.operation).name} {cr.resource_name}: "
@@ -125,22 +137,23 @@ def add(topics, groups, txn_ids, cluster, pattern, operations, allow, deny, host
 @bootstrap_option
 @command_config_option
 @json_option
-def remove(topics, groups, txn_ids, cluster, pattern, operations, principals, host, bootstrap, command_config,
-           as_json) -> None:
+def remove(topics: tuple[str, ...], groups: tuple[str, ...], txn_ids: tuple[str, ...], cluster: bool,
+           pattern: str | None, operations: tuple[str, ...], principals: tuple[str, ...], host: str | None,
+           bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """Remove every ACL matching the options (a resource must be given)."""
     resources = _resources(topics, groups, txn_ids, cluster)
     if not resources:
         raise click.UsageError("give a resource (--topic, --group, --transactional-id or --cluster)")
     ptype = PatternType[(pattern or "any").upper()]
     filters = tuple(
-        DeleteAclsFilter(resource_type_filter=int(rt), resource_name_filter=name, pattern_type_filter=int(ptype),
-                         principal_filter=p, host_filter=host, operation=int(op),
-                         permission_type=int(Permission.ANY))
+        DeleteAclsFilter(resource_type_filter=i8(int(rt)), resource_name_filter=name,
+                         pattern_type_filter=i8(int(ptype)), principal_filter=p, host_filter=host,
+                         operation=i8(int(op)), permission_type=i8(int(Permission.ANY)))
         for rt, name in resources for op in ([_op(o) for o in operations] or [Operation.ANY])
         for p in (principals or (None,)))
     with open_cluster(bootstrap, command_config) as c:
-        r = c.call_controller(DeleteAclsRequest(filters=filters))
-    rows = []
+        r: DeleteAclsResponse = c.call_controller(DeleteAclsRequest(filters=filters))
+    rows: list[dict[str, str]] = []
     for fr in r.filter_results:
         if fr.error_code != ErrorCode.none:
             raise click.ClickException(f"DeleteAcls: {code_name(fr.error_code)} {fr.error_message or ''}".rstrip())

@@ -15,8 +15,18 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.types import (
+        CertificateIssuerPrivateKeyTypes,
+        CertificateIssuerPublicKeyTypes,
+        PrivateKeyTypes,
+    )
 
 DEFAULT_SANS = ("127.0.0.1", "::1", "localhost")
 
@@ -38,20 +48,20 @@ def _write(path: Path, data: bytes, mode: int = 0o644) -> None:
     os.replace(tmp, path)
 
 
-def _key():
+def _key() -> ec.EllipticCurvePrivateKey:
     from cryptography.hazmat.primitives.asymmetric import ec
 
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def _pem_key(key) -> bytes:
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
 
-def _name(cn: str, org: str = "kaas", ou: str | None = None):
+def _name(cn: str, org: str = "kaas", ou: str | None = None) -> x509.Name:
     from cryptography import x509
     from cryptography.x509.oid import NameOID
 
@@ -86,6 +96,25 @@ def make_ca(directory: Path, cn: str = "kaas dev CA", days: int = 3650) -> Issue
     return out
 
 
+def _issuer_keys(cert: x509.Certificate, key: PrivateKeyTypes
+                 ) -> tuple[CertificateIssuerPublicKeyTypes, CertificateIssuerPrivateKeyTypes]:
+    """The CA's public and private keys, as keys that sign certificates.
+
+    Raises:
+        TypeError: a key of a kind that cannot sign (X25519, X448, DH), as ``sign`` would.
+    """
+    from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
+
+    public = cert.public_key()
+    if not isinstance(key, (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey, dsa.DSAPrivateKey,
+                            ed25519.Ed25519PrivateKey, ed448.Ed448PrivateKey)):
+        raise TypeError(f"the CA's {type(key).__name__} cannot sign certificates")
+    if not isinstance(public, (rsa.RSAPublicKey, ec.EllipticCurvePublicKey, dsa.DSAPublicKey,
+                               ed25519.Ed25519PublicKey, ed448.Ed448PublicKey)):
+        raise TypeError(f"the CA's {type(public).__name__} cannot sign certificates")
+    return public, key
+
+
 def issue(directory: Path, name: str, *, cn: str | None = None, ou: str | None = None, client: bool = True,
           server: bool = True, sans: tuple[str, ...] = DEFAULT_SANS, days: int = 825,
           not_after: dt.datetime | None = None) -> Issued:
@@ -106,7 +135,8 @@ def issue(directory: Path, name: str, *, cn: str | None = None, ou: str | None =
     from cryptography.x509.oid import ExtendedKeyUsageOID
 
     ca_cert = x509.load_pem_x509_certificate((directory / "ca.pem").read_bytes())
-    ca_key = serialization.load_pem_private_key((directory / "ca.key").read_bytes(), None)
+    ca_public, ca_key = _issuer_keys(ca_cert, serialization.load_pem_private_key((directory / "ca.key").read_bytes(),
+                                                                                   None))
     key = _key()
     now = dt.datetime.now(dt.timezone.utc)
     names: list[x509.GeneralName] = []
@@ -122,7 +152,7 @@ def issue(directory: Path, name: str, *, cn: str | None = None, ou: str | None =
                .not_valid_before(now - dt.timedelta(minutes=5))
                .not_valid_after(not_after or now + dt.timedelta(days=days))
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()), critical=False))
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_public), critical=False))
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     if usages:

@@ -13,18 +13,26 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import TypedDict
 
 import click
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.describe_groups.v5.response import DescribedGroup, DescribeGroupsResponse
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v4.request import ListGroupsRequest
+from kio.schema.list_groups.v4.response import ListGroupsResponse
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.list_offsets.v7.response import ListOffsetsResponse
 from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
+from kio.schema.offset_commit.v8.response import OffsetCommitResponse
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest
+from kio.schema.offset_fetch.v7.response import OffsetFetchResponse
+from kio.schema.types import BrokerId, GroupId, TopicName
+from kio.static.primitive import i8, i32, i64
 
 from kaas.tools._wire import (
     RETRIABLE,
@@ -41,6 +49,33 @@ from kaas.tools.output import emit, table
 
 EARLIEST, LATEST = -2, -1
 INACTIVE = ("Empty", "Dead")
+
+
+class _Partition(TypedDict):
+    topic: str
+    partition: int
+
+
+class _Member(TypedDict):
+    """A member of ``describe``'s output."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: list[_Partition] | None
+
+
+class _Reset(TypedDict):
+    """A partition of ``reset-offsets``' plan."""
+
+    group: str
+    topic: str
+    partition: int
+    current_offset: int | None
+    new_offset: int
+    log_start_offset: int
+    log_end_offset: int
 
 
 def decode_assignment(data: bytes) -> list[tuple[str, int]] | None:
@@ -68,10 +103,11 @@ def decode_assignment(data: bytes) -> list[tuple[str, int]] | None:
         return None
 
 
-def _describe_group(c: Cluster, group: str) -> tuple[int, object]:
-    def attempt():
+def _describe_group(c: Cluster, group: str) -> tuple[int, DescribedGroup]:
+    def attempt() -> tuple[int, DescribedGroup]:
         coord = c.group_coordinator(group)
-        r = c.call(coord, DescribeGroupsRequest(groups=(group,), include_authorized_operations=False))
+        r: DescribeGroupsResponse = c.call(coord, DescribeGroupsRequest(groups=(GroupId(group),),
+                                                                        include_authorized_operations=False))
         g = r.groups[0]
         if g.error_code in RETRIABLE:
             raise RetriableError(g.error_code, f"DescribeGroups({group})")
@@ -82,13 +118,14 @@ def _describe_group(c: Cluster, group: str) -> tuple[int, object]:
 
 
 def _committed(c: Cluster, coord: int, group: str) -> dict[tuple[str, int], int]:
-    def attempt():
-        r = c.call(coord, OffsetFetchRequest(group_id=group, topics=None, require_stable=False))
+    def attempt() -> dict[tuple[str, int], int]:
+        r: OffsetFetchResponse = c.call(coord, OffsetFetchRequest(group_id=GroupId(group), topics=None,
+                                                                  require_stable=False))
         if r.error_code in RETRIABLE:
             raise RetriableError(r.error_code, f"OffsetFetch({group})")
         if r.error_code != ErrorCode.none:
             raise click.ClickException(f"OffsetFetch({group}): {code_name(r.error_code)}")
-        out = {}
+        out: dict[tuple[str, int], int] = {}
         for t in r.topics:
             for p in t.partitions:
                 if p.error_code == ErrorCode.none and p.committed_offset >= 0:
@@ -98,11 +135,13 @@ def _committed(c: Cluster, coord: int, group: str) -> dict[tuple[str, int], int]
 
 
 def _leaders(c: Cluster, topics: list[str]) -> dict[tuple[str, int], int]:
-    out = {}
+    out: dict[tuple[str, int], int] = {}
     if not topics:
         return out
     md = c.metadata(sorted(set(topics)))
     for t in md.topics:
+        if t.name is None:  # (v12 names every topic asked for by name)
+            continue
         for p in t.partitions:
             out[(t.name, p.partition_index)] = p.leader_id
     return out
@@ -117,7 +156,7 @@ def _list_offsets(c: Cluster, partitions: list[tuple[str, int]], spec: int,
     out: dict[tuple[str, int], int | None] = dict.fromkeys(partitions)
     todo = set(partitions)
 
-    def attempt():
+    def attempt() -> None:
         leaders = _leaders(c, sorted({t for t, _ in todo}))
         by_leader: dict[int, list[tuple[str, int]]] = {}
         for tp in sorted(todo):
@@ -132,18 +171,19 @@ def _list_offsets(c: Cluster, partitions: list[tuple[str, int]], spec: int,
         for leader, tps in by_leader.items():
             topics: dict[str, list[ListOffsetsPartition]] = {}
             for t, p in tps:
-                topics.setdefault(t, []).append(ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
-                                                                     timestamp=spec))
-            r = c.call(leader, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=tuple(
-                ListOffsetsTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items())))
-            for t in r.topics:
-                for p in t.partitions:
-                    tp = (t.name, p.partition_index)
-                    if p.error_code == ErrorCode.none:
-                        out[tp] = p.offset
+                topics.setdefault(t, []).append(ListOffsetsPartition(
+                    partition_index=i32(p), current_leader_epoch=i32(-1), timestamp=i64(spec)))
+            r: ListOffsetsResponse = c.call(leader, ListOffsetsRequest(
+                replica_id=BrokerId(-1), isolation_level=i8(0), topics=tuple(
+                    ListOffsetsTopic(name=TopicName(t), partitions=tuple(ps)) for t, ps in topics.items())))
+            for rt in r.topics:
+                for rp in rt.partitions:
+                    tp = (rt.name, rp.partition_index)
+                    if rp.error_code == ErrorCode.none:
+                        out[tp] = rp.offset
                         todo.discard(tp)
-                    elif p.error_code in RETRIABLE:
-                        retriable = RetriableError(p.error_code, f"ListOffsets {tp[0]}-{tp[1]}")
+                    elif rp.error_code in RETRIABLE:
+                        retriable = RetriableError(rp.error_code, f"ListOffsets {tp[0]}-{tp[1]}")
                     else:
                         todo.discard(tp)
         if retriable is not None:
@@ -168,11 +208,11 @@ def groups() -> None:
 @json_option
 def list_(states: tuple[str, ...], bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """Every group of every broker's coordinator (ListGroups on each broker)."""
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict[str, object]] = {}
     with open_cluster(bootstrap, command_config) as c:
         for bid in c.broker_ids():
-            def attempt(bid=bid):
-                r = c.call(bid, ListGroupsRequest(states_filter=tuple(states)))
+            def attempt(bid: int = bid) -> ListGroupsResponse:
+                r: ListGroupsResponse = c.call(bid, ListGroupsRequest(states_filter=tuple(states)))
                 if r.error_code in RETRIABLE:
                     raise RetriableError(r.error_code, f"ListGroups at broker {bid}")
                 if r.error_code != ErrorCode.none:
@@ -181,7 +221,7 @@ def list_(states: tuple[str, ...], bootstrap: str, command_config: Path | None, 
             for g in retry(attempt).groups:
                 rows.setdefault(g.group_id, {"group_id": g.group_id, "state": g.group_state,
                                              "protocol_type": g.protocol_type, "coordinator": bid})
-    out = sorted(rows.values(), key=lambda r: r["group_id"])
+    out = [rows[group_id] for group_id in sorted(rows)]
     emit(out, as_json, lambda: table(out, ["group_id", "state", "protocol_type", "coordinator"]))
 
 
@@ -195,28 +235,29 @@ def describe(group: str, bootstrap: str, command_config: Path | None, as_json: b
     with open_cluster(bootstrap, command_config) as c:
         coord, g = _describe_group(c, group)
         committed = _committed(c, coord, group)
-        members = []
-        owner: dict[tuple[str, int], dict] = {}
+        members: list[_Member] = []
+        owner: dict[tuple[str, int], _Member] = {}
         for m in g.members:
             parts = decode_assignment(m.member_assignment) if g.protocol_type == "consumer" else None
-            mem = {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                   "client_host": m.client_host,
-                   "assignment": None if parts is None else [{"topic": t, "partition": p} for t, p in parts]}
+            mem: _Member = {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id, "client_host": m.client_host,
+                            "assignment": None if parts is None else [{"topic": t, "partition": p}
+                                                                      for t, p in parts]}
             members.append(mem)
             for t, p in parts or ():
                 owner[(t, p)] = mem
         tps = sorted(set(committed) | set(owner))
         log_end = _list_offsets(c, tps, LATEST, strict=False)
         addr = c.brokers.get(coord, ("", -1))
-    offsets = []
+    offsets: list[dict[str, object]] = []
     for tp in tps:
-        cur, end, mem = committed.get(tp), log_end.get(tp), owner.get(tp)
+        cur, end, who = committed.get(tp), log_end.get(tp), owner.get(tp)
         offsets.append({"group": group, "topic": tp[0], "partition": tp[1], "current_offset": cur,
                         "log_end_offset": end,
                         "lag": end - cur if cur is not None and end is not None else None,
-                        "consumer_id": mem["member_id"] if mem else None,
-                        "host": mem["client_host"] if mem else None,
-                        "client_id": mem["client_id"] if mem else None})
+                        "consumer_id": who["member_id"] if who else None,
+                        "host": who["client_host"] if who else None,
+                        "client_id": who["client_id"] if who else None})
     out = {"group_id": group, "state": g.group_state, "protocol_type": g.protocol_type, "protocol": g.protocol_data,
            "coordinator": {"id": coord, "host": addr[0], "port": addr[1]}, "members": members, "offsets": offsets}
 
@@ -290,7 +331,7 @@ def reset_offsets(group: str, topic_specs: tuple[str, ...], all_topics: bool, to
         else:
             wanted = [_parse_topic(s) for s in topic_specs]
             md = c.metadata(sorted({t for t, _ in wanted}))
-            counts = {}
+            counts: dict[str | None, int] = {}
             for t in md.topics:
                 if t.error_code != ErrorCode.none:
                     raise click.ClickException(f"topic {t.name}: {code_name(t.error_code)}")
@@ -303,7 +344,7 @@ def reset_offsets(group: str, topic_specs: tuple[str, ...], all_topics: bool, to
         order = sorted(tps)
         earliest = _list_offsets(c, order, EARLIEST)
         latest = _list_offsets(c, order, LATEST)
-        plan = []
+        plan: list[_Reset] = []
         for tp in order:
             lo, hi, cur = earliest.get(tp), latest.get(tp), committed.get(tp)
             if lo is None or hi is None:
@@ -312,30 +353,33 @@ def reset_offsets(group: str, topic_specs: tuple[str, ...], all_topics: bool, to
                 new = lo
             elif how == "latest":
                 new = hi
-            elif how == "offset":
+            elif to_offset is not None:  # --to-offset (exactly one mode is given)
                 new = min(max(to_offset, lo), hi)
-            else:
+            elif shift_by is not None:
                 if cur is None:
                     raise click.ClickException(f"--shift-by: {tp[0]}-{tp[1]} has no committed offset")
                 new = min(max(cur + shift_by, lo), hi)
+            else:
+                raise AssertionError(how)
             plan.append({"group": group, "topic": tp[0], "partition": tp[1], "current_offset": cur,
                          "new_offset": new, "log_start_offset": lo, "log_end_offset": hi})
         if execute and plan:
             topics: dict[str, list[OffsetCommitRequestPartition]] = {}
             for r in plan:
                 topics.setdefault(r["topic"], []).append(OffsetCommitRequestPartition(
-                    partition_index=r["partition"], committed_offset=r["new_offset"], committed_leader_epoch=-1,
-                    committed_metadata=""))
-            req = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                    partition_index=i32(r["partition"]), committed_offset=i64(r["new_offset"]),
+                    committed_leader_epoch=i32(-1), committed_metadata=""))
+            req = OffsetCommitRequest(group_id=GroupId(group), generation_id_or_member_epoch=i32(-1), member_id="",
                                       group_instance_id=None, topics=tuple(
-                                          OffsetCommitRequestTopic(name=t, partitions=tuple(ps))
+                                          OffsetCommitRequestTopic(name=TopicName(t), partitions=tuple(ps))
                                           for t, ps in topics.items()))
 
-            def commit():
+            def commit() -> dict[tuple[str, int], ErrorCode]:
                 node = c.group_coordinator(group)
-                r = c.call(node, req)
-                errors = {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions
-                          if p.error_code != ErrorCode.none}
+                r: OffsetCommitResponse = c.call(node, req)
+                errors: dict[tuple[str, int], ErrorCode] = {
+                    (t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions
+                    if p.error_code != ErrorCode.none}
                 if any(code in RETRIABLE for code in errors.values()):
                     raise RetriableError(next(iter(errors.values())), f"OffsetCommit({group})")
                 return errors

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import click
 
 __all__ = ["cell", "emit", "section", "table"]
 
 
-def cell(value: Any) -> str:
+def cell(value: object) -> str:
     """How one value is shown in a table: None as ``-``, lists comma-joined."""
     if value is None:
         return "-"
@@ -22,7 +21,7 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def table(rows: list[dict], columns: list[str]) -> str:
+def table(rows: Sequence[Mapping[str, object]], columns: Sequence[str]) -> str:
     """Rows as an aligned table with an upper-case header line.
 
     Args:
@@ -32,7 +31,7 @@ def table(rows: list[dict], columns: list[str]) -> str:
     Returns:
         The table, lines joined by newlines (no trailing newline).
     """
-    def text(r: dict, c: str) -> str:
+    def text(r: Mapping[str, object], c: str) -> str:
         return cell(r[c]) if c in r else ""
 
     widths = {c: max([len(c)] + [len(text(r, c)) for r in rows]) for c in columns}
@@ -47,7 +46,7 @@ def section(title: str, body: str) -> str:
     return f"{title}\n{body}" if body else title
 
 
-def emit(data: Any, as_json: bool, human: Callable[[], str | Iterable[str]]) -> None:
+def emit(data: object, as_json: bool, human: Callable[[], str | Iterable[str]]) -> None:
     """Print ``data`` as one JSON document, or the human rendering ``human()``."""
     if as_json:
         click.echo(json.dumps(data, default=str))

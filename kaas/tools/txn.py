@@ -9,9 +9,14 @@ from pathlib import Path
 
 import click
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.describe_transactions.v0.response import DescribeTransactionsResponse, TransactionState
 from kio.schema.errors import ErrorCode
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.schema.list_transactions.v1.response import ListTransactionsResponse
+from kio.schema.types import TransactionalId
+from kio.static.primitive import i32Timedelta
 
 from kaas.tools._wire import (
     RETRIABLE,
@@ -31,7 +36,8 @@ from kaas.wire.build import ms
 # its coordinator moves: abort tries again until its --timeout
 ABORT_RETRIABLE = frozenset({ErrorCode.concurrent_transactions, ErrorCode.coordinator_load_in_progress,
                              ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
-FENCING_TIMEOUT = datetime.timedelta(seconds=60)  # the transaction timeout abort's InitProducerId asks for
+# the transaction timeout abort's InitProducerId asks for
+FENCING_TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=60))
 
 
 @click.group("txn")
@@ -46,14 +52,14 @@ def txn() -> None:
 @json_option
 def list_(bootstrap: str, command_config: Path | None, states: tuple[str, ...], as_json: bool) -> None:
     """Every transactional id of every broker's coordinator slots."""
-    rows = []
+    rows: list[dict[str, object]] = []
     with open_cluster(bootstrap, command_config) as c:
         for bid in c.broker_ids():
-            r = c.call(bid, ListTransactionsRequest(state_filters=tuple(states)))
+            r: ListTransactionsResponse = c.call(bid, ListTransactionsRequest(state_filters=tuple(states)))
             for t in r.transaction_states:
                 rows.append({"transactional_id": t.transactional_id, "producer_id": t.producer_id,
                              "state": t.transaction_state, "coordinator": bid})
-    rows.sort(key=lambda r: r["transactional_id"])
+    rows.sort(key=lambda r: str(r["transactional_id"]))
     emit(rows, as_json, lambda: table(rows, ["transactional_id", "producer_id", "state", "coordinator"]))
 
 
@@ -65,9 +71,10 @@ def list_(bootstrap: str, command_config: Path | None, states: tuple[str, ...], 
 def describe(transactional_id: str, bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """State, producer, timeout and partitions of one transactional id."""
     with open_cluster(bootstrap, command_config) as c:
-        def attempt():
+        def attempt() -> tuple[int, TransactionState]:
             node = c.coordinator(transactional_id, TRANSACTION)
-            r = c.call(node, DescribeTransactionsRequest(transactional_ids=(transactional_id,)))
+            r: DescribeTransactionsResponse = c.call(node, DescribeTransactionsRequest(
+                transactional_ids=(TransactionalId(transactional_id),)))
             t = r.transaction_states[0]
             if t.error_code in RETRIABLE:
                 raise RetriableError(t.error_code, f"DescribeTransactions({transactional_id})")
@@ -94,10 +101,10 @@ def abort(transactional_id: str, bootstrap: str, command_config: Path | None, ti
     """Abort the id's ongoing transaction through its coordinator and fence its producer
     (the next epoch is taken, as a new producer session with this id would)."""
     with open_cluster(bootstrap, command_config) as c:
-        def attempt():
+        def attempt() -> InitProducerIdResponse:
             node = c.coordinator(transactional_id, TRANSACTION)
-            r = c.call(node, InitProducerIdRequest(transactional_id=transactional_id,
-                                                   transaction_timeout=FENCING_TIMEOUT))
+            r: InitProducerIdResponse = c.call(node, InitProducerIdRequest(
+                transactional_id=TransactionalId(transactional_id), transaction_timeout=FENCING_TIMEOUT))
             if r.error_code in ABORT_RETRIABLE:
                 raise RetriableError(r.error_code, f"InitProducerId({transactional_id})")
             if r.error_code != ErrorCode.none:

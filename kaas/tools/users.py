@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -22,21 +23,27 @@ from kio.schema.alter_user_scram_credentials.v0.request import (
     ScramCredentialDeletion,
     ScramCredentialUpsertion,
 )
+from kio.schema.alter_user_scram_credentials.v0.response import (
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+)
 from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
+from kio.schema.describe_user_scram_credentials.v0.response import DescribeUserScramCredentialsResponse
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i32
 
 from kaas.domain import scram, scram_users
 from kaas.errors import CorruptState
 from kaas.storage import credentials
 from kaas.storage.paths import Layout
-from kaas.tools._wire import code_name, command_config_option, json_option, open_cluster
+from kaas.tools._wire import F, code_name, command_config_option, json_option, open_cluster
 from kaas.tools.output import emit, table
 
 MECHANISMS = sorted(scram.MECHANISMS)
 LIVE_HEARTBEAT_S = 10.0  # a heartbeat this fresh means a broker runs on the directory
 
 
-def _target(f):
+def _target(f: F) -> F:
     f = click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="The data directory: its credentials file is written directly while no broker "
                           "runs, else its brokers are asked over the wire.")(f)
@@ -48,7 +55,7 @@ def _target(f):
 def _running_brokers(layout: Layout) -> list[str]:
     """HOST:PORT of every broker whose heartbeat file is fresh."""
     now = time.time()
-    out = []
+    out: list[str] = []
     for path in sorted(layout.brokers.glob("kaas-*.json")):
         try:
             if now - path.stat().st_mtime < LIVE_HEARTBEAT_S:
@@ -59,17 +66,20 @@ def _running_brokers(layout: Layout) -> list[str]:
     return out
 
 
-def _target_of(bootstrap: str | None, data: Path | None) -> str | None:
-    """The bootstrap to use over the wire, or None: write the file under ``data``."""
-    if (bootstrap is None) == (data is None):
-        raise click.UsageError("give exactly one of --bootstrap and --data")
-    if bootstrap is not None:
+def _target_of(bootstrap: str | None, data: Path | None) -> str | Path:
+    """The bootstrap to use over the wire, or the data directory whose file to write."""
+    if bootstrap is not None and data is None:
         return bootstrap
+    if bootstrap is not None or data is None:
+        raise click.UsageError("give exactly one of --bootstrap and --data")
     running = _running_brokers(Layout(data))
-    return ",".join(running) if running else None
+    return ",".join(running) if running else data
 
 
-def _offline(data: Path, change) -> list[scram_users.Result]:
+Change = Callable[[scram_users.Users], tuple[scram_users.Users, list[scram_users.Result]]]
+
+
+def _offline(data: Path, change: Change) -> list[scram_users.Result]:
     layout = Layout(data)
     try:
         users = credentials.read(layout.scram_credentials)
@@ -81,7 +91,8 @@ def _offline(data: Path, change) -> list[scram_users.Result]:
     return results
 
 
-def add_offline(data: Path, name: str, password: str, mechanisms=MECHANISMS, iterations: int = 4096) -> None:
+def add_offline(data: Path, name: str, password: str, mechanisms: Sequence[str] = MECHANISMS,
+                iterations: int = 4096) -> None:
     """``kaas users add NAME --data DATA`` while no broker runs: NAME's credentials
     written to the credentials file directly (``kaas cluster --secure`` bootstraps its
     admin and broker users with it).
@@ -96,7 +107,7 @@ def add_offline(data: Path, name: str, password: str, mechanisms=MECHANISMS, ite
         raise click.ClickException(f"{name}: {code_name(failed[0].error_code)} {failed[0].error_message or ''}")
 
 
-def _upsertions(name: str, password: str, iterations: int, mechanisms) -> list[scram_users.Upsertion]:
+def _upsertions(name: str, password: str, iterations: int, mechanisms: Sequence[str]) -> list[scram_users.Upsertion]:
     ups = []
     for mech in mechanisms or MECHANISMS:
         salt = secrets.token_bytes(32)
@@ -105,7 +116,7 @@ def _upsertions(name: str, password: str, iterations: int, mechanisms) -> list[s
     return ups
 
 
-def _report(results, as_json: bool) -> None:
+def _report(results: Sequence[scram_users.Result | AlterUserScramCredentialsResult], as_json: bool) -> None:
     rows = [{"user": r.user, "error": None if r.error_code == ErrorCode.none else code_name(r.error_code),
              "message": r.error_message} for r in results]
     emit(rows, as_json, lambda: table(rows, ["user", "error", "message"]))
@@ -123,19 +134,19 @@ def users() -> None:
 @users.command("list")
 @_target
 @json_option
-def list_(bootstrap, command_config, data, as_json) -> None:
+def list_(bootstrap: str | None, command_config: Path | None, data: Path | None, as_json: bool) -> None:
     """Every user with its SCRAM mechanisms and iterations."""
-    bootstrap = _target_of(bootstrap, data)
-    if bootstrap is None:
+    target = _target_of(bootstrap, data)
+    if isinstance(target, Path):
         try:
-            descs = scram_users.describe(credentials.read(Layout(data).scram_credentials), None)
+            descs = scram_users.describe(credentials.read(Layout(target).scram_credentials), None)
         except CorruptState as exc:
             raise click.ClickException(str(exc)) from None
         rows = [{"user": d.user, "mechanisms": [f"{scram.MECHANISM_TYPES[m]}:{i}" for m, i in d.credentials]}
                 for d in descs]
     else:
-        with open_cluster(bootstrap, command_config) as c:
-            resp = c.call_any(DescribeUserScramCredentialsRequest(users=None))
+        with open_cluster(target, command_config) as c:
+            resp: DescribeUserScramCredentialsResponse = c.call_any(DescribeUserScramCredentialsRequest(users=None))
         if resp.error_code != ErrorCode.none:
             raise click.ClickException(f"DescribeUserScramCredentials: {code_name(resp.error_code)} "
                                        f"{resp.error_message or ''}")
@@ -145,7 +156,7 @@ def list_(bootstrap, command_config, data, as_json) -> None:
     emit(rows, as_json, lambda: table(rows, ["user", "mechanisms"]))
 
 
-def _mechanisms_option(f):
+def _mechanisms_option(f: F) -> F:
     return click.option("--mechanism", "mechanisms", multiple=True, type=click.Choice(MECHANISMS),
                         help="SCRAM mechanism (repeatable; default: both).")(f)
 
@@ -159,17 +170,20 @@ def _mechanisms_option(f):
 @_mechanisms_option
 @_target
 @json_option
-def add(name, password, iterations, mechanisms, bootstrap, command_config, data, as_json) -> None:
+def add(name: str, password: str, iterations: int, mechanisms: tuple[str, ...], bootstrap: str | None,
+        command_config: Path | None, data: Path | None, as_json: bool) -> None:
     """Create NAME, or set its password (the salt is new each time)."""
-    bootstrap = _target_of(bootstrap, data)
+    target = _target_of(bootstrap, data)
     ups = _upsertions(name, password, iterations, mechanisms)
-    if bootstrap is None:
-        results = _offline(data, lambda users: scram_users.alter(users, [], ups))
+    results: Sequence[scram_users.Result | AlterUserScramCredentialsResult]
+    if isinstance(target, Path):
+        results = _offline(target, lambda users: scram_users.alter(users, [], ups))
     else:
-        with open_cluster(bootstrap, command_config) as c:
-            resp = c.call_controller(AlterUserScramCredentialsRequest(deletions=(), upsertions=tuple(
-                ScramCredentialUpsertion(name=u.user, mechanism=u.mechanism, iterations=u.iterations, salt=u.salt,
-                                         salted_password=u.salted_password) for u in ups)))
+        with open_cluster(target, command_config) as c:
+            resp: AlterUserScramCredentialsResponse = c.call_controller(AlterUserScramCredentialsRequest(
+                deletions=(), upsertions=tuple(
+                    ScramCredentialUpsertion(name=u.user, mechanism=i8(u.mechanism), iterations=i32(u.iterations),
+                                             salt=u.salt, salted_password=u.salted_password) for u in ups)))
         results = resp.results
     _report(results, as_json)
 
@@ -179,23 +193,27 @@ def add(name, password, iterations, mechanisms, bootstrap, command_config, data,
 @_mechanisms_option
 @_target
 @json_option
-def remove(name, mechanisms, bootstrap, command_config, data, as_json) -> None:
+def remove(name: str, mechanisms: tuple[str, ...], bootstrap: str | None, command_config: Path | None,
+           data: Path | None, as_json: bool) -> None:
     """Delete NAME's credentials (every mechanism it has, unless --mechanism)."""
-    bootstrap = _target_of(bootstrap, data)
-    if bootstrap is None:
-        def change(users):
+    target = _target_of(bootstrap, data)
+    results: Sequence[scram_users.Result | AlterUserScramCredentialsResult]
+    if isinstance(target, Path):
+        def change(users: scram_users.Users) -> tuple[scram_users.Users, list[scram_users.Result]]:
             mechs = mechanisms or sorted(users.get(name, {})) or MECHANISMS[:1]
             return scram_users.alter(users, [scram_users.Deletion(name, scram_users.MECHANISM_CODES[m])
                                              for m in mechs], [])
-        results = _offline(data, change)
+        results = _offline(target, change)
     else:
-        with open_cluster(bootstrap, command_config) as c:
+        with open_cluster(target, command_config) as c:
             mechs = list(mechanisms)
             if not mechs:
-                resp = c.call_any(DescribeUserScramCredentialsRequest(users=None))
-                mechs = [scram.MECHANISM_TYPES[ci.mechanism] for r in resp.results if r.user == name
+                described: DescribeUserScramCredentialsResponse = c.call_any(
+                    DescribeUserScramCredentialsRequest(users=None))
+                mechs = [scram.MECHANISM_TYPES[ci.mechanism] for r in described.results if r.user == name
                          for ci in r.credential_infos if ci.mechanism in scram.MECHANISM_TYPES] or MECHANISMS[:1]
-            resp = c.call_controller(AlterUserScramCredentialsRequest(upsertions=(), deletions=tuple(
-                ScramCredentialDeletion(name=name, mechanism=scram_users.MECHANISM_CODES[m]) for m in mechs)))
+            resp: AlterUserScramCredentialsResponse = c.call_controller(AlterUserScramCredentialsRequest(
+                upsertions=(), deletions=tuple(
+                    ScramCredentialDeletion(name=name, mechanism=i8(scram_users.MECHANISM_CODES[m])) for m in mechs)))
         results = resp.results
     _report(results, as_json)
