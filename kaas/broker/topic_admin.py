@@ -123,7 +123,8 @@ class TopicAdmin:
             if part is not None:
                 await self.broker.relinquish(part)
         delay = int(configs.effective(self.broker.settings, meta.configs)["file.delete.delay.ms"][0])
-        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(name), meta, delay, self.broker.clock.wall_ms())
+        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(name), meta, delay,
+                                      self.broker.clock.wall_ms())
         log.info("topic_deleted", topic=name, served=served)
         return ErrorCode.none if served else ErrorCode.request_timed_out
 

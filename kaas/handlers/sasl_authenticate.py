@@ -30,7 +30,6 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas.clock import wall_ms
 from kaas.domain import oauthbearer, scram
 from kaas.domain.sasl_plain import PlainError, parse_plain
 from kaas.errors import CorruptState
@@ -94,7 +93,7 @@ def _oauthbearer(ctx: Context, token: bytes) -> tuple[str, int]:
         jwt = oauthbearer.parse_jwt(msg.token)
         _sasl.jwks(settings.sasl_oauthbearer_jwks_file).verify(jwt)
         accepted = oauthbearer.check_claims(
-            jwt.claims, wall_ms(), issuer=settings.sasl_oauthbearer_expected_issuer or None,
+            jwt.claims, ctx.broker.clock.wall_ms(), issuer=settings.sasl_oauthbearer_expected_issuer or None,
             audience=settings.sasl_oauthbearer_expected_audience or None,
             subject_claim=settings.sasl_oauthbearer_sub_claim_name)
         if msg.authzid is not None and msg.authzid != accepted.principal_name:
@@ -155,7 +154,7 @@ async def handle(ctx: Context, req: SaslAuthenticateRequest) -> dict[str, object
     session.principal, session.authenticated = principal, True
     lifetime_ms = ctx.broker.settings.connections_max_reauth_ms
     if lifetime_ms > 0 and expires_ms is not None:  # KIP-368: min(max reauth, token lifetime)
-        lifetime_ms = max(1, min(lifetime_ms, expires_ms - wall_ms()))
+        lifetime_ms = max(1, min(lifetime_ms, expires_ms - ctx.broker.clock.wall_ms()))
     session.reauth_deadline = trio.current_time() + lifetime_ms / 1000 if lifetime_ms > 0 else None
     log.debug("sasl_authenticated", principal=principal, mechanism=mechanism, peer=ctx.peer,
               reauthentication=reauthentication, raw_tokens=session.raw_tokens)
