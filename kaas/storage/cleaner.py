@@ -32,6 +32,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgpack
 
@@ -39,6 +40,7 @@ from kaas.clock import SYSTEM
 from kaas.domain import compaction as plan_mod
 from kaas.errors import CorruptState
 from kaas.storage import atomic, fs, trash
+from kaas.storage.segment import LogConfig, Segment
 from kaas.wire import batch as wb
 from kaas.wire import records as wr
 
@@ -327,3 +329,44 @@ def _throttle(job: Job, done_bytes: int, t0: float) -> None:
         ahead = done_bytes / job.max_bytes_per_s - (SYSTEM.monotonic() - t0)
         if ahead > 0:
             time.sleep(ahead)
+
+
+def dirtiness(segments: list[Segment], lso: int, config: LogConfig, state: dict[str, Any],
+              now_ms: int) -> tuple[list[Segment], float, bool]:
+    """(the cleanable segments, the dirty ratio among them, whether max.compaction.lag.ms
+    or a delete horizon forces a pass). Cleanable: closed segments (all but the last of
+    ``segments``) wholly below the last stable offset ``lso`` and older than
+    min.compaction.lag.ms; dirty: those from the clean offset of ``state`` on."""
+    segs: list[Segment] = []
+    for seg in segments[:-1]:
+        if seg.next_offset > lso:
+            break
+        if config.min_compaction_lag_ms > 0 and seg.max_timestamp > now_ms - config.min_compaction_lag_ms:
+            break
+        segs.append(seg)
+    if not segs:
+        return segs, 0.0, False
+    clean_offset = int(state.get("clean_offset", 0))
+    total = sum(s.size for s in segs) or 1
+    dirty = [s for s in segs if s.base_offset >= clean_offset]
+    ratio = sum(s.size for s in dirty) / total
+    forced = bool(dirty) and config.max_compaction_lag_ms < 2**62 and \
+        0 <= dirty[0].max_timestamp < now_ms - config.max_compaction_lag_ms
+    horizon = state.get("next_horizon_ms")
+    if horizon is not None and now_ms >= horizon:
+        forced = True  # a kept tombstone or marker may go now (KIP-534's delete horizon)
+    return segs, ratio, forced
+
+
+def next_state(state: dict[str, Any], live: set[str], prepared: Prepared) -> dict[str, Any]:
+    """What ``cleaner.json`` says once ``prepared`` is swapped in (``live``: the names of
+    the log's segments now)."""
+    job = prepared.job
+    cleaned = {n: t for n, t in state.get("cleaned", {}).items() if n in live}
+    for seg in prepared.changed:
+        if not seg.remove:
+            cleaned[seg.name] = job.now_ms
+    return {"format": 1, "epoch": job.epoch, "clean_offset": job.segments[-1].end_offset,
+            "last_clean_ms": job.now_ms, "cleaned": cleaned, "next_horizon_ms": prepared.next_horizon_ms,
+            "bytes_cleaned": int(state.get("bytes_cleaned", 0)) + prepared.bytes_read,
+            "records_removed": int(state.get("records_removed", 0)) + prepared.records_removed}
