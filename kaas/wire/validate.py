@@ -101,8 +101,80 @@ def _wrap(x: int) -> int:
     return ((x + 2**63) % 2**64) - 2**63
 
 
+# One-byte zigzag varints, the common case, read by table: the value, and how far a length
+# field of that byte skips (itself and the bytes it counts; 0: a longer varint).
+_ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(256))
+_SKIP = tuple(1 + max(0, (b >> 1) ^ -(b & 1)) if b < 0x80 else 0 for b in range(256))
+
+
+# The offset delta i as a varint: its first byte and (from 64 on) its second, for the scan.
+_OFF1 = tuple(((2 * i) & 0x7F) | (0x80 if i >= 64 else 0) for i in range(8192))
+_OFF2 = tuple((2 * i) >> 7 for i in range(8192))
+
+
+def _scan(data: bytes, p: int, count: int) -> tuple[int, int, bool]:
+    """The hot path's walk of an uncompressed batch: every record's bounds (a chain of
+    length prefixes that must end exactly at the end of the batch after ``count``
+    records), its timestamp delta and whether its offset delta is its index. The fields
+    inside a record (key, value, headers) are not read: see ``_walk``.
+
+    Returns:
+        (smallest timestamp delta, largest timestamp delta, offset deltas 0..count-1).
+
+    Raises:
+        Rejected: INVALID_RECORD, as ``_walk``.
+    """
+    n = len(data)
+    lo = 1 << 64
+    hi = -lo
+    in_order = True
+    zz, off1, off2, read_varint = _ZZ, _OFF1, _OFF2, wb.read_varint
+    i = 0
+    try:
+        for i in range(count):  # noqa: B007 - i names the record in the errors below
+            b = data[p]
+            if b < 0x80:
+                q = p + 1
+                length = zz[b]
+            else:
+                c = data[p + 1]
+                if c < 0x80:  # records of 64 B to 8 KiB
+                    z = (b & 0x7F) | (c << 7)
+                    q = p + 2
+                    length = (z >> 1) ^ -(z & 1)
+                else:
+                    length, q = read_varint(data, p)
+            end = q + length
+            if length < 6 or end > n:  # 6: attributes and five one-byte varints
+                raise Rejected(wb.INVALID_RECORD, f"record {i}: length {length} outside the batch")
+            b = data[q + 1]  # past the attributes: the timestamp delta, then the offset delta
+            if b < 0x80 and i < 8192:
+                d = zz[b]
+                if data[q + 2] != off1[i] or (i >= 64 and data[q + 3] != off2[i]):
+                    in_order = False
+            else:
+                d, r = read_varint(data, q + 1)
+                off, r = read_varint(data, r)
+                if off != i:
+                    in_order = False
+            if d > hi:
+                hi = d
+            if d < lo:
+                lo = d
+            p = end
+    except (IndexError, ValueError):
+        raise Rejected(wb.INVALID_RECORD, f"record {i}: cut short (the batch holds fewer records than "
+                                          f"its count {count})") from None
+    if p != n:
+        raise Rejected(wb.INVALID_RECORD, f"{n - p} bytes left after the last of {count} records")
+    return lo, hi, in_order
+
+
 def _walk(data: bytes, p: int, count: int, compact: bool) -> tuple[int, int, list[int] | None, bool]:
-    """Walk ``count`` records from ``p`` to the end of ``data``.
+    """Walk ``count`` records from ``p`` to the end of ``data``, every field of each: as
+    ``_scan``, and the key, value and header lengths must add up to the record's length, as
+    Apache's record reader requires. Used for compressed batches (decompressing costs more
+    than this walk) and on compacted topics (the keys are read anyway).
 
     Returns:
         (smallest timestamp delta, largest timestamp delta, the indexes of keyless records
@@ -113,71 +185,75 @@ def _walk(data: bytes, p: int, count: int, compact: bool) -> tuple[int, int, lis
             length says, or bytes left after the last record.
     """
     n = len(data)
-    lo = hi = 0
+    lo = 1 << 64
+    hi = -lo
     keyless: list[int] | None = [] if compact else None
     in_order = True
+    zz, skip, read_varint = _ZZ, _SKIP, wb.read_varint
     i = 0
     try:
-        while i < count:
+        for i in range(count):  # noqa: B007 - i names the record in the errors below
             b = data[p]
             if b < 0x80:
-                length, q = (b >> 1) ^ -(b & 1), p + 1
-            elif data[p + 1] < 0x80:  # records of 64 B to 8 KiB
-                z = (b & 0x7F) | (data[p + 1] << 7)
-                length, q = (z >> 1) ^ -(z & 1), p + 2
+                length, q = zz[b], p + 1
             else:
-                length, q = wb.read_varint(data, p)
+                c = data[p + 1]
+                if c < 0x80:  # records of 64 B to 8 KiB
+                    z = (b & 0x7F) | (c << 7)
+                    length, q = (z >> 1) ^ -(z & 1), p + 2
+                else:
+                    length, q = read_varint(data, p)
             end = q + length
             if length < 6 or end > n:  # 6: attributes and five one-byte varints
                 raise Rejected(wb.INVALID_RECORD, f"record {i}: length {length} outside the batch")
-            r = q + 1  # past the attributes
-            b = data[r]
+            b = data[q + 1]  # past the attributes: the timestamp delta
             if b < 0x80:
-                d = (b >> 1) ^ -(b & 1)
-                r += 1
+                d, r = zz[b], q + 2
             else:
-                d, r = wb.read_varint(data, r)
-            if i == 0:
-                lo = hi = d
-            elif d > hi:
+                d, r = read_varint(data, q + 1)
+            if d > hi:
                 hi = d
-            elif d < lo:
+            if d < lo:
                 lo = d
-            b = data[r]
-            if b < 0x80:
-                if b != i << 1:
-                    in_order = False
+            b = data[r]  # the offset delta
+            if b == i << 1 and b < 0x80:
                 r += 1
             else:
-                off, r = wb.read_varint(data, r)
+                off, r = read_varint(data, r)
                 if off != i:
                     in_order = False
-            b = data[r]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                r += 1
+            b = data[r]  # the key's length
+            s = skip[b]
+            if s:
+                r += s
+                if b & 1 and keyless is not None:
+                    keyless.append(i)
             else:
-                klen, r = wb.read_varint(data, r)
-            if klen >= 0:
-                r += klen
-            elif keyless is not None:
-                keyless.append(i)
-            b = data[r]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                r += 1
+                klen, r = read_varint(data, r)
+                if klen >= 0:
+                    r += klen
+                elif keyless is not None:
+                    keyless.append(i)
+            b = data[r]  # the value's length
+            s = skip[b]
+            if s:
+                r += s
             else:
-                vlen, r = wb.read_varint(data, r)
-            if vlen > 0:
-                r += vlen
-            if data[r] == 0:  # no headers
-                r += 1
-            else:
+                c = data[r + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    r += 2 if z & 1 else 2 + (z >> 1)
+                else:
+                    vlen, r = read_varint(data, r)
+                    if vlen > 0:
+                        r += vlen
+            if data[r]:  # headers
                 r = _headers(data, r, i)
+            else:
+                r += 1
             if r != end:
                 raise Rejected(wb.INVALID_RECORD, f"record {i}: {r - q} bytes read, its length says {length}")
             p = end
-            i += 1
     except (IndexError, ValueError):
         raise Rejected(wb.INVALID_RECORD, f"record {i}: cut short (the batch holds fewer records than "
                                           f"its count {count})") from None
@@ -270,7 +346,11 @@ def validate(records: bytes, policy: Policy, now_ms: int) -> tuple[bytes, wb.Bat
     else:
         data = records
         start = wb.HEADER_SIZE
-    lo, hi, keyless, in_order = _walk(data, start, count, policy.compact)
+    if codec or policy.compact:
+        lo, hi, keyless, in_order = _walk(data, start, count, policy.compact)
+    else:  # the hot path: uncompressed, keys not needed
+        lo, hi, in_order = _scan(data, start, count)
+        keyless = None
 
     attributes = h.attributes
     producer_lat = bool(attributes & wb.ATTR_LOG_APPEND_TIME)
