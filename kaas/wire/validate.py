@@ -107,6 +107,8 @@ _ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(256))
 _SKIP = tuple(1 + max(0, (b >> 1) ^ -(b & 1)) if b < 0x80 else 0 for b in range(256))
 
 
+# A two-byte zigzag varint b, c (b >= 0x80, c < 0x80) read by table: _LEN2[b + (c << 7)].
+_LEN2 = tuple(((x - 128) >> 1) ^ -((x - 128) & 1) if x >= 128 else 0 for x in range(128 * 129))
 # The offset delta i as a varint: its first byte and (from 64 on) its second, for the scan.
 _OFF1 = tuple(((2 * i) & 0x7F) | (0x80 if i >= 64 else 0) for i in range(8192))
 _OFF2 = tuple((2 * i) >> 7 for i in range(8192))
@@ -128,7 +130,7 @@ def _scan(data: bytes, p: int, count: int) -> tuple[int, int, bool]:
     lo = 1 << 64
     hi = -lo
     in_order = True
-    zz, off1, off2, read_varint = _ZZ, _OFF1, _OFF2, wb.read_varint
+    zz, len2, off1, off2, read_varint = _ZZ, _LEN2, _OFF1, _OFF2, wb.read_varint
     i = 0
     try:
         for i in range(count):  # noqa: B007 - i names the record in the errors below
@@ -139,9 +141,8 @@ def _scan(data: bytes, p: int, count: int) -> tuple[int, int, bool]:
             else:
                 c = data[p + 1]
                 if c < 0x80:  # records of 64 B to 8 KiB
-                    z = (b & 0x7F) | (c << 7)
                     q = p + 2
-                    length = (z >> 1) ^ -(z & 1)
+                    length = len2[b + (c << 7)]
                 else:
                     length, q = read_varint(data, p)
             end = q + length
