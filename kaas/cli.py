@@ -126,6 +126,12 @@ def cli() -> None:
               help="Largest request frame accepted (socket.request.max.bytes).")
 @click.option("--message-max-bytes", type=int, default=1024 * 1024 + 12, show_default=True,
               help="Largest record batch accepted (message.max.bytes).")
+@click.option("--log-message-timestamp-before-max-ms", type=int, default=2**63 - 1, show_default=True,
+              help="Refuse a CreateTime record timestamp more than this before the broker's clock "
+                   "(log.message.timestamp.before.max.ms, KIP-937; the topic's message.timestamp.before.max.ms wins).")
+@click.option("--log-message-timestamp-after-max-ms", type=int, default=3_600_000, show_default=True,
+              help="Refuse a CreateTime record timestamp more than this after the broker's clock "
+                   "(log.message.timestamp.after.max.ms, KIP-937; the topic's message.timestamp.after.max.ms wins).")
 @click.option("--session-timeout-ms", type=int, default=3000, show_default=True,
               help="Broker liveness timeout on the shared volume.")
 @click.option("--transaction-max-timeout-ms", type=int, default=15 * 60 * 1000, show_default=True,

@@ -13,6 +13,7 @@ import re
 from kaas.settings import Settings
 from kaas.storage.partition_log import LogConfig
 from kaas.storage.topics import TopicMeta
+from kaas.wire.compress import LEVEL_RANGES
 
 LONG_MAX = 2**63 - 1
 
@@ -26,6 +27,11 @@ TOPIC_CONFIGS: dict[str, tuple[str, str | int]] = {
     "segment.ms": ("long", "segment_ms"),
     "max.message.bytes": ("int", "message_max_bytes"),
     "message.timestamp.type": ("string", "CreateTime"),
+    "message.timestamp.before.max.ms": ("long", "log_message_timestamp_before_max_ms"),
+    "message.timestamp.after.max.ms": ("long", "log_message_timestamp_after_max_ms"),
+    "compression.gzip.level": ("int", -1),
+    "compression.lz4.level": ("int", 9),
+    "compression.zstd.level": ("int", 3),
     "min.insync.replicas": ("int", 1),
     "unclean.leader.election.enable": ("boolean", "false"),
     "index.interval.bytes": ("int", "index_interval_bytes"),
@@ -46,8 +52,13 @@ READ_ONLY: set[str] = set()
 HOW: dict[str, str] = {
     "cleanup.policy": "delete: retention deletes old segments; compact: the log cleaner keeps the latest "
                       "record per key; compact,delete: both.",
-    "compression.type": "Only producer: batches are stored as the producer compressed them and never "
-                        "recompressed; any other value is refused.",
+    "compression.type": "producer stores each batch as the producer compressed it; uncompressed, gzip, "
+                        "snappy, lz4 or zstd recompresses (or decompresses) a batch in another codec on "
+                        "append, as Apache's LogValidator does (docs/validation.rst).",
+    "compression.gzip.level": "The gzip level of a batch recompressed to gzip (-1: zlib's default, 6).",
+    "compression.lz4.level": "The lz4 level of a batch recompressed to lz4 (9, the default: LZ4's fast "
+                             "compressor; any other: its high-compression one at that level, as Apache).",
+    "compression.zstd.level": "The zstd level of a batch recompressed to zstd.",
     "retention.ms": "Closed segments whose newest timestamp is older than this are deleted (-1: never).",
     "retention.bytes": "The oldest closed segments are deleted while the partition is larger (-1: no limit).",
     "segment.bytes": "The active segment rolls once it holds this many bytes.",
@@ -57,6 +68,10 @@ HOW: dict[str, str] = {
                          "larger ones get MESSAGE_TOO_LARGE.",
     "message.timestamp.type": "CreateTime keeps the producer's timestamps; LogAppendTime stamps each batch "
                               "with the broker's clock.",
+    "message.timestamp.before.max.ms": "On a CreateTime topic a batch with a record timestamp more than this "
+                                       "before the broker's clock is refused (INVALID_TIMESTAMP, KIP-937).",
+    "message.timestamp.after.max.ms": "On a CreateTime topic a batch with a record timestamp more than this "
+                                      "after the broker's clock is refused (INVALID_TIMESTAMP, KIP-937).",
     "min.insync.replicas": "The in-sync replicas an acks=all produce needs.",
     "unclean.leader.election.enable": "true and false are both honoured: every takeover reads the one log "
                                       "on the shared volume, so no election is unclean (the new leader has "
@@ -82,9 +97,6 @@ HOW: dict[str, str] = {
 
 # Keys kaas honours for some values only: name -> (the values it takes, why not others).
 _ONLY: dict[str, tuple[frozenset[str], str]] = {
-    "compression.type": (frozenset({"producer"}),
-                         "kaas stores batches as the producer compressed them and never recompresses; "
-                         "compression.type must be producer (set compression on the producer)"),
     "flush.messages": (frozenset({str(LONG_MAX)}),
                        "kaas fsyncs before answering an acks=all produce and never flushes by message "
                        f"count; flush.messages must be {LONG_MAX} (use acks=all for durable writes)"),
@@ -156,6 +168,11 @@ def validate(name: str, value: str | None) -> str | None:
         return "message.timestamp.type must be CreateTime or LogAppendTime"
     if name == "compression.type" and value not in _COMPRESSION_TYPES:
         return f"compression.type must be one of {', '.join(_COMPRESSION_TYPES)}"
+    if name in LEVEL_RANGES:
+        _codec, low, high = LEVEL_RANGES[name]
+        if not (low <= int(value) <= high or (name == "compression.gzip.level" and int(value) == -1)):
+            extra = " or -1" if name == "compression.gzip.level" else ""
+            return f"{name} must be between {low} and {high}{extra}"
     if name in _ONLY:
         values, why = _ONLY[name]
         if (str(int(value)) if kind in ("int", "long") else value) not in values:
@@ -168,11 +185,6 @@ def validate(name: str, value: str | None) -> str | None:
 # to TOPIC_CONFIGS leaves this table.
 _NO_TIERED = "kaas has no tiered storage: every byte stays on the shared volume"
 NOT_TAKEN: dict[str, str] = {
-    "compression.gzip.level": "kaas never recompresses a batch, so it has no compression level to set",
-    "compression.lz4.level": "kaas never recompresses a batch, so it has no compression level to set",
-    "compression.zstd.level": "kaas never recompresses a batch, so it has no compression level to set",
-    "message.timestamp.before.max.ms": "kaas does not bound record timestamps yet (issue 31, item 1)",
-    "message.timestamp.after.max.ms": "kaas does not bound record timestamps yet (issue 31, item 1)",
     "segment.index.bytes": "kaas keeps a segment's sparse index in memory and in its summary file; nothing "
                            "caps its size",
     "segment.jitter.ms": "kaas rolls segments by segment.ms without jitter",

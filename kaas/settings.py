@@ -41,6 +41,9 @@ class Settings:
     log_cleaner_io_max_bytes_per_second: float = 0.0  # 0: no bound
     index_interval_bytes: int = 4096
     message_max_bytes: int = 1024 * 1024 + 12
+    # KIP-937, Kafka 4's defaults (KIP-1030 made after.max.ms one hour)
+    log_message_timestamp_before_max_ms: int = 2**63 - 1
+    log_message_timestamp_after_max_ms: int = 3_600_000
     session_timeout_ms: int = 3000
     heartbeat_ms: int = 500
     transaction_max_timeout_ms: int = 15 * 60 * 1000

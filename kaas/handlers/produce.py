@@ -2,9 +2,15 @@
 group-commit fsync. acks=0 returns None (no response is sent).
 
 acks=all needs ``min(min.insync.replicas, replicas)`` in-sync replicas (as Metadata reports
-them, ``kaas.domain.replicas``), else NOT_ENOUGH_REPLICAS before anything is appended. On a
+them, ``kaas.domain.replicas``), else NOT_ENOUGH_REPLICAS before anything is appended. Each batch is
+validated and normalised first (``wire.validate``, Apache's LogValidator rules: the table in
+docs/validation.rst), with the topic's rules gathered once per topic (``_policy``). On a
 ``message.timestamp.type=LogAppendTime`` topic each batch is stamped with the broker's clock
-and the response carries that time (-1 otherwise)."""
+and the response carries that time (-1 otherwise).
+
+A request that carries a transactional batch but no transactional id is refused whole
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, nothing appended), as Apache
+refuses it before looking at any partition."""
 
 from __future__ import annotations
 
@@ -13,11 +19,13 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
+from kaas.clock import wall_ms
 from kaas.domain import replicas
 from kaas.errors import KaasError
 from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize
 from kaas.wire import batch as wb
-from kaas.wire import records as wr
+from kaas.wire import validate as wv
+from kaas.wire.compress import CODECS
 from kaas.wire.produce_answer import produce_body
 
 API_KEY = 0
@@ -27,6 +35,10 @@ log = structlog.get_logger()
 
 TIMESTAMP_TYPE = "message.timestamp.type"
 MIN_ISR = "min.insync.replicas"
+BEFORE_MAX = "message.timestamp.before.max.ms"
+AFTER_MAX = "message.timestamp.after.max.ms"
+COMPRESSION = "compression.type"
+LEVEL_OF = {1: "compression.gzip.level", 3: "compression.lz4.level", 4: "compression.zstd.level"}
 
 
 def _topic_config(broker, meta, name: str) -> str:
@@ -43,14 +55,32 @@ def _min_isr(broker, meta) -> int:
         return 1
 
 
-def _check_keys(records: bytes, header: wb.BatchHeader) -> None:
-    """A compacted topic keeps the latest record per key: a record without a key is
-    refused (INVALID_RECORD, as Apache: "Compacted topic cannot accept message without key")."""
-    try:
-        if wr.has_null_key(records, header):
-            raise KaasError(ErrorCode.invalid_record, "Compacted topic cannot accept message without key")
-    except wr.RecordsError as exc:
-        raise KaasError(ErrorCode.corrupt_message, f"records unreadable: {exc}") from None
+def _policy(broker, meta, log_append_time: bool) -> wv.Policy:
+    """The topic's batch rules, read once per topic and request (a config validated at
+    create/alter; a hand-edited file that does not parse counts as the default)."""
+    def number(name: str) -> int:
+        try:
+            return int(_topic_config(broker, meta, name))
+        except ValueError:
+            return int(configs.default(broker.settings, name))
+
+    codec = CODECS.get(_topic_config(broker, meta, COMPRESSION), -1)
+    return wv.Policy(
+        max_size=configs.max_message_bytes(broker.settings, meta),
+        log_append_time=log_append_time,
+        compact="compact" in _topic_config(broker, meta, "cleanup.policy").split(","),
+        before_max_ms=number(BEFORE_MAX), after_max_ms=number(AFTER_MAX),
+        codec=codec, level=number(LEVEL_OF[codec]) if codec in LEVEL_OF else None)
+
+
+def _has_transactional_batch(req) -> bool:
+    """Does any partition carry a transactional batch (attributes bit 4, byte 22)?"""
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            r = pd.records
+            if r is not None and len(r) > 22 and r[22] & wb.ATTR_TRANSACTIONAL:
+                return True
+    return False
 
 
 async def handle(ctx, req):
@@ -59,7 +89,14 @@ async def handle(ctx, req):
     topics_out = []
     waits: list[tuple[object, int, dict]] = []
     view = None  # the cluster snapshot for min.insync.replicas, taken once when needed
-    txn_denied = req.transactional_id is not None and not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id)
+    if req.transactional_id is None:
+        txn_denied = _has_transactional_batch(req)
+        if txn_denied:
+            log.warning("produce_batch_rejected", peer=ctx.peer,
+                        reason="transactional batch without a transactional id")
+    else:
+        txn_denied = not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id)
+    now = wall_ms()
     for td in req.topic_data:
         parts_out = []
         topics_out.append({"name": td.name, "partition_responses": parts_out})
@@ -79,6 +116,7 @@ async def handle(ctx, req):
                 log.error("topic_write_failed", topic=td.name, error=str(exc))
                 create_error = ErrorCode.kafka_storage_error
         log_append_time = _topic_config(broker, meta, TIMESTAMP_TYPE) == "LogAppendTime"
+        policy = _policy(broker, meta, log_append_time)
         min_isr = _min_isr(broker, meta) if acks == -1 else 1
         for pd in td.partition_data:
             out = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
@@ -101,14 +139,9 @@ async def handle(ctx, req):
                                         f"the min.isr requirement of {min_isr} for partition {td.name}-{pd.index}, "
                                         f"live replica(s) broker.id are : {list(rs.isr)}")
                 records = pd.records or b""
-                header = wb.validate_produce(records, configs.max_message_bytes(broker.settings, meta))
-                if header.codec == 4 and ctx.api_version < 7:
+                if ctx.api_version < 7 and len(records) > 22 and records[22] & wb.ATTR_CODEC_MASK == 4:
                     raise KaasError(ErrorCode.unsupported_compression_type)
-                if header.is_transactional and req.transactional_id is None:
-                    raise KaasError(ErrorCode.transactional_id_authorization_failed,
-                                    "transactional batch without a transactional id")
-                if part.log.config.compact:
-                    _check_keys(records, header)
+                records, header = wv.validate(records, policy, now)
                 result = await part.produce(records, header, req.transactional_id,
                                             log_append_time=log_append_time)
             except KaasError as exc:
@@ -120,6 +153,9 @@ async def handle(ctx, req):
                             partition=pd.index, reason=exc.reason)
                 out["error_code"] = ErrorCode(exc.code)
                 out["error_message"] = exc.reason
+                if isinstance(exc, wv.Rejected):
+                    out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
+                                            for i, m in exc.record_errors]
                 continue
             out["base_offset"] = result.base_offset
             out["log_append_time"] = result.log_append_time

@@ -15,6 +15,9 @@ from .workloads.create import run_create
 from .workloads.failover import run_failover
 from .workloads.ingest import CLIENTS as INGEST_CLIENTS
 from .workloads.ingest import run_brokers, run_ingest
+from .workloads.recompress import CODEC_IDS as RECOMPRESS_SOURCES
+from .workloads.recompress import TARGETS as RECOMPRESS_TARGETS
+from .workloads.recompress import run_recompress
 from .workloads.roundtrip import run_roundtrip
 from .workloads.scale import run_scale
 from .workloads.security import run_security
@@ -285,6 +288,31 @@ def ingest(rounds, messages, raw_mib, clients, run_timeout) -> None:
     5 in flight, so the broker's figure is not the client's); the target: one broker process
     ingests >= 400 MiB/s, judged on the raw client."""
     _emit(run_ingest(rounds, messages, run_timeout, _emit, raw_mib, clients))
+
+
+def _names(allowed):
+    def check(_ctx, _param, value: str) -> tuple[str, ...]:
+        names = tuple(v.strip() for v in value.split(",") if v.strip())
+        bad = [n for n in names if n not in allowed]
+        if bad or not names:
+            raise click.BadParameter(f"choose from {', '.join(allowed)}")
+        return names
+    return check
+
+
+@cli.command()
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--mib", type=click.FloatRange(min=1), default=200.0, show_default=True,
+              help="MiB of 1 KiB values per run (requests of 1,000).")
+@click.option("--sources", default="none,lz4", show_default=True, callback=_names(tuple(RECOMPRESS_SOURCES)),
+              help="The producer's codecs, comma-separated.")
+@click.option("--targets", default=",".join(RECOMPRESS_TARGETS), show_default=True,
+              callback=_names(RECOMPRESS_TARGETS), help="The topics' compression.type values, comma-separated.")
+def recompress(rounds, mib, sources, targets) -> None:
+    """Issue 31: broker CPU per GiB of values for each topic compression.type against
+    producer, one broker, the raw pipelined producer in each source codec, targets
+    alternated round by round."""
+    _emit(run_recompress(rounds, mib, sources, targets, _emit))
 
 
 @cli.command()

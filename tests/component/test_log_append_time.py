@@ -117,14 +117,19 @@ async def test_an_idempotent_retry_gets_the_original_append_time(tmp_path, clock
 async def test_create_time_topics_keep_the_producers_bytes(tmp_path, clock):
     broker = await started_broker(tmp_path, clock)
     part = await open_topic(broker, "ct", {})
-    batch = wb.build_batch(base_timestamp=123, max_timestamp=456, records=[(None, b"x")])
+    batch = wb.build_batch(base_timestamp=123, max_timestamp=123, records=[(None, b"x")])
     out = await produce_one(broker, "ct", batch, acks=1)
     assert (out["error_code"], out["log_append_time"]) == (ErrorCode.none, -1)
     data = part.read(0, 1 << 20, 1).records
     assert data[16:] == batch[16:]  # only the base offset and leader epoch were patched
-    # lookups read the records: the one record says 123, whatever the header claims
     assert await offset_for(broker, "ct", 100) == (0, 123)
     assert await offset_for(broker, "ct", 400) == (-1, -1)
+    # a header whose maxTimestamp disagrees with its records is normalised (wire.validate)
+    wrong = wb.build_batch(base_timestamp=200, max_timestamp=456, records=[(None, b"y")])
+    out = await produce_one(broker, "ct", wrong, acks=1)
+    assert out["error_code"] == ErrorCode.none
+    h = stored_headers(part)[1]
+    assert (h.base_timestamp, h.max_timestamp) == (200, 200)
 
 
 async def test_min_insync_replicas_above_the_replication_factor_does_not_block_acks_all(tmp_path):

@@ -34,6 +34,8 @@ HERE = "tests/integration/test_topic_configs.py"
 COMPACTION = "tests/component/test_compaction.py"  # the log cleaner's tests
 COMPACTION_INT = "tests/integration/test_compaction.py"
 REPLICAS = "tests/integration/test_replicas.py"  # replication factor, min.insync.replicas, LogAppendTime
+VALIDATION = "tests/integration/test_validation.py"  # wire.validate through a broker (issue 31)
+VALIDATE_UNIT = "tests/unit/test_validate.py"
 
 
 @dataclass(frozen=True)
@@ -88,14 +90,29 @@ WALK: dict[str, Entry] = {
         honoured_by=("tests/integration/test_cluster.py::test_failover_under_load_and_controller_loss",
                      "tests/integration/test_durability.py::test_sigkill_during_load_loses_no_acknowledged_write"),
         accepts=("true", "false")),
-    # honoured for the default only, other values refused
+    # batch validation and recompression (docs/validation.rst)
     "compression.type": Entry(
-        honoured_by=("tests/integration/test_produce_fetch.py::test_confluent_round_trip_all_codecs",),
-        refuses=("gzip", "snappy", "lz4", "zstd", "uncompressed"), why="as the producer compressed them"),
+        honoured_by=("tests/integration/test_produce_fetch.py::test_confluent_round_trip_all_codecs",
+                     f"{VALIDATION}::test_compression_type_recompresses_every_producer_codec",
+                     f"{VALIDATION}::test_compression_type_keeps_transactions"),
+        accepts=("gzip", "snappy", "lz4", "zstd", "uncompressed"), refuses=("brotli",), why="must be one of"),
+    "compression.gzip.level": Entry(honoured_by=(f"{VALIDATE_UNIT}::test_compression_levels",),
+                                    accepts=("1", "9"), refuses=("0", "10"), why="between 1 and 9 or -1"),
+    "compression.lz4.level": Entry(honoured_by=(f"{VALIDATE_UNIT}::test_compression_levels",),
+                                   accepts=("1", "17"), refuses=("0", "18"), why="between 1 and 17"),
+    "compression.zstd.level": Entry(honoured_by=(f"{VALIDATE_UNIT}::test_compression_levels",),
+                                    accepts=("-5", "22"), refuses=("23",), why="between -131072 and 22"),
+    "message.timestamp.before.max.ms": Entry(
+        honoured_by=(f"{VALIDATION}::test_each_rule_is_answered_as_apache_and_appends_nothing",),
+        accepts=("0", "60000"), refuses=("-1",), why="must not be negative"),
+    "message.timestamp.after.max.ms": Entry(
+        honoured_by=(f"{VALIDATION}::test_each_rule_is_answered_as_apache_and_appends_nothing",),
+        accepts=("0", LONG_MAX), refuses=("-1",), why="must not be negative"),
     "file.delete.delay.ms": Entry(honoured_by=(
         "tests/integration/test_file_delete_delay.py::test_deleted_segments_and_topics_wait_out_the_delay",
         "tests/component/test_file_delete_delay.py"), accepts=("60000", "1", "0"), refuses=("-1",),
         why="must not be negative"),
+    # honoured for the default only, other values refused
     "flush.messages": Entry(refuses=("1", "10000"), why="fsyncs before answering an acks=all produce"),
     "flush.ms": Entry(refuses=("0", "1000"), why="fsyncs before answering an acks=all produce"),
 }

@@ -14,7 +14,7 @@ from bench.cli import cli  # noqa: E402
 from bench.suite import suite_benches  # noqa: E402
 
 COMMANDS = {"produce", "idempotence", "fetch", "consume", "txn", "eos", "failover", "scale", "create",
-            "compare", "suite", "mock-peer", "security", "ingest", "brokers", "roundtrip"}
+            "compare", "suite", "mock-peer", "security", "ingest", "brokers", "roundtrip", "recompress"}
 
 
 def test_the_commands():

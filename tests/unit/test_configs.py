@@ -26,7 +26,16 @@ def test_max_message_bytes_is_the_topic_override_else_the_broker_setting():
 
 @pytest.mark.parametrize(("name", "value", "error"), [
     ("compression.type", "producer", None),
-    ("compression.type", "gzip", "as the producer compressed them"),
+    ("compression.type", "gzip", None),
+    ("compression.type", "uncompressed", None),
+    ("compression.gzip.level", "-1", None),
+    ("compression.gzip.level", "0", "between 1 and 9 or -1"),
+    ("compression.lz4.level", "17", None),
+    ("compression.lz4.level", "18", "between 1 and 17"),
+    ("compression.zstd.level", "-131072", None),
+    ("compression.zstd.level", "23", "between -131072 and 22"),
+    ("message.timestamp.after.max.ms", "0", None),
+    ("message.timestamp.before.max.ms", "-1", "must not be negative"),
     ("compression.type", "brotli", "must be one of"),
     ("file.delete.delay.ms", "0", None),
     ("file.delete.delay.ms", "+0", None),

@@ -53,14 +53,20 @@ def init_producer_id(wc: WireClient) -> tuple[int, int]:
 
 
 def produce_frame(topic: str, producer_id: int, producer_epoch: int, records: int,
-                  size: int) -> tuple[bytearray, int]:
+                  size: int, compression: int = 0) -> tuple[bytearray, int]:
     """One Produce v10 request frame (size prefix included) carrying a batch of ``records``
-    keyless values of ``size`` bytes for partition 0 of ``topic``, and where in the frame
-    the batch starts: (frame, position) for ``set_base_sequence``."""
+    keyless values of ``size`` bytes for partition 0 of ``topic``, compressed with ``compression``
+    (``kaas.wire.compress``: 0 none .. 4 zstd), and where in the frame the batch starts:
+    (frame, position) for ``set_base_sequence``."""
     values = _payloads(size)
-    batch = wb.build_batch(base_timestamp=int(time.time() * 1000), producer_id=producer_id,
+    now = int(time.time() * 1000)
+    batch = wb.build_batch(base_timestamp=now, producer_id=producer_id,
                            producer_epoch=producer_epoch, base_sequence=0,
                            records=[(None, values[i % len(values)]) for i in range(records)])
+    if compression:
+        from kaas.wire import validate
+
+        batch, _h = validate.validate(batch, validate.Policy(max_size=1 << 30, codec=compression), now)
     req = build(codec.request_class(*PRODUCE), {
         "transactional_id": None, "acks": -1, "timeout": PRODUCE_TIMEOUT_MS,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
@@ -84,7 +90,7 @@ def _base_offset(payload: bytes, correlation_id: int, topic: str) -> int:
 
 
 def run_raw_produce(bootstrap: str, topic: str, requests: int, records: int = RECORDS_PER_REQUEST,
-                    size: int = 1024, pids: BrokerPids | None = None) -> dict:
+                    size: int = 1024, pids: BrokerPids | None = None, compression: int = 0) -> dict:
     """Send ``requests`` Produce requests of ``records`` values of ``size`` bytes each to
     partition 0 of ``topic`` (which must exist) on the first broker of ``bootstrap``,
     MAX_IN_FLIGHT deep; the clock runs from the first request to the last answer.
@@ -100,7 +106,7 @@ def run_raw_produce(bootstrap: str, topic: str, requests: int, records: int = RE
     """
     with connect_nodelay(bootstrap) as wc:
         producer_id, producer_epoch = init_producer_id(wc)
-        frame, at = produce_frame(topic, producer_id, producer_epoch, records, size)
+        frame, at = produce_frame(topic, producer_id, producer_epoch, records, size, compression)
         sock = wc.sock
         meter = CpuMeter(pids or BrokerPids()).start()
         cpu0, t0 = time.thread_time(), time.perf_counter()
@@ -128,7 +134,8 @@ def run_raw_produce(bootstrap: str, topic: str, requests: int, records: int = RE
     gib = value_bytes / (1 << 30)
     return {"bench": "raw-produce", "mib_per_s": round(value_bytes / MIB / elapsed, 3),
             "msgs_per_s": round(requests * records / elapsed, 1), "requests": requests, "records": requests * records,
-            "records_per_request": records, "size": size, "request_bytes": len(frame), "in_flight": MAX_IN_FLIGHT,
+            "records_per_request": records, "size": size, "codec": compression, "request_bytes": len(frame),
+            "in_flight": MAX_IN_FLIGHT,
             "seconds": round(elapsed, 3), "first_offset": first_offset, "next_offset": next_offset,
             "client_cpu_s": _r(client_cpu_s), "client_cpu_s_per_gib": _r(client_cpu_s / gib),
             "client_cores": _r(client_cpu_s / elapsed),
