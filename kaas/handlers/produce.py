@@ -19,7 +19,6 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs
-from kaas.clock import wall_ms
 from kaas.domain import replicas
 from kaas.errors import KaasError
 from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize
@@ -96,7 +95,7 @@ async def handle(ctx, req):
                         reason="transactional batch without a transactional id")
     else:
         txn_denied = not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id)
-    now = wall_ms()
+    now = broker.clock.wall_ms()
     for td in req.topic_data:
         parts_out = []
         topics_out.append({"name": td.name, "partition_responses": parts_out})
