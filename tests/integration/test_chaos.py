@@ -59,7 +59,7 @@ def test_harness_fails_loudly_when_a_broker_drops_abort_markers(tmp_path):
             assert time.monotonic() < deadline, "the broker did not pick up the failpoint"
             time.sleep(0.1)
         proc = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "eos_harness.py"), "run", "--bootstrap", b.bootstrap,
+            [sys.executable, str(ROOT / "scripts" / "eos_harness"), "run", "--bootstrap", b.bootstrap,
              "--messages", "600", "--copiers", "1", "--commit-every", "20", "--abort-every", "3",
              "--input-partitions", "2", "--output-partitions", "2", "--timeout", "60", "--seed", "7"],
             capture_output=True, text=True, timeout=180, cwd=ROOT)

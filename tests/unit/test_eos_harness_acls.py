@@ -1,4 +1,4 @@
-"""scripts/eos_harness.py --secure: the ACL plan of the least-privilege users is what
+"""scripts/eos_harness --secure: the ACL plan of the least-privilege users is what
 Apache's operation table asks of the copiers, the seeding producer and the verifier, and
 nothing wider (no cluster resource, no wildcard, no ALL, a prefix only for the copiers'
 transactional ids); a plaintext run has no security settings. At the end the harness
@@ -21,6 +21,8 @@ from kaas.domain.acl import AclBinding, AclFilter, Operation, PatternType, Permi
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import eos_harness  # noqa: E402
+from eos_harness import acls  # noqa: E402
+from eos_harness.cli import cli  # noqa: E402
 
 CFG = {"input": "in-1", "output": "out-1", "group": "g-1", "bootstrap": "127.0.0.1:1"}
 
@@ -69,7 +71,7 @@ def test_security_options_that_do_not_go_together_are_refused(tmp_path):
         (["--start-cluster", "1", "--secure", "--keep-users"], "--keep-users goes with --bootstrap and --secure"),
     ]
     for args, said in cases:
-        result = CliRunner().invoke(eos_harness.cli, ["run", *args])
+        result = CliRunner().invoke(cli, ["run", *args])
         assert result.exit_code == 2 and said in result.output, result.output
 
 
@@ -190,13 +192,13 @@ def test_a_failed_removal_is_asked_again_and_only_for_what_is_left(monkeypatch):
     users = [eos_harness.user_of(CFG, role) for role in eos_harness.ROLES]
     fake = _FakeAdmin(set(users), len(plan))
     monkeypatch.setattr(confluent_kafka.admin, "AdminClient", lambda conf: fake)
-    monkeypatch.setattr(eos_harness.time, "sleep", lambda s: None)
+    monkeypatch.setattr(acls.time, "sleep", lambda s: None)
     said: list[str] = []
     out = eos_harness.revoke_least_privilege(CFG, eos_harness.Grants(users=users, acls=plan), echo=said.append)
     assert [len(c) for c in fake.acl_calls] == [len(plan), 1]  # the second try: only the one that failed
     assert fake.user_calls == [users, users[:1]]
     assert out["left"] == {} and out["removed_users"] == sorted(users[1:])  # the first went with the lost answer
-    assert out["removed_acls"] == sorted(eos_harness._acl_text(f"User:g-1-{role}", rtype, pattern, name, op)
+    assert out["removed_acls"] == sorted(acls._acl_text(f"User:g-1-{role}", rtype, pattern, name, op)
                                          for role, rtype, pattern, name, op in plan)
     assert any("g-1-copier was not on the cluster" in line for line in said)
 
@@ -212,7 +214,7 @@ def test_what_cannot_be_removed_is_reported_not_raised(monkeypatch):
             raise KafkaException(KafkaError(KafkaError._TRANSPORT))
 
     monkeypatch.setattr(confluent_kafka.admin, "AdminClient", lambda conf: Down())
-    monkeypatch.setattr(eos_harness, "REVOKE_WAIT_S", 0.0)
+    monkeypatch.setattr(acls, "REVOKE_WAIT_S", 0.0)
     plan = eos_harness.acl_plan(CFG)
     out = eos_harness.revoke_least_privilege(CFG, eos_harness.Grants(users=["g-1-copier"], acls=plan[:1]),
                                              echo=lambda *a, **k: None)
