@@ -59,8 +59,8 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -71,6 +71,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import eos_harness  # noqa: E402
 import timeline  # noqa: E402
+from eos_harness import HarnessConfig  # noqa: E402
 
 from kaas import failpoints  # noqa: E402
 from kaas.domain.routing import txn_slot  # noqa: E402
@@ -180,7 +181,7 @@ class Chaos:
                  (CONT_STOP_AT_S, "stop", 0), (CONT_STOP_AT_S + CONT_STOP_FOR_S, "cont", 0)]
         plan.sort()
         stopped: int | None = None
-        victim = max(0, (self.copiers.cfg["copiers"] if self.copiers else 1) - 1)  # the last copier
+        victim = max(0, (self.copiers.cfg.copiers if self.copiers else 1) - 1)  # the last copier
         for at, what, k in plan:
             while not self.done and time.monotonic() - f0 < at:
                 time.sleep(min(0.02, at - (time.monotonic() - f0)))
@@ -397,14 +398,13 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
     # KAAS_CHAOS_BROKER_ARGS: extra `kaas broker` options, e.g. "--no-marker-rpc" for an A/B run
     cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"},
                              extra=shlex.split(os.environ.get("KAAS_CHAOS_BROKER_ARGS", "")), secure=secure).start()
-    run_id = uuid.uuid4().hex[:8]
-    cfg = {"bootstrap": cluster.bootstrap, "messages": messages, "copiers": copiers, "commit_every": 25,
-           "abort_every": 10, "rate": messages / (copiers * duration) if duration else 0,
-           "input_partitions": 6, "output_partitions": 6, "timeout": timeout, "seed": seed,
-           "input": f"chaos-in-{run_id}", "output": f"chaos-out-{run_id}", "group": f"chaos-{run_id}"}
+    cfg = HarnessConfig.new_run(cluster.bootstrap, seed, prefix="chaos", group_prefix="chaos", messages=messages,
+                                copiers=copiers, commit_every=25, abort_every=10,
+                                rate=messages / (copiers * duration) if duration else 0, input_partitions=6,
+                                output_partitions=6, timeout=timeout)
     if secure:
-        cfg.update(secure=True, security={"admin": eos_harness.admin_settings(cluster.client_properties)})
-    chaos = Chaos(scenario, cluster, rnd, echo, transactional_id=f"{cfg['group']}-copier-0")
+        cfg = replace(cfg, secure=True, security={"admin": eos_harness.admin_settings(cluster.client_properties)})
+    chaos = Chaos(scenario, cluster, rnd, echo, transactional_id=f"{eos_harness.txn_id_prefix(cfg)}0")
     chaos.watch_restarts()
     t0 = time.monotonic()
     try:
@@ -432,7 +432,7 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
     stretch, stretch_at = longest_stretch(commits)
     result.update({"scenario": scenario, "secure": secure, "faults": chaos.faults,
                    "seconds": round(time.monotonic() - t0, 1),
-                   "kills": len(chaos.fault_times), "paced_msgs_per_s": round(cfg["rate"] * copiers, 1),
+                   "kills": len(chaos.fault_times), "paced_msgs_per_s": round(cfg.rate * copiers, 1),
                    "recovery_s": recovery(chaos.fault_times, commits),
                    "longest_no_commit_s": stretch,
                    "longest_no_commit_at_s": None if stretch_at is None
@@ -443,13 +443,13 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
     return result
 
 
-def _admin(cfg: dict):
+def _admin(cfg: HarnessConfig):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({**eos_harness.security(cfg), "bootstrap.servers": cfg["bootstrap"]})
+    return AdminClient({**eos_harness.security(cfg), "bootstrap.servers": cfg.bootstrap})
 
 
-def plant_bystander(cfg: dict) -> dict:
+def plant_bystander(cfg: HarnessConfig) -> dict:
     """--secure: before the harness runs, as the admin, a SCRAM user that is not the
     harness's (``GROUP-bystander``) and ACLs of its principal on the very resources of the
     harness's plan (each plan entry's resource and operation, and a PREFIXED READ on the
@@ -473,13 +473,13 @@ def plant_bystander(cfg: dict) -> dict:
     )
 
     admin = _admin(cfg)
-    user = f"{cfg['group']}-bystander"
+    user = f"{cfg.group}-bystander"
     upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
                                           secrets.token_urlsafe(18).encode())
     for f in admin.alter_user_scram_credentials([upsert]).values():
         f.result(30)
     entries = {(rtype, pattern, name, op) for _role, rtype, pattern, name, op in eos_harness.acl_plan(cfg)}
-    entries.add(("TOPIC", "PREFIXED", os.path.commonprefix([cfg["input"], cfg["output"]]), "READ"))
+    entries.add(("TOPIC", "PREFIXED", os.path.commonprefix([cfg.input, cfg.output]), "READ"))
     bindings = [AclBinding(ResourceType[rtype], name, ResourcePatternType[pattern], f"User:{user}", "*",
                            AclOperation[op], AclPermissionType.ALLOW) for rtype, pattern, name, op in sorted(entries)]
     for f in admin.create_acls(bindings).values():
@@ -487,11 +487,11 @@ def plant_bystander(cfg: dict) -> dict:
     return {"user": user, "acls": sorted(eos_harness.acl_line(b) for b in bindings)}
 
 
-def _harness_principals(cfg: dict) -> set[str]:
+def _harness_principals(cfg: HarnessConfig) -> set[str]:
     return {f"User:{eos_harness.user_of(cfg, role)}" for role in eos_harness.ROLES}
 
 
-def cluster_after(cfg: dict, wait_s: float = 15.0) -> dict:
+def cluster_after(cfg: HarnessConfig, wait_s: float = 15.0) -> dict:
     """After the harness: every SCRAM user and every ACL of the cluster, as the admin, read
     once none of the harness's is left or after ``wait_s`` (a broker answers from its own
     copy, which it reloads within a second; a broker may still be restarting).
@@ -517,7 +517,7 @@ def cluster_after(cfg: dict, wait_s: float = 15.0) -> dict:
         time.sleep(0.5)
 
 
-def cleanup_violations(cfg: dict, bystander: dict, after: dict) -> list[str]:
+def cleanup_violations(cfg: HarnessConfig, bystander: dict, after: dict) -> list[str]:
     """What is wrong with the cluster after the harness removed its users and ACLs: one of
     them still there, or something of the bystander's or of the cluster's own super users
     gone. On this throwaway cluster a leftover is a fault of the cleanup under chaos, so it

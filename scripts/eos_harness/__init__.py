@@ -67,6 +67,7 @@ from .acls import clean_up as clean_up
 from .acls import grant_least_privilege as grant_least_privilege
 from .acls import revoke_filters as revoke_filters
 from .acls import revoke_least_privilege as revoke_least_privilege
+from .config import HarnessConfig as HarnessConfig
 from .config import security as security
 from .config import txn_id_prefix as txn_id_prefix
 from .config import user_of as user_of

@@ -6,11 +6,11 @@ again (``revoke_least_privilege``, ``clean_up``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import click
 
-from .config import security, txn_id_prefix, user_of, verify_group
+from .config import HarnessConfig, security, txn_id_prefix, user_of, verify_group
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 ROLES = ("copier", "producer", "verifier")  # the least-privilege users of a --secure run
@@ -18,7 +18,7 @@ GRANT_WAIT_S = 30.0  # --secure: how long the new users and ACLs may take to rea
 REVOKE_WAIT_S = 30.0  # --secure: how long removing them may be retried at the end of a run
 
 
-def acl_plan(cfg: dict) -> list[tuple[str, str, str, str, str]]:
+def acl_plan(cfg: HarnessConfig) -> list[tuple[str, str, str, str, str]]:
     """Every ACL a --secure run grants, as (role, resource type, pattern type, resource name,
     operation), all ALLOW from any host: what Apache's operation table (docs/security.rst)
     asks of each role's requests, and nothing else. DESCRIBE (Metadata, ListOffsets,
@@ -35,14 +35,14 @@ def acl_plan(cfg: dict) -> list[tuple[str, str, str, str, str]]:
     - producer (seeding): WRITE on the input;
     - verifier: READ on the output (ListOffsets, Fetch) and on its own group.
     """
-    group = cfg["group"]
+    group = cfg.group
     return [
-        ("copier", "TOPIC", "LITERAL", cfg["input"], "READ"),
-        ("copier", "TOPIC", "LITERAL", cfg["output"], "WRITE"),
+        ("copier", "TOPIC", "LITERAL", cfg.input, "READ"),
+        ("copier", "TOPIC", "LITERAL", cfg.output, "WRITE"),
         ("copier", "GROUP", "LITERAL", group, "READ"),
         ("copier", "TRANSACTIONAL_ID", "PREFIXED", txn_id_prefix(cfg), "WRITE"),
-        ("producer", "TOPIC", "LITERAL", cfg["input"], "WRITE"),
-        ("verifier", "TOPIC", "LITERAL", cfg["output"], "READ"),
+        ("producer", "TOPIC", "LITERAL", cfg.input, "WRITE"),
+        ("verifier", "TOPIC", "LITERAL", cfg.output, "READ"),
         ("verifier", "GROUP", "LITERAL", verify_group(cfg), "READ"),
     ]
 
@@ -91,7 +91,7 @@ class Grants:
         return bool(self.users or self.acls)
 
 
-def _refuse_existing(cfg: dict, admin) -> None:
+def _refuse_existing(cfg: HarnessConfig, admin) -> None:
     """Raise unless none of the run's users and no ACL of its principals exists yet: the
     harness removes what it made at the end, and must not take a user's own for its own.
 
@@ -119,11 +119,12 @@ def _refuse_existing(cfg: dict, admin) -> None:
                                        "its own")
 
 
-def grant_least_privilege(cfg: dict, echo=click.echo, grants: Grants | None = None) -> dict:
+def grant_least_privilege(cfg: HarnessConfig, echo=click.echo,
+                          grants: Grants | None = None) -> tuple[HarnessConfig, dict]:
     """On a SASL_SSL cluster with an authoriser, as the admin (``security(cfg)``): make one
     SCRAM-SHA-512 user per role (``ROLES``, a random password each) and the ACLs of
-    ``acl_plan``, then set ``cfg["security"][role]`` to that user's client settings (the
-    admin's protocol and CA). Waits until every broker authenticates each user and
+    ``acl_plan``, then give each role that user's client settings (the admin's protocol
+    and CA) in the config it returns. Waits until every broker authenticates each user and
     authorises it to describe its topic (the credentials and ACLs reach the brokers a
     moment after the controller wrote them), then checks the cluster's ACLs of the users
     are exactly the plan and that a few requests outside it are refused.
@@ -134,6 +135,7 @@ def grant_least_privilege(cfg: dict, echo=click.echo, grants: Grants | None = No
             raises halfway.
 
     Returns:
+        ``cfg`` with ``security[role]`` set for every role of ``ROLES``, and a report:
         ``principals`` (role: principal), ``acls`` (as read back), ``probes`` (what was
         tried outside the plan: the error it got), ``least_privilege`` (all held).
 
@@ -160,7 +162,7 @@ def grant_least_privilege(cfg: dict, echo=click.echo, grants: Grants | None = No
     admin_conf = security(cfg)
     if admin_conf.get("security.protocol", "").upper() not in ("SASL_SSL", "SASL_PLAINTEXT"):
         raise click.ClickException("--secure needs the admin's SASL settings (--command-config)")
-    admin = AdminClient({**admin_conf, "bootstrap.servers": cfg["bootstrap"]})
+    admin = AdminClient({**admin_conf, "bootstrap.servers": cfg.bootstrap})
     _refuse_existing(cfg, admin)
     passwords = {role: secrets.token_urlsafe(18) for role in ROLES}
     grants.users.extend(user_of(cfg, role) for role in ROLES)
@@ -183,13 +185,13 @@ def grant_least_privilege(cfg: dict, echo=click.echo, grants: Grants | None = No
         except Exception as exc:  # noqa: BLE001 — as above
             raise click.ClickException(f"could not create ACL {b}: {exc}") from None
     base = {k: v for k, v in admin_conf.items() if not k.startswith("sasl.")}
-    cfg["security"] = {**cfg.get("security", {}), **{
+    cfg = replace(cfg, security={**cfg.security, **{
         role: {**base, "sasl.mechanism": SCRAM_MECHANISM, "sasl.username": user_of(cfg, role),
-               "sasl.password": passwords[role]} for role in ROLES}}
+               "sasl.password": passwords[role]} for role in ROLES}})
     for role in ROLES:
         echo(f"secure: {role} runs as {principals[role]} ({SCRAM_MECHANISM}, "
              f"{base.get('security.protocol')}, not a super user)")
-    wait_usable(cfg, {"copier": cfg["input"], "producer": cfg["input"], "verifier": cfg["output"]})
+    wait_usable(cfg, {"copier": cfg.input, "producer": cfg.input, "verifier": cfg.output})
     got = [line for role in ROLES for line in acls_of(admin, principals[role])]
     want = sorted(_acl_text(principals[role], rtype, pattern, name, op) for role, rtype, pattern, name, op in plan)
     got.sort()
@@ -201,12 +203,12 @@ def grant_least_privilege(cfg: dict, echo=click.echo, grants: Grants | None = No
     ok = got == want and all(err == PROBE_EXPECT[what] for what, err in probes.items())
     if got != want:
         echo(f"secure: the ACLs read back differ from the plan {want}", err=True)
-    return {"principals": principals, "acls": got, "acls_match_plan": got == want, "probes": probes,
-            "least_privilege": ok}
+    return cfg, {"principals": principals, "acls": got, "acls_match_plan": got == want, "probes": probes,
+                 "least_privilege": ok}
 
 
-def wait_usable(cfg: dict, topics: dict[str, str]) -> None:
-    """Until every broker of ``cfg["bootstrap"]`` authenticates each role of ``topics``
+def wait_usable(cfg: HarnessConfig, topics: dict[str, str]) -> None:
+    """Until every broker of ``cfg.bootstrap`` authenticates each role of ``topics``
     (role: a topic it may describe) and answers Metadata for the topic without an error.
 
     Raises:
@@ -215,7 +217,7 @@ def wait_usable(cfg: dict, topics: dict[str, str]) -> None:
     from confluent_kafka.admin import AdminClient
 
     deadline = time.monotonic() + GRANT_WAIT_S
-    for addr in cfg["bootstrap"].split(","):
+    for addr in cfg.bootstrap.split(","):
         for role, topic in topics.items():
             # one broker in the bootstrap list: the first Metadata goes there
             admin = AdminClient({**security(cfg, role), "bootstrap.servers": addr})
@@ -241,7 +243,7 @@ PROBE_EXPECT = {"copier writes the input topic": "TOPIC_AUTHORIZATION_FAILED",
                 "copier sets a SCRAM password": "CLUSTER_AUTHORIZATION_FAILED"}
 
 
-def probe_outside_plan(cfg: dict) -> dict[str, str]:
+def probe_outside_plan(cfg: HarnessConfig) -> dict[str, str]:
     """Try what the plan does not allow, as the least-privilege users: each probe's error
     name (``PROBE_EXPECT`` says which each must get; "allowed" when it was not refused)."""
     from confluent_kafka import KafkaException, Producer
@@ -249,7 +251,7 @@ def probe_outside_plan(cfg: dict) -> dict[str, str]:
 
     def produce_as(role: str, topic: str) -> str:
         got: list = []
-        p = Producer({**security(cfg, role), "bootstrap.servers": cfg["bootstrap"], "acks": "all", "retries": 0,
+        p = Producer({**security(cfg, role), "bootstrap.servers": cfg.bootstrap, "acks": "all", "retries": 0,
                       "message.timeout.ms": 10000, "linger.ms": 0})
         p.produce(topic, b"outside-the-plan", partition=0, on_delivery=lambda err, _msg: got.append(err))
         p.flush(15)
@@ -258,7 +260,7 @@ def probe_outside_plan(cfg: dict) -> dict[str, str]:
         return "allowed" if got[0] is None else got[0].name()
 
     def init_foreign_txn_id() -> str:
-        p = Producer({**security(cfg, "copier"), "bootstrap.servers": cfg["bootstrap"],
+        p = Producer({**security(cfg, "copier"), "bootstrap.servers": cfg.bootstrap,
                       "transactional.id": f"not-{txn_id_prefix(cfg)}0"})
         try:
             p.init_transactions(15)
@@ -269,7 +271,7 @@ def probe_outside_plan(cfg: dict) -> dict[str, str]:
     def set_own_password() -> str:
         # its own user and password again: harmless were it allowed (any user's would be)
         conf = security(cfg, "copier")
-        admin = AdminClient({**conf, "bootstrap.servers": cfg["bootstrap"]})
+        admin = AdminClient({**conf, "bootstrap.servers": cfg.bootstrap})
         upsert = UserScramCredentialUpsertion(conf["sasl.username"],
                                               ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
                                               conf["sasl.password"].encode())
@@ -280,13 +282,13 @@ def probe_outside_plan(cfg: dict) -> dict[str, str]:
             return exc.args[0].name()
         return "allowed"
 
-    return {"copier writes the input topic": produce_as("copier", cfg["input"]),
+    return {"copier writes the input topic": produce_as("copier", cfg.input),
             "copier initialises a transactional id outside its prefix": init_foreign_txn_id(),
-            "verifier writes the output topic": produce_as("verifier", cfg["output"]),
+            "verifier writes the output topic": produce_as("verifier", cfg.output),
             "copier sets a SCRAM password": set_own_password()}
 
 
-def revoke_filters(cfg: dict, acls: list[tuple[str, str, str, str, str]]) -> list[tuple[str, ...]]:
+def revoke_filters(cfg: HarnessConfig, acls: list[tuple[str, str, str, str, str]]) -> list[tuple[str, ...]]:
     """The DeleteAcls filters that remove the ACLs ``acls`` (``acl_plan`` entries) of a
     --secure run and nothing else: one per entry, naming every part exactly (the
     resource type, the name, the pattern type LITERAL or PREFIXED, never MATCH or ANY;
@@ -302,7 +304,7 @@ def revoke_filters(cfg: dict, acls: list[tuple[str, str, str, str, str]]) -> lis
             for role, rtype, pattern, name, op in acls]
 
 
-def revoke_least_privilege(cfg: dict, grants: Grants, echo=click.echo) -> dict:
+def revoke_least_privilege(cfg: HarnessConfig, grants: Grants, echo=click.echo) -> dict:
     """Remove, as the admin, what ``grant_least_privilege`` recorded in ``grants``: the
     ACLs, each by its exact filter (``revoke_filters``), then the users' SCRAM-SHA-512
     credentials (the one mechanism the run made). Nothing else is asked to go. What
@@ -327,7 +329,7 @@ def revoke_least_privilege(cfg: dict, grants: Grants, echo=click.echo) -> dict:
         UserScramCredentialDeletion,
     )
 
-    admin = AdminClient({**security(cfg), "bootstrap.servers": cfg["bootstrap"]})
+    admin = AdminClient({**security(cfg), "bootstrap.servers": cfg.bootstrap})
     acls = {f: _acl_text(f[3], f[0], f[2], f[1], f[5]) for f in revoke_filters(cfg, grants.acls)}
     users = list(dict.fromkeys(grants.users))
     removed_users: list[str] = []
@@ -392,9 +394,9 @@ def revoke_least_privilege(cfg: dict, grants: Grants, echo=click.echo) -> dict:
 
 
 
-def clean_up(cfg: dict, grants: Grants, echo=click.echo) -> dict:
+def clean_up(cfg: HarnessConfig, grants: Grants, echo=click.echo) -> dict:
     """The end of a --secure run: remove its users and ACLs (``revoke_least_privilege``),
-    or with ``cfg["keep_users"]`` leave them and say so. Their passwords were random and
+    or with ``cfg.keep_users`` leave them and say so. Their passwords were random and
     only ever in this process and its copiers (never printed or written), so what is left
     (kept, or a removal that failed) lets nobody in; that is why a failed removal is a
     warning and does not fail the run.
@@ -402,7 +404,7 @@ def clean_up(cfg: dict, grants: Grants, echo=click.echo) -> dict:
     Returns:
         ``kept``, ``removed_users``, ``removed_acls`` and ``left`` (what: why).
     """
-    if cfg.get("keep_users"):
+    if cfg.keep_users:
         principals = {role: f"User:{user_of(cfg, role)}" for role in ROLES}
         left = {**{f"user {u}": "kept (--keep-users)" for u in grants.users},
                 **{f"ACL {_acl_text(principals[role], rtype, pattern, name, op)}": "kept (--keep-users)"

@@ -8,13 +8,13 @@ import random
 import shutil
 import sys
 import tempfile
-import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from .acls import PROBE_EXPECT
-from .config import GROUP_PREFIX
+from .config import HarnessConfig
 from .run import admin_settings, launch_cluster, run_harness
 
 
@@ -120,13 +120,11 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
             command_config = cluster.client_properties
     if not bootstrap:
         raise click.UsageError("give --bootstrap or --start-cluster")
-    run_id = uuid.uuid4().hex[:8]
-    cfg = {"bootstrap": bootstrap, "messages": messages, "copiers": copiers, "commit_every": commit_every,
-           "abort_every": abort_every, "input_partitions": input_partitions,
-           "output_partitions": output_partitions, "rate": rate, "timeout": timeout, "seed": seed,
-           "input": f"eos-in-{run_id}", "output": f"eos-out-{run_id}", "group": f"{GROUP_PREFIX}-{run_id}"}
+    cfg = HarnessConfig.new_run(bootstrap, seed, messages=messages, copiers=copiers, commit_every=commit_every,
+                                abort_every=abort_every, input_partitions=input_partitions,
+                                output_partitions=output_partitions, rate=rate, timeout=timeout)
     if secure:
-        cfg.update(secure=True, keep_users=keep_users, security={"admin": admin_settings(command_config)})
+        cfg = replace(cfg, secure=True, keep_users=keep_users, security={"admin": admin_settings(command_config)})
     click.echo(f"eos harness: seed={seed} bootstrap={bootstrap}{' (secure)' if secure else ''}")
     try:
         result = run_harness(cfg)

@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from .config import _knob, security, txn_id_prefix
+from .config import HarnessConfig, security, txn_id_prefix
 
 
 class StatsFile:
@@ -28,7 +28,7 @@ class StatsFile:
 
 
 
-def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
+def copier(idx: int, incarnation: int, cfg: HarnessConfig, run_dir: str) -> None:
     """One copier process: consume (read_committed) -> produce in a txn -> commit offsets.
     Reports to ``run_dir/copier-<idx>-<incarnation>.jsonl``; stops once ``run_dir/stop``
     exists. A restarted copier (same ``idx``, next ``incarnation``) keeps the transactional
@@ -37,23 +37,23 @@ def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
 
     stats = StatsFile(Path(run_dir) / f"copier-{idx}-{incarnation}.jsonl")
     stop_file = Path(run_dir) / "stop"
-    rnd = random.Random(cfg["seed"] * 1000 + idx * 100 + incarnation)
+    rnd = random.Random(cfg.seed * 1000 + idx * 100 + incarnation)
     consumer = Consumer({
         **security(cfg, "copier"),
-        "bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"], "enable.auto.commit": False,
+        "bootstrap.servers": cfg.bootstrap, "group.id": cfg.group, "enable.auto.commit": False,
         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-        "session.timeout.ms": _knob(cfg, "session_timeout_ms"),
-        "heartbeat.interval.ms": _knob(cfg, "heartbeat_interval_ms"), "max.poll.interval.ms": 60000,
-        "socket.timeout.ms": _knob(cfg, "socket_timeout_ms"),
+        "session.timeout.ms": cfg.session_timeout_ms,
+        "heartbeat.interval.ms": cfg.heartbeat_interval_ms, "max.poll.interval.ms": 60000,
+        "socket.timeout.ms": cfg.socket_timeout_ms,
         "partition.assignment.strategy": "cooperative-sticky", "reconnect.backoff.max.ms": 1000,
         "metadata.recovery.strategy": "none",
     })
-    txn_timeout = _knob(cfg, "transaction_timeout_ms")
+    txn_timeout = cfg.transaction_timeout_ms
     producer = Producer({
         **security(cfg, "copier"),
-        "bootstrap.servers": cfg["bootstrap"], "transactional.id": f"{txn_id_prefix(cfg)}{idx}",
+        "bootstrap.servers": cfg.bootstrap, "transactional.id": f"{txn_id_prefix(cfg)}{idx}",
         "transaction.timeout.ms": txn_timeout, "linger.ms": 5, "acks": "all", "message.timeout.ms": txn_timeout,
-        "socket.timeout.ms": min(_knob(cfg, "socket_timeout_ms"), txn_timeout),
+        "socket.timeout.ms": min(cfg.socket_timeout_ms, txn_timeout),
         # librdkafka's default (10 s) would measure its reconnect backoff, not the cluster's
         # recovery; scripts/bench's failover runs use the same
         "reconnect.backoff.max.ms": 1000,
@@ -67,7 +67,7 @@ def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
     # whom the copier connects as (--secure: its least-privilege user), for the harness to check
     stats.put(("user", idx, incarnation, security(cfg, "copier").get("sasl.username")))
     producer.init_transactions(60)
-    consumer.subscribe([cfg["input"]])
+    consumer.subscribe([cfg.input])
     committed = aborted = copied = 0
     commit_ms: list[float] = []
     txn_no = 0
@@ -92,27 +92,27 @@ def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
             first.setdefault(m.partition(), m.offset())
         for p, o in first.items():
             try:
-                consumer.seek(TopicPartition(cfg["input"], p, o))
+                consumer.seek(TopicPartition(cfg.input, p, o))
             except KafkaException:
                 pass
 
-    rate = cfg.get("rate", 0)  # messages/s for this copier, 0: as fast as it goes
+    rate = cfg.rate  # messages/s for this copier, 0: as fast as it goes
     next_at = time.monotonic()
     try:
         while not stop_file.exists():
             if rate:
                 time.sleep(max(0.0, next_at - time.monotonic()))
-            msgs = [m for m in consumer.consume(cfg["commit_every"], 0.5) if not m.error()]
+            msgs = [m for m in consumer.consume(cfg.commit_every, 0.5) if not m.error()]
             if not msgs:
                 continue
             next_at = max(next_at, time.monotonic() - 1.0) + (len(msgs) / rate if rate else 0)
             txn_no += 1
-            abort = cfg["abort_every"] > 0 and rnd.random() < 1.0 / cfg["abort_every"]
+            abort = cfg.abort_every > 0 and rnd.random() < 1.0 / cfg.abort_every
             tag = f"{idx}.{incarnation}:{txn_no}"
             try:
                 producer.begin_transaction()
                 for m in msgs:
-                    producer.produce(cfg["output"], key=str(m.partition()).encode(),
+                    producer.produce(cfg.output, key=str(m.partition()).encode(),
                                      value=json.dumps({"v": m.value().decode(), "ip": m.partition(),
                                                        "io": m.offset(), "ts": m.timestamp()[1],
                                                        "tag": tag}).encode())
@@ -120,7 +120,7 @@ def copier(idx: int, incarnation: int, cfg: dict, run_dir: str) -> None:
                 positions = {}
                 for m in msgs:
                     positions[m.partition()] = m.offset() + 1
-                offsets = [TopicPartition(cfg["input"], p, o) for p, o in positions.items()]
+                offsets = [TopicPartition(cfg.input, p, o) for p, o in positions.items()]
                 retrying(lambda: producer.send_offsets_to_transaction(
                     offsets, consumer.consumer_group_metadata(), 30))
                 if abort:
@@ -161,7 +161,7 @@ class CopierPool:
     :meth:`drain` parses the complete lines appended since the last call (a killed
     copier's torn last line is never complete, so it is never read)."""
 
-    def __init__(self, cfg: dict, run_dir: Path) -> None:
+    def __init__(self, cfg: HarnessConfig, run_dir: Path) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         self.ctx = mp.get_context("spawn")

@@ -11,30 +11,32 @@ from pathlib import Path
 import click
 
 from .acls import PROBE_EXPECT, Grants, clean_up, grant_least_privilege
-from .config import security
+from .config import HarnessConfig, security
 from .copier import CopierPool
 from .topics import create_topics, seed
 from .verify import VerifyError, verify
 
 
-def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
+def run_harness(cfg: HarnessConfig, *, chaos=None, echo=click.echo) -> dict:
     """Seed, copy, verify. ``chaos(elapsed_s, transactions_committed)`` is called about every
     0.2 s while copying; a chaos object with a ``copiers`` attribute gets the
     :class:`CopierPool` there before the first call (to kill and restart copiers). With
-    ``cfg["secure"]`` (and the admin's settings in ``cfg["security"]["admin"]``), the
+    ``cfg.secure`` (and the admin's settings in ``cfg.security["admin"]``), the
     least-privilege users and ACLs are made once the topics exist
     (:func:`grant_least_privilege`), and the result's ``security`` says what was granted and
     whom every copier ran as. They are removed again at the end, also when the run fails
-    or is interrupted (:func:`revoke_least_privilege`), unless ``cfg["keep_users"]``;
+    or is interrupted (:func:`revoke_least_privilege`), unless ``cfg.keep_users``;
     ``security.cleanup`` says what was removed and what is left, and each removal that
     failed is a line of the result's ``warnings``, not a violation: the verdict is the
     cluster's guarantees (see :func:`clean_up`)."""
-    create_topics(cfg["bootstrap"], {cfg["input"]: cfg["input_partitions"], cfg["output"]: cfg["output_partitions"]},
+    create_topics(cfg.bootstrap, {cfg.input: cfg.input_partitions, cfg.output: cfg.output_partitions},
                   conf=security(cfg))
     grants = Grants()
     cleanup = None
     try:
-        secured = grant_least_privilege(cfg, echo, grants) if cfg.get("secure") else None
+        secured = None
+        if cfg.secure:  # the config the run goes on with has the users' client settings
+            cfg, secured = grant_least_privilege(cfg, echo, grants)
         result = _seed_copy_verify(cfg, secured, chaos, echo)
     finally:
         if grants:
@@ -48,12 +50,12 @@ def run_harness(cfg: dict, *, chaos=None, echo=click.echo) -> dict:
 
 
 
-def _seed_copy_verify(cfg: dict, secured: dict | None, chaos, echo) -> dict:
+def _seed_copy_verify(cfg: HarnessConfig, secured: dict | None, chaos, echo) -> dict:
     """``run_harness`` once the topics, and with --secure the users (``secured``), exist."""
     t0 = time.monotonic()
     # raises unless all acked
-    seed(cfg["bootstrap"], cfg["input"], cfg["messages"], cfg["input_partitions"], conf=security(cfg, "producer"))
-    echo(f"seeded {cfg['messages']} messages in {time.monotonic() - t0:.1f}s")
+    seed(cfg.bootstrap, cfg.input, cfg.messages, cfg.input_partitions, conf=security(cfg, "producer"))
+    echo(f"seeded {cfg.messages} messages in {time.monotonic() - t0:.1f}s")
     run_dir = Path(tempfile.mkdtemp(prefix="kaas-eos-copiers-"))
     pool = CopierPool(cfg, run_dir)
     if chaos is not None and hasattr(chaos, "copiers"):
@@ -67,7 +69,7 @@ def _seed_copy_verify(cfg: dict, secured: dict | None, chaos, echo) -> dict:
     copier_users: set[str | None] = set()  # the SASL user of each copier incarnation
     started_at = time.time()
     t_copy = time.monotonic()
-    for i in range(cfg["copiers"]):
+    for i in range(cfg.copiers):
         pool.start(i)
     last_print = 0.0
     completed = False
@@ -92,11 +94,11 @@ def _seed_copy_verify(cfg: dict, secured: dict | None, chaos, echo) -> dict:
 
     from confluent_kafka import Consumer, TopicPartition
 
-    mon = Consumer({**security(cfg), "bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"],
+    mon = Consumer({**security(cfg), "bootstrap.servers": cfg.bootstrap, "group.id": cfg.group,
                     "enable.auto.commit": False})
-    tps = [TopicPartition(cfg["input"], p) for p in range(cfg["input_partitions"])]
+    tps = [TopicPartition(cfg.input, p) for p in range(cfg.input_partitions)]
     try:
-        while time.monotonic() - t_copy < cfg["timeout"]:
+        while time.monotonic() - t_copy < cfg.timeout:
             drain_stats()
             if chaos is not None:
                 chaos(time.monotonic() - t_copy, len(commit_times))
@@ -109,9 +111,9 @@ def _seed_copy_verify(cfg: dict, secured: dict | None, chaos, echo) -> dict:
                     committed = -1
                 c = sum(x[0] for x in progress.values())
                 a = sum(x[1] for x in progress.values())
-                echo(f"  [{now - t_copy:6.1f}s] committed offsets {committed}/{cfg['messages']}  "
+                echo(f"  [{now - t_copy:6.1f}s] committed offsets {committed}/{cfg.messages}  "
                      f"txns committed {c} aborted {a}", err=True)
-                if committed >= cfg["messages"]:
+                if committed >= cfg.messages:
                     completed = True
                     break
             fatal.extend(pool.died())
@@ -130,11 +132,11 @@ def _seed_copy_verify(cfg: dict, secured: dict | None, chaos, echo) -> dict:
     except VerifyError as exc:
         raise click.ClickException(str(exc)) from None
     result.update({
-        "messages": cfg["messages"], "copiers": cfg["copiers"], "seed": cfg["seed"],
+        "messages": cfg.messages, "copiers": cfg.copiers, "seed": cfg.seed,
         "transactions_committed": sum(x[0] for x in progress.values()),
         "transactions_aborted": sum(x[1] for x in progress.values()),
         "copy_completed": completed,
-        "copy_seconds": round(copy_s, 2), "msgs_per_s": round(cfg["messages"] / copy_s, 1) if copy_s else 0,
+        "copy_seconds": round(copy_s, 2), "msgs_per_s": round(cfg.messages / copy_s, 1) if copy_s else 0,
         "commit_p99_ms": round(sorted(commit_ms)[int(len(commit_ms) * 0.99)] if commit_ms else 0, 2),
         "copier_restarts": sum(pool.incarnation.values()),
         "fatal": fatal,

@@ -13,7 +13,7 @@ import uuid
 
 from kaas.domain import checker
 
-from .config import security, verify_group
+from .config import HarnessConfig, security, verify_group
 
 OPEN_TXN_WAIT_S = 45.0  # verify: how long to wait for the output's open transactions to complete
 
@@ -102,7 +102,7 @@ def read_output(bootstrap: str, topic: str, partitions: int, isolation: str, dea
     return out
 
 
-def verify(cfg: dict, aborted_tags: set[str], echo=None) -> dict:
+def verify(cfg: HarnessConfig, aborted_tags: set[str], echo=None) -> dict:
     """Read the output back (read_committed) and check the history with ``kaas.domain.checker``:
     every seeded value exactly once, nothing of an aborted transaction, each input
     partition's order kept in the output, and the group's offsets at the input end. First
@@ -110,12 +110,12 @@ def verify(cfg: dict, aborted_tags: set[str], echo=None) -> dict:
     complete; one that does not is a violation."""
     from confluent_kafka import Consumer, TopicPartition
 
-    deadline = time.monotonic() + cfg["timeout"]
-    ends_out, waited = wait_transactions_complete(cfg["bootstrap"], cfg["output"], cfg["output_partitions"],
+    deadline = time.monotonic() + cfg.timeout
+    ends_out, waited = wait_transactions_complete(cfg.bootstrap, cfg.output, cfg.output_partitions,
                                                   min(deadline, time.monotonic() + OPEN_TXN_WAIT_S), echo,
                                                   conf=security(cfg, "verifier"))
     still_open = {p: e for p, e in ends_out.items() if e[0] != e[1]}
-    recs = read_output(cfg["bootstrap"], cfg["output"], cfg["output_partitions"], "read_committed", deadline,
+    recs = read_output(cfg.bootstrap, cfg.output, cfg.output_partitions, "read_committed", deadline,
                        targets={p: lso for p, (lso, _hw) in ends_out.items()}, conf=security(cfg, "verifier"),
                        group=verify_group(cfg))
     reads = []
@@ -125,9 +125,9 @@ def verify(cfg: dict, aborted_tags: set[str], echo=None) -> dict:
         if ts > 0 and v["ts"] > 0:
             max_latency = max(max_latency, ts - v["ts"])
     # the group's committed offsets and the input's ends: the harness's own check, as the admin
-    c = Consumer({**security(cfg), "bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"],
+    c = Consumer({**security(cfg), "bootstrap.servers": cfg.bootstrap, "group.id": cfg.group,
                   "enable.auto.commit": False})
-    tps = [TopicPartition(cfg["input"], p) for p in range(cfg["input_partitions"])]
+    tps = [TopicPartition(cfg.input, p) for p in range(cfg.input_partitions)]
     committed: dict[int, int] = {}
     for _ in range(30):  # a coordinator still moving answers per-partition errors: ask again
         got = c.committed(tps, 30)
@@ -135,15 +135,15 @@ def verify(cfg: dict, aborted_tags: set[str], echo=None) -> dict:
         if not any(tp.error for tp in got):
             break
         time.sleep(1)
-    ends = {p: c.get_watermark_offsets(TopicPartition(cfg["input"], p), timeout=30)[1]
-            for p in range(cfg["input_partitions"])}
+    ends = {p: c.get_watermark_offsets(TopicPartition(cfg.input, p), timeout=30)[1]
+            for p in range(cfg.input_partitions)}
     c.close()
     # Value i was seeded to input partition i % P at offset i // P. Only values below the
     # group's committed offset are owed in the output; the rest were not copied yet (a run
     # that timed out), which is reported as such rather than as lost.
-    n_parts = cfg["input_partitions"]
-    owed = [i // n_parts < max(committed.get(i % n_parts, 0), 0) for i in range(cfg["messages"])]
-    writes = [checker.Write(i, acked=owed[i]) for i in range(cfg["messages"])]
+    n_parts = cfg.input_partitions
+    owed = [i // n_parts < max(committed.get(i % n_parts, 0), 0) for i in range(cfg.messages)]
+    writes = [checker.Write(i, acked=owed[i]) for i in range(cfg.messages)]
     report = checker.check(writes, reads, aborted_tags)
     violations = report.violations()
     uncopied = owed.count(False)

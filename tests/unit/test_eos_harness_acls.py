@@ -8,8 +8,10 @@ reported, and --keep-users leaves them."""
 
 from __future__ import annotations
 
+import pickle
 import sys
 from concurrent.futures import Future
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 
 import click
@@ -24,7 +26,7 @@ import eos_harness  # noqa: E402
 from eos_harness import acls  # noqa: E402
 from eos_harness.cli import cli  # noqa: E402
 
-CFG = {"input": "in-1", "output": "out-1", "group": "g-1", "bootstrap": "127.0.0.1:1"}
+CFG = eos_harness.HarnessConfig(bootstrap="127.0.0.1:1", input="in-1", output="out-1", group="g-1", seed=1)
 
 
 def test_the_plan_is_exactly_what_each_role_needs():
@@ -50,10 +52,21 @@ def test_nothing_wider_than_needed():
 
 def test_security_settings_per_role():
     assert eos_harness.security(CFG) == {} and eos_harness.security(CFG, "copier") == {}
-    cfg = {**CFG, "security": {"admin": {"security.protocol": "SASL_SSL"}, "copier": {"sasl.username": "c"}}}
+    cfg = replace(CFG, security={"admin": {"security.protocol": "SASL_SSL"}, "copier": {"sasl.username": "c"}})
     assert eos_harness.security(cfg) == {"security.protocol": "SASL_SSL"}
     assert eos_harness.security(cfg, "copier") == {"sasl.username": "c"}
     assert eos_harness.security(cfg, "verifier") == {}
+
+
+def test_the_config_is_frozen_and_reaches_the_copiers_whole():
+    """The copiers get the config pickled (multiprocessing spawn); a change is a new value."""
+    cfg = replace(CFG, secure=True, security={"copier": {"sasl.username": "c"}})
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
+    with pytest.raises(FrozenInstanceError):
+        cfg.messages = 1  # type: ignore[misc]
+    run = eos_harness.HarnessConfig.new_run("b:1", 7, prefix="chaos", group_prefix="chaos", copiers=2)
+    run_id = run.group.removeprefix("chaos-")
+    assert (run.input, run.output, run.copiers, run.seed) == (f"chaos-in-{run_id}", f"chaos-out-{run_id}", 2, 7)
 
 
 def test_security_options_that_do_not_go_together_are_refused(tmp_path):
@@ -125,7 +138,7 @@ def test_the_filters_cover_only_what_was_recorded():
 def test_keep_users_leaves_them_and_says_what_is_left():
     grants = eos_harness.Grants(users=["g-1-copier"], acls=eos_harness.acl_plan(CFG)[:1])
     said: list[str] = []
-    out = eos_harness.clean_up({**CFG, "keep_users": True}, grants, echo=said.append)
+    out = eos_harness.clean_up(replace(CFG, keep_users=True), grants, echo=said.append)
     assert out == {"kept": True, "removed_users": [], "removed_acls": [], "left": {
         "user g-1-copier": "kept (--keep-users)",
         "ACL User:g-1-copier ALLOW READ TOPIC:LITERAL:in-1": "kept (--keep-users)"}}
@@ -241,7 +254,7 @@ def test_a_user_that_exists_already_is_refused_and_nothing_recorded(monkeypatch)
 
     monkeypatch.setattr(confluent_kafka.admin, "AdminClient", lambda conf: Existing())
     grants = eos_harness.Grants()
-    cfg = {**CFG, "security": {"admin": {"security.protocol": "SASL_SSL"}}}
+    cfg = replace(CFG, security={"admin": {"security.protocol": "SASL_SSL"}})
     with pytest.raises(click.ClickException, match="g-1-verifier exists already"):
         eos_harness.grant_least_privilege(cfg, echo=lambda *a, **k: None, grants=grants)
     assert not grants

@@ -14,7 +14,8 @@ from eos_harness.run import _longest_gap  # noqa: E402
 
 
 def test_drain_reads_complete_lines_and_skips_a_torn_one(tmp_path):
-    pool = eos_harness.CopierPool({"copiers": 2}, tmp_path)
+    pool = eos_harness.CopierPool(eos_harness.HarnessConfig("127.0.0.1:1", "in", "out", "g", seed=1, copiers=2),
+                                  tmp_path)
     a = eos_harness.StatsFile(tmp_path / "copier-0-0.jsonl")
     a.put(("commit_at", 1.5, 0))
     a.put(("aborted", "0.0:2"))
