@@ -66,8 +66,8 @@ eos: $(STAMP) $(QUIX_STAMP)
 
 # every scenario, then one on kaas cluster --secure (the clients as least-privilege SCRAM users)
 chaos: $(STAMP)
-	$(BIN)/python scripts/chaos.py run --scenario all
-	$(BIN)/python scripts/chaos.py run --scenario random-kills --secure
+	$(BIN)/python scripts/chaos run --scenario all
+	$(BIN)/python scripts/chaos run --scenario random-kills --secure
 
 docs: $(STAMP)
 	$(BIN)/python scripts/compat_matrix.py
