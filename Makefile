@@ -61,13 +61,13 @@ bench: $(STAMP)
 	$(BIN)/python scripts/bench security
 
 eos: $(STAMP) $(QUIX_STAMP)
-	$(BIN)/python scripts/eos_harness.py run --start-cluster 3 --messages 5000 --copiers 3
+	$(BIN)/python scripts/eos_harness run --start-cluster 3 --messages 5000 --copiers 3
 	$(BIN)/python scripts/quix_harness.py run --brokers 3 --messages 6000 --quix-python $(QUIX_VENV)/bin/python
 
 # every scenario, then one on kaas cluster --secure (the clients as least-privilege SCRAM users)
 chaos: $(STAMP)
-	$(BIN)/python scripts/chaos.py run --scenario all
-	$(BIN)/python scripts/chaos.py run --scenario random-kills --secure
+	$(BIN)/python scripts/chaos run --scenario all
+	$(BIN)/python scripts/chaos run --scenario random-kills --secure
 
 docs: $(STAMP)
 	$(BIN)/python scripts/compat_matrix.py

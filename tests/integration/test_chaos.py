@@ -1,7 +1,7 @@
 """A short chaos run inside `make test`: the EOS harness on a fresh 3-broker cluster while
 the transaction coordinators crash at each EndTxn failpoint, while random brokers are
 SIGKILLed, while every broker is killed at once, and while the cluster's data volume (a
-tmpfs of its own) is filled to the last byte and freed, three times. scripts/chaos.py exits 0 only if
+tmpfs of its own) is filled to the last byte and freed, three times. scripts/chaos exits 0 only if
 exactly-once held. And the harness's own check: a broker deliberately broken (abort markers
 dropped) makes it fail loudly, naming the violating records."""
 
@@ -41,7 +41,7 @@ def test_chaos_scenario_keeps_exactly_once(scenario):
         if why is not None:
             pytest.skip(f"disk-full needs a tmpfs of its own and mount failed here: {why}")
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "chaos.py"), "run", "--scenario", scenario, "--seed", "4242",
+        [sys.executable, str(ROOT / "scripts" / "chaos"), "run", "--scenario", scenario, "--seed", "4242",
          "--messages", "1500", "--copiers", "2", "--duration", "25", "--timeout", "120"],
         capture_output=True, text=True, timeout=240, cwd=ROOT)
     tail = "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("%"))[-3000:]
@@ -59,7 +59,7 @@ def test_harness_fails_loudly_when_a_broker_drops_abort_markers(tmp_path):
             assert time.monotonic() < deadline, "the broker did not pick up the failpoint"
             time.sleep(0.1)
         proc = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "eos_harness.py"), "run", "--bootstrap", b.bootstrap,
+            [sys.executable, str(ROOT / "scripts" / "eos_harness"), "run", "--bootstrap", b.bootstrap,
              "--messages", "600", "--copiers", "1", "--commit-every", "20", "--abort-every", "3",
              "--input-partitions", "2", "--output-partitions", "2", "--timeout", "60", "--seed", "7"],
             capture_output=True, text=True, timeout=180, cwd=ROOT)

@@ -1,7 +1,7 @@
 """The EOS harness on a 3-broker ``kaas cluster --secure`` while random brokers are
-SIGKILLed (issue 21): ``scripts/chaos.py run --secure``. The copiers, the seeding producer
+SIGKILLed (issue 21): ``python scripts/chaos run --secure``. The copiers, the seeding producer
 and the verifier are SCRAM-SHA-512 users of their own over SASL_SSL with only the ACLs
-they need (``eos_harness.acl_plan``); exactly-once must hold, the ACLs read back must be
+they need (``eos_harness.acls.acl_plan``); exactly-once must hold, the ACLs read back must be
 exactly the plan, and the copier user must be refused what the plan leaves out (writing
 the input topic: TOPIC_AUTHORIZATION_FAILED; setting a SCRAM password:
 CLUSTER_AUTHORIZATION_FAILED), so it is no super user. At the end the harness removes its
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_secure_chaos_keeps_exactly_once_with_least_privilege():
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "chaos.py"), "run", "--scenario", "random-kills", "--secure",
+        [sys.executable, str(ROOT / "scripts" / "chaos"), "run", "--scenario", "random-kills", "--secure",
          "--seed", "4242", "--messages", "1500", "--copiers", "2", "--duration", "20", "--timeout", "90"],
         capture_output=True, text=True, timeout=240, cwd=ROOT)
     out = [line for line in proc.stdout.splitlines() if not line.startswith("%")]

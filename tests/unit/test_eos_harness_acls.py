@@ -1,4 +1,4 @@
-"""scripts/eos_harness.py --secure: the ACL plan of the least-privilege users is what
+"""scripts/eos_harness --secure: the ACL plan of the least-privilege users is what
 Apache's operation table asks of the copiers, the seeding producer and the verifier, and
 nothing wider (no cluster resource, no wildcard, no ALL, a prefix only for the copiers'
 transactional ids); a plaintext run has no security settings. At the end the harness
@@ -8,8 +8,10 @@ reported, and --keep-users leaves them."""
 
 from __future__ import annotations
 
+import pickle
 import sys
 from concurrent.futures import Future
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 
 import click
@@ -21,8 +23,10 @@ from kaas.domain.acl import AclBinding, AclFilter, Operation, PatternType, Permi
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import eos_harness  # noqa: E402
+from eos_harness import acls  # noqa: E402
+from eos_harness.cli import cli  # noqa: E402
 
-CFG = {"input": "in-1", "output": "out-1", "group": "g-1", "bootstrap": "127.0.0.1:1"}
+CFG = eos_harness.HarnessConfig(bootstrap="127.0.0.1:1", input="in-1", output="out-1", group="g-1", seed=1)
 
 
 def test_the_plan_is_exactly_what_each_role_needs():
@@ -48,10 +52,21 @@ def test_nothing_wider_than_needed():
 
 def test_security_settings_per_role():
     assert eos_harness.security(CFG) == {} and eos_harness.security(CFG, "copier") == {}
-    cfg = {**CFG, "security": {"admin": {"security.protocol": "SASL_SSL"}, "copier": {"sasl.username": "c"}}}
+    cfg = replace(CFG, security={"admin": {"security.protocol": "SASL_SSL"}, "copier": {"sasl.username": "c"}})
     assert eos_harness.security(cfg) == {"security.protocol": "SASL_SSL"}
     assert eos_harness.security(cfg, "copier") == {"sasl.username": "c"}
     assert eos_harness.security(cfg, "verifier") == {}
+
+
+def test_the_config_is_frozen_and_reaches_the_copiers_whole():
+    """The copiers get the config pickled (multiprocessing spawn); a change is a new value."""
+    cfg = replace(CFG, secure=True, security={"copier": {"sasl.username": "c"}})
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
+    with pytest.raises(FrozenInstanceError):
+        cfg.messages = 1  # type: ignore[misc]
+    run = eos_harness.HarnessConfig.new_run("b:1", 7, prefix="chaos", group_prefix="chaos", copiers=2)
+    run_id = run.group.removeprefix("chaos-")
+    assert (run.input, run.output, run.copiers, run.seed) == (f"chaos-in-{run_id}", f"chaos-out-{run_id}", 2, 7)
 
 
 def test_security_options_that_do_not_go_together_are_refused(tmp_path):
@@ -69,7 +84,7 @@ def test_security_options_that_do_not_go_together_are_refused(tmp_path):
         (["--start-cluster", "1", "--secure", "--keep-users"], "--keep-users goes with --bootstrap and --secure"),
     ]
     for args, said in cases:
-        result = CliRunner().invoke(eos_harness.cli, ["run", *args])
+        result = CliRunner().invoke(cli, ["run", *args])
         assert result.exit_code == 2 and said in result.output, result.output
 
 
@@ -123,7 +138,7 @@ def test_the_filters_cover_only_what_was_recorded():
 def test_keep_users_leaves_them_and_says_what_is_left():
     grants = eos_harness.Grants(users=["g-1-copier"], acls=eos_harness.acl_plan(CFG)[:1])
     said: list[str] = []
-    out = eos_harness.clean_up({**CFG, "keep_users": True}, grants, echo=said.append)
+    out = eos_harness.clean_up(replace(CFG, keep_users=True), grants, echo=said.append)
     assert out == {"kept": True, "removed_users": [], "removed_acls": [], "left": {
         "user g-1-copier": "kept (--keep-users)",
         "ACL User:g-1-copier ALLOW READ TOPIC:LITERAL:in-1": "kept (--keep-users)"}}
@@ -190,13 +205,13 @@ def test_a_failed_removal_is_asked_again_and_only_for_what_is_left(monkeypatch):
     users = [eos_harness.user_of(CFG, role) for role in eos_harness.ROLES]
     fake = _FakeAdmin(set(users), len(plan))
     monkeypatch.setattr(confluent_kafka.admin, "AdminClient", lambda conf: fake)
-    monkeypatch.setattr(eos_harness.time, "sleep", lambda s: None)
+    monkeypatch.setattr(acls.time, "sleep", lambda s: None)
     said: list[str] = []
     out = eos_harness.revoke_least_privilege(CFG, eos_harness.Grants(users=users, acls=plan), echo=said.append)
     assert [len(c) for c in fake.acl_calls] == [len(plan), 1]  # the second try: only the one that failed
     assert fake.user_calls == [users, users[:1]]
     assert out["left"] == {} and out["removed_users"] == sorted(users[1:])  # the first went with the lost answer
-    assert out["removed_acls"] == sorted(eos_harness._acl_text(f"User:g-1-{role}", rtype, pattern, name, op)
+    assert out["removed_acls"] == sorted(acls._acl_text(f"User:g-1-{role}", rtype, pattern, name, op)
                                          for role, rtype, pattern, name, op in plan)
     assert any("g-1-copier was not on the cluster" in line for line in said)
 
@@ -212,7 +227,7 @@ def test_what_cannot_be_removed_is_reported_not_raised(monkeypatch):
             raise KafkaException(KafkaError(KafkaError._TRANSPORT))
 
     monkeypatch.setattr(confluent_kafka.admin, "AdminClient", lambda conf: Down())
-    monkeypatch.setattr(eos_harness, "REVOKE_WAIT_S", 0.0)
+    monkeypatch.setattr(acls, "REVOKE_WAIT_S", 0.0)
     plan = eos_harness.acl_plan(CFG)
     out = eos_harness.revoke_least_privilege(CFG, eos_harness.Grants(users=["g-1-copier"], acls=plan[:1]),
                                              echo=lambda *a, **k: None)
@@ -239,7 +254,7 @@ def test_a_user_that_exists_already_is_refused_and_nothing_recorded(monkeypatch)
 
     monkeypatch.setattr(confluent_kafka.admin, "AdminClient", lambda conf: Existing())
     grants = eos_harness.Grants()
-    cfg = {**CFG, "security": {"admin": {"security.protocol": "SASL_SSL"}}}
+    cfg = replace(CFG, security={"admin": {"security.protocol": "SASL_SSL"}})
     with pytest.raises(click.ClickException, match="g-1-verifier exists already"):
         eos_harness.grant_least_privilege(cfg, echo=lambda *a, **k: None, grants=grants)
     assert not grants

@@ -1,4 +1,4 @@
-"""scripts/eos_harness.py: the copiers' report files survive a SIGKILL mid-line, and the
+"""scripts/eos_harness: the copiers' report files survive a SIGKILL mid-line, and the
 chaos report's longest stretch without a commit."""
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import eos_harness  # noqa: E402
+from eos_harness.run import _longest_gap  # noqa: E402
 
 
 def test_drain_reads_complete_lines_and_skips_a_torn_one(tmp_path):
-    pool = eos_harness.CopierPool({"copiers": 2}, tmp_path)
+    pool = eos_harness.CopierPool(eos_harness.HarnessConfig("127.0.0.1:1", "in", "out", "g", seed=1, copiers=2),
+                                  tmp_path)
     a = eos_harness.StatsFile(tmp_path / "copier-0-0.jsonl")
     a.put(("commit_at", 1.5, 0))
     a.put(("aborted", "0.0:2"))
@@ -30,6 +32,6 @@ def test_drain_reads_complete_lines_and_skips_a_torn_one(tmp_path):
 
 
 def test_longest_gap_between_consecutive_commits():
-    assert eos_harness._longest_gap([]) is None
-    assert eos_harness._longest_gap([5.0]) is None
-    assert eos_harness._longest_gap([3.0, 1.0, 1.5, 7.25]) == 4.25
+    assert _longest_gap([]) is None
+    assert _longest_gap([5.0]) is None
+    assert _longest_gap([3.0, 1.0, 1.5, 7.25]) == 4.25

@@ -1,0 +1,106 @@
+"""The click CLI: ``python scripts/chaos run ...``."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import click
+
+from .report import REPORT_DIR, write_report
+from .runner import run_scenario
+from .scenarios import CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, SCENARIOS
+
+TARGET_STRETCH_S = 5.0  # issue 19: continuous's longest stretch without a commit
+TARGET_RATE_RATIO = 0.5  # issue 19: continuous's copy rate against the fault-free run
+
+
+@click.group()
+def cli() -> None:
+    """Chaos scenarios over the exactly-once harness."""
+
+
+SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "events", "faults")
+
+
+@cli.command()
+@click.option("--scenario", type=click.Choice([*SCENARIOS, "none", "all"]), default="all", show_default=True)
+@click.option("--seed", type=int, default=None, help="Random seed (printed; reuse it to replay).")
+@click.option("--messages", type=int, default=None,
+              help=f"Messages to copy [4000; continuous and its baseline: {CONT_MESSAGES}].")
+@click.option("--copiers", type=int, default=2, show_default=True)
+@click.option("--duration", type=float, default=None,
+              help=f"Pace the copiers so each copy takes about this many seconds, 0: full speed "
+                   f"[40; continuous and its baseline: {CONT_DURATION_S:.0f}].")
+@click.option("--timeout", type=float, default=None,
+              help=f"Per scenario, seconds [150; continuous: {CONT_TIMEOUT_S:.0f}].")
+@click.option("--baseline/--no-baseline", default=True, show_default=True,
+              help="continuous: first run the same copy without faults (scenario none) for the rate.")
+@click.option("--out", type=click.Path(path_type=Path), default=REPORT_DIR, show_default=True,
+              help="Directory for each scenario's JSON report and SVG timeline.")
+@click.option("--secure", is_flag=True,
+              help="kaas cluster --secure (SASL_SSL, SCRAM, ACLs); the harness's clients run as least-privilege "
+                   "users with only the ACLs they need.")
+def run(scenario: str, seed: int | None, messages: int | None, copiers: int, duration: float | None,
+        timeout: float | None, baseline: bool, out: Path, secure: bool) -> None:
+    """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
+    seed = seed if seed is not None else random.randrange(1 << 30)
+    names = SCENARIOS if scenario == "all" else (scenario,)
+    results = []
+
+    def one(name: str, s: int) -> dict:
+        long = name in ("continuous", "none") and scenario in ("continuous", "none", "all")
+        m = messages or (CONT_MESSAGES if long else 4000)
+        d = duration if duration is not None else (CONT_DURATION_S if long else 40)
+        t = timeout or (CONT_TIMEOUT_S if name == "continuous" else 150)
+        click.echo(f"== scenario {name} (seed {s}, {m} messages, paced to {d:.0f} s{', secure' if secure else ''})")
+        # continuous's report is written below, with its baseline's figures
+        r = run_scenario(name, s, m, copiers, t, click.echo, d, None if name == "continuous" else out, secure)
+        if not r["ok"]:
+            for line in r["violations"] + [f"fatal: {f}" for f in r["fatal"]]:
+                click.echo(f"   {line}")
+            if not r["copy_completed"]:
+                click.echo("   the copy did not complete")
+            click.echo(f"!! scenario {name} FAILED — replay with: python scripts/chaos run --scenario {name} --seed {s}"
+                       f"{' --secure' if secure else ''}")
+        return r
+
+    for i, name in enumerate(names):
+        if name == "continuous" and baseline:
+            base = one("none", seed + i)
+            results.append(base)
+        r = one(name, seed + i)
+        if name == "continuous":
+            rate = r["msgs_per_s"] if r["copy_completed"] else 0.0
+            base_rate = base["msgs_per_s"] if baseline and base["copy_completed"] else None
+            r["baseline_msgs_per_s"] = base_rate
+            r["rate_vs_baseline"] = round(rate / base_rate, 2) if base_rate else None
+            r["targets"] = {
+                "copy completed": r["copy_completed"],
+                f"longest stretch without a commit <= {TARGET_STRETCH_S:.0f} s":
+                    r["longest_no_commit_s"] is not None and r["longest_no_commit_s"] <= TARGET_STRETCH_S,
+                f"rate >= {TARGET_RATE_RATIO:.0%} of fault-free": None if r["rate_vs_baseline"] is None
+                else r["rate_vs_baseline"] >= TARGET_RATE_RATIO,
+                "0 anomalies": r["ok"]}
+            write_report(r, out, click.echo)
+        results.append(r)
+    click.echo(f"{'scenario':<26} {'seed':>11} {'msgs':>6} {'kills':>5} {'recovery s':>10} {'stretch s':>9} "
+               f"{'msgs/s':>7} {'txn ok':>7} {'aborted':>7} {'dups':>5} {'lost':>5} {'aborted visible':>15} "
+               f"{'offsets':>7} {'secs':>6}  result")
+    for r in results:
+        rec = "-" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}"
+        stretch = "-" if r["longest_no_commit_s"] is None else f"{r['longest_no_commit_s']:.2f}"
+        name = r["scenario"] + (" (secure)" if r.get("secure") else "")
+        click.echo(f"{name:<26} {r['seed']:>11} {r['messages']:>6} {r['kills']:>5} {rec:>10} {stretch:>9} "
+                   f"{r['msgs_per_s']:>7} {r['transactions_committed']:>7} {r['transactions_aborted']:>7} "
+                   f"{r['duplicates']:>5} {r['losses']:>5} {r['aborted_visible']:>15} {str(r['offsets_match']):>7} "
+                   f"{r['seconds']:>6}  {'ok' if r['ok'] else 'FAILED'}")
+    for r in results:
+        for target, met in r.get("targets", {}).items():
+            click.echo(f"  {r['scenario']} target: {target}: {'-' if met is None else 'yes' if met else 'NO'}")
+    for r in results:
+        click.echo(json.dumps({k: v for k, v in r.items() if k not in SUMMARY_SKIP}))
+    sys.exit(0 if all(r["ok"] for r in results) else 1)
+

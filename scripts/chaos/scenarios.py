@@ -1,0 +1,218 @@
+"""The scenarios: when each fault lands, as the harness copies (``Chaos``, called about
+every 0.2 s from ``eos_harness.run_harness``'s loop, or a thread of its own for the
+scenarios that go by the clock). A new scenario is a name in ``SCENARIOS`` and a branch
+of ``Chaos.__call__`` (a method of its own when it has more than a few lines).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+
+from kaas import failpoints
+from kaas.testing import ClusterProcess
+
+from .faults import Faults, controller_of, txn_coordinator_of
+
+ENDTXN_POINTS = ("endtxn.after_prepare", "endtxn.after_local_markers", "endtxn.after_enqueue",
+                 "endtxn.before_complete")
+ROUNDS = 2  # endtxn-failpoints cycles through the points this many times
+ARM_WAIT_S = 8.0  # a point not hit within this long is skipped
+SETTLE_S = 2.0  # after a crash, before arming the next point
+FIRST_FAULT_S = 2.0  # after the first committed transaction, before the first fault
+DISK_FULL_ROUNDS = 3  # disk-full: how often the volume is filled and freed
+# disk-full: how long the volume stays full
+DISK_FULL_HOLD_S = float(os.environ.get("KAAS_CHAOS_DISK_FULL_HOLD_S", "4"))
+DISK_FULL_GAP_S = 6.0  # disk-full: how long it has room between two full spells
+DISK_FULL_SIZE = "256m"  # disk-full: the tmpfs holding the cluster's data directory
+CONT_SECONDS = 60.0  # continuous: how long the faults go on
+CONT_KILL_EVERY_S = 4.0  # continuous: a broker SIGKILLed this often, in rotation
+CONT_COPIER_KILL_AT_S = 18.0  # continuous: a copier SIGKILLed this far into the faults...
+CONT_COPIER_DOWN_S = 2.0  # ...and restarted this much later
+CONT_STOP_AT_S = 37.0  # continuous: a copier's transaction coordinator SIGSTOPped then...
+CONT_STOP_FOR_S = 6.0  # ...for this long
+CONT_MESSAGES = 15000  # continuous (and its baseline): default size
+CONT_DURATION_S = 75.0  # continuous: the copy is paced to take this long without faults
+CONT_TIMEOUT_S = 300.0  # continuous: copy timeout
+
+
+class Chaos(Faults):
+    """Calls faults into a running cluster on a schedule; every fault is logged."""
+
+    def __init__(self, scenario: str, cluster: ClusterProcess, rnd: random.Random, echo,
+                 transactional_id: str = "") -> None:
+        super().__init__(cluster, echo)
+        self.scenario = scenario
+        self.rnd = rnd
+        self.next_at = 0.0
+        self.started_at: float | None = None
+        self.transactional_id = transactional_id  # a copier's: pause-coordinator stops its coordinator
+        self.step = 0
+        self.paused: tuple[int, float] | None = None
+        self.armed: tuple[str, float] | None = None  # (failpoint, when armed)
+        self.copiers = None  # eos_harness.CopierPool, set by run_harness
+
+    def _continuous(self) -> None:
+        """The continuous scenario's faults, by the clock: a broker SIGKILLed every
+        ``CONT_KILL_EVERY_S`` in rotation (skipping a stopped one) for ``CONT_SECONDS``; one
+        copier SIGKILLed and restarted; a copier's transaction coordinator SIGSTOPped for
+        ``CONT_STOP_FOR_S`` once. A thread of its own: the harness's loop may block for
+        seconds on a moving coordinator."""
+        f0 = time.monotonic()
+        plan: list[tuple[float, str, int]] = [(k * CONT_KILL_EVERY_S, "kill", k)
+                                              for k in range(int(CONT_SECONDS / CONT_KILL_EVERY_S))]
+        plan += [(CONT_COPIER_KILL_AT_S, "copier-kill", 0), (CONT_COPIER_KILL_AT_S + CONT_COPIER_DOWN_S,
+                                                              "copier-restart", 0),
+                 (CONT_STOP_AT_S, "stop", 0), (CONT_STOP_AT_S + CONT_STOP_FOR_S, "cont", 0)]
+        plan.sort()
+        stopped: int | None = None
+        victim = max(0, (self.copiers.cfg.copiers if self.copiers else 1) - 1)  # the last copier
+        for at, what, k in plan:
+            while not self.done and time.monotonic() - f0 < at:
+                time.sleep(min(0.02, at - (time.monotonic() - f0)))
+            if self.done:
+                return
+            if what == "kill":
+                bid = k % self.cluster.n
+                if bid == stopped:
+                    bid = (bid + 1) % self.cluster.n
+                self.kill_broker(bid)
+            elif what == "copier-kill" and self.copiers is not None:
+                pid = self.copiers.kill(victim)
+                self.log(f"SIGKILL copier {victim} (pid {pid})", time.time(), "copier-kill")
+            elif what == "copier-restart" and self.copiers is not None:
+                self.copiers.restart(victim)
+                self.log(f"copier {victim} restarted (same transactional id)", kind="copier-restart")
+            elif what == "stop":
+                try:
+                    bid = txn_coordinator_of(self.cluster.data, self.transactional_id)
+                except (OSError, ValueError, KeyError):
+                    bid = self.rnd.randrange(self.cluster.n)
+                self.cluster.signal(bid, signal.SIGSTOP)
+                stopped = bid
+                self.log(f"SIGSTOP broker {bid} (coordinator of {self.transactional_id}) for "
+                         f"{CONT_STOP_FOR_S:.0f} s", time.time(), "stop")
+            elif what == "cont" and stopped is not None:
+                try:
+                    self.cluster.signal(stopped, signal.SIGCONT)
+                except (OSError, ValueError):
+                    pass
+                self.log(f"SIGCONT broker {stopped}", kind="cont")
+                stopped = None
+        self.log("continuous: faults over")
+
+    def _disk_full_rounds(self) -> None:
+        """Fill the volume, hold it full, free it; ``DISK_FULL_ROUNDS`` times, in a thread of
+        its own so the full spells last exactly as long as said, whatever the harness's
+        main loop (which calls the chaos) is blocked on meanwhile."""
+        for i in range(DISK_FULL_ROUNDS):
+            if self.done:
+                return
+            written = self.fill_volume(i)
+            self.log(f"volume full ({written >> 20} MiB filler) for {DISK_FULL_HOLD_S:.0f} s", time.time(), "disk")
+            time.sleep(DISK_FULL_HOLD_S)
+            self.free_volume()
+            self.log("volume freed", kind="disk")
+            time.sleep(DISK_FULL_GAP_S)
+
+    def _endtxn_step(self, elapsed: float) -> None:
+        """Arm the next EndTxn failpoint on every broker; once a broker crashed on it (its
+        file is renamed ``.fired``), or it did not fire within ``ARM_WAIT_S``, disarm and
+        arm the next one ``SETTLE_S`` later, cycling through the points ``ROUNDS`` times."""
+        run = self.cluster.data / "run"
+        n = self.cluster.n
+        if self.armed is not None:
+            point, since = self.armed
+            fired = [b for b in range(n) if (run / f"failpoints-{b}.fired").exists()]
+            if not fired and elapsed - since < ARM_WAIT_S:
+                return
+            # the crash came right after the rename to .fired: its ctime (rename changes it)
+            when = min((run / f"failpoints-{b}.fired").stat().st_ctime for b in fired) if fired else 0.0
+            for b in range(n):
+                failpoints.disarm(run, b)
+                (run / f"failpoints-{b}.fired").unlink(missing_ok=True)
+            if fired:
+                self.log(f"broker {fired} crashed at {point}", when, "kill")
+            else:
+                self.log(f"{point} did not fire in {ARM_WAIT_S} s")
+            self.armed = None
+            self.step += 1
+            self.next_at = elapsed + SETTLE_S
+            return
+        if self.step >= ROUNDS * len(ENDTXN_POINTS):
+            return
+        point = ENDTXN_POINTS[self.step % len(ENDTXN_POINTS)]
+        for b in range(n):
+            failpoints.arm(run, b, {point: {"action": "crash", "count": 1}})
+        self.log(f"armed {point} (crash) on every broker")
+        self.armed = (point, elapsed)
+
+    def __call__(self, elapsed: float, commits: int = 1) -> None:
+        if self.started_at is None:
+            # Faults start once the copiers are in their stride (a first transaction
+            # committed): a fault during their start-up would measure nothing.
+            if commits == 0:
+                return
+            self.started_at = elapsed
+            self.next_at = elapsed + FIRST_FAULT_S
+        if self.scenario == "disk-full":
+            if elapsed >= self.next_at and self.step == 0:
+                self.step = 1
+                threading.Thread(target=self._disk_full_rounds, name="disk-full", daemon=True).start()
+            return
+        if self.scenario == "continuous":
+            if elapsed >= self.next_at and self.step == 0:
+                self.step = 1
+                threading.Thread(target=self._continuous, name="continuous", daemon=True).start()
+            return
+        if self.scenario == "none":
+            return
+        if self.paused is not None and elapsed >= self.paused[1]:
+            bid = self.paused[0]
+            try:
+                self.cluster.signal(bid, signal.SIGCONT)
+            except OSError:
+                pass
+            self.log(f"SIGCONT broker {bid}", kind="cont")
+            self.paused = None
+        if elapsed < self.next_at:
+            return
+        s = self.scenario
+        if s == "endtxn-failpoints":
+            self._endtxn_step(elapsed)
+        elif s == "random-kills":
+            if self.step < 4:
+                self.kill_broker(self.rnd.randrange(self.cluster.n))
+                self.step += 1
+                self.next_at = elapsed + self.rnd.uniform(3.0, 6.0)
+        elif s == "pause-coordinator":
+            if self.step < 1:
+                try:
+                    bid = txn_coordinator_of(self.cluster.data, self.transactional_id)
+                except (OSError, ValueError, KeyError):
+                    bid = self.rnd.randrange(self.cluster.n)
+                self.cluster.signal(bid, signal.SIGSTOP)
+                self.log(f"SIGSTOP broker {bid} (coordinator of {self.transactional_id}) for 6 s "
+                         f"(session timeout 3 s)", time.time(), "stop")
+                self.paused = (bid, elapsed + 6.0)
+                self.step += 1
+                self.next_at = elapsed + 10.0
+        elif s == "kill-controller":
+            if self.step < 2:
+                self.kill_broker(controller_of(self.cluster.data))
+                self.step += 1
+                self.next_at = elapsed + 6.0
+        elif s == "kill-all":
+            if self.step < 1:
+                for bid in range(self.cluster.n):
+                    self.kill_broker(bid)
+                self.step += 1
+                self.next_at = elapsed + 1000
+
+
+SCENARIOS = ("endtxn-failpoints", "random-kills", "pause-coordinator", "kill-controller", "kill-all",
+             "disk-full", "continuous")
+
