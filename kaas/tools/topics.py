@@ -5,43 +5,76 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 import click
 from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+from kio.schema.create_topics.v7.response import CreateTopicsResponse
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.delete_topics.v6.response import DeleteTopicsResponse
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.response import MetadataResponse
+from kio.schema.types import TopicName
+from kio.static.primitive import i8, i16, i32, i32Timedelta
 
 from kaas.tools._wire import bootstrap_option, code_name, command_config_option, json_option, open_cluster
 from kaas.tools.output import cell, emit, table
 
-TOPIC_RESOURCE = 2
+TOPIC_RESOURCE = i8(2)
 SOURCE_TOPIC = 1  # DescribeConfigs config_source of a per-topic override
-ADMIN_TIMEOUT = datetime.timedelta(seconds=30)  # CreateTopics/DeleteTopics: answered once the cluster serves it
+# CreateTopics/DeleteTopics: answered once the cluster serves it
+ADMIN_TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=30))
 
 
-def _topic_rows(md) -> list[dict]:
+class PartitionRow(TypedDict):
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+    error: str | None
+
+
+class TopicRow(TypedDict):
+    """A topic of a Metadata response; ``describe`` adds its config overrides (or the
+    error that kept them)."""
+
+    name: str | None  # (null only for a topic asked by id, which these commands never do)
+    topic_id: str | None
+    error: str | None
+    internal: bool
+    partition_count: int
+    replication_factor: int
+    partitions: list[PartitionRow]
+    configs: NotRequired[dict[str, str | None] | None]
+    configs_error: NotRequired[str]
+
+
+def _topic_rows(md: MetadataResponse) -> list[TopicRow]:
     out = []
     for t in md.topics:
         parts = sorted(t.partitions, key=lambda p: p.partition_index)
-        out.append({
-            "name": t.name, "topic_id": str(t.topic_id) if t.topic_id else None,
-            "error": code_name(t.error_code) if t.error_code != ErrorCode.none else None,
-            "internal": t.is_internal, "partition_count": len(parts),
+        out.append(TopicRow(
+            name=t.name, topic_id=str(t.topic_id) if t.topic_id else None,
+            error=code_name(t.error_code) if t.error_code != ErrorCode.none else None,
+            internal=t.is_internal, partition_count=len(parts),
             # as Apache's kafka-topics: the replica count of the first partition
-            "replication_factor": len(parts[0].replica_nodes) if parts else 0,
-            "partitions": [{"partition": p.partition_index, "leader": p.leader_id, "leader_epoch": p.leader_epoch,
-                            "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes),
-                            "offline": list(p.offline_replicas),
-                            "error": code_name(p.error_code) if p.error_code != ErrorCode.none else None}
-                           for p in parts],
-        })
+            replication_factor=len(parts[0].replica_nodes) if parts else 0,
+            partitions=[PartitionRow(partition=p.partition_index, leader=p.leader_id, leader_epoch=p.leader_epoch,
+                                     replicas=list(p.replica_nodes), isr=list(p.isr_nodes),
+                                     offline=list(p.offline_replicas),
+                                     error=code_name(p.error_code) if p.error_code != ErrorCode.none else None)
+                        for p in parts],
+        ))
     out.sort(key=lambda r: r["name"] or "")
     return out
 
 
 def _parse_configs(items: tuple[str, ...]) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -62,7 +95,8 @@ def topics() -> None:
 def list_(bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """Every topic with its partition count and topic id."""
     with open_cluster(bootstrap, command_config) as c:
-        rows = [{k: r[k] for k in ("name", "partition_count", "topic_id")} for r in _topic_rows(c.metadata(None))]
+        rows = [{"name": r["name"], "partition_count": r["partition_count"], "topic_id": r["topic_id"]}
+                for r in _topic_rows(c.metadata(None))]
     emit(rows, as_json, lambda: table(rows, ["name", "partition_count", "topic_id"]))
 
 
@@ -81,13 +115,13 @@ def describe(names: tuple[str, ...], bootstrap: str, command_config: Path | None
             errs = ", ".join(f"{r['name']} ({r['error']})" for r in rows if r["error"])
             raise click.ClickException(f"cannot describe {errs}")
         if rows:
-            res = c.call_any(DescribeConfigsRequest(
-                resources=tuple(DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=r["name"],
+            res: DescribeConfigsResponse = c.call_any(DescribeConfigsRequest(
+                resources=tuple(DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=r["name"] or "",
                                                         configuration_keys=None) for r in rows),
                 include_synonyms=False, include_documentation=False))
             by_name = {x.resource_name: x for x in res.results}
             for r in rows:
-                cfg = by_name.get(r["name"])
+                cfg = by_name.get(r["name"] or "")
                 if cfg is None or cfg.error_code != ErrorCode.none:
                     r["configs"] = None
                     r["configs_error"] = code_name(cfg.error_code) if cfg is not None else "NO_ANSWER"
@@ -95,7 +129,7 @@ def describe(names: tuple[str, ...], bootstrap: str, command_config: Path | None
                     r["configs"] = {e.name: e.value for e in cfg.configs if e.config_source == SOURCE_TOPIC}
 
     def human() -> list[str]:
-        out = []
+        out: list[str] = []
         for r in rows:
             cfg = r.get("configs")
             cfg_text = ",".join(f"{k}={v}" for k, v in sorted(cfg.items())) if cfg else (
@@ -131,11 +165,12 @@ def create(name: str, partitions: int, replication_factor: int, configs: tuple[s
     with open_cluster(bootstrap, command_config) as c:
         c.metadata([])
         req = CreateTopicsRequest(
-            topics=(CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor,
+            topics=(CreatableTopic(name=TopicName(name), num_partitions=i32(partitions),
+                                   replication_factor=i16(replication_factor),
                                    assignments=(), configs=tuple(CreatableTopicConfig(name=k, value=v)
                                                                  for k, v in cfg.items())),),
             timeout=ADMIN_TIMEOUT, validate_only=validate_only)
-        r = c.call_controller(req)
+        r: CreateTopicsResponse = c.call_controller(req)
     t = r.topics[0]
     if t.error_code == ErrorCode.topic_already_exists and if_not_exists:
         out = {"name": name, "created": False, "exists": True, "topic_id": None, "partitions": None, "configs": cfg}
@@ -161,13 +196,15 @@ def delete(names: tuple[str, ...], if_exists: bool, bootstrap: str, command_conf
     """Delete TOPICs (DeleteTopics)."""
     with open_cluster(bootstrap, command_config) as c:
         c.metadata([])
-        r = c.call_controller(DeleteTopicsRequest(topics=tuple(DeleteTopicState(name=n, topic_id=None) for n in names),
-                                                  timeout=ADMIN_TIMEOUT))
-    rows, failed = [], []
+        r: DeleteTopicsResponse = c.call_controller(DeleteTopicsRequest(
+            topics=tuple(DeleteTopicState(name=TopicName(n), topic_id=None) for n in names), timeout=ADMIN_TIMEOUT))
+    rows: list[dict[str, object]] = []
+    failed: list[str] = []
     for x in r.responses:
         code = x.error_code
-        row = {"name": x.name, "topic_id": str(x.topic_id) if x.topic_id else None,
-               "deleted": code == ErrorCode.none, "error": None if code == ErrorCode.none else code_name(code)}
+        error = None if code == ErrorCode.none else code_name(code)
+        row: dict[str, object] = {"name": x.name, "topic_id": str(x.topic_id) if x.topic_id else None,
+                                  "deleted": code == ErrorCode.none, "error": error}
         rows.append(row)
         if code != ErrorCode.none and not (if_exists and code == ErrorCode.unknown_topic_or_partition):
             failed.append(f"{x.name} ({code_name(code)})")
