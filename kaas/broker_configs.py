@@ -12,6 +12,7 @@ follows them. The file and its one writer are ``kaas.storage.broker_configs``.
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from typing import TypedDict
 
 from kaas import configs
 from kaas.domain import broker_configs as dyn
@@ -133,6 +134,18 @@ def validate(layer: dict[str, str], *, per_broker: bool) -> Refusal | None:
     return None
 
 
+class ConfigEntry(TypedDict):
+    """A broker config as DescribeConfigs lists it (``broker_entries``, ``default_entries``)."""
+
+    name: str
+    value: str | None  # (None: a sensitive one)
+    source: int
+    read_only: bool
+    sensitive: bool
+    type: str
+    synonyms: list[tuple[str, str, int]]  # (name, value, source), highest precedence first
+
+
 def in_force(default: dict[str, str], mine: dict[str, str]) -> dict[str, tuple[str, int]]:
     """The dynamic values in force on a broker (name -> (value, source))."""
     return dyn.merge(default, mine)
@@ -162,11 +175,11 @@ def _synonym_rows(static: Settings, values: dict[str, tuple[str, int]], default:
     return rows
 
 
-def broker_entries(static: Settings, default: dict[str, str], mine: dict[str, str]) -> list[dict]:
+def broker_entries(static: Settings, default: dict[str, str], mine: dict[str, str]) -> list[ConfigEntry]:
     """Every config DescribeConfigs lists for a broker: name, value, source, read_only,
     sensitive, type and synonyms (highest precedence first)."""
     values = in_force(default, mine)
-    out: dict[str, dict] = {}
+    out: dict[str, ConfigEntry] = {}
     names = list(STATIC) + [n for n in dyn.DYNAMIC if dyn.DYNAMIC[n].target] + sorted(values)
     for name in names:
         if name in out:
@@ -196,10 +209,10 @@ def broker_entries(static: Settings, default: dict[str, str], mine: dict[str, st
     return list(out.values())
 
 
-def default_entries(default: dict[str, str]) -> list[dict]:
+def default_entries(default: dict[str, str]) -> list[ConfigEntry]:
     """DescribeConfigs of the cluster-wide default (resource name ``""``): its dynamic
     values only, as Apache lists them."""
-    out = []
+    out: list[ConfigEntry] = []
     for name, value in sorted(default.items()):
         key = dyn.key_of(name)
         kind = key.type if key is not None else "string"
