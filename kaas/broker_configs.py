@@ -12,7 +12,7 @@ follows them. The file and its one writer are ``kaas.storage.broker_configs``.
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from kaas import configs
 from kaas.domain import broker_configs as dyn
@@ -88,7 +88,7 @@ READ_ONLY: frozenset[str] = frozenset({n for n in STATIC if n not in dyn.DYNAMIC
 _DEFAULTS = Settings()
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, tuple):
@@ -127,7 +127,7 @@ def validate(layer: dict[str, str], *, per_broker: bool) -> Refusal | None:
             if err:
                 return Refusal("invalid_config", f"Invalid value {value} for configuration {name}: {err}")
         if name == "sasl.enabled.mechanisms":
-            unknown = [m for m in dyn.convert(dyn.DYNAMIC[name], value) if m not in SASL_MECHANISMS]
+            unknown = [m for m in dyn.convert_list(value) if m not in SASL_MECHANISMS]
             if unknown:
                 return Refusal("invalid_config", f"Invalid value {value} for configuration {name}: kaas serves "
                                                  f"{', '.join(SASL_MECHANISMS)}")
@@ -155,13 +155,14 @@ def effective(static: Settings, default: dict[str, str], mine: dict[str, str]) -
     """The Settings a broker runs with: its options, with the dynamic layers over them."""
     changed, topic_defaults = dyn.resolve(default, mine)
     names = {f.name for f in fields(Settings)}
-    changed = {k: v for k, v in changed.items() if k in names}
-    return replace(static, **changed, topic_defaults=topic_defaults)
+    # (each value of its field's type, ``dyn.convert`` by the key's: mypy cannot check it through **)
+    overrides: dict[str, Any] = {k: v for k, v in changed.items() if k in names}
+    return replace(static, **overrides, topic_defaults=topic_defaults)
 
 
 def _synonym_rows(static: Settings, values: dict[str, tuple[str, int]], default: dict[str, str],
                   mine: dict[str, str], names: tuple[str, ...]) -> list[tuple[str, str, int]]:
-    rows = []
+    rows: list[tuple[str, str, int]] = []
     for s in names:
         if s in mine:
             rows.append((s, mine[s], SOURCE_DYNAMIC_BROKER))
@@ -171,7 +172,9 @@ def _synonym_rows(static: Settings, values: dict[str, tuple[str, int]], default:
         if sv is not None:
             if sv[1] == SOURCE_STATIC_BROKER:
                 rows.append((s, sv[0], SOURCE_STATIC_BROKER))
-            rows.append((s, static_value(_DEFAULTS, s)[0], SOURCE_DEFAULT))  # type: ignore[index]
+            dv = static_value(_DEFAULTS, s)
+            assert dv is not None  # (kaas has the option: sv says so)
+            rows.append((s, dv[0], SOURCE_DEFAULT))
     return rows
 
 
