@@ -12,6 +12,7 @@ follows them. The file and its one writer are ``kaas.storage.broker_configs``.
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from typing import Any, TypedDict
 
 from kaas import configs
 from kaas.domain import broker_configs as dyn
@@ -87,7 +88,7 @@ READ_ONLY: frozenset[str] = frozenset({n for n in STATIC if n not in dyn.DYNAMIC
 _DEFAULTS = Settings()
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, tuple):
@@ -126,11 +127,23 @@ def validate(layer: dict[str, str], *, per_broker: bool) -> Refusal | None:
             if err:
                 return Refusal("invalid_config", f"Invalid value {value} for configuration {name}: {err}")
         if name == "sasl.enabled.mechanisms":
-            unknown = [m for m in dyn.convert(dyn.DYNAMIC[name], value) if m not in SASL_MECHANISMS]
+            unknown = [m for m in dyn.convert_list(value) if m not in SASL_MECHANISMS]
             if unknown:
                 return Refusal("invalid_config", f"Invalid value {value} for configuration {name}: kaas serves "
                                                  f"{', '.join(SASL_MECHANISMS)}")
     return None
+
+
+class ConfigEntry(TypedDict):
+    """A broker config as DescribeConfigs lists it (``broker_entries``, ``default_entries``)."""
+
+    name: str
+    value: str | None  # (None: a sensitive one)
+    source: int
+    read_only: bool
+    sensitive: bool
+    type: str
+    synonyms: list[tuple[str, str, int]]  # (name, value, source), highest precedence first
 
 
 def in_force(default: dict[str, str], mine: dict[str, str]) -> dict[str, tuple[str, int]]:
@@ -142,13 +155,14 @@ def effective(static: Settings, default: dict[str, str], mine: dict[str, str]) -
     """The Settings a broker runs with: its options, with the dynamic layers over them."""
     changed, topic_defaults = dyn.resolve(default, mine)
     names = {f.name for f in fields(Settings)}
-    changed = {k: v for k, v in changed.items() if k in names}
-    return replace(static, **changed, topic_defaults=topic_defaults)
+    # (each value of its field's type, ``dyn.convert`` by the key's: mypy cannot check it through **)
+    overrides: dict[str, Any] = {k: v for k, v in changed.items() if k in names}
+    return replace(static, **overrides, topic_defaults=topic_defaults)
 
 
 def _synonym_rows(static: Settings, values: dict[str, tuple[str, int]], default: dict[str, str],
                   mine: dict[str, str], names: tuple[str, ...]) -> list[tuple[str, str, int]]:
-    rows = []
+    rows: list[tuple[str, str, int]] = []
     for s in names:
         if s in mine:
             rows.append((s, mine[s], SOURCE_DYNAMIC_BROKER))
@@ -158,15 +172,17 @@ def _synonym_rows(static: Settings, values: dict[str, tuple[str, int]], default:
         if sv is not None:
             if sv[1] == SOURCE_STATIC_BROKER:
                 rows.append((s, sv[0], SOURCE_STATIC_BROKER))
-            rows.append((s, static_value(_DEFAULTS, s)[0], SOURCE_DEFAULT))  # type: ignore[index]
+            dv = static_value(_DEFAULTS, s)
+            assert dv is not None  # (kaas has the option: sv says so)
+            rows.append((s, dv[0], SOURCE_DEFAULT))
     return rows
 
 
-def broker_entries(static: Settings, default: dict[str, str], mine: dict[str, str]) -> list[dict]:
+def broker_entries(static: Settings, default: dict[str, str], mine: dict[str, str]) -> list[ConfigEntry]:
     """Every config DescribeConfigs lists for a broker: name, value, source, read_only,
     sensitive, type and synonyms (highest precedence first)."""
     values = in_force(default, mine)
-    out: dict[str, dict] = {}
+    out: dict[str, ConfigEntry] = {}
     names = list(STATIC) + [n for n in dyn.DYNAMIC if dyn.DYNAMIC[n].target] + sorted(values)
     for name in names:
         if name in out:
@@ -196,10 +212,10 @@ def broker_entries(static: Settings, default: dict[str, str], mine: dict[str, st
     return list(out.values())
 
 
-def default_entries(default: dict[str, str]) -> list[dict]:
+def default_entries(default: dict[str, str]) -> list[ConfigEntry]:
     """DescribeConfigs of the cluster-wide default (resource name ``""``): its dynamic
     values only, as Apache lists them."""
-    out = []
+    out: list[ConfigEntry] = []
     for name, value in sorted(default.items()):
         key = dyn.key_of(name)
         kind = key.type if key is not None else "string"

@@ -10,18 +10,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas import counters
 from kaas.errors import CloseConnection
-from kaas.handlers import REGISTRY, Context, versions_table
+from kaas.handlers import REGISTRY, Context, Handler, versions_table
 from kaas.handlers.session import Session
 from kaas.wire import codec
 from kaas.wire.build import build
 from kaas.wire.framing import frame as size_prefixed
+
+if TYPE_CHECKING:
+    from kio.static.protocol import RequestPayload
+
+    from kaas.broker import Broker
 
 log = structlog.get_logger()
 
@@ -50,15 +55,15 @@ class Prepared:
     api_key: int
     version: int
     corr: int
-    handler: Any = None
+    handler: Handler | None = None
     ctx: Context | None = None
-    body: Any = None
+    body: RequestPayload | None = None  # of a version the handler serves
     response: bytes | memoryview | None = None
     size: int = 0  # request frame bytes on the wire (size prefix included), for metrics
     raw: bool = False  # a raw SASL token (after SaslHandshake v0): answered without a header
 
 
-def _raw_token(broker, frame: codec.Buffer, peer: str, lapses: int, session: Session) -> Prepared:
+def _raw_token(broker: Broker, frame: codec.Buffer, peer: str, lapses: int, session: Session) -> Prepared:
     """A frame of a SaslHandshake v0 exchange: the token, as the body of a SaslAuthenticate
     v0 (no correlation id: the answer carries none)."""
     handler = REGISTRY[SASL_AUTHENTICATE]
@@ -67,7 +72,7 @@ def _raw_token(broker, frame: codec.Buffer, peer: str, lapses: int, session: Ses
     return Prepared(SASL_AUTHENTICATE, 0, -1, handler, ctx, body, size=len(frame) + 4, raw=True)
 
 
-def prepare(broker, frame: codec.Buffer, peer: str, lapses: int = 0, session: Session | None = None,
+def prepare(broker: Broker, frame: codec.Buffer, peer: str, lapses: int = 0, session: Session | None = None,
             now: float | None = None) -> Prepared:
     """Check the key/version and decode one frame, synchronously.
 
@@ -107,14 +112,17 @@ def prepare(broker, frame: codec.Buffer, peer: str, lapses: int = 0, session: Se
 
 async def execute(p: Prepared) -> bytes | memoryview | None:
     """Run a prepared request. Returns the framed response, or None (acks=0)."""
-    if p.handler is None:
+    if p.handler is None or p.ctx is None or p.body is None:
         return p.response
     t0 = perf_counter()
     out: bytes | memoryview | None = None
     try:
-        result = await p.handler.module.handle(p.ctx, p.body)
+        result = await p.handler.handle(p.ctx, p.body)
         if p.raw:  # a raw token's answer, or nothing (a failure: the connection closes)
-            out = size_prefixed(result["auth_bytes"]) if result["error_code"] == ErrorCode.none else None
+            assert isinstance(result, dict)  # SaslAuthenticate's
+            token = result["auth_bytes"]
+            assert isinstance(token, bytes)
+            out = size_prefixed(token) if result["error_code"] == ErrorCode.none else None
             return out
         if result is not None:
             if isinstance(result, dict):  # (bytes: a body the handler encoded once)
@@ -128,7 +136,7 @@ async def execute(p: Prepared) -> bytes | memoryview | None:
         counters.record_request(p.api_key, p.size, out, perf_counter() - t0)
 
 
-async def dispatch(broker, frame: codec.Buffer, peer: str) -> bytes | memoryview | None:
+async def dispatch(broker: Broker, frame: codec.Buffer, peer: str) -> bytes | memoryview | None:
     """Answer one request frame.
 
     Returns:

@@ -59,15 +59,21 @@ MarkerResult = dict[tuple[str, int], ErrorCode]
 
 
 class PeerEndpoint(Protocol):
-    host: str
-    port: int
-    protocol: str
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def protocol(self) -> str: ...
 
 
 class PeerAddress(Protocol):
-    host: str
-    port: int
-    pid: int
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def pid(self) -> int: ...
 
     def peer_endpoint(self, listener: str) -> PeerEndpoint | None: ...
 

@@ -19,6 +19,7 @@ from kaas.storage.topics import TopicMeta, remove_topic_data, valid_topic_name
 if TYPE_CHECKING:
     from kaas.broker.partition import Partition
     from kaas.broker.ports import AdminHost
+    from kaas.storage.segment import LogConfig
 
 log = structlog.get_logger()
 
@@ -170,7 +171,7 @@ class TopicAdmin:
         ``force``: the broker defaults changed (a dynamic broker config), so every topic."""
         if force:
             self._applied_meta.clear()
-        fresh: dict[str, object] = {}
+        fresh: dict[str, LogConfig] = {}
         for (name, _index), part in list(self.broker.partitions.items()):
             meta = self.broker.topics.get(name)
             if meta is None or self._applied_meta.get(name) is meta:

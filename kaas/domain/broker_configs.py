@@ -372,7 +372,11 @@ def pick(values: Mapping[str, tuple[str, int]], name: str) -> tuple[str, str, in
     return None
 
 
-def convert(key: Key, value: str):
+Value = int | float | bool | tuple[str, ...] | str
+"""A dynamic config's value as its Settings field holds it (``convert``)."""
+
+
+def convert(key: Key, value: str) -> Value:
     """A value as the target's Python type (scaled): int, float, bool, tuple or str."""
     v = value.strip()
     if key.type in ("int", "long", "short"):
@@ -382,11 +386,16 @@ def convert(key: Key, value: str):
     if key.type == "boolean":
         return v.lower() == "true"
     if key.type == "list":
-        return tuple(x.strip() for x in v.split(",") if x.strip())
+        return convert_list(v)
     return v
 
 
-def resolve(default: Mapping[str, str], broker: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
+def convert_list(value: str) -> tuple[str, ...]:
+    """A list config's value (``convert`` of a ``list`` key) as its items."""
+    return tuple(x.strip() for x in value.split(",") if x.strip())
+
+
+def resolve(default: Mapping[str, str], broker: Mapping[str, str]) -> tuple[dict[str, Value], dict[str, str]]:
     """What the dynamic layers change on one broker.
 
     Returns:
@@ -394,7 +403,7 @@ def resolve(default: Mapping[str, str], broker: Mapping[str, str]) -> tuple[dict
         SETTING and TOPIC keys in force; NONE keys change nothing.
     """
     values = merge(default, broker)
-    fields: dict[str, object] = {}
+    fields: dict[str, Value] = {}
     topics: dict[str, str] = {}
     seen: set[str] = set()
     for name in values:

@@ -76,6 +76,7 @@ import types
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 from kio.schema.errors import ErrorCode
 
@@ -88,11 +89,13 @@ __all__ = [
     "UNKNOWN_MEMBER_ID",
     "Effect",
     "Group",
+    "GroupDescription",
     "GroupState",
     "JoinMember",
     "JoinReply",
     "LeaveMemberResult",
     "LeaveResult",
+    "MemberDescription",
     "Member",
     "SyncReply",
     "restored_session_deadline",
@@ -138,6 +141,29 @@ def restored_session_deadline(last_heartbeat_ms: int | None, session_timeout_ms:
         return now_ms + session_timeout_ms
     return max(min(last_heartbeat_ms, now_ms) + session_timeout_ms,
                now_ms + restored_session_floor_ms(session_timeout_ms))
+
+
+class MemberDescription(TypedDict):
+    """A member as DescribeGroups reports it (``Group.describe``)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+class GroupDescription(TypedDict):
+    """A group as DescribeGroups reports it (``Group.describe``): a plain dict."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    generation_id: NotRequired[int]  # (not of a group known only by its offsets file)
+    leader_id: NotRequired[str | None]
+    members: list[MemberDescription]
 
 
 class GroupState(enum.Enum):
@@ -686,7 +712,7 @@ class Group:
             member_id, group_instance_id, generation_id, transactional=True
         )
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> GroupDescription:
         """DescribeGroups view.
 
         Returns:

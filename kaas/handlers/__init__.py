@@ -1,41 +1,56 @@
 """One module per Kafka API. Each module defines API_KEY, VERSIONS = (min, max) and
-``async def handle(ctx, req)`` returning a dict (built into the response class of the
-request's version), a kio response object, or None (no response: Produce acks=0).
+``async def handle(ctx: Context, req: <the kio request classes of its versions>)``
+returning an ``Answer``: a dict (built into the response class of the request's
+version), a kio response object (a controller's, forwarded), an encoded body, or None
+(no response: Produce acks=0). Each module is checked against ``HandlerModule``.
 
 The registry built here is the one source of truth for ApiVersions and dispatch.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Never, Protocol, TypeAlias, cast
 
 from kaas.broker import Broker
 from kaas.handlers.session import Session
 
-_MODULES = (
-    "produce", "fetch", "list_offsets", "metadata", "api_versions",
-    "create_topics", "delete_topics", "create_partitions", "delete_records",
-    "describe_configs", "alter_configs", "incremental_alter_configs", "describe_cluster",
-    "offset_for_leader_epoch", "init_producer_id",
-    "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "describe_groups",
-    "list_groups", "delete_groups", "offset_commit", "offset_fetch", "offset_delete",
-    "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit",
-    "describe_transactions", "list_transactions", "describe_producers", "write_txn_markers",
-    "describe_topic_partitions",
-    "sasl_handshake", "sasl_authenticate", "describe_user_scram_credentials", "alter_user_scram_credentials",
-    "describe_topic_partitions", "describe_acls", "create_acls", "delete_acls",
-)
+if TYPE_CHECKING:
+    from kio.static.protocol import RequestPayload, ResponsePayload
+
+Answer: TypeAlias = "dict[str, object] | ResponsePayload | bytes | None"
+"""What a handler returns: a dict (``wire.build`` makes it the response class of the
+request's version), a kio response (a controller's, forwarded as decoded), a body
+encoded once (``codec.encode_body``), or None (no response: Produce acks=0)."""
+
+
+class HandlerModule(Protocol):
+    """What dispatch needs of a handler module; mypy checks each module of ``_MODULES``."""
+
+    __name__: str
+    API_KEY: int
+    VERSIONS: tuple[int, int]
+
+    # ``req: Never``: no one request type suits every handler. Each module takes the union
+    # of its versions' kio request classes, and dispatch hands it only those (``Handler``).
+    def handle(self, ctx: Context, req: Never, /) -> Awaitable[Answer]: ...
+
+
+Handle: TypeAlias = "Callable[[Context, RequestPayload], Awaitable[Answer]]"
 
 
 @dataclass(frozen=True, slots=True)
 class Handler:
+    """A registry entry: the API's key, the version range its module serves, and its
+    ``handle``, which dispatch calls only with a request of a version in that range
+    (decoded by that key and version's kio class)."""
+
     api_key: int
     min_version: int
     max_version: int
-    module: ModuleType
+    module: HandlerModule
+    handle: Handle
 
     @property
     def name(self) -> str:
@@ -44,7 +59,7 @@ class Handler:
     @property
     def api_name(self) -> str:
         """Kafka's name of the API, e.g. ``ApiVersions``, ``AddPartitionsToTxn``."""
-        return getattr(self.module, "API_NAME", None) or "".join(w.capitalize() for w in self.name.split("_"))
+        return "".join(w.capitalize() for w in self.name.split("_"))
 
 
 @dataclass(slots=True)
@@ -63,12 +78,75 @@ class Context:
         return self.session.principal
 
 
+# (imported here, below Context: the modules name it, under TYPE_CHECKING only)
+from kaas.handlers import (  # noqa: E402
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    alter_configs,
+    alter_user_scram_credentials,
+    api_versions,
+    create_acls,
+    create_partitions,
+    create_topics,
+    delete_acls,
+    delete_groups,
+    delete_records,
+    delete_topics,
+    describe_acls,
+    describe_cluster,
+    describe_configs,
+    describe_groups,
+    describe_producers,
+    describe_topic_partitions,
+    describe_transactions,
+    describe_user_scram_credentials,
+    end_txn,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    list_transactions,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    sasl_authenticate,
+    sasl_handshake,
+    sync_group,
+    txn_offset_commit,
+    write_txn_markers,
+)
+
+_MODULES: tuple[HandlerModule, ...] = (
+    produce, fetch, list_offsets, metadata, api_versions,
+    create_topics, delete_topics, create_partitions, delete_records,
+    describe_configs, alter_configs, incremental_alter_configs, describe_cluster,
+    offset_for_leader_epoch, init_producer_id,
+    find_coordinator, join_group, sync_group, heartbeat, leave_group, describe_groups,
+    list_groups, delete_groups, offset_commit, offset_fetch, offset_delete,
+    add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
+    describe_transactions, list_transactions, describe_producers, write_txn_markers,
+    describe_topic_partitions,
+    sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
+    describe_acls, create_acls, delete_acls,
+)
+
+
 def _load() -> dict[int, Handler]:
     reg: dict[int, Handler] = {}
-    for name in _MODULES:
-        mod = importlib.import_module(f"kaas.handlers.{name}")
+    for mod in _MODULES:
         lo, hi = mod.VERSIONS
-        reg[mod.API_KEY] = Handler(mod.API_KEY, lo, hi, mod)
+        # the one cast of the seam: dispatch checks the version is in VERSIONS and decodes
+        # the request with that key and version's kio class, so ``req`` is of the union
+        # the module's ``handle`` names
+        reg[mod.API_KEY] = Handler(mod.API_KEY, lo, hi, mod, cast("Handle", mod.handle))
     return dict(sorted(reg.items()))
 
 
@@ -80,6 +158,6 @@ def supported(api_key: int, version: int) -> bool:
     return h is not None and h.min_version <= version <= h.max_version
 
 
-def versions_table() -> list[dict[str, Any]]:
+def versions_table() -> list[dict[str, object]]:
     return [{"api_key": h.api_key, "min_version": h.min_version, "max_version": h.max_version}
             for h in REGISTRY.values()]

@@ -11,11 +11,16 @@ listeners) they are principals like any other, and get through as super users or
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from kaas.domain.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from _typeshed import DataclassInstance
+    from kio.static.protocol import ResponsePayload
+
     from kaas.handlers import Context
 
 TOPIC = ResourceType.TOPIC
@@ -23,6 +28,8 @@ GROUP = ResourceType.GROUP
 CLUSTER = ResourceType.CLUSTER
 TXN_ID = ResourceType.TRANSACTIONAL_ID
 Op = Operation
+
+E = TypeVar("E", bound="DataclassInstance")
 
 # the ``*_authorized_operations`` value of a request that did not ask (Apache: INT32_MIN)
 OPS_NOT_ASKED = -2147483648
@@ -60,7 +67,14 @@ def authorized_operations(ctx: Context, resource_type: ResourceType, name: str =
     return authorizer.authorized_operations(ctx.principal, ctx.session.peer_host, resource_type, name)
 
 
-def merge(result: Any, field: str, extra: list[dict]) -> Any:
+def without(req: E, field: str, kept: tuple[object, ...]) -> E:
+    """``req`` with its list ``field`` cut to ``kept``, entries of its own: the part of a
+    request left to handle or forward once the refused part is answered (``merge``)."""
+    return dataclasses.replace(req, **{field: kept})
+
+
+def merge(result: dict[str, object] | ResponsePayload, field: str,
+          extra: list[dict[str, object]]) -> dict[str, object] | ResponsePayload:
     """``result`` (a response dict, or a kio response a controller sent back) with the
     answers ``extra`` appended to its list ``field``: the answers for the part of a request
     that was refused before the rest was handled or forwarded. Clients match those answers
@@ -69,4 +83,5 @@ def merge(result: Any, field: str, extra: list[dict]) -> Any:
         return result
     if not isinstance(result, dict):  # dispatch builds the dict into the request's version
         result = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
-    return {**result, field: [*result[field], *extra]}
+    answered = cast("Iterable[object]", result[field])  # the response's list: dicts, or kio entities
+    return {**result, field: [*answered, *extra]}

@@ -10,13 +10,28 @@ controller is answered NOT_CONTROLLER, which admin clients retry after a Metadat
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import PeerUnavailable
 from kaas.wire.codec import PEER_CLIENT_PREFIX
+
+if TYPE_CHECKING:
+    from kio.schema.alter_configs import v0 as ac0
+    from kio.schema.alter_configs import v1 as ac1
+    from kio.schema.alter_configs import v2 as ac2
+    from kio.schema.incremental_alter_configs import v0 as iac0
+    from kio.schema.incremental_alter_configs import v1 as iac1
+    from kio.static.protocol import RequestPayload, ResponsePayload
+
+    from kaas.handlers import Context
+
+    ConfigsRequest: TypeAlias = (ac0.AlterConfigsRequest | ac1.AlterConfigsRequest | ac2.AlterConfigsRequest
+                                 | iac0.IncrementalAlterConfigsRequest | iac1.IncrementalAlterConfigsRequest)
+
+R = TypeVar("R")
 
 log = structlog.get_logger()
 
@@ -28,9 +43,10 @@ class NotForwarded(Exception):
     """No live controller could be asked: answer NOT_CONTROLLER."""
 
 
-async def to_controller(ctx, req, timeout: float) -> Any | None:
-    """The controller's response to ``req``, or None when this broker handles it itself
-    (it is the controller, or ``req`` was forwarded to it by a peer).
+async def to_controller(ctx: Context, req: RequestPayload, timeout: float) -> ResponsePayload | None:
+    """The controller's response to ``req`` (the kio response of the request's key and
+    version, decoded), or None when this broker handles it itself (it is the controller, or
+    ``req`` was forwarded to it by a peer).
 
     Raises:
         NotForwarded: the controller is unknown, dead, or did not answer.
@@ -50,7 +66,8 @@ async def to_controller(ctx, req, timeout: float) -> Any | None:
         raise NotForwarded(str(exc)) from None
 
 
-async def to_controller_or(ctx, req, timeout: float, refused: Callable[[str], Any]) -> Any | None:
+async def to_controller_or(ctx: Context, req: RequestPayload, timeout: float,
+                           refused: Callable[[str], R]) -> ResponsePayload | R | None:
     """``to_controller``, with NotForwarded answered by ``refused(reason)`` (the request's
     NOT_CONTROLLER response): the controller's response, that one, or None (handle here)."""
     try:
@@ -59,7 +76,7 @@ async def to_controller_or(ctx, req, timeout: float, refused: Callable[[str], An
         return refused(str(exc))
 
 
-async def configs_to_controller(ctx, req) -> Any | None:
+async def configs_to_controller(ctx: Context, req: ConfigsRequest) -> ResponsePayload | dict[str, object] | None:
     """``to_controller_or`` for AlterConfigs and IncrementalAlterConfigs (the same response
     shape)."""
     return await to_controller_or(ctx, req, ALTER_CONFIGS_TIMEOUT_S, lambda why: {"throttle_time": 0, "responses": [

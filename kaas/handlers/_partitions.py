@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from kaas.broker import Broker
+    from kaas.domain.replicas import View
+    from kaas.storage.topics import TopicMeta
 
-def partition_row(broker, view, meta, index: int) -> dict:
+
+def partition_row(broker: Broker, view: View, meta: TopicMeta, index: int) -> dict[str, object]:
     """Leader, leader epoch, replicas, ISR and offline replicas of ``meta``'s partition
     ``index`` (LEADER_NOT_AVAILABLE while it has no live leader, or its leader has not
     opened it yet; the replicas still listed)."""

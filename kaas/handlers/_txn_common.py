@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 
+if TYPE_CHECKING:
+    from kaas.broker import Broker
+    from kaas.coord.txn import TxnCoordinator
 
-def coordinator(broker):
+
+def coordinator(broker: Broker) -> TxnCoordinator:
     """``broker.txn``.
 
     Raises:
@@ -19,7 +25,7 @@ def coordinator(broker):
     return txn
 
 
-def partition_exists(broker, topic: str, partition: int) -> bool:
+def partition_exists(broker: Broker, topic: str, partition: int) -> bool:
     """True when ``topic`` exists (re-reading the topic files once) and has ``partition``."""
     meta = broker.topics.get(topic)
     if meta is None:

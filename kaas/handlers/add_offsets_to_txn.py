@@ -3,6 +3,8 @@ that EndTxn's offset hook commits or discards that group's staged offsets (KIP-4
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
@@ -10,11 +12,19 @@ from kaas.handlers._auth import GROUP, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 from kaas.wire import codec
 
+if TYPE_CHECKING:
+    from kio.schema.add_offsets_to_txn import v0, v1, v2, v3
+
+    from kaas.handlers import Context
+
+    AddOffsetsToTxnRequest: TypeAlias = (v0.AddOffsetsToTxnRequest | v1.AddOffsetsToTxnRequest
+                                         | v2.AddOffsetsToTxnRequest | v3.AddOffsetsToTxnRequest)
+
 API_KEY = 25
 VERSIONS = (0, 3)
 
 
-async def handle(ctx, req) -> bytes:
+async def handle(ctx: Context, req: AddOffsetsToTxnRequest) -> bytes:
     if not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id):
         return codec.error_body(API_KEY, ctx.api_version, ErrorCode.transactional_id_authorization_failed)
     if not authorize(ctx, Op.READ, GROUP, req.group_id):

@@ -6,7 +6,9 @@ INVALID_PRODUCER_EPOCH below v2 and PRODUCER_FENCED from v2 (the domain maps the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
+from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
@@ -16,11 +18,20 @@ from kaas.handlers._txn_common import coordinator, partition_exists
 from kaas.wire import codec
 from kaas.wire.build import build
 
+if TYPE_CHECKING:
+    from kio.schema.add_partitions_to_txn import v0, v1, v2, v3
+
+    from kaas.handlers import Context
+
+    AddPartitionsToTxnRequest: TypeAlias = (v0.AddPartitionsToTxnRequest | v1.AddPartitionsToTxnRequest
+                                            | v2.AddPartitionsToTxnRequest | v3.AddPartitionsToTxnRequest)
+
 API_KEY = 24
 VERSIONS = (0, 3)
 
 
-async def _add(ctx, req, wanted, codes) -> ErrorCode:
+async def _add(ctx: Context, req: AddPartitionsToTxnRequest, wanted: list[tuple[str, int]],
+               codes: dict[tuple[str, int], ErrorCode]) -> ErrorCode:
     broker = ctx.broker
     try:
         txn = coordinator(broker)
@@ -36,9 +47,9 @@ async def _add(ctx, req, wanted, codes) -> ErrorCode:
         return exc.code
 
 
-async def handle(ctx, req) -> dict | bytes:
+async def handle(ctx: Context, req: AddPartitionsToTxnRequest) -> dict[str, object] | bytes:
     topics = req.v3_and_below_topics
-    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    wanted: list[tuple[str, int]] = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], ErrorCode] = {}
     denied = {t.name for t in topics if not authorize(ctx, Op.WRITE, TOPIC, t.name)}
     if not authorize(ctx, Op.WRITE, TXN_ID, req.v3_and_below_transactional_id):
@@ -55,7 +66,8 @@ async def handle(ctx, req) -> dict | bytes:
     return _response(named, lambda name, p: codes.get((name, p), code))
 
 
-def _response(topics: tuple[tuple[str, tuple[int, ...]], ...], code_of) -> dict:
+def _response(topics: tuple[tuple[str, tuple[int, ...]], ...],
+              code_of: Callable[[str, int], ErrorCode]) -> dict[str, object]:
     return {
         "throttle_time": 0,
         "results_by_topic_v3_and_below": [

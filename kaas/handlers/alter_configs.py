@@ -4,7 +4,8 @@ controller: another broker forwards the request, ``_forward``)."""
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -13,7 +14,20 @@ from kaas import broker_configs, configs
 from kaas.domain import replicas
 from kaas.errors import CorruptState
 from kaas.handlers import _auth, _forward
-from kaas.handlers._auth import Op, authorize, enabled, merge
+from kaas.handlers._auth import Op, authorize, enabled, merge, without
+
+if TYPE_CHECKING:
+    from kio.schema.alter_configs import v0, v1, v2
+    from kio.static.protocol import ResponsePayload
+
+    from kaas.handlers import Context
+    from kaas.handlers._forward import ConfigsRequest
+
+    AlterConfigsRequest: TypeAlias = v0.AlterConfigsRequest | v1.AlterConfigsRequest | v2.AlterConfigsRequest
+
+Compute: TypeAlias = Callable[[dict[str, str]], tuple[dict[str, str], str | None]]
+"""``compute(old) -> (new, error)``: a resource's configs as a request alters them."""
+C = TypeVar("C", bound="ConfigsRequest")
 
 API_KEY = 33
 VERSIONS = (0, 2)
@@ -22,10 +36,11 @@ TOPIC, BROKER = 2, 4
 log = structlog.get_logger()
 
 
-async def alter(ctx, resource_type: int, name: str, compute, validate_only: bool) -> dict:
+async def alter(ctx: Context, resource_type: int, name: str, compute: Compute,
+                validate_only: bool) -> dict[str, object]:
     """Shared by AlterConfigs and IncrementalAlterConfigs: ``compute(old) -> (new, error)``."""
     broker = ctx.broker
-    res = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource_type,
+    res: dict[str, object] = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource_type,
            "resource_name": name}
     if resource_type == BROKER:
         return await _alter_broker(ctx, res, name, compute, validate_only)
@@ -75,7 +90,8 @@ def broker_name_error(name: str) -> str | None:
     return None
 
 
-async def _alter_broker(ctx, res: dict, name: str, compute, validate_only: bool) -> dict:
+async def _alter_broker(ctx: Context, res: dict[str, object], name: str, compute: Compute,
+                        validate_only: bool) -> dict[str, object]:
     """A BROKER resource on the controller, the one writer of the dynamic broker configs
     (``__cluster/broker_configs.json``): read afresh, alter the resource's layer, validate
     it whole, write it (unless ``validate_only``) and apply it here at once; the other
@@ -117,14 +133,15 @@ async def _alter_broker(ctx, res: dict, name: str, compute, validate_only: bool)
     return res
 
 
-def split(ctx, req):
+def split(ctx: Context, req: C) -> tuple[C | None, list[dict[str, object]]]:
     """ALTER_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for a
     broker resource (CLUSTER_AUTHORIZATION_FAILED), checked before forwarding (the
     controller checks the forwarding broker again). (The request with only the allowed
     resources, None when none is left; the answers for the others.)"""
     if not enabled(ctx):
         return req, []
-    keep, denied = [], []
+    keep: list[object] = []
+    denied: list[dict[str, object]] = []
     for r in req.resources:
         if r.resource_type == TOPIC and not authorize(ctx, Op.ALTER_CONFIGS, _auth.TOPIC, r.resource_name):
             code = ErrorCode.topic_authorization_failed
@@ -137,23 +154,27 @@ def split(ctx, req):
                        "resource_name": r.resource_name})
     if not denied:
         return req, []
-    return (dataclasses.replace(req, resources=tuple(keep)) if keep else None), denied
+    return (without(req, "resources", tuple(keep)) if keep else None), denied
 
 
-async def handle(ctx, req):
+def _replace_all(entries: dict[str, str]) -> Compute:
+    """AlterConfigs' ``compute``: the request's entries replace the resource's configs."""
+    return lambda _old: (entries, None)
+
+
+async def handle(ctx: Context, req: AlterConfigsRequest) -> dict[str, object] | ResponsePayload:
     kept, denied = split(ctx, req)
     if kept is None:
         return {"throttle_time": 0, "responses": denied}
     return merge(await _alter_all(ctx, kept), "responses", denied)
 
 
-async def _alter_all(ctx, req):
+async def _alter_all(ctx: Context, req: AlterConfigsRequest) -> dict[str, object] | ResponsePayload:
     fwd = await _forward.configs_to_controller(ctx, req)
     if fwd is not None:
         return fwd
-    out = []
+    out: list[dict[str, object]] = []
     for r in req.resources:
-        entries = {c.name: c.value for c in r.configs if c.value is not None}
-        out.append(await alter(ctx, r.resource_type, r.resource_name, lambda _old, e=entries: (e, None),
-                               req.validate_only))
+        entries: dict[str, str] = {c.name: c.value for c in r.configs if c.value is not None}
+        out.append(await alter(ctx, r.resource_type, r.resource_name, _replace_all(entries), req.validate_only))
     return {"throttle_time": 0, "responses": out}

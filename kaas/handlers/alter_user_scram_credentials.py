@@ -25,10 +25,8 @@ from kaas.handlers._auth import CLUSTER, Op, authorize
 from kaas.storage import credentials
 
 if TYPE_CHECKING:
-    from kio.schema.alter_user_scram_credentials.v0 import (
-        AlterUserScramCredentialsRequest,
-        AlterUserScramCredentialsResponse,
-    )
+    from kio.schema.alter_user_scram_credentials.v0 import AlterUserScramCredentialsRequest
+    from kio.static.protocol import ResponsePayload
 
     from kaas.handlers import Context
 
@@ -48,8 +46,7 @@ def _every_user(req: AlterUserScramCredentialsRequest, code: ErrorCode, message:
         {"user": u, "error_code": code, "error_message": message} for u in _all_users(req)]}
 
 
-async def handle(ctx: Context, req: AlterUserScramCredentialsRequest
-                 ) -> dict[str, object] | AlterUserScramCredentialsResponse:
+async def handle(ctx: Context, req: AlterUserScramCredentialsRequest) -> dict[str, object] | ResponsePayload:
     if not authorize(ctx, Op.ALTER, CLUSTER):
         return _every_user(req, ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
     fwd = await _forward.to_controller_or(ctx, req, TIMEOUT_S,

@@ -18,11 +18,11 @@ from kaas.handlers._auth import CLUSTER, Op, authorize, enabled
 
 if TYPE_CHECKING:
     from kio.schema.create_acls import v1, v2, v3
+    from kio.static.protocol import ResponsePayload
 
     from kaas.handlers import Context
 
     CreateAclsRequest: TypeAlias = v1.CreateAclsRequest | v2.CreateAclsRequest | v3.CreateAclsRequest
-    CreateAclsResponse: TypeAlias = v1.CreateAclsResponse | v2.CreateAclsResponse | v3.CreateAclsResponse
 
 API_KEY = 30
 VERSIONS = (1, 3)
@@ -35,7 +35,7 @@ def _all(req: CreateAclsRequest, code: ErrorCode, message: str | None) -> dict[s
     return {"throttle_time": 0, "results": [{"error_code": code, "error_message": message} for _ in req.creations]}
 
 
-async def handle(ctx: Context, req: CreateAclsRequest) -> dict[str, object] | CreateAclsResponse:
+async def handle(ctx: Context, req: CreateAclsRequest) -> dict[str, object] | ResponsePayload:
     if not enabled(ctx):
         return _all(req, ErrorCode.security_disabled, "No Authorizer is configured on the broker")
     if not authorize(ctx, Op.ALTER, CLUSTER):

@@ -5,14 +5,23 @@ partitions are checked as Apache does and kept as their replica lists (``replica
 
 from __future__ import annotations
 
-import dataclasses
+from typing import TYPE_CHECKING, TypeAlias
 
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers import _forward
-from kaas.handlers._auth import TOPIC, Op, authorize, merge
+from kaas.handlers._auth import TOPIC, Op, authorize, merge, without
+
+if TYPE_CHECKING:
+    from kio.schema.create_partitions import v0, v1, v2, v3
+    from kio.static.protocol import ResponsePayload
+
+    from kaas.handlers import Context
+
+    CreatePartitionsRequest: TypeAlias = (v0.CreatePartitionsRequest | v1.CreatePartitionsRequest
+                                          | v2.CreatePartitionsRequest | v3.CreatePartitionsRequest)
 
 API_KEY = 37
 VERSIONS = (0, 3)
@@ -20,18 +29,19 @@ VERSIONS = (0, 3)
 log = structlog.get_logger()
 
 
-async def handle(ctx, req):
-    denied = [{"name": t.name, "error_code": ErrorCode.topic_authorization_failed, "error_message": None}
-              for t in req.topics if not authorize(ctx, Op.ALTER, TOPIC, t.name)]
+async def handle(ctx: Context, req: CreatePartitionsRequest) -> dict[str, object] | ResponsePayload:
+    denied: list[dict[str, object]] = [
+        {"name": t.name, "error_code": ErrorCode.topic_authorization_failed, "error_message": None}
+        for t in req.topics if not authorize(ctx, Op.ALTER, TOPIC, t.name)]
     if denied:  # checked before forwarding; the controller checks the forwarding broker again
         keep = tuple(t for t in req.topics if authorize(ctx, Op.ALTER, TOPIC, t.name))
         if not keep:
             return {"throttle_time": 0, "results": denied}
-        return merge(await _create(ctx, dataclasses.replace(req, topics=keep)), "results", denied)
+        return merge(await _create(ctx, without(req, "topics", keep)), "results", denied)
     return await _create(ctx, req)
 
 
-async def _create(ctx, req):
+async def _create(ctx: Context, req: CreatePartitionsRequest) -> dict[str, object] | ResponsePayload:
     try:
         fwd = await _forward.to_controller(ctx, req, req.timeout.total_seconds())
     except _forward.NotForwarded as exc:
@@ -40,9 +50,9 @@ async def _create(ctx, req):
     if fwd is not None:
         return fwd
     deadline = trio.current_time() + req.timeout.total_seconds()
-    out = []
+    out: list[dict[str, object]] = []
     for t in req.topics:
-        manual = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
+        manual: list[tuple[int, ...]] | None = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
         try:
             code, msg = await ctx.broker.admin.add_partitions(t.name, t.count, validate_only=req.validate_only,
                                                               assignments=manual,

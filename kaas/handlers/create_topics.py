@@ -16,6 +16,8 @@ leader.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
@@ -24,6 +26,14 @@ from kaas import broker_configs, configs
 from kaas.domain import replicas
 from kaas.handlers._auth import CLUSTER, TOPIC, Op, authorize
 
+if TYPE_CHECKING:
+    from kio.schema.create_topics import v2, v3, v4, v5, v6, v7
+
+    from kaas.handlers import Context
+
+    CreateTopicsRequest: TypeAlias = (v2.CreateTopicsRequest | v3.CreateTopicsRequest | v4.CreateTopicsRequest
+                                      | v5.CreateTopicsRequest | v6.CreateTopicsRequest | v7.CreateTopicsRequest)
+
 API_KEY = 19
 VERSIONS = (2, 7)
 DEFAULT_REPLICATION_FACTOR = 1
@@ -31,18 +41,18 @@ DEFAULT_REPLICATION_FACTOR = 1
 log = structlog.get_logger()
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
     broker = ctx.broker
     # answered once every live broker serves the new topics, within the request's timeout
     # (REQUEST_TIMED_OUT past it; 0: answered as soon as the topic files exist)
     deadline = trio.current_time() + req.timeout.total_seconds()
-    out = []
+    out: list[dict[str, object]] = []
     seen: dict[str, int] = {}
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
     for t in req.topics:
-        res = {"name": t.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
-               "num_partitions": -1, "replication_factor": -1, "configs": []}
+        res: dict[str, object] = {"name": t.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
+                                  "num_partitions": -1, "replication_factor": -1, "configs": []}
         out.append(res)
         if not (authorize(ctx, Op.CREATE, CLUSTER) or authorize(ctx, Op.CREATE, TOPIC, t.name)):
             res["error_code"] = ErrorCode.topic_authorization_failed
@@ -52,7 +62,7 @@ async def handle(ctx, req) -> dict:
             res["error_message"] = "duplicate topic name in the request"
             continue
         manual: dict[int, tuple[int, ...]] = {}
-        num_partitions = t.num_partitions
+        num_partitions: int = t.num_partitions
         if t.assignments:
             lists = replicas.check_create([(a.partition_index, a.broker_ids) for a in t.assignments],
                                           t.num_partitions, t.replication_factor, broker.registered_brokers(),

@@ -16,11 +16,11 @@ from kaas.handlers._auth import CLUSTER, Op, authorize, enabled
 
 if TYPE_CHECKING:
     from kio.schema.delete_acls import v1, v2, v3
+    from kio.static.protocol import ResponsePayload
 
     from kaas.handlers import Context
 
     DeleteAclsRequest: TypeAlias = v1.DeleteAclsRequest | v2.DeleteAclsRequest | v3.DeleteAclsRequest
-    DeleteAclsResponse: TypeAlias = v1.DeleteAclsResponse | v2.DeleteAclsResponse | v3.DeleteAclsResponse
 
 API_KEY = 31
 VERSIONS = (1, 3)
@@ -34,7 +34,7 @@ def _all(req: DeleteAclsRequest, code: ErrorCode, message: str | None) -> dict[s
         {"error_code": code, "error_message": message, "matching_acls": []} for _ in req.filters]}
 
 
-async def handle(ctx: Context, req: DeleteAclsRequest) -> dict[str, object] | DeleteAclsResponse:
+async def handle(ctx: Context, req: DeleteAclsRequest) -> dict[str, object] | ResponsePayload:
     if not enabled(ctx):
         return _all(req, ErrorCode.security_disabled, "No Authorizer is configured on the broker")
     if not authorize(ctx, Op.ALTER, CLUSTER):

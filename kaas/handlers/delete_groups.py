@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, Op, authorize
 
+if TYPE_CHECKING:
+    from kio.schema.delete_groups import v0, v1, v2
+
+    from kaas.handlers import Context
+
+    DeleteGroupsRequest: TypeAlias = v0.DeleteGroupsRequest | v1.DeleteGroupsRequest | v2.DeleteGroupsRequest
+
 API_KEY = 42
 VERSIONS = (0, 2)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: DeleteGroupsRequest) -> dict[str, object]:
     out = []
     for gid in req.groups_names:
         if not authorize(ctx, Op.DELETE, GROUP, gid):

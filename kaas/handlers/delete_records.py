@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import TOPIC, Op, authorize
+
+if TYPE_CHECKING:
+    from kio.schema.delete_records import v0, v1, v2
+
+    from kaas.handlers import Context
+
+    DeleteRecordsRequest: TypeAlias = v0.DeleteRecordsRequest | v1.DeleteRecordsRequest | v2.DeleteRecordsRequest
 
 API_KEY = 21
 VERSIONS = (0, 2)
@@ -14,14 +23,15 @@ VERSIONS = (0, 2)
 log = structlog.get_logger()
 
 
-async def handle(ctx, req) -> dict:
-    topics = []
+async def handle(ctx: Context, req: DeleteRecordsRequest) -> dict[str, object]:
+    topics: list[dict[str, object]] = []
     for t in req.topics:
-        parts = []
+        parts: list[dict[str, object]] = []
         topics.append({"name": t.name, "partitions": parts})
         allowed = authorize(ctx, Op.DELETE, TOPIC, t.name)
         for p in t.partitions:
-            out = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
+            out: dict[str, object] = {"partition_index": p.partition_index, "low_watermark": -1,
+                                      "error_code": ErrorCode.none}
             parts.append(out)
             if not allowed:
                 out["error_code"] = ErrorCode.topic_authorization_failed

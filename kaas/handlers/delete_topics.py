@@ -4,51 +4,66 @@ Handled by the controller: another broker forwards it (``_forward``)."""
 
 from __future__ import annotations
 
-import dataclasses
+from typing import TYPE_CHECKING, TypeAlias
 
 import trio
+from kio.schema.delete_topics import v6
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers import _forward
-from kaas.handlers._auth import TOPIC, Op, authorize, enabled, merge
+from kaas.handlers._auth import TOPIC, Op, authorize, enabled, merge, without
+
+if TYPE_CHECKING:
+    from uuid import UUID
+
+    from kio.schema.delete_topics import v1, v2, v3, v4, v5
+    from kio.static.protocol import ResponsePayload
+
+    from kaas.handlers import Context
+
+    DeleteTopicsRequest: TypeAlias = (v1.DeleteTopicsRequest | v2.DeleteTopicsRequest | v3.DeleteTopicsRequest
+                                      | v4.DeleteTopicsRequest | v5.DeleteTopicsRequest | v6.DeleteTopicsRequest)
 
 API_KEY = 20
 VERSIONS = (1, 6)
 
 
-def _split(ctx, req):
+def _split(ctx: Context, req: DeleteTopicsRequest) -> tuple[DeleteTopicsRequest | None, list[dict[str, object]]]:
     """Apache: DELETE on each topic. (The request with only the topics the principal may
     delete, None when none is left; the answers for the others.) Checked before forwarding;
     the controller checks the forwarding broker's principal again."""
     if not enabled(ctx):
         return req, []
-    if ctx.api_version >= 6:
+    denied: list[tuple[str, UUID | None]]
+    kept: DeleteTopicsRequest | None
+    if isinstance(req, v6.DeleteTopicsRequest):  # by name or topic id
         known = ctx.broker.topics.topics.values()
         named = [(t, t.name or next((m.name for m in known if m.topic_id == t.topic_id), None)) for t in req.topics]
         # (an unknown topic id is left to the handler: UNKNOWN_TOPIC_ID)
         keep = tuple(t for t, n in named if n is None or authorize(ctx, Op.DELETE, TOPIC, n))
         denied = [(n, t.topic_id) for t, n in named if n is not None and not authorize(ctx, Op.DELETE, TOPIC, n)]
-        kept = dataclasses.replace(req, topics=keep) if keep else None
+        kept = without(req, "topics", keep) if keep else None
     else:
-        keep = tuple(n for n in req.topic_names if authorize(ctx, Op.DELETE, TOPIC, n))
+        names = tuple(n for n in req.topic_names if authorize(ctx, Op.DELETE, TOPIC, n))
         denied = [(n, None) for n in req.topic_names if not authorize(ctx, Op.DELETE, TOPIC, n)]
-        kept = dataclasses.replace(req, topic_names=keep) if keep else None
+        kept = without(req, "topic_names", names) if names else None
     return kept, [{"name": n, "topic_id": tid, "error_code": ErrorCode.topic_authorization_failed,
                    "error_message": None} for n, tid in denied]
 
 
-async def handle(ctx, req):
+async def handle(ctx: Context, req: DeleteTopicsRequest) -> dict[str, object] | ResponsePayload:
     kept, denied = _split(ctx, req)
     if kept is None:
         return {"throttle_time": 0, "responses": denied}
     return merge(await _delete(ctx, kept), "responses", denied)
 
 
-async def _delete(ctx, req):
+async def _delete(ctx: Context, req: DeleteTopicsRequest) -> dict[str, object] | ResponsePayload:
     try:
         fwd = await _forward.to_controller(ctx, req, req.timeout.total_seconds())
     except _forward.NotForwarded:
-        if ctx.api_version >= 6:
+        items: list[tuple[str | None, UUID | None]]
+        if isinstance(req, v6.DeleteTopicsRequest):
             items = [(t.name, t.topic_id) for t in req.topics]
         else:
             items = [(n, None) for n in req.topic_names]
@@ -60,16 +75,16 @@ async def _delete(ctx, req):
     broker = ctx.broker
     deadline = trio.current_time() + req.timeout.total_seconds()
     broker.topics.refresh()
-    names: list[tuple[str | None, object]] = []
-    if ctx.api_version >= 6:
+    names: list[tuple[str | None, UUID | None]] = []
+    if isinstance(req, v6.DeleteTopicsRequest):
         for t in req.topics:
-            name = t.name
+            name: str | None = t.name
             if name is None and t.topic_id is not None:
                 name = next((m.name for m in broker.topics.topics.values() if m.topic_id == t.topic_id), None)
             names.append((name, t.topic_id))
     else:
         names = [(n, None) for n in req.topic_names]
-    out = []
+    out: list[dict[str, object]] = []
     for name, tid in names:
         if name is None:
             out.append({"name": None, "topic_id": tid, "error_code": ErrorCode.unknown_topic_id})

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers._auth import CLUSTER, OPS_NOT_ASKED, Op, authorize, authorized_operations
+
+if TYPE_CHECKING:
+    from kio.schema.describe_cluster import v0, v1, v2
+
+    from kaas.handlers import Context
+
+    DescribeClusterRequest: TypeAlias = (v0.DescribeClusterRequest | v1.DescribeClusterRequest
+                                         | v2.DescribeClusterRequest)
 
 API_KEY = 60
 VERSIONS = (0, 2)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: DescribeClusterRequest) -> dict[str, object]:
     broker = ctx.broker
     if not authorize(ctx, Op.DESCRIBE, CLUSTER):
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,

@@ -4,11 +4,22 @@ with its synonyms when the request asks (``include_synonyms``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas import broker_configs, configs
 from kaas.handlers import _auth
 from kaas.handlers._auth import Op, authorize
+
+if TYPE_CHECKING:
+    from kio.schema.describe_configs import v1, v2, v3, v4
+
+    from kaas.handlers import Context
+
+    DescribeConfigsRequest: TypeAlias = (v1.DescribeConfigsRequest | v2.DescribeConfigsRequest
+                                         | v3.DescribeConfigsRequest | v4.DescribeConfigsRequest)
 
 API_KEY = 32
 VERSIONS = (1, 4)
@@ -18,21 +29,25 @@ _TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 
           "password": 9}
 
 
-def _entry(name, value, source, kind, *, read_only=False, sensitive=False, synonyms=(), include_synonyms=False):
+def _entry(name: str, value: str | None, source: int, kind: str, *, read_only: bool = False,
+           sensitive: bool = False, synonyms: Iterable[tuple[str, str | None, int]] = (),
+           include_synonyms: bool = False) -> dict[str, object]:
     return {"name": name, "value": value, "read_only": read_only, "config_source": source,
             "is_default": source == broker_configs.SOURCE_DEFAULT, "is_sensitive": sensitive,
             "synonyms": [{"name": n, "value": v, "source": src} for n, v, src in synonyms] if include_synonyms
             else [], "config_type": _TYPES.get(kind, 0), "documentation": None}
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: DescribeConfigsRequest) -> dict[str, object]:
     broker = ctx.broker
     dyn = broker.dynamic
     with_synonyms = bool(getattr(req, "include_synonyms", False))
-    results = []
+    results: list[dict[str, object]] = []
     for r in req.resources:
-        res = {"error_code": ErrorCode.none, "error_message": None, "resource_type": r.resource_type,
-               "resource_name": r.resource_name, "configs": []}
+        entries_out: list[dict[str, object]] = []
+        res: dict[str, object] = {"error_code": ErrorCode.none, "error_message": None,
+                                  "resource_type": r.resource_type, "resource_name": r.resource_name,
+                                  "configs": entries_out}
         results.append(res)
         keys = set(r.configuration_keys) if r.configuration_keys else None
         if r.resource_type == TOPIC and not authorize(ctx, Op.DESCRIBE_CONFIGS, _auth.TOPIC, r.resource_name):
@@ -55,8 +70,8 @@ async def handle(ctx, req) -> dict:
                 if not is_default:
                     source = broker_configs.SOURCE_TOPIC
                     synonyms = [(name, value, source), *synonyms]
-                res["configs"].append(_entry(name, value, source, configs.TOPIC_CONFIGS[name][0],
-                                             synonyms=synonyms, include_synonyms=with_synonyms))
+                entries_out.append(_entry(name, value, source, configs.TOPIC_CONFIGS[name][0],
+                                          synonyms=synonyms, include_synonyms=with_synonyms))
         elif r.resource_type == BROKER:
             if r.resource_name == "":
                 entries = broker_configs.default_entries(dyn.default)
@@ -68,9 +83,9 @@ async def handle(ctx, req) -> dict:
                 continue
             for e in entries:
                 if keys is None or e["name"] in keys:
-                    res["configs"].append(_entry(e["name"], e["value"], e["source"], e["type"],
-                                                 read_only=e["read_only"], sensitive=e["sensitive"],
-                                                 synonyms=e["synonyms"], include_synonyms=with_synonyms))
+                    entries_out.append(_entry(e["name"], e["value"], e["source"], e["type"],
+                                              read_only=e["read_only"], sensitive=e["sensitive"],
+                                              synonyms=e["synonyms"], include_synonyms=with_synonyms))
         else:
             res["error_code"] = ErrorCode.invalid_request
             res["error_message"] = f"resource type {r.resource_type} is not supported"

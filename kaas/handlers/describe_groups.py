@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, OPS_NOT_ASKED, Op, authorize, authorized_operations
 
+if TYPE_CHECKING:
+    from kio.schema.describe_groups import v0, v1, v2, v3, v4, v5
+
+    from kaas.handlers import Context
+
+    DescribeGroupsRequest: TypeAlias = (v0.DescribeGroupsRequest | v1.DescribeGroupsRequest
+                                        | v2.DescribeGroupsRequest | v3.DescribeGroupsRequest
+                                        | v4.DescribeGroupsRequest | v5.DescribeGroupsRequest)
+
 API_KEY = 15
 VERSIONS = (0, 5)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: DescribeGroupsRequest) -> dict[str, object]:
     out = []
     for gid in req.groups:
         if not authorize(ctx, Op.DESCRIBE, GROUP, gid):

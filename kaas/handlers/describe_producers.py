@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import TOPIC, Op, authorize
 
+if TYPE_CHECKING:
+    from kio.schema.describe_producers.v0 import DescribeProducersRequest
+
+    from kaas.handlers import Context
+
 API_KEY = 61
 VERSIONS = (0, 0)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: DescribeProducersRequest) -> dict[str, object]:
     broker = ctx.broker
-    topics = []
+    topics: list[dict[str, object]] = []
     for t in req.topics:
-        parts = []
+        parts: list[dict[str, object]] = []
         allowed = authorize(ctx, Op.READ, TOPIC, t.name)
         for index in t.partition_indexes:
             if not allowed:

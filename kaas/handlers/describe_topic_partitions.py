@@ -15,11 +15,19 @@ reports them (``kaas.domain.replicas``); ELR lists are empty: every live replica
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers._auth import TOPIC, Op, authorize
 from kaas.handlers._partitions import partition_row
 from kaas.storage.topics import valid_topic_name
+
+if TYPE_CHECKING:
+    from kio.schema.describe_topic_partitions.v0 import DescribeTopicPartitionsRequest
+
+    from kaas.handlers import Context
 
 API_KEY = 75
 VERSIONS = (0, 0)
@@ -27,13 +35,13 @@ VERSIONS = (0, 0)
 MAX_PARTITIONS = 2000  # Apache's max.request.partition.size.limit default
 
 
-def _error_response(names: list[str], code: ErrorCode) -> dict:
+def _error_response(names: Sequence[str], code: ErrorCode) -> dict[str, object]:
     return {"throttle_time": 0, "next_cursor": None,
             "topics": [{"error_code": code, "name": n, "topic_id": None, "is_internal": False, "partitions": []}
                        for n in names]}
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: DescribeTopicPartitionsRequest) -> dict[str, object]:
     broker = ctx.broker
     broker.topics.refresh()
     requested = [t.name for t in req.topics]
@@ -48,7 +56,7 @@ async def handle(ctx, req) -> dict:
         names = [n for n in names if n >= cursor.topic_name]
     remaining = max(0, min(req.response_partition_limit, MAX_PARTITIONS))
     view = broker.replica_view()
-    topics: list[dict] = []
+    topics: list[dict[str, object]] = []
     next_cursor = None
     for name in names:
         if remaining == 0:

@@ -3,17 +3,28 @@ slot files this broker owns (others answer NOT_COORDINATOR)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import TOPIC, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 
+if TYPE_CHECKING:
+    from kio.schema.describe_transactions.v0 import DescribeTransactionsRequest
+
+    from kaas.coord.txn.coordinator import Described
+    from kaas.domain.txn import TxnDescription
+    from kaas.handlers import Context
+
 API_KEY = 65
 VERSIONS = (0, 0)
 
 
-def _row(txn_id: str, code, d, describable=lambda _topic: True) -> dict:
+def _row(txn_id: str, code: ErrorCode, d: TxnDescription | None,
+         describable: Callable[[str], bool] = lambda _topic: True) -> dict[str, object]:
     if d is None:
         return {"error_code": code, "transactional_id": txn_id, "transaction_state": "", "transaction_timeout": 0,
                 "transaction_start_time": -1, "producer_id": -1, "producer_epoch": -1, "topics": []}
@@ -23,8 +34,9 @@ def _row(txn_id: str, code, d, describable=lambda _topic: True) -> dict:
             "topics": [{"topic": t, "partitions": list(ps)} for t, ps in d.topics if describable(t)]}
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: DescribeTransactionsRequest) -> dict[str, object]:
     allowed = [t for t in req.transactional_ids if authorize(ctx, Op.DESCRIBE, TXN_ID, t)]
+    rows: list[Described]
     try:
         rows = await coordinator(ctx.broker).describe(allowed) if allowed else []
     except KaasError as exc:
@@ -34,4 +46,4 @@ async def handle(ctx, req) -> dict:
     def describable(topic: str) -> bool:  # Apache lists only the topics the principal may describe
         return authorize(ctx, Op.DESCRIBE, TOPIC, topic)
 
-    return {"throttle_time": 0, "transaction_states": [_row(*r, describable) for r in rows]}
+    return {"throttle_time": 0, "transaction_states": [_row(t, code, d, describable) for t, code, d in rows]}

@@ -5,6 +5,8 @@ every later request of the same transactional id waits for."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
@@ -12,11 +14,18 @@ from kaas.handlers._auth import TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 from kaas.wire import codec
 
+if TYPE_CHECKING:
+    from kio.schema.end_txn import v0, v1, v2, v3
+
+    from kaas.handlers import Context
+
+    EndTxnRequest: TypeAlias = v0.EndTxnRequest | v1.EndTxnRequest | v2.EndTxnRequest | v3.EndTxnRequest
+
 API_KEY = 26
 VERSIONS = (0, 3)
 
 
-async def handle(ctx, req) -> bytes:
+async def handle(ctx: Context, req: EndTxnRequest) -> bytes:
     if not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id):
         return codec.error_body(API_KEY, ctx.api_version, ErrorCode.transactional_id_authorization_failed)
     try:

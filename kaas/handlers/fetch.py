@@ -4,6 +4,8 @@ are answered with session_id 0 (no session), listing every requested partition."
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
@@ -12,29 +14,38 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import CLUSTER, TOPIC, Op, authorize
 from kaas.wire.build import ms
 
+if TYPE_CHECKING:
+    from kio.schema.fetch import v4, v5, v6, v7, v8, v9, v10, v11, v12
+
+    from kaas.handlers import Context
+
+    FetchRequest: TypeAlias = (v4.FetchRequest | v5.FetchRequest | v6.FetchRequest | v7.FetchRequest
+                               | v8.FetchRequest | v9.FetchRequest | v10.FetchRequest | v11.FetchRequest
+                               | v12.FetchRequest)
+
 API_KEY = 1
 VERSIONS = (4, 12)
 
 log = structlog.get_logger()
 
 
-def _collect(ctx, req, first_pass: bool) -> tuple[list[dict], int, bool]:
+def _collect(ctx: Context, req: FetchRequest, first_pass: bool) -> tuple[list[dict[str, object]], int, bool]:
     broker = ctx.broker
     read_committed = req.isolation_level == 1
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     errors = False
-    out = []
+    out: list[dict[str, object]] = []
     # Apache: a follower's fetch (a replica id) needs CLUSTER_ACTION; kaas brokers send none
     follower = max(getattr(req, "replica_id", -1), getattr(getattr(req, "replica_state", None), "replica_id", -1)) >= 0
     for ft in req.topics:
-        parts = []
+        parts: list[dict[str, object]] = []
         out.append({"topic": ft.topic, "partitions": parts})
         allowed = authorize(ctx, Op.CLUSTER_ACTION, CLUSTER) if follower else authorize(ctx, Op.READ, TOPIC, ft.topic)
         for fp in ft.partitions:
-            p = {"partition_index": fp.partition, "error_code": ErrorCode.none, "high_watermark": -1,
-                 "last_stable_offset": -1, "log_start_offset": -1,
-                 "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+            p: dict[str, object] = {"partition_index": fp.partition, "error_code": ErrorCode.none, "high_watermark": -1,
+                                    "last_stable_offset": -1, "log_start_offset": -1,
+                                    "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
             parts.append(p)
             if not allowed:
                 p["error_code"] = ErrorCode.topic_authorization_failed
@@ -84,7 +95,7 @@ def _collect(ctx, req, first_pass: bool) -> tuple[list[dict], int, bool]:
     return out, total, errors
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: FetchRequest) -> dict[str, object]:
     max_wait = ms(req.max_wait) / 1000
     deadline = trio.current_time() + max(0.0, max_wait)
     while True:

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, Op, authorize
 from kaas.wire import codec
 
+if TYPE_CHECKING:
+    from kio.schema.heartbeat import v0, v1, v2, v3, v4
+
+    from kaas.handlers import Context
+
+    HeartbeatRequest: TypeAlias = (v0.HeartbeatRequest | v1.HeartbeatRequest | v2.HeartbeatRequest
+                                   | v3.HeartbeatRequest | v4.HeartbeatRequest)
+
 API_KEY = 12
 VERSIONS = (0, 4)
 
 
-async def handle(ctx, req) -> bytes:
+async def handle(ctx: Context, req: HeartbeatRequest) -> bytes:
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
         code = ErrorCode.group_authorization_failed
     else:

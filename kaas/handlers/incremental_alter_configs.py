@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
+
 from kaas import configs
 from kaas.handlers import _forward
 from kaas.handlers._auth import merge
-from kaas.handlers.alter_configs import alter, split
+from kaas.handlers.alter_configs import Compute, alter, split
+
+if TYPE_CHECKING:
+    from kio.schema.incremental_alter_configs import v0, v1
+    from kio.static.protocol import ResponsePayload
+
+    from kaas.handlers import Context
+    from kaas.settings import Settings
+
+    IncrementalAlterConfigsRequest: TypeAlias = v0.IncrementalAlterConfigsRequest | v1.IncrementalAlterConfigsRequest
 
 API_KEY = 44
 VERSIONS = (0, 1)
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _apply(ops, settings):
-    def compute(old: dict[str, str]):
+def _apply(ops: Sequence[tuple[str, int, str | None]], settings: Settings) -> Compute:
+    def compute(old: dict[str, str]) -> tuple[dict[str, str], str | None]:
         new = dict(old)
         for name, op, value in ops:
             if op == SET:
@@ -38,18 +50,18 @@ def _apply(ops, settings):
     return compute
 
 
-async def handle(ctx, req):
+async def handle(ctx: Context, req: IncrementalAlterConfigsRequest) -> dict[str, object] | ResponsePayload:
     kept, denied = split(ctx, req)
     if kept is None:
         return {"throttle_time": 0, "responses": denied}
     return merge(await _alter_all(ctx, kept), "responses", denied)
 
 
-async def _alter_all(ctx, req):
+async def _alter_all(ctx: Context, req: IncrementalAlterConfigsRequest) -> dict[str, object] | ResponsePayload:
     fwd = await _forward.configs_to_controller(ctx, req)
     if fwd is not None:
         return fwd
-    out = []
+    out: list[dict[str, object]] = []
     for r in req.resources:
         ops = [(c.name, c.config_operation, c.value) for c in r.configs]
         out.append(await alter(ctx, r.resource_type, r.resource_name, _apply(ops, ctx.broker.settings),

@@ -3,6 +3,8 @@ go to the transaction coordinator."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 import structlog
 from kio.schema.errors import ErrorCode
 
@@ -10,13 +12,22 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize, authorize_any
 from kaas.wire.build import ms
 
+if TYPE_CHECKING:
+    from kio.schema.init_producer_id import v0, v1, v2, v3, v4
+
+    from kaas.handlers import Context
+
+    InitProducerIdRequest: TypeAlias = (v0.InitProducerIdRequest | v1.InitProducerIdRequest
+                                        | v2.InitProducerIdRequest | v3.InitProducerIdRequest
+                                        | v4.InitProducerIdRequest)
+
 API_KEY = 22
 VERSIONS = (0, 4)
 
 log = structlog.get_logger()
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: InitProducerIdRequest) -> dict[str, object]:
     broker = ctx.broker
     if req.transactional_id is None and not (authorize(ctx, Op.IDEMPOTENT_WRITE, CLUSTER)
                                              or authorize_any(ctx, Op.WRITE, TOPIC)):
@@ -38,7 +49,7 @@ async def handle(ctx, req) -> dict:
             return {"throttle_time": 0, "error_code": ErrorCode.coordinator_load_in_progress,
                     "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": 0}
-    coordinator = getattr(broker, "txn", None)
+    coordinator = broker.txn
     if coordinator is None:
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available,
                 "producer_id": -1, "producer_epoch": -1}

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, Op, authorize
 from kaas.wire.build import ms
 
+if TYPE_CHECKING:
+    from kio.schema.join_group import v0, v1, v2, v3, v4, v5, v6, v7
+
+    from kaas.handlers import Context
+
+    JoinGroupRequest: TypeAlias = (v0.JoinGroupRequest | v1.JoinGroupRequest | v2.JoinGroupRequest
+                                   | v3.JoinGroupRequest | v4.JoinGroupRequest | v5.JoinGroupRequest
+                                   | v6.JoinGroupRequest | v7.JoinGroupRequest)
+
 API_KEY = 11
 VERSIONS = (0, 7)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: JoinGroupRequest) -> dict[str, object]:
     session = ms(req.session_timeout)
     rebalance = ms(getattr(req, "rebalance_timeout", req.session_timeout))
     if ctx.api_version == 0 or rebalance < 0:
@@ -39,4 +50,4 @@ async def handle(ctx, req) -> dict:
     }
 
 
-__all__ = ["handle", "ErrorCode"]
+__all__ = ["API_KEY", "VERSIONS", "handle"]

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers._auth import CLUSTER, GROUP, Op, authorize
+
+if TYPE_CHECKING:
+    from kio.schema.list_groups import v0, v1, v2, v3, v4, v5
+
+    from kaas.handlers import Context
+
+    ListGroupsRequest: TypeAlias = (v0.ListGroupsRequest | v1.ListGroupsRequest | v2.ListGroupsRequest
+                                    | v3.ListGroupsRequest | v4.ListGroupsRequest | v5.ListGroupsRequest)
 
 API_KEY = 16
 VERSIONS = (0, 5)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: ListGroupsRequest) -> dict[str, object]:
     states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
     types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
     groups = []

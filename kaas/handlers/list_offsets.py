@@ -3,10 +3,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import TOPIC, Op, authorize
+
+if TYPE_CHECKING:
+    from kio.schema.list_offsets import v1, v2, v3, v4, v5, v6, v7
+
+    from kaas.handlers import Context
+
+    ListOffsetsRequest: TypeAlias = (v1.ListOffsetsRequest | v2.ListOffsetsRequest | v3.ListOffsetsRequest
+                                     | v4.ListOffsetsRequest | v5.ListOffsetsRequest | v6.ListOffsetsRequest
+                                     | v7.ListOffsetsRequest)
 
 API_KEY = 2
 VERSIONS = (1, 7)
@@ -14,12 +25,12 @@ VERSIONS = (1, 7)
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: ListOffsetsRequest) -> dict[str, object]:
     broker = ctx.broker
     read_committed = getattr(req, "isolation_level", 0) == 1
-    topics = []
+    topics: list[dict[str, object]] = []
     for t in req.topics:
-        parts = []
+        parts: list[dict[str, object]] = []
         topics.append({"name": t.name, "partitions": parts})
         allowed = authorize(ctx, Op.DESCRIBE, TOPIC, t.name)
         for p in t.partitions:

@@ -5,6 +5,7 @@ regular expression)."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
@@ -12,11 +13,19 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 
+if TYPE_CHECKING:
+    from kio.schema.list_transactions import v0, v1, v2
+
+    from kaas.handlers import Context
+
+    ListTransactionsRequest: TypeAlias = (v0.ListTransactionsRequest | v1.ListTransactionsRequest
+                                          | v2.ListTransactionsRequest)
+
 API_KEY = 66
 VERSIONS = (0, 2)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: ListTransactionsRequest) -> dict[str, object]:
     pattern = getattr(req, "transactional_id_pattern", None)
     if pattern:
         try:

@@ -6,11 +6,23 @@ A partition without a live leader answers LEADER_NOT_AVAILABLE and still lists r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers._auth import CLUSTER, OPS_NOT_ASKED, TOPIC, Op, authorize, authorized_operations
 from kaas.handlers._partitions import partition_row
+
+if TYPE_CHECKING:
+    from kio.schema.metadata import v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12
+
+    from kaas.handlers import Context
+
+    MetadataRequest: TypeAlias = (v0.MetadataRequest | v1.MetadataRequest | v2.MetadataRequest | v3.MetadataRequest
+                                  | v4.MetadataRequest | v5.MetadataRequest | v6.MetadataRequest
+                                  | v7.MetadataRequest | v8.MetadataRequest | v9.MetadataRequest
+                                  | v10.MetadataRequest | v11.MetadataRequest | v12.MetadataRequest)
 
 API_KEY = 3
 VERSIONS = (0, 12)
@@ -18,17 +30,18 @@ VERSIONS = (0, 12)
 log = structlog.get_logger()
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
     broker = ctx.broker
     broker.topics.refresh()
     listing = req.topics is None or (ctx.api_version == 0 and not req.topics)
+    names: list[str | None]  # (None: a topic asked for by id, v10+)
     if listing:  # every topic: only those the principal may describe (Apache)
         names = [n for n in sorted(broker.topics.topics) if authorize(ctx, Op.DESCRIBE, TOPIC, n)]
         auto = False
     else:
-        names = [t.name for t in req.topics]
+        names = [t.name for t in req.topics or ()]  # (not None: not listing)
         auto = getattr(req, "allow_auto_topic_creation", True)
-    topics = []
+    topics: list[dict[str, object]] = []
     view = broker.replica_view()
     topic_ops = getattr(req, "include_topic_authorized_operations", False)
     for name in names:

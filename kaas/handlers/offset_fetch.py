@@ -4,16 +4,56 @@ UNSTABLE_OFFSET_COMMIT so the client retries once the transaction completes."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypedDict
+
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_fetch import v8, v9
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from kio.schema.offset_fetch import v1, v2, v3, v4, v5, v6, v7
+
+    from kaas.handlers import Context
+
+    OffsetFetchRequest: TypeAlias = (v1.OffsetFetchRequest | v2.OffsetFetchRequest | v3.OffsetFetchRequest
+                                     | v4.OffsetFetchRequest | v5.OffsetFetchRequest | v6.OffsetFetchRequest
+                                     | v7.OffsetFetchRequest | v8.OffsetFetchRequest | v9.OffsetFetchRequest)
+
+
+
+class _Topic(Protocol):
+    """A topic of the request, of any version (``OffsetFetchRequestTopic(s)``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def partition_indexes(self) -> Sequence[int]: ...
+
+
+class _PartitionAnswer(TypedDict):
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str
+    error_code: ErrorCode
+
+
+class _TopicAnswer(TypedDict):
+    name: str
+    partitions: list[_PartitionAnswer]
+
+
 API_KEY = 9
 VERSIONS = (1, 9)
+_GROUPS = (v8.OffsetFetchRequest, v9.OffsetFetchRequest)  # the versions that ask for several groups (v8+)
 
 
-async def _one(ctx, group_id: str, topics, require_stable: bool) -> tuple[ErrorCode, list[dict]]:
+async def _one(ctx: Context, group_id: str, topics: Sequence[_Topic] | None,
+               require_stable: bool) -> tuple[ErrorCode, list[_TopicAnswer]]:
     """(group-level error, topics). A group-level error (NOT_COORDINATOR, LOAD_IN_PROGRESS,
     ...) comes with no partitions from v2 on, as in Apache: clients then retry the whole
     request. Partitions each carrying the error would reach the application as per-partition
@@ -33,7 +73,7 @@ async def _one(ctx, group_id: str, topics, require_stable: bool) -> tuple[ErrorC
         return exc.code, [{"name": t.name, "partitions": [
             {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
              "error_code": exc.code} for p in t.partition_indexes]} for t in topics]
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[_PartitionAnswer]] = {}
     for t in topics or ():
         if t.name in denied:
             by_topic[t.name] = [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
@@ -42,22 +82,22 @@ async def _one(ctx, group_id: str, topics, require_stable: bool) -> tuple[ErrorC
     for (topic, part), c in committed.items():
         if topics is None and not authorize(ctx, Op.DESCRIBE, TOPIC, topic):
             continue  # all of the group's offsets: only the topics the principal may describe
-        entry = {"partition_index": part, "committed_offset": -1, "committed_leader_epoch": -1,
-                 "metadata": "", "error_code": ErrorCode.none}
+        entry: _PartitionAnswer = {"partition_index": part, "committed_offset": -1, "committed_leader_epoch": -1,
+                                   "metadata": "", "error_code": ErrorCode.none}
         if require_stable and (topic, part) in pending:
             entry["error_code"] = ErrorCode.unstable_offset_commit
         elif c is not None:
-            entry.update(committed_offset=c.offset, committed_leader_epoch=c.leader_epoch,
-                         metadata=c.metadata if c.metadata is not None else "")
+            entry["committed_offset"], entry["committed_leader_epoch"] = c.offset, c.leader_epoch
+            entry["metadata"] = c.metadata if c.metadata is not None else ""
         by_topic.setdefault(topic, []).append(entry)
     return ErrorCode.none, [{"name": t, "partitions": sorted(ps, key=lambda e: e["partition_index"])}
                             for t, ps in by_topic.items()]
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: OffsetFetchRequest) -> dict[str, object]:
     stable = getattr(req, "require_stable", False)
-    if ctx.api_version >= 8:
-        groups = []
+    if isinstance(req, _GROUPS):
+        groups: list[dict[str, object]] = []
         for g in req.groups:
             code, topics = await _one(ctx, g.group_id, g.topics, stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})

@@ -3,23 +3,34 @@ the epoch-stamped segment names."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import TOPIC, Op, authorize
 
+if TYPE_CHECKING:
+    from kio.schema.offset_for_leader_epoch import v2, v3, v4
+
+    from kaas.handlers import Context
+
+    OffsetForLeaderEpochRequest: TypeAlias = (v2.OffsetForLeaderEpochRequest | v3.OffsetForLeaderEpochRequest
+                                              | v4.OffsetForLeaderEpochRequest)
+
 API_KEY = 23
 VERSIONS = (2, 4)
 
 
-async def handle(ctx, req) -> dict:
-    topics = []
+async def handle(ctx: Context, req: OffsetForLeaderEpochRequest) -> dict[str, object]:
+    topics: list[dict[str, object]] = []
     for t in req.topics:
-        parts = []
+        parts: list[dict[str, object]] = []
         topics.append({"topic": t.topic, "partitions": parts})
         allowed = authorize(ctx, Op.DESCRIBE, TOPIC, t.topic)
         for p in t.partitions:
-            out = {"error_code": ErrorCode.none, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            out: dict[str, object] = {"error_code": ErrorCode.none, "partition": p.partition, "leader_epoch": -1,
+                                      "end_offset": -1}
             parts.append(out)
             if not allowed:
                 out["error_code"] = ErrorCode.topic_authorization_failed

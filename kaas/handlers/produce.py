@@ -14,6 +14,8 @@ refuses it before looking at any partition."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
@@ -25,7 +27,19 @@ from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize
 from kaas.wire import batch as wb
 from kaas.wire import validate as wv
 from kaas.wire.compress import CODECS
-from kaas.wire.produce_answer import produce_body
+from kaas.wire.produce_answer import PartitionAnswer, TopicAnswer, produce_body
+
+if TYPE_CHECKING:
+    from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10
+
+    from kaas.broker import Broker
+    from kaas.broker.partition import Partition
+    from kaas.domain.replicas import View
+    from kaas.handlers import Context
+    from kaas.storage.topics import TopicMeta
+
+    ProduceRequest: TypeAlias = (v3.ProduceRequest | v4.ProduceRequest | v5.ProduceRequest | v6.ProduceRequest
+                                 | v7.ProduceRequest | v8.ProduceRequest | v9.ProduceRequest | v10.ProduceRequest)
 
 API_KEY = 0
 VERSIONS = (3, 10)
@@ -40,21 +54,21 @@ COMPRESSION = "compression.type"
 LEVEL_OF = {1: "compression.gzip.level", 3: "compression.lz4.level", 4: "compression.zstd.level"}
 
 
-def _topic_config(broker, meta, name: str) -> str:
+def _topic_config(broker: Broker, meta: TopicMeta | None, name: str) -> str:
     """The topic's effective value of ``name`` (its override, else the broker default):
     ``configs.effective(...)[name]`` without building the whole table per request."""
     value = meta.configs.get(name) if meta is not None else None
     return configs.default(broker.settings, name) if value is None else value
 
 
-def _min_isr(broker, meta) -> int:
+def _min_isr(broker: Broker, meta: TopicMeta | None) -> int:
     try:
         return int(_topic_config(broker, meta, MIN_ISR))
     except ValueError:  # validated at create/alter; a hand-edited file counts as the default
         return 1
 
 
-def _policy(broker, meta, log_append_time: bool) -> wv.Policy:
+def _policy(broker: Broker, meta: TopicMeta | None, log_append_time: bool) -> wv.Policy:
     """The topic's batch rules, read once per topic and request (a config validated at
     create/alter; a hand-edited file that does not parse counts as the default)."""
     def number(name: str) -> int:
@@ -72,7 +86,7 @@ def _policy(broker, meta, log_append_time: bool) -> wv.Policy:
         codec=codec, level=number(LEVEL_OF[codec]) if codec in LEVEL_OF else None)
 
 
-def _has_transactional_batch(req) -> bool:
+def _has_transactional_batch(req: ProduceRequest) -> bool:
     """Does any partition carry a transactional batch (attributes bit 4, byte 22)?"""
     for td in req.topic_data:
         for pd in td.partition_data:
@@ -82,12 +96,12 @@ def _has_transactional_batch(req) -> bool:
     return False
 
 
-async def handle(ctx, req):
+async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes | None:
     broker = ctx.broker
     acks = req.acks
-    topics_out = []
-    waits: list[tuple[object, int, dict]] = []
-    view = None  # the cluster snapshot for min.insync.replicas, taken once when needed
+    topics_out: list[TopicAnswer] = []
+    waits: list[tuple[Partition, int, PartitionAnswer]] = []
+    view: View | None = None  # the cluster snapshot for min.insync.replicas, taken once when needed
     if req.transactional_id is None:
         txn_denied = _has_transactional_batch(req)
         if txn_denied:
@@ -97,7 +111,7 @@ async def handle(ctx, req):
         txn_denied = not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id)
     now = broker.clock.wall_ms()
     for td in req.topic_data:
-        parts_out = []
+        parts_out: list[PartitionAnswer] = []
         topics_out.append({"name": td.name, "partition_responses": parts_out})
         denied = (ErrorCode.transactional_id_authorization_failed if txn_denied
                   else None if authorize(ctx, Op.WRITE, TOPIC, td.name) else ErrorCode.topic_authorization_failed)
@@ -118,8 +132,8 @@ async def handle(ctx, req):
         policy = _policy(broker, meta, log_append_time)
         min_isr = _min_isr(broker, meta) if acks == -1 else 1
         for pd in td.partition_data:
-            out = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
-                   "log_append_time": -1, "log_start_offset": -1, "record_errors": []}
+            out: PartitionAnswer = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
+                                    "log_append_time": -1, "log_start_offset": -1, "record_errors": []}
             parts_out.append(out)
             if acks not in (-1, 0, 1):
                 out["error_code"] = ErrorCode.invalid_required_acks
@@ -130,6 +144,7 @@ async def handle(ctx, req):
             try:
                 part = broker.get_partition(td.name, pd.index)
                 if min_isr > 1:
+                    assert meta is not None  # (get_partition found the topic)
                     view = view or broker.replica_view()
                     rs = broker.replicas(view, meta, pd.index, broker.id)
                     if not replicas.enough_in_sync(rs, min_isr):
@@ -162,7 +177,7 @@ async def handle(ctx, req):
             if acks == -1:
                 waits.append((part, result.next_offset, out))
     if waits:
-        async def wait_one(part, offset, out):
+        async def wait_one(part: Partition, offset: int, out: PartitionAnswer) -> None:
             try:
                 await part.wait_durable(offset)
             except KaasError as exc:

@@ -133,15 +133,15 @@ async def handle(ctx: Context, req: SaslAuthenticateRequest) -> dict[str, object
     try:
         if len(req.auth_bytes) > MAX_TOKEN:
             raise _Failed(f"a {len(req.auth_bytes)}-byte token")
-        if exchange == _sasl.PLAIN_PENDING:
-            out, user = b"", _plain(ctx, req.auth_bytes)
-        elif exchange == _sasl.OAUTH_PENDING:
-            user, expires_ms = _oauthbearer(ctx, req.auth_bytes)
-            out = b""
-        else:
+        if isinstance(exchange, scram.ScramServer):
             out, user = _scram(ctx, exchange, req.auth_bytes)
             if user is None:
                 return _answer(ctx, ErrorCode.none, None, out)
+        elif exchange == _sasl.PLAIN_PENDING:
+            out, user = b"", _plain(ctx, req.auth_bytes)
+        else:  # _sasl.OAUTH_PENDING
+            user, expires_ms = _oauthbearer(ctx, req.auth_bytes)
+            out = b""
         principal = f"User:{user}"
         if session.authenticated and principal != session.principal:
             raise _Failed(f"re-authentication as {principal}, authenticated as {session.principal}")

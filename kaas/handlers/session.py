@@ -7,7 +7,10 @@ connection is authenticated from the start as ``User:ANONYMOUS``, as in Apache K
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kaas.domain.scram import ScramServer
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -20,7 +23,9 @@ class Session:
     authenticated: bool = True  # False on a SASL listener until SaslAuthenticate succeeds
     peer_host: str = ""
     mechanism: str | None = None  # the SASL mechanism SaslHandshake chose
-    sasl: Any = None  # the SASL exchange in progress (a pure machine of kaas.domain)
+    # the SASL exchange in progress: SCRAM's pure machine, or the one token PLAIN and
+    # OAUTHBEARER await (``_sasl.PLAIN_PENDING``, ``_sasl.OAUTH_PENDING``)
+    sasl: ScramServer | str | None = None
     raw_tokens: bool = False  # SaslHandshake v0 chose the mechanism: its tokens come unframed
     reauth_deadline: float | None = None  # KIP-368: trio time the session must re-authenticate by
     close_reason: str | None = None  # set by a handler: close the connection after this response

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, Op, authorize
 
+if TYPE_CHECKING:
+    from kio.schema.sync_group import v0, v1, v2, v3, v4, v5
+
+    from kaas.handlers import Context
+
+    SyncGroupRequest: TypeAlias = (v0.SyncGroupRequest | v1.SyncGroupRequest | v2.SyncGroupRequest
+                                   | v3.SyncGroupRequest | v4.SyncGroupRequest | v5.SyncGroupRequest)
+
 API_KEY = 14
 VERSIONS = (0, 5)
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: SyncGroupRequest) -> dict[str, object]:
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "assignment": b""}
     try:

@@ -8,6 +8,8 @@ coordinator does without KIP-890 part 2."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
@@ -15,22 +17,30 @@ from kaas.handlers._auth import GROUP, TOPIC, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import partition_exists
 from kaas.storage.offset_store import Committed
 
+if TYPE_CHECKING:
+    from kio.schema.txn_offset_commit import v0, v1, v2, v3
+
+    from kaas.handlers import Context
+
+    TxnOffsetCommitRequest: TypeAlias = (v0.TxnOffsetCommitRequest | v1.TxnOffsetCommitRequest
+                                         | v2.TxnOffsetCommitRequest | v3.TxnOffsetCommitRequest)
+
 API_KEY = 28
 VERSIONS = (0, 3)
 
 
-def _everywhere(req, code: ErrorCode) -> dict:
+def _everywhere(req: TxnOffsetCommitRequest, code: ErrorCode) -> dict[str, object]:
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
                                         for p in t.partitions]} for t in req.topics]}
 
 
-async def handle(ctx, req) -> dict:
+async def handle(ctx: Context, req: TxnOffsetCommitRequest) -> dict[str, object]:
     broker = ctx.broker
     now = broker.clock.wall_ms()
-    offsets = {}
-    unknown = set()
-    denied = set()
+    offsets: dict[tuple[str, int], Committed] = {}
+    unknown: set[tuple[str, int]] = set()
+    denied: set[tuple[str, int]] = set()
     if not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id):
         return _everywhere(req, ErrorCode.transactional_id_authorization_failed)
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
@@ -49,7 +59,7 @@ async def handle(ctx, req) -> dict:
     code = ErrorCode.none
     if not broker.owns_group(req.group_id):
         code = ErrorCode.not_coordinator
-    elif getattr(broker, "txn", None) is not None:
+    elif broker.txn is not None:
         code = await broker.txn.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch)
     if code == ErrorCode.none and offsets:
         try:

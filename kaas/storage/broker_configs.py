@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kaas.errors import CorruptState
 from kaas.storage import atomic
@@ -52,12 +53,13 @@ class BrokerConfigs:
             brokers.pop(int(resource_name), None)
         return BrokerConfigs(self.version + 1, default, brokers)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {"format": FORMAT, "version": self.version, "default": dict(sorted(self.default.items())),
                 "brokers": {str(b): dict(sorted(v.items())) for b, v in sorted(self.brokers.items())}}
 
     @classmethod
-    def from_json(cls, path: Path, obj: dict) -> BrokerConfigs:
+    def from_json(cls, path: Path, obj: dict[str, Any]) -> BrokerConfigs:
+        """The file's JSON object (its members whatever the file holds: checked here)."""
         try:
             if obj.get("format") != FORMAT:
                 raise ValueError(f"format {obj.get('format')!r}")

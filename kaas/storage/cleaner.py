@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 
@@ -100,7 +101,7 @@ class Prepared:
         return [s for s in self.job.segments if s.changed]
 
 
-def read_state(path: Path) -> dict:
+def read_state(path: Path) -> dict[str, Any]:
     """``cleaner.json`` of a partition directory ({} when it was never cleaned).
 
     Raises:
@@ -149,8 +150,9 @@ def prepare(job: Job) -> Prepared:
         if isinstance(d, plan_mod.Drop) and b.control == wb.CONTROL_ABORT:
             out.dropped_markers.add(b.base_offset)
         if not isinstance(d, plan_mod.Drop):
-            kept = b.records if isinstance(d, plan_mod.Keep) else [r for r in b.records if r.offset in d.offsets]
-            if b.control is not None or any(r.tombstone for r in kept):
+            kept_records = (b.records if isinstance(d, plan_mod.Keep)
+                            else [r for r in b.records if r.offset in d.offsets])
+            if b.control is not None or any(r.tombstone for r in kept_records):
                 due = b.max_timestamp + job.delete_retention_ms + 1
                 if due > job.now_ms and (out.next_horizon_ms is None or due < out.next_horizon_ms):
                     out.next_horizon_ms = due
@@ -204,7 +206,21 @@ def prepare(job: Job) -> Prepared:
     return out
 
 
-def commit(log, prepared: Prepared, state: dict) -> None:
+class SwappedLog(Protocol):
+    """What ``commit`` reads of the log whose segments it swaps (a ``PartitionLog``)."""
+
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def failed(self) -> str | None: ...
+    @property
+    def config(self) -> LogConfig: ...
+    @property
+    def clock(self) -> Callable[[], int]: ...
+    def manifest_epoch(self) -> int: ...
+
+
+def commit(log: SwappedLog, prepared: Prepared, state: dict[str, Any]) -> None:
     """Swap the prepared copies in (steps 2-4 of a pass). The caller then updates its
     in-memory segments with ``PartitionLog.apply_clean``.
 
@@ -214,7 +230,7 @@ def commit(log, prepared: Prepared, state: dict) -> None:
             it (the next takeover's ``finish`` completes it).
     """
     job = prepared.job
-    if log.manifest_epoch() != job.epoch or log._closed or log.failed:
+    if log.manifest_epoch() != job.epoch or log.closed or log.failed:
         discard(prepared)
         from kio.schema.errors import ErrorCode
 
@@ -302,9 +318,10 @@ def _roll_forward(path: Path, replace: list[str], remove: list[str], fsync: bool
 
 
 def _summary(seg: SegmentCopy) -> bytes:
-    return msgpack.packb({"format": 1, "size": seg.new_size, "next_offset": seg.next_offset,
-                          "max_timestamp": seg.max_timestamp, "offsets": seg.index_offsets,
-                          "positions": seg.index_positions, "cleaned": True, "ts": "records"})
+    packed: bytes = msgpack.packb({"format": 1, "size": seg.new_size, "next_offset": seg.next_offset,
+                                   "max_timestamp": seg.max_timestamp, "offsets": seg.index_offsets,
+                                   "positions": seg.index_positions, "cleaned": True, "ts": "records"})
+    return packed
 
 
 def _write_file(path: Path, data: bytes, fsync: bool) -> None:

@@ -394,6 +394,11 @@ class PartitionLog:
         finally:
             self.cleaning = False
 
+    @property
+    def closed(self) -> bool:
+        """Whether the log was closed or abandoned (it serves nothing more)."""
+        return self._closed
+
     def abandon(self) -> None:
         """Close every file without writing anything (a failed log is given up: its
         summary, snapshot and manifest would describe bytes of unknown state)."""

@@ -21,6 +21,7 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kaas.errors import CorruptState
 from kaas.storage import atomic, trash
@@ -44,16 +45,17 @@ class TopicMeta:
     the first live broker of a list is the partition's preferred leader. Partitions
     without one use the ring of ``kaas.domain.replicas``."""
 
-    def to_json(self) -> dict:
-        out = {"format": 1, "name": self.name, "topic_id": str(self.topic_id),
-               "partitions": self.partitions, "configs": dict(self.configs),
-               "replication_factor": self.replication_factor}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"format": 1, "name": self.name, "topic_id": str(self.topic_id),
+                                  "partitions": self.partitions, "configs": dict(self.configs),
+                                  "replication_factor": self.replication_factor}
         if self.replica_assignment:
             out["replica_assignment"] = {str(p): list(r) for p, r in sorted(self.replica_assignment.items())}
         return out
 
     @classmethod
-    def from_json(cls, obj: dict, path: str = "") -> TopicMeta:
+    def from_json(cls, obj: dict[str, Any], path: str = "") -> TopicMeta:
+        """A topic file's JSON object (its members whatever the file holds: checked here)."""
         try:
             rf = int(obj.get("replication_factor", 1))
             if rf < 1:
@@ -79,7 +81,7 @@ class TopicStore:
         self.dir = Path(topics_dir)
         self.fsync = fsync
         self._cache: dict[str, TopicMeta] = {}
-        self._stamps: dict[str, tuple[int, int]] = {}
+        self._stamps: dict[str, tuple[int, int, int]] = {}  # (mtime ns, size, inode) as read
         self.errors: dict[str, str] = {}
 
     @property

@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import crc32c
@@ -200,7 +201,8 @@ def set_base_sequence(batch: bytearray | memoryview, pos: int, base_sequence: in
     _U32.pack_into(batch, pos + _CRC_AT, crc32c.crc32c(memoryview(batch)[pos + CRC_START : end]))
 
 
-def iter_headers(buf: bytes | memoryview, pos: int = 0, end: int | None = None):
+def iter_headers(buf: bytes | memoryview, pos: int = 0, end: int | None = None
+                 ) -> Iterator[tuple[int, BatchHeader]]:
     """Yield ``(position, header)`` for each whole batch in ``buf[pos:end]``; stop at a torn tail."""
     if end is None:
         end = len(buf)
@@ -296,7 +298,8 @@ def control_type(buf: bytes | memoryview, pos: int, header: BatchHeader) -> int 
     klen, p = read_varint(view, p)
     if klen < 4:
         return None
-    return struct.unpack_from(">h", view, p + 2)[0]
+    marker: int = struct.unpack_from(">h", view, p + 2)[0]
+    return marker
 
 
 def read_varint(data: bytes | memoryview, p: int) -> tuple[int, int]:

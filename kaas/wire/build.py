@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+E = TypeVar("E", bound="DataclassInstance")  # a kio entity
 
 _PLAIN, _ENTITY, _ENTITIES, _ERROR, _TD, _DT, _NDT = range(7)
 
@@ -27,7 +33,7 @@ def _plan(cls: type) -> tuple[tuple[str, int, Any, bool], ...]:
     for f in dataclasses.fields(cls):
         kind = _PLAIN
         sub: Any = None
-        ktype = f.metadata.get("kafka_type")
+        ktype: str = f.metadata.get("kafka_type", "")
         fc = classify_field(f)
         if isinstance(fc, EntityTupleField):
             kind, sub = _ENTITIES, fc.type_
@@ -46,24 +52,25 @@ def _plan(cls: type) -> tuple[tuple[str, int, Any, bool], ...]:
     return tuple(plan)
 
 
-def build(cls: type, data: dict) -> Any:
+def build(cls: type[E], data: Mapping[str, object]) -> E:
     """Instantiate ``cls`` (a kio entity class) from ``data``.
 
     Args:
         cls: the target kio class, of the request's version.
-        data: field name -> value; nested entities as dicts, arrays as lists of dicts.
+        data: field name -> value; nested entities as dicts, arrays as lists of dicts
+            (of whatever type the class's field takes).
             Missing fields with no default become empty tuples / zero values.
     Returns:
         An instance of ``cls``.
     """
-    kwargs = {}
+    kwargs: dict[str, object] = {}
     for name, kind, sub, has_default in _plan(cls):
         if name not in data:
             if has_default:
                 continue
             value = sub if kind == _PLAIN else _zero(kind)
         else:
-            value = data[name]
+            value = data[name]  # (Any: the field's type is the plan's to know)
         if kind == _PLAIN or value is None:
             kwargs[name] = value
         elif kind == _ENTITIES:

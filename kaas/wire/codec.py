@@ -204,14 +204,14 @@ def _response_readers(api_key: int, version: int) -> tuple[type[Any], Reader, Re
     return cls, entity_reader(cls.__header_schema__), entity_reader(cls)
 
 
-def response_header(api_key: int, version: int, payload: bytes) -> tuple[int, int]:
+def response_header(api_key: int, version: int, payload: Buffer) -> tuple[int, int]:
     """(correlation id, offset of the body) of a response frame's payload (no size prefix)."""
     _cls, read_header, _read_body = _response_readers(api_key, version)
     header, off = read_header(payload, 0)
     return header.correlation_id, off
 
 
-def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, Any]:
+def decode_response(api_key: int, version: int, payload: Buffer) -> tuple[int, Any]:
     """(correlation id, kio response object) of a response frame's payload.
 
     Raises:

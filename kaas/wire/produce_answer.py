@@ -18,14 +18,16 @@ requests name ever new sets of partitions do not pay for templates never used ag
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import NotRequired, TypedDict
 
 from kio.schema.errors import ErrorCode
 
 from kaas.wire import codec
 from kaas.wire.build import build
 
-__all__ = ["produce_body"]
+__all__ = ["PartitionAnswer", "TopicAnswer", "produce_body"]
 
 API_KEY = 0
 # Sentinels: distinct, valid as milliseconds since the epoch (kio's log append time is a
@@ -34,20 +36,41 @@ _SENTINEL = 0x3F1E_2D3C_4B00
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _SEEN_MAX = 4096
-_seen: set[tuple[int, tuple]] = set()  # shapes answered once (with kio)
 
 Shape = tuple[tuple[str, tuple[int, ...]], ...]
 # Per partition, in order: the offsets of error code, base offset, log append time, log start offset.
 Offsets = tuple[tuple[int, int, int, int], ...]
+Values = Sequence[tuple[int, int, int, int]]  # per partition: error code, base offset, append time, start
+
+_seen: set[tuple[int, Shape]] = set()  # shapes answered once (with kio)
 
 
-def _body(shape: Shape, values: list[tuple[int, int, int, int]]) -> dict:
+class PartitionAnswer(TypedDict):
+    """A partition of the Produce handler's answer (a plain dict)."""
+
+    index: int
+    error_code: ErrorCode
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+    record_errors: list[dict[str, object]]
+    error_message: NotRequired[str | None]
+
+
+class TopicAnswer(TypedDict):
+    """A topic of the Produce handler's answer (a plain dict)."""
+
+    name: str
+    partition_responses: list[PartitionAnswer]
+
+
+def _body(shape: Shape, values: Values) -> dict[str, object]:
     """The answer's dict, the handler's shape, with (error code, base offset, log append
     time, log start offset) per partition in order."""
     it = iter(values)
-    topics = []
+    topics: list[dict[str, object]] = []
     for name, indexes in shape:
-        parts = []
+        parts: list[dict[str, object]] = []
         for index in indexes:
             code, base, append_time, start = next(it)
             parts.append({"index": index, "error_code": code, "base_offset": base, "log_append_time": append_time,
@@ -56,11 +79,11 @@ def _body(shape: Shape, values: list[tuple[int, int, int, int]]) -> dict:
     return {"responses": topics, "throttle_time": 0}
 
 
-def _kio(version: int, shape: Shape, values: list[tuple[int, int, int, int]]) -> bytes:
+def _kio(version: int, shape: Shape, values: Values) -> bytes:
     return codec.encode_body(API_KEY, version, build(codec.response_class(API_KEY, version), _body(shape, values)))
 
 
-def _patch(template: bytes, offsets: Offsets, values) -> bytes:
+def _patch(template: bytes, offsets: Offsets, values: Values) -> bytes:
     out = bytearray(template)
     for (at_code, at_base, at_time, at_start), (code, base, append_time, start) in zip(offsets, values, strict=True):
         _I16.pack_into(out, at_code, code)
@@ -77,7 +100,7 @@ def _template(version: int, shape: Shape) -> tuple[bytes, Offsets] | None:
     n = sum(len(indexes) for _name, indexes in shape)
     sentinels = [(0, _SENTINEL + 3 * i, _SENTINEL + 3 * i + 1, _SENTINEL + 3 * i + 2) for i in range(n)]
     template = _kio(version, shape, sentinels)
-    offsets = []
+    offsets: list[tuple[int, int, int, int]] = []
     for _code, *fields in sentinels:
         found = []
         for value in fields:
@@ -97,22 +120,22 @@ def _template(version: int, shape: Shape) -> tuple[bytes, Offsets] | None:
     return template, tuple(offsets)
 
 
-def produce_body(version: int, topics: list[dict]) -> bytes | None:
+def produce_body(version: int, topics: list[TopicAnswer]) -> bytes | None:
     """The encoded body of the Produce answer ``topics`` (the handler's dicts: per topic
     ``name`` and ``partition_responses``, each with ``index``, ``error_code``,
     ``base_offset``, ``log_append_time``, ``log_start_offset``), or None when it is not of
     a patchable shape (an error message, record errors): encode it with kio then."""
-    shape = []
+    shape: list[tuple[str, tuple[int, ...]]] = []
     values: list[tuple[int, int, int, int]] = []
     for t in topics:
-        indexes = []
+        indexes: list[int] = []
         for p in t["partition_responses"]:
             if p.get("error_message") is not None or p["record_errors"]:
                 return None
             indexes.append(p["index"])
             values.append((int(p["error_code"]), p["base_offset"], p["log_append_time"], p["log_start_offset"]))
         shape.append((t["name"], tuple(indexes)))
-    key = (version, tuple(shape))
+    key: tuple[int, Shape] = (version, tuple(shape))
     if key not in _seen:
         if len(_seen) >= _SEEN_MAX:
             _seen.clear()

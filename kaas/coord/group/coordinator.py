@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas.aio import Wakeup
 from kaas.coord.ports import GroupBroker
-from kaas.domain.group import Effect, Group, GroupState, JoinReply, LeaveResult, SyncReply
+from kaas.domain.group import Effect, Group, GroupDescription, GroupState, JoinReply, LeaveResult, SyncReply
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
 
@@ -305,7 +305,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ admin
 
-    def describe(self, group_id: str) -> dict[str, object]:
+    def describe(self, group_id: str) -> GroupDescription:
         self.check_owner(group_id)
         e = self._loaded(group_id)
         if e is None:
