@@ -37,10 +37,13 @@ cluster: $(STAMP)
 	@$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT) --metrics-base-port $(METRICS) \
 		$(if $(filter 1,$(SECURE)),--secure) -- $(ARGS)
 
-# The layer contracts (pyproject.toml [tool.importlinter], docs/architecture.rst) and ruff.
+# The layer contracts (pyproject.toml [tool.importlinter], docs/architecture.rst), ruff
+# (with the one-clock rule, TID251) and mypy (pyproject.toml [tool.mypy]: strict for the
+# pure, storage and codec layers and the modules this wave added).
 lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check kaas cluster tests scripts
+	$(BIN)/mypy
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests

@@ -5,7 +5,9 @@ administration is ``broker.admin`` (``broker.topic_admin``)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import structlog
 import trio
@@ -32,6 +34,7 @@ from kaas.storage.topics import TopicMeta, TopicStore
 from kaas.wire import batch as wb
 
 log = structlog.get_logger()
+T = TypeVar("T")
 GROUP_OWNER_CACHE_MAX = 1 << 16
 GROUP_OWNER_VIEW_S = 0.001  # how long group_owner trusts the membership it looked at
 
@@ -231,7 +234,7 @@ class Broker:
         self.notify_data()  # long-polling fetches of it answer now
         self.cluster.wake()
 
-    async def run_io(self, fn, *args):
+    async def run_io(self, fn: Callable[..., T], *args: Any) -> T:
         """Run blocking file work: in a worker thread on a real disk, inline on tmpfs where
         the thread round trip costs more than the (memory-speed) file operation.
 

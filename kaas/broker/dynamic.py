@@ -35,7 +35,7 @@ class DynamicConfigs:
         self.current = BrokerConfigs()
         self.error: str | None = None  # the file did not parse: the last good layers stay in force
         self.lock = trio.Lock()  # the controller's read-alter-write, one at a time
-        self._signature: tuple | None = None
+        self._signature: tuple[int, int, int, int] | None = None
 
     @property
     def default(self) -> dict[str, str]:

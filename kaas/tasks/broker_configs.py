@@ -33,7 +33,8 @@ async def reload(broker: Broker, force: bool) -> None:
         dyn.apply(configs)
 
 
-async def serve_broker_configs(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_broker_configs(broker: Broker, *,
+                               task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Load the dynamic configs, report ready, then keep them current until cancelled."""
     await reload(broker, True)
     watch = dirwatch.open_watch(broker.layout.cluster) if broker.settings.inotify else None

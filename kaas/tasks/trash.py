@@ -33,7 +33,7 @@ def sweep(dirs: list[tuple[str, int, Path]], data_dir: Path | None, now_ms: int)
     return done
 
 
-async def serve_trash(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_trash(broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     task_status.started()
     while True:
         await trio.sleep(SWEEP_S)
