@@ -103,6 +103,10 @@ def judge(run: Run, rc: int | None, out: str) -> None:
     elif rc != 0:
         main = [f"{m['where']}: {m['msg'].strip()}" for m in _FAILED.finditer(text)]
         run.result, run.failure = "FAIL", (fails or main or [f"run-test.sh exited {rc}"])[0]
+        if "test_kafka_topics" in run.failure:  # the stand-in's (kaas topics') own words say why
+            said = re.search(r"^(?:Error: |kafka-topics\.sh \(kaas stand-in\): )(.*)$", text, re.M)
+            if said:
+                run.failure = f"kafka-topics.sh: {said[1].strip()}"
     elif run.subtest and f"[ do_test_{run.subtest}:" not in text:
         run.result = "NO MATCH"  # no subtest of that name ran (renamed in this librdkafka?)
     elif run.subtest and ": PASS (" not in text and ": SKIP: " in text:
@@ -112,7 +116,7 @@ def judge(run: Run, rc: int | None, out: str) -> None:
         run.result = "PASS"
 
 
-def run_one(run: Run, tests_dir: Path, cluster: ClusterProcess, conf: Path, log_dir: Path,
+def run_one(run: Run, index: int, tests_dir: Path, cluster: ClusterProcess, conf: Path, log_dir: Path,
             kafka_version: str, timeout: float, echo) -> None:
     env = {**os.environ, "TESTS": run.test, "TEST_KAFKA_VERSION": kafka_version,
            "RDKAFKA_TEST_CONF": str(conf), "KAFKA_PATH": str(ROOT / "tests"), "BROKERS": cluster.bootstrap}
@@ -123,7 +127,7 @@ def run_one(run: Run, tests_dir: Path, cluster: ClusterProcess, conf: Path, log_
         env["SUBTESTS"] = f"do_test_{run.subtest}:"
     else:
         env.pop("SUBTESTS", None)
-    log = log_dir / (run.name.replace("/", "-") + ".log")
+    log = log_dir / f"{index:02d}-{run.name.replace('/', '-')}.log"  # a test named twice runs twice
     run.log = str(log)
     started = time.monotonic()
     with open(log, "wb") as f:
@@ -167,7 +171,8 @@ def table(runs: list[Run]) -> str:
                    "classic tests, 0077 and each 0081 subtest.")
 @click.option("--acl-for-all", is_flag=True, help="Run everything on the ACL cluster, not only 0081's ACL subtests.")
 @click.option("--kafka-version", default="3.9.0", show_default=True, help="TEST_KAFKA_VERSION.")
-@click.option("--timeout", default=900.0, show_default=True, help="Seconds per run.")
+@click.option("--timeout", default=1800.0, show_default=True,
+              help="Seconds per run (0113 alone takes over 10 minutes).")
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where each run's output goes (default: a new temporary directory, kept).")
 @click.option("--json", "as_json", is_flag=True, help="The results as one JSON document on stdout.")
@@ -193,14 +198,14 @@ def main(tests_dir: Path, only: tuple[str, ...], acl_for_all: bool, kafka_versio
     with tempfile.TemporaryDirectory(prefix="kaas-rdkafka-") as tmp_s:
         tmp = Path(tmp_s)
         for kind in ("plain", "acl"):
-            mine = [r for r in runs if r.cluster == kind]
+            mine = [(i, r) for i, r in enumerate(runs) if r.cluster == kind]
             if not mine:
                 continue
             with open_cluster(kind, tmp, echo) as cluster:
                 conf = tmp / f"test-{kind}.conf"
                 conf.write_text(f"bootstrap.servers={cluster.bootstrap}\n")
-                for r in mine:
-                    run_one(r, tests_dir, cluster, conf, log_dir, kafka_version, timeout, echo)
+                for i, r in mine:
+                    run_one(r, i, tests_dir, cluster, conf, log_dir, kafka_version, timeout, echo)
                 (log_dir / f"cluster-{kind}").mkdir(exist_ok=True)
                 for f in (cluster.data / "run").glob("*.log"):
                     (log_dir / f"cluster-{kind}" / f.name).write_bytes(f.read_bytes())
