@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 
-.PHONY: install cluster lint test test-unit test-int bench eos chaos docs clean $(QUIX_VENV)
+.PHONY: install cluster lint test test-unit test-int compat bench eos chaos docs clean $(QUIX_VENV)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -53,6 +53,14 @@ test-unit: $(STAMP)
 
 test-int: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
+
+# Other clients against a 3-broker cluster: the Go programs of tests/go (Sarama and
+# confluent-kafka-go from Debian's packages; .ci/run installs them), and with
+# RDKAFKA_TESTS=<a built librdkafka tests/ dir> librdkafka's own tests (docs/compatibility.rst)
+RDKAFKA_TESTS ?=
+compat: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_go_clients.py
+	$(if $(RDKAFKA_TESTS),$(BIN)/python scripts/librdkafka_tests.py --rdkafka-tests $(RDKAFKA_TESTS))
 
 # the issue-8/22 set (kaas, mock, Tansu), then one broker's ingest, cluster sizes, security
 bench: $(STAMP)

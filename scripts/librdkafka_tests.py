@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Run librdkafka's own integration tests against kaas clusters (issue 31).
+
+Takes an **already built** librdkafka ``tests/`` directory (``test-runner`` and
+``run-test.sh`` in it; see docs/compatibility.rst for how to build one: nothing here fetches
+or builds librdkafka). Starts a 3-broker ``kaas cluster`` from this checkout with
+``--num-partitions 4`` (librdkafka's test set-up), writes a ``test.conf`` of its own (the
+tree's one is left alone: ``RDKAFKA_TEST_CONF``), and runs each test, or one 0081 subtest at a
+time (``SUBTESTS=do_test_<name>:``), with ``./run-test.sh -p1 -L``. 0081's ACL subtests run
+on a second cluster with the authoriser on, plaintext listeners and ``User:ANONYMOUS`` as a
+super user, as librdkafka's own set-up. 0077 calls Kafka's ``kafka-topics.sh``:
+``KAFKA_PATH`` points at ``tests/`` of this checkout, whose ``bin/kafka-topics.sh`` maps its
+flags to ``kaas topics``.
+
+Prints one line per run as it ends, then a table (or ``--json``) of every result with the
+first failure message; each run's whole output is kept under ``--log-dir``. Exits 1 when any
+run failed.
+
+    python scripts/librdkafka_tests.py --rdkafka-tests /path/to/librdkafka/tests
+    python scripts/librdkafka_tests.py --rdkafka-tests DIR --only 0077 --only 0081/ListOffsets
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import eos_harness  # noqa: E402
+
+from kaas.testing import ClusterProcess  # noqa: E402
+
+#: the classic-protocol tests issue 31 holds kaas to (they passed before it)
+CLASSIC = ["0103", "0129", "0090", "0094", "0076", "0030", "0102", "0018", "0029", "0113"]
+#: 0081's subtest functions in the order do_test_apis() runs them (librdkafka 2.15)
+SUBTESTS_0081 = [
+    "unclean_destroy", "CreateTopics", "DeleteTopics", "CreatePartitions",
+    "CreateAcls", "DescribeAcls", "DeleteAcls", "AlterConfigs", "IncrementalAlterConfigs",
+    "DescribeConfigs", "DescribeConfigs_groups", "DeleteRecords", "ListConsumerGroups",
+    "DescribeConsumerGroups", "DescribeTopics", "DescribeCluster",
+    "DescribeConsumerGroups_with_authorized_ops", "DeleteGroups", "DeleteConsumerGroupOffsets",
+    "ListOffsets", "AlterConsumerGroupOffsets", "ListConsumerGroupOffsets", "UserScramCredentials",
+]
+#: the subtests that need the authoriser on (SECURITY_DISABLED without it, as Apache)
+ACL_SUBTESTS = {"CreateAcls", "DescribeAcls", "DeleteAcls"}
+BROKER_ARGS = ["--num-partitions", "4"]
+ACL_BROKER_ARGS = [*BROKER_ARGS, "--authorizer", "--super-users", "User:ANONYMOUS"]
+_FAILED = re.compile(r'### Test "(?P<test>[^"]*)" failed at (?P<where>\S+) at [^#]*###\s*\n(?P<msg>[^\n]*)')
+_ANSI = re.compile(r"\x1b\[[0-9;]*m|\x1b\(B")
+
+
+@dataclass
+class Run:
+    """One test-runner invocation: a test, or one subtest of it, on the plain or ACL cluster."""
+    test: str
+    subtest: str | None
+    cluster: str
+    result: str = "NOT RUN"  # PASS, FAIL, SKIP (every matched subtest skipped), NO MATCH, TIMEOUT
+    seconds: float = 0.0
+    failure: str = ""
+    log: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.test}/{self.subtest}" if self.subtest else self.test
+
+
+def plan(only: tuple[str, ...], acl_for_all: bool) -> list[Run]:
+    """The runs: ``only`` entries (``0077``, ``0081``, ``0081/ListOffsets``), else every
+    classic test, 0077, and each 0081 subtest on its own."""
+    specs = list(only) or [*CLASSIC, "0077", *(f"0081/{s}" for s in SUBTESTS_0081)]
+    runs = []
+    for spec in specs:
+        test, _, sub = spec.partition("/")
+        if sub and sub.removeprefix("do_test_") not in SUBTESTS_0081:
+            raise click.BadParameter(f"unknown 0081 subtest {sub!r}; one of {', '.join(SUBTESTS_0081)}")
+        sub = sub.removeprefix("do_test_") or None
+        acl = acl_for_all or sub in ACL_SUBTESTS
+        runs.append(Run(test, sub, "acl" if acl else "plain"))
+    return runs
+
+
+def judge(run: Run, rc: int | None, out: str) -> None:
+    """Set ``run.result`` and ``run.failure`` from the runner's exit code and output."""
+    text = _ANSI.sub("", out)
+    fails = [f"{m['where']}: {m['msg'].strip()}" for m in _FAILED.finditer(text) if m["test"] != "<MAIN>"]
+    if rc is None:
+        run.result, run.failure = "TIMEOUT", (fails[0] if fails else "no failure reported before the timeout")
+    elif rc != 0:
+        main = [f"{m['where']}: {m['msg'].strip()}" for m in _FAILED.finditer(text)]
+        run.result, run.failure = "FAIL", (fails or main or [f"run-test.sh exited {rc}"])[0]
+        if "test_kafka_topics" in run.failure:  # the stand-in's (kaas topics') own words say why
+            said = re.search(r"^(?:Error: |kafka-topics\.sh \(kaas stand-in\): )(.*)$", text, re.M)
+            if said:
+                run.failure = f"kafka-topics.sh: {said[1].strip()}"
+    elif run.subtest and f"[ do_test_{run.subtest}:" not in text:
+        run.result = "NO MATCH"  # no subtest of that name ran (renamed in this librdkafka?)
+    elif run.subtest and ": PASS (" not in text and ": SKIP: " in text:
+        run.result = "SKIP"
+        run.failure = re.search(r": SKIP: ([^\]]*)\]", text)[1].strip()
+    else:
+        run.result = "PASS"
+
+
+def run_one(run: Run, index: int, tests_dir: Path, cluster: ClusterProcess, conf: Path, log_dir: Path,
+            kafka_version: str, timeout: float, echo) -> None:
+    env = {**os.environ, "TESTS": run.test, "TEST_KAFKA_VERSION": kafka_version,
+           "RDKAFKA_TEST_CONF": str(conf), "KAFKA_PATH": str(ROOT / "tests"), "BROKERS": cluster.bootstrap}
+    kaas = Path(sys.executable).parent / "kaas"  # this checkout's, for tests/bin/kafka-topics.sh
+    if kaas.exists():
+        env["KAAS"] = str(kaas)
+    if run.subtest:
+        env["SUBTESTS"] = f"do_test_{run.subtest}:"
+    else:
+        env.pop("SUBTESTS", None)
+    log = log_dir / f"{index:02d}-{run.name.replace('/', '-')}.log"  # a test named twice runs twice
+    run.log = str(log)
+    started = time.monotonic()
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(["./run-test.sh", "-p1", "-L"], cwd=tests_dir, env=env, stdout=f,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            rc: int | None = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            rc = None
+    run.seconds = round(time.monotonic() - started, 1)
+    judge(run, rc, log.read_text(errors="replace"))
+    echo(f"{run.name:<52} {run.cluster:<5} {run.result:<8} {run.seconds:>6.1f}s  {run.failure[:150]}")
+
+
+@contextmanager
+def open_cluster(kind: str, tmp: Path, echo) -> Iterator[ClusterProcess]:
+    extra = ACL_BROKER_ARGS if kind == "acl" else BROKER_ARGS
+    cluster = ClusterProcess(tmp / f"data-{kind}", 3, extra=extra)
+    echo(f"# starting the {kind} cluster: kaas cluster --brokers 3 -- {' '.join(extra)}")
+    with cluster.running(timeout=60):
+        echo(f"# {kind} cluster up at {cluster.bootstrap} (logs: {cluster.data / 'run'})")
+        yield cluster
+
+
+def table(runs: list[Run]) -> str:
+    rows = [("test", "cluster", "result", "seconds", "first failure")]
+    rows += [(r.name, r.cluster, r.result, f"{r.seconds:.1f}", r.failure) for r in runs]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4]
+                     for row in rows)
+
+
+@click.command()
+@click.option("--rdkafka-tests", "tests_dir", required=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="librdkafka's tests/ directory, already built (test-runner in it).")
+@click.option("--only", multiple=True, metavar="TEST[/SUBTEST]",
+              help="Run this only (repeatable): 0077, 0081, 0081/ListOffsets. Default: the ten "
+                   "classic tests, 0077 and each 0081 subtest.")
+@click.option("--acl-for-all", is_flag=True, help="Run everything on the ACL cluster, not only 0081's ACL subtests.")
+@click.option("--kafka-version", default="3.9.0", show_default=True, help="TEST_KAFKA_VERSION.")
+@click.option("--timeout", default=1800.0, show_default=True,
+              help="Seconds per run (0113 alone takes over 10 minutes).")
+@click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where each run's output goes (default: a new temporary directory, kept).")
+@click.option("--json", "as_json", is_flag=True, help="The results as one JSON document on stdout.")
+@click.option("--list", "list_only", is_flag=True, help="Print the runs and exit.")
+def main(tests_dir: Path, only: tuple[str, ...], acl_for_all: bool, kafka_version: str, timeout: float,
+         log_dir: Path | None, as_json: bool, list_only: bool) -> None:
+    """Run librdkafka's tests against 3-broker kaas clusters; print each result."""
+    runs = plan(only, acl_for_all)
+    if list_only:
+        for r in runs:
+            click.echo(f"{r.name} ({r.cluster})")
+        return
+    tests_dir = tests_dir.resolve()
+    if not (tests_dir / "test-runner").exists() or not (tests_dir / "run-test.sh").exists():
+        raise click.UsageError(f"{tests_dir} holds no built test-runner (make -C tests build)")
+
+    def echo(line: str) -> None:
+        click.echo(line, err=as_json)
+
+    log_dir = (log_dir or Path(tempfile.mkdtemp(prefix="kaas-rdkafka-logs-"))).resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    echo(f"# logs in {log_dir}")
+    with tempfile.TemporaryDirectory(prefix="kaas-rdkafka-") as tmp_s:
+        tmp = Path(tmp_s)
+        for kind in ("plain", "acl"):
+            mine = [(i, r) for i, r in enumerate(runs) if r.cluster == kind]
+            if not mine:
+                continue
+            with open_cluster(kind, tmp, echo) as cluster:
+                conf = tmp / f"test-{kind}.conf"
+                conf.write_text(f"bootstrap.servers={cluster.bootstrap}\n")
+                for i, r in mine:
+                    run_one(r, i, tests_dir, cluster, conf, log_dir, kafka_version, timeout, echo)
+                (log_dir / f"cluster-{kind}").mkdir(exist_ok=True)
+                for f in (cluster.data / "run").glob("*.log"):
+                    (log_dir / f"cluster-{kind}" / f.name).write_bytes(f.read_bytes())
+    if as_json:
+        click.echo(json.dumps({"tests_dir": str(tests_dir), "log_dir": str(log_dir),
+                               "runs": [{**asdict(r), "name": r.name} for r in runs]}, indent=1))
+    else:
+        click.echo("\n" + table(runs))
+    passed = sum(r.result in ("PASS", "SKIP") for r in runs)
+    echo(f"# {passed}/{len(runs)} passed or skipped")
+    sys.exit(0 if passed == len(runs) else 1)
+
+
+if __name__ == "__main__":
+    eos_harness.interrupt_on_sigterm()  # killed, it still stops its clusters (open_cluster's finally)
+    main()
