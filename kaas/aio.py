@@ -11,7 +11,7 @@ import os
 
 import trio
 
-__all__ = ["SCRATCH", "SocketReader", "Wakeup", "acquire", "held", "send_now"]
+__all__ = ["SCRATCH", "SocketReader", "Turn", "Turns", "Wakeup", "acquire", "held", "send_now"]
 
 # One receive buffer for every connection of the process (plain and TLS, clients and peer
 # links): each reader fills it and copies the bytes out with no await in between, so no
@@ -138,3 +138,40 @@ class Wakeup:
         """A fresh event, the one ``set`` sets from now on."""
         self._event = trio.Event()
         return self._event
+
+
+class Turn:
+    """One request's place in its connection's order (``Turns.take``): ``wait`` returns
+    once every earlier turn is ``done``."""
+
+    __slots__ = ("_before", "_done")
+
+    def __init__(self, before: trio.Event | None) -> None:
+        self._before = before
+        self._done = trio.Event()
+
+    async def wait(self) -> None:
+        before = self._before
+        if before is not None and not before.is_set():
+            await before.wait()
+        self._before = None
+
+    def done(self) -> None:
+        """This turn's ordered part is over (idempotent); the next may go."""
+        self._done.set()
+
+
+class Turns:
+    """Turns handed out in the order ``take`` is called: the order requests arrived on a
+    connection, whatever order trio runs their tasks in (it varies the order of tasks that
+    are ready together, on purpose)."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: trio.Event | None = None
+
+    def take(self) -> Turn:
+        turn = Turn(self._last)
+        self._last = turn._done
+        return turn

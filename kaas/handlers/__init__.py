@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Never, Protocol, TypeAlias, cast
 
+from kaas.aio import Turn
 from kaas.broker import Broker
 from kaas.handlers.session import Session
 
@@ -72,6 +73,9 @@ class Context:
     peer: str
     lapses: int = 0  # the broker's lease lapses when the connection was accepted
     session: Session = field(default_factory=Session)  # the connection's security state
+    # a pipelined Produce's place among its connection's Produce requests: its appends wait
+    # for the earlier ones' (net.connection gives it; None: answered alone, in order)
+    turn: Turn | None = None
 
     @property
     def principal(self) -> str:

@@ -109,73 +109,84 @@ async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes
                         reason="transactional batch without a transactional id")
     else:
         txn_denied = not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id)
+    # Pipelined Produce requests of one connection append in the order they arrived (as
+    # Apache handles a connection's requests one at a time): this one's appends wait for
+    # the earlier ones', which may have parked (a transactional batch's KIP-890 check
+    # reads the slot file in a worker thread). The wait for durability is not ordered.
+    turn = ctx.turn
+    if turn is not None:
+        await turn.wait()
     now = broker.clock.wall_ms()
-    for td in req.topic_data:
-        parts_out: list[PartitionAnswer] = []
-        topics_out.append({"name": td.name, "partition_responses": parts_out})
-        denied = (ErrorCode.transactional_id_authorization_failed if txn_denied
-                  else None if authorize(ctx, Op.WRITE, TOPIC, td.name) else ErrorCode.topic_authorization_failed)
-        if denied is not None:
-            parts_out.extend({"index": pd.index, "error_code": denied, "base_offset": -1, "log_append_time": -1,
-                              "log_start_offset": -1, "record_errors": []} for pd in td.partition_data)
-            continue
-        meta = broker.topics.get(td.name)
-        create_error = None
-        if meta is None:
-            try:
-                meta = await broker.admin.ensure_topic(td.name, auto_create=authorize(ctx, Op.CREATE, CLUSTER)
-                                                       or authorize(ctx, Op.CREATE, TOPIC, td.name))
-            except OSError as exc:  # auto-creation could not write the topic file
-                log.error("topic_write_failed", topic=td.name, error=str(exc))
-                create_error = ErrorCode.kafka_storage_error
-        log_append_time = _topic_config(broker, meta, TIMESTAMP_TYPE) == "LogAppendTime"
-        policy = _policy(broker, meta, log_append_time)
-        min_isr = _min_isr(broker, meta) if acks == -1 else 1
-        for pd in td.partition_data:
-            out: PartitionAnswer = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
-                                    "log_append_time": -1, "log_start_offset": -1, "record_errors": []}
-            parts_out.append(out)
-            if acks not in (-1, 0, 1):
-                out["error_code"] = ErrorCode.invalid_required_acks
+    try:
+        for td in req.topic_data:
+            parts_out: list[PartitionAnswer] = []
+            topics_out.append({"name": td.name, "partition_responses": parts_out})
+            denied = (ErrorCode.transactional_id_authorization_failed if txn_denied
+                      else None if authorize(ctx, Op.WRITE, TOPIC, td.name) else ErrorCode.topic_authorization_failed)
+            if denied is not None:
+                parts_out.extend({"index": pd.index, "error_code": denied, "base_offset": -1, "log_append_time": -1,
+                                  "log_start_offset": -1, "record_errors": []} for pd in td.partition_data)
                 continue
-            if create_error is not None:
-                out["error_code"] = create_error
-                continue
-            try:
-                part = broker.get_partition(td.name, pd.index)
-                if min_isr > 1:
-                    assert meta is not None  # (get_partition found the topic)
-                    view = view or broker.replica_view()
-                    rs = broker.replicas(view, meta, pd.index, broker.id)
-                    if not replicas.enough_in_sync(rs, min_isr):
-                        raise KaasError(ErrorCode.not_enough_replicas,
-                                        f"The size of the current ISR : {len(rs.isr)} is insufficient to satisfy "
-                                        f"the min.isr requirement of {min_isr} for partition {td.name}-{pd.index}, "
-                                        f"live replica(s) broker.id are : {list(rs.isr)}")
-                records = pd.records or b""
-                if ctx.api_version < 7 and len(records) > 22 and records[22] & wb.ATTR_CODEC_MASK == 4:
-                    raise KaasError(ErrorCode.unsupported_compression_type)
-                records, header = wv.validate(records, policy, now)
-                result = await part.produce(records, header, req.transactional_id,
-                                            log_append_time=log_append_time)
-            except KaasError as exc:
-                out["error_code"] = exc.code
-                out["error_message"] = exc.message
-                continue
-            except wb.BatchError as exc:
-                log.warning("produce_batch_rejected", peer=ctx.peer, topic=td.name,
-                            partition=pd.index, reason=exc.reason)
-                out["error_code"] = ErrorCode(exc.code)
-                out["error_message"] = exc.reason
-                if isinstance(exc, wv.Rejected):
-                    out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
-                                            for i, m in exc.record_errors]
-                continue
-            out["base_offset"] = result.base_offset
-            out["log_append_time"] = result.log_append_time
-            out["log_start_offset"] = part.log_start_offset
-            if acks == -1:
-                waits.append((part, result.next_offset, out))
+            meta = broker.topics.get(td.name)
+            create_error = None
+            if meta is None:
+                try:
+                    meta = await broker.admin.ensure_topic(td.name, auto_create=authorize(ctx, Op.CREATE, CLUSTER)
+                                                           or authorize(ctx, Op.CREATE, TOPIC, td.name))
+                except OSError as exc:  # auto-creation could not write the topic file
+                    log.error("topic_write_failed", topic=td.name, error=str(exc))
+                    create_error = ErrorCode.kafka_storage_error
+            log_append_time = _topic_config(broker, meta, TIMESTAMP_TYPE) == "LogAppendTime"
+            policy = _policy(broker, meta, log_append_time)
+            min_isr = _min_isr(broker, meta) if acks == -1 else 1
+            for pd in td.partition_data:
+                out: PartitionAnswer = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
+                                        "log_append_time": -1, "log_start_offset": -1, "record_errors": []}
+                parts_out.append(out)
+                if acks not in (-1, 0, 1):
+                    out["error_code"] = ErrorCode.invalid_required_acks
+                    continue
+                if create_error is not None:
+                    out["error_code"] = create_error
+                    continue
+                try:
+                    part = broker.get_partition(td.name, pd.index)
+                    if min_isr > 1:
+                        assert meta is not None  # (get_partition found the topic)
+                        view = view or broker.replica_view()
+                        rs = broker.replicas(view, meta, pd.index, broker.id)
+                        if not replicas.enough_in_sync(rs, min_isr):
+                            raise KaasError(ErrorCode.not_enough_replicas,
+                                            f"The size of the current ISR : {len(rs.isr)} is insufficient to satisfy "
+                                            f"the min.isr requirement of {min_isr} for partition {td.name}-{pd.index}, "
+                                            f"live replica(s) broker.id are : {list(rs.isr)}")
+                    records = pd.records or b""
+                    if ctx.api_version < 7 and len(records) > 22 and records[22] & wb.ATTR_CODEC_MASK == 4:
+                        raise KaasError(ErrorCode.unsupported_compression_type)
+                    records, header = wv.validate(records, policy, now)
+                    result = await part.produce(records, header, req.transactional_id,
+                                                log_append_time=log_append_time)
+                except KaasError as exc:
+                    out["error_code"] = exc.code
+                    out["error_message"] = exc.message
+                    continue
+                except wb.BatchError as exc:
+                    log.warning("produce_batch_rejected", peer=ctx.peer, topic=td.name,
+                                partition=pd.index, reason=exc.reason)
+                    out["error_code"] = ErrorCode(exc.code)
+                    out["error_message"] = exc.reason
+                    if isinstance(exc, wv.Rejected):
+                        out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
+                                                for i, m in exc.record_errors]
+                    continue
+                out["base_offset"] = result.base_offset
+                out["log_append_time"] = result.log_append_time
+                out["log_start_offset"] = part.log_start_offset
+                if acks == -1:
+                    waits.append((part, result.next_offset, out))
+    finally:
+        if turn is not None:
+            turn.done()
     if waits:
         async def wait_one(part: Partition, offset: int, out: PartitionAnswer) -> None:
             try:

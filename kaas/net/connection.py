@@ -12,7 +12,7 @@ import itertools
 import structlog
 import trio
 
-from kaas.aio import SocketReader, acquire, held, send_now
+from kaas.aio import SocketReader, Turns, acquire, held, send_now
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
 from kaas.net.ordering import Close, Ordering, Slot, outcome
@@ -28,6 +28,7 @@ UNAUTHENTICATED_MAX_FRAME = 64 * 1024
 _conn_ids = itertools.count(1)
 SASL_APIS = (17, 36)  # SaslHandshake, SaslAuthenticate (and the raw tokens of a v0 exchange)
 DRAIN_S = 5  # how long a connection the peer closed may still answer what it sent
+PRODUCE = 0
 
 
 async def serve_connection(broker, stream: trio.abc.Stream, session: Session | None = None) -> None:
@@ -125,6 +126,7 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
     limit = trio.Semaphore(MAX_IN_FLIGHT)
     send_lock = trio.Lock()  # the writer and the inline path both send; in order
     wake = trio.Event()  # the writer's: a slot was queued or became ready
+    produce_turns = Turns()  # pipelined Produce requests append in the order they arrived
     drained: trio.Event | None = None  # set by the writer when nothing is left (at close)
     broker.connections += 1
     logged = False
@@ -223,6 +225,8 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
                     continue
                 await limit.acquire()
                 slot = order.enqueue()
+                if prepared.api_key == PRODUCE and prepared.ctx is not None:
+                    prepared.ctx.turn = produce_turns.take()  # appends in arrival order
                 wake.set()
                 nursery.start_soon(run, prepared, slot)
 

@@ -310,6 +310,40 @@ async def test_pipelined_requests_are_answered_in_request_order(tmp_path):
             nursery.cancel_scope.cancel()
 
 
+async def test_pipelined_produce_appends_in_arrival_order_when_the_first_parks(tmp_path, monkeypatch):
+    """Five idempotent batches of a new producer (sequences 0-4) pipelined on one
+    connection, the first of which parks before its append (as a transactional batch's
+    KIP-890 check parks for the slot file off tmpfs): they are appended in arrival order,
+    each answered with its own offset. Were a later one appended first, the unknown
+    producer would start at its sequence and the first batch would be refused
+    OUT_OF_ORDER_SEQUENCE_NUMBER (librdkafka's test 0103 saw this; fatal for a producer)."""
+    from kaas.broker.partition import Partition
+
+    real = Partition.produce
+    parked = []
+
+    async def produce_parking_first(self, records, header, transactional_id, **kw):
+        if not parked:
+            parked.append(header.base_sequence)
+            await trio.sleep(0.05)  # every later request is running meanwhile
+        return await real(self, records, header, transactional_id, **kw)
+
+    monkeypatch.setattr(Partition, "produce", produce_parking_first)
+    with trio.fail_after(20):
+        async with open_broker(tmp_path) as broker, trio.open_nursery() as nursery:
+            async with open_client(broker, nursery) as client:
+                assert (await client.call(create_topic("order", 1))).topics[0].error_code == ErrorCode.none
+                batches = [wb.build_batch(base_timestamp=5, producer_id=4242, producer_epoch=0, base_sequence=i,
+                                          records=[(None, b"v%d" % i)]) for i in range(5)]
+                corrs = await client.send(*(produce("order", 0, b, acks=-1) for b in batches))
+                answers = [await client.receive(0, 9) for _ in batches]
+                assert [c for c, _ in answers] == corrs
+                parts = [r.responses[0].partition_responses[0] for _, r in answers]
+                assert [(p.error_code, p.base_offset) for p in parts] == [(ErrorCode.none, i) for i in range(5)]
+                assert parked == [0]
+            nursery.cancel_scope.cancel()
+
+
 @pytest.mark.parametrize("bad", [
     pytest.param(struct.pack(">i", MAX_REQUEST + 1) + b"\0" * 64, id="frame-over-max-size"),
     pytest.param(struct.pack(">i", -5), id="negative-size"),
