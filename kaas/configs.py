@@ -81,11 +81,12 @@ HOW: dict[str, str] = {
                             "topic's directory, is renamed *.deleted (readers no longer see it; kaas inspect "
                             "lists it) and removed from the volume this long after, by the partition's leader "
                             "(the controller for a topic); a new leader removes what a previous one left.",
-    "flush.messages": "Only the default (never forced by count): kaas fsyncs before it answers an acks=all "
-                      "produce (a group commit) and otherwise leaves flushing to the OS: acks=0/1 batches "
+    "flush.messages": "kaas fsyncs before it answers an acks=all produce (a group commit); acks=0/1 batches "
                       "are fsynced by the partition's next group commit (an acks=all produce or a "
-                      "transaction marker), segment roll or hand-over. Any other value is refused.",
-    "flush.ms": "Only the default (never forced by time), as flush.messages; any other value is refused.",
+                      "transaction marker), segment roll or hand-over, and, with this set, as soon as this "
+                      "many offsets of the partition are not yet durable (the default: never by count).",
+    "flush.ms": "As flush.messages, by time: the partition is fsynced once an append has waited this long "
+                "for a group commit (the default: never by time).",
     "min.cleanable.dirty.ratio": "The log cleaner cleans a partition once this share of its cleanable bytes "
                                  "was written since its last pass.",
     "min.compaction.lag.ms": "A record stays uncompacted at least this long after it was written.",
@@ -97,12 +98,6 @@ HOW: dict[str, str] = {
 
 # Keys kaas honours for some values only: name -> (the values it takes, why not others).
 _ONLY: dict[str, tuple[frozenset[str], str]] = {
-    "flush.messages": (frozenset({str(LONG_MAX)}),
-                       "kaas fsyncs before answering an acks=all produce and never flushes by message "
-                       f"count; flush.messages must be {LONG_MAX} (use acks=all for durable writes)"),
-    "flush.ms": (frozenset({str(LONG_MAX)}),
-                 "kaas fsyncs before answering an acks=all produce and never flushes on a timer; "
-                 f"flush.ms must be {LONG_MAX} (use acks=all for durable writes)"),
 }
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 # Apache's lower bounds (LogConfig) for the keys validated here
@@ -229,4 +224,6 @@ def log_config(settings: Settings, overrides: dict[str, str]) -> LogConfig:
         max_compaction_lag_ms=int(eff["max.compaction.lag.ms"]),
         delete_retention_ms=int(eff["delete.retention.ms"]),
         file_delete_delay_ms=int(eff["file.delete.delay.ms"]),
+        flush_messages=int(eff["flush.messages"]),
+        flush_ms=int(eff["flush.ms"]),
     )

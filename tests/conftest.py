@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import trio.testing
 from hypothesis import settings
 
 from tests.fixtures import broker_fixture
@@ -34,3 +35,14 @@ def shm_path(tmp_path):
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def thread_safe_autojump_clock():
+    """trio's MockClock jumping ahead once every task has waited 20 ms of real time, where
+    ``autojump_clock`` jumps at once. A broker opens a partition (recovery) in a worker
+    thread even on tmpfs: with a zero threshold the clock would jump while the thread
+    works, past heartbeats the membership task cannot write until the thread is done, and
+    the lease would lapse in virtual time. (pytest-trio runs a test on the clock fixture
+    it asks for.)"""
+    return trio.testing.MockClock(autojump_threshold=0.02)

@@ -14,6 +14,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs, counters
+from kaas.aio import Wakeup
 from kaas.broker.acls import Acls
 from kaas.broker.cluster_view import ClusterView
 from kaas.broker.dynamic import DynamicConfigs
@@ -100,6 +101,7 @@ class Broker:
         # answer KAFKA_STORAGE_ERROR.
         self.offline: dict[tuple[str, int], str] = {}
         self._data_event = trio.Event()
+        self._flush_wakeup = Wakeup()
         self.nursery: trio.Nursery | None = None
         self.started_ms = clock.wall_ms()
         self.fsync_count = 0
@@ -431,6 +433,11 @@ class Broker:
     def notify_data(self) -> None:
         ev, self._data_event = self._data_event, trio.Event()
         ev.set()
+
+    @property
+    def flush_wakeup(self) -> Wakeup:
+        """The flusher's (``tasks.flush``): a partition's flush.messages was reached."""
+        return self._flush_wakeup
 
     async def wait_for_data(self) -> None:
         await self._data_event.wait()

@@ -24,6 +24,8 @@ from kaas.wire import batch as wb
 if TYPE_CHECKING:
     from kaas.broker.ports import PartitionHost
 
+NEVER = 2**63 - 1  # flush.messages / flush.ms left at their defaults
+
 
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
@@ -97,6 +99,12 @@ class Partition:
         for listener in self.append_listeners:
             listener(header, res)
         self.broker.notify_data()
+        log, cfg = self.log, self.log.config
+        if log.log_end_offset - log.durable_offset >= cfg.flush_messages or (
+                cfg.flush_ms < NEVER and log.durable_offset == res.base_offset):
+            # flush.messages reached: tasks.flush fsyncs now; or the first append since the
+            # last fsync on a flush.ms topic: it counts the time from here
+            self.broker.flush_wakeup.set()
         return res
 
     async def wait_durable(self, offset: int) -> None:

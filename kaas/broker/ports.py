@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from kaas.aio import Wakeup
     from kaas.broker.cluster_view import ClusterView
     from kaas.clock import Clock
     from kaas.settings import Settings
@@ -47,6 +48,10 @@ class PartitionHost(Protocol[P_contra]):
 
     def notify_data(self) -> None:
         """Wake long-polling fetches: something was appended."""
+
+    @property
+    def flush_wakeup(self) -> Wakeup:
+        """Set when a partition's flush.messages asks for an fsync (``tasks.flush``)."""
 
     def stats_fsync(self, seconds: float) -> None:
         """Count one group-commit fsync for /metrics."""

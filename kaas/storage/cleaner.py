@@ -387,3 +387,37 @@ def next_state(state: dict[str, Any], live: set[str], prepared: Prepared) -> dic
             "last_clean_ms": job.now_ms, "cleaned": cleaned, "next_horizon_ms": prepared.next_horizon_ms,
             "bytes_cleaned": int(state.get("bytes_cleaned", 0)) + prepared.bytes_read,
             "records_removed": int(state.get("records_removed", 0)) + prepared.records_removed}
+
+
+def job(path: Path, epoch: int, segments: list[Segment], aborted: list[tuple[int, int, int]],
+        last_batch_of: dict[int, int], config: LogConfig, now_ms: int, max_bytes_per_s: float) -> Job:
+    """A pass over ``segments`` (the cleanable ones, ``dirtiness``) of the log at ``path``."""
+    return Job(
+        path=path, epoch=epoch,
+        segments=[SegmentCopy(s.name, s.base_offset, s.next_offset, s.size) for s in segments],
+        aborted=[a for a in aborted if a[0] < segments[-1].next_offset], last_batch_of=dict(last_batch_of),
+        now_ms=now_ms, delete_retention_ms=config.delete_retention_ms,
+        index_interval_bytes=config.index_interval_bytes, fsync=config.fsync, max_bytes_per_s=max_bytes_per_s)
+
+
+def swap_in(segments: list[Segment], prepared: Prepared, close: Callable[[Segment], None]) -> list[Segment]:
+    """``segments`` as they are once ``prepared`` is committed: a rewritten segment takes
+    its new size, end, max timestamp and index, a removed one is gone; ``close`` gives up
+    the fd of each (the old inode: the next read opens the new file)."""
+    by_name = {s.name: s for s in prepared.changed}
+    kept: list[Segment] = []
+    for seg in segments:
+        c = by_name.get(seg.name)
+        if c is None:
+            kept.append(seg)
+            continue
+        close(seg)
+        if c.remove:
+            continue
+        seg.size = c.new_size
+        seg.next_offset = c.next_offset
+        seg.max_timestamp = c.max_timestamp
+        seg.index_offsets = list(c.index_offsets)
+        seg.index_positions = list(c.index_positions)
+        kept.append(seg)
+    return kept

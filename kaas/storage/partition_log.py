@@ -83,6 +83,7 @@ class PartitionLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.durable_offset = 0
+        self.unflushed_since_ms: int | None = None  # the first append not yet durable (flush.ms)
         self._dirty: set[int] = set()  # fds with unsynced bytes
         self._closed = False
         self.producers = ProducerStateTable()
@@ -317,6 +318,8 @@ class PartitionLog:
             seg.max_timestamp = ts
         self.log_end_offset = nxt
         self._dirty.add(seg.fd)
+        if self.unflushed_since_ms is None:
+            self.unflushed_since_ms = now
         self._track(header, records, 0, base, now)
         return AppendResult(base, nxt, pos, seg)
 
@@ -383,6 +386,20 @@ class PartitionLog:
         """Everything below ``end`` is fsynced (a group commit of ``take_dirty``'s fds)."""
         if end > self.durable_offset:
             self.durable_offset = end
+        if self.durable_offset >= self.log_end_offset:
+            self.unflushed_since_ms = None
+
+    def flush_due(self, now_ms: int) -> bool:
+        """flush.messages or flush.ms asks for an fsync now: that many offsets, or an append
+        that long ago, are not yet durable."""
+        cfg = self.config
+        pending = self.log_end_offset - self.durable_offset
+        if pending <= 0:
+            return False
+        if pending >= cfg.flush_messages:
+            return True
+        since = self.unflushed_since_ms
+        return since is not None and now_ms - since >= cfg.flush_ms
 
     @contextlib.contextmanager
     def cleaning_pass(self) -> Iterator[None]:
@@ -565,14 +582,8 @@ class PartitionLog:
             return None
         for seg in segs:
             seg.open_fd()
-        last_of = {pid: off for pid, off in self.producers.last_batch_offsets().items()}
-        return cleaner.Job(
-            path=self.path, epoch=self.epoch,
-            segments=[cleaner.SegmentCopy(s.name, s.base_offset, s.next_offset, s.size) for s in segs],
-            aborted=[a for a in self.aborted if a[0] < segs[-1].next_offset], last_batch_of=last_of,
-            now_ms=now_ms, delete_retention_ms=self.config.delete_retention_ms,
-            index_interval_bytes=self.config.index_interval_bytes, fsync=self.config.fsync,
-            max_bytes_per_s=max_bytes_per_s)
+        return cleaner.job(self.path, self.epoch, segs, self.aborted, self.producers.last_batch_offsets(),
+                           self.config, now_ms, max_bytes_per_s)
 
     def next_cleaner_state(self, prepared: cleaner.Prepared) -> dict[str, Any]:
         """What ``cleaner.json`` says once ``prepared`` is swapped in."""
@@ -580,23 +591,7 @@ class PartitionLog:
 
     def apply_clean(self, prepared: cleaner.Prepared, state: dict[str, Any]) -> None:
         """After ``cleaner.commit``: point the in-memory segments at the swapped files."""
-        by_name = {s.name: s for s in prepared.changed}
-        kept: list[Segment] = []
-        for seg in self.segments:
-            c = by_name.get(seg.name)
-            if c is None:
-                kept.append(seg)
-                continue
-            self._close_fd(seg)  # the old inode; the next read opens the new file
-            if c.remove:
-                continue
-            seg.size = c.new_size
-            seg.next_offset = c.next_offset
-            seg.max_timestamp = c.max_timestamp
-            seg.index_offsets = list(c.index_offsets)
-            seg.index_positions = list(c.index_positions)
-            kept.append(seg)
-        self.segments = kept
+        self.segments = cleaner.swap_in(self.segments, prepared, self._close_fd)
         if prepared.dropped_markers:
             self.aborted = [a for a in self.aborted if a[0] not in prepared.dropped_markers]
         self.cleaner_state = state

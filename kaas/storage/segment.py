@@ -54,6 +54,10 @@ class LogConfig:
     max_compaction_lag_ms: int = 2**63 - 1
     delete_retention_ms: int = 24 * 3600 * 1000
     file_delete_delay_ms: int = 0  # file.delete.delay.ms: dropped segments wait as *.deleted (storage.trash)
+    # flush.messages / flush.ms: fsync once this many offsets, or this long, are not yet
+    # durable (tasks.flush); 2**63 - 1: only acks=all, markers, rolls and hand-over do
+    flush_messages: int = 2**63 - 1
+    flush_ms: int = 2**63 - 1
 
 
 @dataclass(slots=True)

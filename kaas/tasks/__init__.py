@@ -16,6 +16,7 @@ from kaas.coord.txn import TxnCoordinator
 from kaas.tasks.acls import serve_acls
 from kaas.tasks.broker_configs import serve_broker_configs
 from kaas.tasks.credentials import serve_credentials
+from kaas.tasks.flush import serve_flush
 from kaas.tasks.group_timers import serve_timers
 from kaas.tasks.log_cleaner import serve_log_cleaner
 from kaas.tasks.membership import Membership
@@ -51,6 +52,7 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
         await nursery.start(serve_presence, broker.cluster, broker.peer_links)
         await nursery.start(serve_retention, broker)
         await nursery.start(serve_trash, broker)
+        await nursery.start(serve_flush, broker)
         await nursery.start(serve_timers, broker.groups)
         if broker.txn is None:
             broker.txn = TxnCoordinator(broker)

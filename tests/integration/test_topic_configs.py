@@ -112,9 +112,10 @@ WALK: dict[str, Entry] = {
         "tests/integration/test_file_delete_delay.py::test_deleted_segments_and_topics_wait_out_the_delay",
         "tests/component/test_file_delete_delay.py"), accepts=("60000", "1", "0"), refuses=("-1",),
         why="must not be negative"),
-    # honoured for the default only, other values refused
-    "flush.messages": Entry(refuses=("1", "10000"), why="fsyncs before answering an acks=all produce"),
-    "flush.ms": Entry(refuses=("0", "1000"), why="fsyncs before answering an acks=all produce"),
+    "flush.messages": Entry(honoured_by=("tests/component/test_flush.py",), accepts=("1", "10000"),
+                            refuses=("0",), why="at least 1"),
+    "flush.ms": Entry(honoured_by=("tests/component/test_flush.py",), accepts=("0", "1000"), refuses=("-1",),
+                      why="at least 0"),
 }
 
 

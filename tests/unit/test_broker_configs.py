@@ -55,7 +55,7 @@ def test_the_tables_name_real_settings_and_topic_configs():
     ({"log.retention.ms": "-2"}, False, "invalid_config", "at least -1"),
     ({"min.insync.replicas": "0"}, False, "invalid_config", "Value must be at least 1"),
     ({"log.cleaner.min.cleanable.ratio": "1.5"}, False, "invalid_config", "between 0 and 1"),
-    ({"log.flush.interval.messages": "1"}, False, "invalid_config", "flush.messages"),
+    ({"log.flush.interval.messages": "0"}, False, "invalid_config", "flush.messages"),
 ])
 def test_refusals(layer, per_broker, error, message):
     got = broker_configs.validate(layer, per_broker=per_broker)
