@@ -4,7 +4,10 @@ The coordinators never import ``kaas.broker``, ``kaas.net`` or ``kaas.tasks``: t
 handed the broker and see it through these ports. ``kaas.broker.Broker`` satisfies
 ``TxnBroker`` and ``GroupBroker`` structurally (without naming them), its ``Partition``
 satisfies ``LedPartition``, its ``peer_links`` ``MarkerLinks``, its ``cluster``
-``ClusterView`` and its ``groups`` ``OffsetHooks``. Test fakes provide what a test needs.
+``ClusterView`` and its ``groups`` ``OffsetHooks``. mypy (``make lint``) checks it where the
+broker hands itself over (``GroupCoordinator(self)``, ``TxnCoordinator(broker)``): a member
+a port declares and the broker lacks, or with another signature, fails the lint. Test fakes
+provide what a test needs.
 
 Each port lists exactly what the coordinators use; everything is read-only to them
 (properties), except what they call.
