@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from kaas.coord.ports import Host
+
 if TYPE_CHECKING:
     from kaas.aio import Wakeup
     from kaas.broker.cluster_view import ClusterView
     from kaas.clock import Clock
     from kaas.settings import Settings
-    from kaas.storage.paths import Layout
     from kaas.storage.topics import TopicStore
     from kaas.wire.batch import BatchHeader
 
@@ -66,18 +67,9 @@ class PartitionHost(Protocol[P_contra]):
         accepted only if the partition is in that producer's transaction."""
 
 
-class AdminHost(Protocol[P]):
-    """The broker as the topic administration sees it."""
-
-    @property
-    def clock(self) -> Clock:
-        """The broker's time (when a deleted topic's files are due for removal)."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def layout(self) -> Layout: ...
+class AdminHost(Host, Protocol[P]):
+    """The broker as the topic administration sees it: a coordinators' ``Host`` (settings,
+    the clock, the volume) with its topics, cluster view and led partitions."""
 
     @property
     def topics(self) -> TopicStore: ...

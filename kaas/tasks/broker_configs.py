@@ -9,12 +9,9 @@ from __future__ import annotations
 import structlog
 import trio
 
-from kaas import dirwatch
 from kaas.broker import Broker
 from kaas.errors import CorruptState
-
-POLL_S = 0.2  # stat period
-FORCE_S = 1.0  # a read at least this often, whatever stat says
+from kaas.tasks.reload import keep_current
 
 log = structlog.get_logger()
 
@@ -36,22 +33,8 @@ async def reload(broker: Broker, force: bool) -> None:
 async def serve_broker_configs(broker: Broker, *,
                                task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Load the dynamic configs, report ready, then keep them current until cancelled."""
-    await reload(broker, True)
-    watch = dirwatch.open_watch(broker.layout.cluster) if broker.settings.inotify else None
-    task_status.started()
-    last_read = trio.current_time()
-    try:
-        while True:
-            with trio.move_on_after(POLL_S):
-                if watch is not None:
-                    await watch.wait()
-                    await trio.sleep(0.01)  # let a rename's events land together
-                else:
-                    await trio.sleep_forever()
-            force = trio.current_time() - last_read >= FORCE_S
-            if force:
-                last_read = trio.current_time()
-            await reload(broker, force)
-    finally:
-        if watch is not None:
-            watch.close()
+
+    async def reload_it(force: bool) -> None:
+        await reload(broker, force)
+
+    await keep_current(reload_it, broker.layout.cluster, inotify=broker.settings.inotify, task_status=task_status)
