@@ -8,7 +8,11 @@ or builds librdkafka). Starts a 3-broker ``kaas cluster`` from this checkout wit
 tree's one is left alone: ``RDKAFKA_TEST_CONF``), and runs each test, or one 0081 subtest at a
 time (``SUBTESTS=do_test_<name>:``), with ``./run-test.sh -p1 -L``. 0081's ACL subtests run
 on a second cluster with the authoriser on, plaintext listeners and ``User:ANONYMOUS`` as a
-super user, as librdkafka's own set-up. 0077 calls Kafka's ``kafka-topics.sh``:
+super user, as librdkafka's own set-up. 0081's authorised-operations subtests
+(DescribeConsumerGroups_with_authorized_ops, DescribeTopics, DescribeCluster) run on a third,
+``sasl``, cluster (``kaas cluster --secure``: SASL_SSL, SCRAM-SHA-512, the authoriser on, plus
+``--allow-everyone-if-no-acl-found``), as a SCRAM user who is not a super user, so that the
+ACLs they add for it change what it may do. 0077 calls Kafka's ``kafka-topics.sh``:
 ``KAFKA_PATH`` points at ``tests/`` of this checkout, whose ``bin/kafka-topics.sh`` maps its
 flags to ``kaas topics``.
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -57,15 +62,26 @@ SUBTESTS_0081 = [
 ]
 #: the subtests that need the authoriser on (SECURITY_DISABLED without it, as Apache)
 ACL_SUBTESTS = {"CreateAcls", "DescribeAcls", "DeleteAcls"}
+#: the subtests whose authorised-operations checks need SASL (PLAIN or SCRAM) and a principal
+#: that is not a super user: on plaintext the first skips ("Test requires authorization to be
+#: setup") and the other two leave out their ACL part
+SASL_SUBTESTS = {"DescribeConsumerGroups_with_authorized_ops", "DescribeTopics", "DescribeCluster"}
 BROKER_ARGS = ["--num-partitions", "4"]
 ACL_BROKER_ARGS = [*BROKER_ARGS, "--authorizer", "--super-users", "User:ANONYMOUS"]
+#: after ``kaas cluster --secure``'s own options (SASL_SSL listeners, SCRAM-SHA-512, the
+#: authoriser with its admin and broker users as super users): what no ACL names is open
+#: (Apache's ``allow.everyone.if.no.acl.found=true``), so the tests' user, no super user,
+#: may do everything until an ACL of its own narrows it
+SASL_BROKER_ARGS = [*BROKER_ARGS, "--allow-everyone-if-no-acl-found"]
+#: the SCRAM user the tests connect as on the sasl cluster (not a super user)
+SASL_TEST_USER = "rdkafka"
 _FAILED = re.compile(r'### Test "(?P<test>[^"]*)" failed at (?P<where>\S+) at [^#]*###\s*\n(?P<msg>[^\n]*)')
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\x1b\(B")
 
 
 @dataclass
 class Run:
-    """One test-runner invocation: a test, or one subtest of it, on the plain or ACL cluster."""
+    """One test-runner invocation: a test, or one subtest of it, on the plain, ACL or SASL cluster."""
     test: str
     subtest: str | None
     cluster: str
@@ -79,9 +95,11 @@ class Run:
         return f"{self.test}/{self.subtest}" if self.subtest else self.test
 
 
-def plan(only: tuple[str, ...], acl_for_all: bool) -> list[Run]:
+def plan(only: tuple[str, ...], acl_for_all: bool, sasl_for_all: bool = False) -> list[Run]:
     """The runs: ``only`` entries (``0077``, ``0081``, ``0081/ListOffsets``), else every
-    classic test, 0077, and each 0081 subtest on its own."""
+    classic test, 0077, and each 0081 subtest on its own. Each on the plain cluster, but the
+    ACL subtests on the ACL one (everything with ``acl_for_all``) and the SASL subtests on
+    the SASL one (everything with ``sasl_for_all``)."""
     specs = list(only) or [*CLASSIC, "0077", *(f"0081/{s}" for s in SUBTESTS_0081)]
     runs = []
     for spec in specs:
@@ -89,8 +107,13 @@ def plan(only: tuple[str, ...], acl_for_all: bool) -> list[Run]:
         if sub and sub.removeprefix("do_test_") not in SUBTESTS_0081:
             raise click.BadParameter(f"unknown 0081 subtest {sub!r}; one of {', '.join(SUBTESTS_0081)}")
         sub = sub.removeprefix("do_test_") or None
-        acl = acl_for_all or sub in ACL_SUBTESTS
-        runs.append(Run(test, sub, "acl" if acl else "plain"))
+        if sasl_for_all or sub in SASL_SUBTESTS:
+            kind = "sasl"
+        elif acl_for_all or sub in ACL_SUBTESTS:
+            kind = "acl"
+        else:
+            kind = "plain"
+        runs.append(Run(test, sub, kind))
     return runs
 
 
@@ -145,13 +168,32 @@ def run_one(run: Run, index: int, tests_dir: Path, cluster: ClusterProcess, conf
 
 
 @contextmanager
-def open_cluster(kind: str, tmp: Path, echo) -> Iterator[ClusterProcess]:
-    extra = ACL_BROKER_ARGS if kind == "acl" else BROKER_ARGS
-    cluster = ClusterProcess(tmp / f"data-{kind}", 3, extra=extra)
-    echo(f"# starting the {kind} cluster: kaas cluster --brokers 3 -- {' '.join(extra)}")
+def open_cluster(kind: str, tmp: Path, echo) -> Iterator[tuple[ClusterProcess, str]]:
+    """The cluster of ``kind`` running, with the ``test.conf`` text its clients need."""
+    extra = {"acl": ACL_BROKER_ARGS, "sasl": SASL_BROKER_ARGS}.get(kind, BROKER_ARGS)
+    secure = kind == "sasl"
+    cluster = ClusterProcess(tmp / f"data-{kind}", 3, extra=extra, secure=secure)
+    password = ""
+    if secure:  # the tests' user, written to the credentials file before any broker runs
+        from kaas.tools.users import add_offline
+
+        cluster.data.mkdir(parents=True, exist_ok=True)
+        password = secrets.token_urlsafe(18)
+        add_offline(cluster.data, SASL_TEST_USER, password)
+    echo(f"# starting the {kind} cluster: kaas cluster --brokers 3{' --secure' if secure else ''} -- "
+         f"{' '.join(extra)}" + (f" (user {SASL_TEST_USER}, not a super user)" if secure else ""))
     with cluster.running(timeout=60):
         echo(f"# {kind} cluster up at {cluster.bootstrap} (logs: {cluster.data / 'run'})")
-        yield cluster
+        yield cluster, conf_for(cluster, password)
+
+
+def conf_for(cluster: ClusterProcess, password: str) -> str:
+    """``test.conf``: the bootstrap servers; for the SASL cluster, its client settings
+    (SASL_SSL, its CA, SCRAM-SHA-512) with the tests' user in place of the admin."""
+    conf = {"bootstrap.servers": cluster.bootstrap}
+    if cluster.secure:
+        conf = {**cluster.client_config(), **conf, "sasl.username": SASL_TEST_USER, "sasl.password": password}
+    return "".join(f"{k}={v}\n" for k, v in conf.items())
 
 
 def table(runs: list[Run]) -> str:
@@ -169,7 +211,10 @@ def table(runs: list[Run]) -> str:
 @click.option("--only", multiple=True, metavar="TEST[/SUBTEST]",
               help="Run this only (repeatable): 0077, 0081, 0081/ListOffsets. Default: the ten "
                    "classic tests, 0077 and each 0081 subtest.")
-@click.option("--acl-for-all", is_flag=True, help="Run everything on the ACL cluster, not only 0081's ACL subtests.")
+@click.option("--acl-for-all", is_flag=True, help="Run everything on the ACL cluster, not only 0081's ACL subtests "
+              "(the SASL subtests stay on the SASL cluster).")
+@click.option("--sasl-for-all", is_flag=True, help="Run everything on the SASL cluster (SASL_SSL, a SCRAM user who is "
+              "not a super user, allow.everyone.if.no.acl.found), not only 0081's authorised-operations subtest.")
 @click.option("--kafka-version", default="3.9.0", show_default=True, help="TEST_KAFKA_VERSION.")
 @click.option("--timeout", default=1800.0, show_default=True,
               help="Seconds per run (0113 alone takes over 10 minutes).")
@@ -177,10 +222,10 @@ def table(runs: list[Run]) -> str:
               help="Where each run's output goes (default: a new temporary directory, kept).")
 @click.option("--json", "as_json", is_flag=True, help="The results as one JSON document on stdout.")
 @click.option("--list", "list_only", is_flag=True, help="Print the runs and exit.")
-def main(tests_dir: Path, only: tuple[str, ...], acl_for_all: bool, kafka_version: str, timeout: float,
-         log_dir: Path | None, as_json: bool, list_only: bool) -> None:
+def main(tests_dir: Path, only: tuple[str, ...], acl_for_all: bool, sasl_for_all: bool, kafka_version: str,
+         timeout: float, log_dir: Path | None, as_json: bool, list_only: bool) -> None:
     """Run librdkafka's tests against 3-broker kaas clusters; print each result."""
-    runs = plan(only, acl_for_all)
+    runs = plan(only, acl_for_all, sasl_for_all)
     if list_only:
         for r in runs:
             click.echo(f"{r.name} ({r.cluster})")
@@ -197,13 +242,14 @@ def main(tests_dir: Path, only: tuple[str, ...], acl_for_all: bool, kafka_versio
     echo(f"# logs in {log_dir}")
     with tempfile.TemporaryDirectory(prefix="kaas-rdkafka-") as tmp_s:
         tmp = Path(tmp_s)
-        for kind in ("plain", "acl"):
+        for kind in ("plain", "acl", "sasl"):
             mine = [(i, r) for i, r in enumerate(runs) if r.cluster == kind]
             if not mine:
                 continue
-            with open_cluster(kind, tmp, echo) as cluster:
+            with open_cluster(kind, tmp, echo) as (cluster, conf_text):
                 conf = tmp / f"test-{kind}.conf"
-                conf.write_text(f"bootstrap.servers={cluster.bootstrap}\n")
+                conf.write_text(conf_text)
+                conf.chmod(0o600)  # a password for the sasl cluster
                 for i, r in mine:
                     run_one(r, i, tests_dir, cluster, conf, log_dir, kafka_version, timeout, echo)
                 (log_dir / f"cluster-{kind}").mkdir(exist_ok=True)

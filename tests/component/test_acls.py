@@ -24,6 +24,7 @@ from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequ
 from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1.request import (
@@ -250,6 +251,33 @@ async def test_allow_everyone_if_no_acl_found(tmp_path):
         assert (await alice.call(init_pid("tx"))).error_code == ErrorCode.none
         await grant(alice, creation(X, "tx", Operation.WRITE, principal="User:bob"))  # no cluster ACL: open
         assert (await alice.call(init_pid("tx"))).error_code == ErrorCode.transactional_id_authorization_failed
+
+
+async def test_group_authorized_operations_follow_the_principals_acls(tmp_path):
+    """librdkafka 0081's DescribeConsumerGroups_with_authorized_ops, as Apache 3.9 answers
+    it: with allow.everyone.if.no.acl.found, a user who is not a super user may do every
+    group operation (DELETE, DESCRIBE, READ) until an ACL names the group; a READ ACL of its
+    own then leaves READ and the DESCRIBE it implies; removed, everything is open again."""
+    group_ops = (1 << Operation.DELETE) | (1 << Operation.DESCRIBE) | (1 << Operation.READ)
+
+    async def ops(client: Client, include: bool = True) -> int:
+        r = await client.call(DescribeGroupsRequest(groups=("g",), include_authorized_operations=include))
+        assert [(g.error_code, g.group_id) for g in r.groups] == [(ErrorCode.none, "g")]
+        return r.groups[0].authorized_operations
+
+    async with open_broker(tmp_path, allow_everyone_if_no_acl_found=True) as (broker, nursery), \
+            open_client(broker, nursery, ALICE) as alice:
+        assert (await alice.call(join("g"))).error_code == ErrorCode.member_id_required
+        assert await ops(alice) == group_ops
+        assert await ops(alice, include=False) == -2147483648  # not asked: INT32_MIN, as Apache
+        await grant(alice, creation(G, "g", Operation.READ))  # no cluster ACL: alice may ALTER it
+        assert await ops(alice) == (1 << Operation.DESCRIBE) | (1 << Operation.READ)
+        r = await alice.call(DeleteAclsRequest(filters=(
+            DeleteAclsFilter(resource_type_filter=int(G), resource_name_filter="g", pattern_type_filter=int(LIT),
+                             principal_filter=ALICE, host_filter="*", operation=int(Operation.READ),
+                             permission_type=int(ALLOW)),)))
+        assert len(r.filter_results[0].matching_acls) == 1
+        assert await ops(alice) == group_ops
 
 
 async def test_admin_requests_answer_denied_parts_and_do_the_rest(tmp_path):
