@@ -114,10 +114,10 @@ async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes
     # the earlier ones', which may have parked (a transactional batch's KIP-890 check
     # reads the slot file in a worker thread). The wait for durability is not ordered.
     turn = ctx.turn
-    if turn is not None:
-        await turn.wait()
-    now = broker.clock.wall_ms()
     try:
+        if turn is not None:
+            await turn.wait()
+        now = broker.clock.wall_ms()
         for td in req.topic_data:
             parts_out: list[PartitionAnswer] = []
             topics_out.append({"name": td.name, "partition_responses": parts_out})
