@@ -150,7 +150,7 @@ def test_librdkafka_0081_broker_resource_and_apache_errors(cluster, admin):
 
     code, msg = raw_alter(cluster.ports[0], "", {"sasl.kerberos.min.time.before.relogin": "1"})
     assert code == KafkaError.INVALID_REQUEST and "broker id must be specified" in msg
-    code, msg = raw_alter(cluster.ports[0], "", {"log.flush.interval.ms": "1000"})
+    code, msg = raw_alter(cluster.ports[0], "", {"log.flush.interval.ms": "-1"})
     assert code == KafkaError.INVALID_CONFIG and "flush.ms" in msg
     code, msg = raw_alter(cluster.ports[0], "", {"log.retention.ms": "-2"})
     assert code == KafkaError.INVALID_CONFIG and "at least -1" in msg
