@@ -26,7 +26,7 @@ import crc32c
 from kaas.wire import batch as wb
 
 __all__ = ["Record", "records", "rebuild", "has_null_key", "timestamps", "max_timestamp", "header_max_trusted",
-           "batch_max_timestamp", "RecordsError"]
+           "batch_max_timestamp", "decompress", "RecordsError"]
 
 _XERIAL = b"\x82SNAPPY\x00"
 _TAIL = struct.Struct(">hiqqqhii")  # attributes .. records count (bytes 21..60)
@@ -46,7 +46,7 @@ class Record(NamedTuple):
     raw: bytes
 
 
-def _decompress(codec: int, data: bytes) -> bytes:
+def decompress(codec: int, data: bytes) -> bytes:
     if codec == 0:
         return data
     if codec == 1:
@@ -73,7 +73,7 @@ def _decompress(codec: int, data: bytes) -> bytes:
 def _body(batch: bytes | memoryview, h: wb.BatchHeader) -> bytes:
     body = bytes(memoryview(batch)[wb.HEADER_SIZE : h.size])
     try:
-        return _decompress(h.codec, body)
+        return decompress(h.codec, body)
     except RecordsError:
         raise
     except Exception as exc:  # noqa: BLE001 - zlib.error, cramjam's DecompressionError, ...

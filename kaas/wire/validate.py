@@ -49,8 +49,7 @@ import crc32c
 
 from kaas.wire import batch as wb
 from kaas.wire.compress import compress
-from kaas.wire.records import RecordsError
-from kaas.wire.records import _decompress as decompress
+from kaas.wire.records import RecordsError, decompress
 
 __all__ = ["Policy", "Rejected", "validate", "INVALID_TIMESTAMP", "LONG_MAX"]
 

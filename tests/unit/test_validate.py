@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kaas.wire import batch as wb
 from kaas.wire import validate as wv
 from kaas.wire.compress import compress
-from kaas.wire.records import _decompress
+from kaas.wire.records import decompress
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -70,7 +70,7 @@ def read_back(raw: bytes) -> list[tuple[int, int, bytes | None, bytes | None, li
     """(offset delta, timestamp, key, value, headers) per record: a plain reader."""
     h = wb.parse_header(raw)
     assert wb.crc_ok(raw, 0, h)
-    data = _decompress(h.codec, raw[wb.HEADER_SIZE:h.size])
+    data = decompress(h.codec, raw[wb.HEADER_SIZE:h.size])
     out, p = [], 0
     for _ in range(h.records_count):
         length, q = wb.read_varint(data, p)
@@ -365,7 +365,7 @@ def reference(raw: bytes, policy: wv.Policy, now: int) -> int | None:
     if h.base_offset != 0:
         return INVALID_RECORD
     try:
-        data = _decompress(h.codec, raw[wb.HEADER_SIZE:])
+        data = decompress(h.codec, raw[wb.HEADER_SIZE:])
     except Exception:  # noqa: BLE001
         return CORRUPT
     p, recs = 0, []
