@@ -52,6 +52,30 @@ class Settings:
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 1000
     group_max_session_timeout_ms: int = 30 * 60 * 1000
+    # KIP-848 consumer groups (Kafka 4's defaults; a group's own consumer.* configs, bounded
+    # by the min/max, win: kaas.domain.group_configs)
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    group_consumer_migration_policy: str = "bidirectional"  # bidirectional|upgrade|downgrade|disabled
+    group_consumer_max_size: int = 2**31 - 1
+    # KIP-932 share groups (Kafka 4.2's defaults)
+    group_share_session_timeout_ms: int = 45_000
+    group_share_min_session_timeout_ms: int = 45_000
+    group_share_max_session_timeout_ms: int = 60_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_min_heartbeat_interval_ms: int = 5_000
+    group_share_max_heartbeat_interval_ms: int = 15_000
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_min_record_lock_duration_ms: int = 15_000
+    group_share_max_record_lock_duration_ms: int = 60_000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2_000
+    group_share_max_size: int = 200
     log_json: bool = False
     log_level: str = "info"
     fsync: bool = True
