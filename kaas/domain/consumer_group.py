@@ -233,6 +233,17 @@ class ConsumerGroup:
         self._session: dict[str, int] = {}  # member id -> deadline
         self._rebalance: dict[str, tuple[int, int]] = {}  # member id -> (epoch, deadline)
 
+    def copy(self) -> ConsumerGroup:
+        """An independent copy (members are immutable values, so shared): the runtime
+        handles a heartbeat on a copy and keeps it only once its state is on file."""
+        g = ConsumerGroup(self.group_id)
+        g._group_epoch, g._assignment_epoch = self._group_epoch, self._assignment_epoch
+        g._members, g._static, g._target = dict(self._members), dict(self._static), dict(self._target)
+        g._owners, g._regexes, g._compiled = dict(self._owners), dict(self._regexes), dict(self._compiled)
+        g._signature, g._signature_stale, g._image_version = self._signature, self._signature_stale, self._image_version
+        g._session, g._rebalance = dict(self._session), dict(self._rebalance)
+        return g
+
     # ------------------------------------------------------------------ views
 
     @property
