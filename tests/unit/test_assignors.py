@@ -45,7 +45,7 @@ def rejoin(result: Assigned, members: Mapping[str, MemberSpec]) -> dict[str, Mem
 
 topic_maps = st.dictionaries(
     st.sampled_from(["t0", "t1", "t2", "t3", "t4"]),
-    st.builds(lambda n: TopicSpec("x", n), st.integers(1, 24)),
+    st.builds(lambda n: TopicSpec("x", n), st.integers(1, 16)),
     min_size=1, max_size=5,
 )
 
@@ -54,7 +54,7 @@ topic_maps = st.dictionaries(
 def groups(draw: st.DrawFn, homogeneous: bool = False) -> Group:
     topics = draw(topic_maps)
     keys = sorted(topics)
-    ids = draw(st.lists(st.text("abcdefgh", min_size=1, max_size=4), min_size=1, max_size=9, unique=True))
+    ids = draw(st.lists(st.text("abcdefgh", min_size=1, max_size=4), min_size=1, max_size=7, unique=True))
     everything = draw(st.sets(st.sampled_from(keys), min_size=1))
     members: dict[str, MemberSpec] = {}
     for m in ids:

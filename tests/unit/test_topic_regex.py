@@ -67,7 +67,22 @@ topic_names = st.text(TOPIC_CHARS, min_size=1, max_size=12)
     ],
 )
 def test_matches(pattern: str, topic: str, expected: bool) -> None:
-    assert matches(compile_regex(pattern), topic) is expected
+    compiled = compile_regex(pattern)
+    assert matches(compiled, topic) is expected
+    # The Python translation says the same as the linear matcher.
+    assert (compiled.fullmatch(topic) is not None) is expected
+
+
+def test_matching_is_linear_where_python_backtracks() -> None:
+    # Python's own fullmatch takes exponential time here (26 characters: seconds).
+    compiled = compile_regex("(a|a)*b")
+    assert not matches(compiled, "a" * 249)
+    assert matches(compiled, "a" * 248 + "b")
+    assert not matches(compile_regex("(.*-)*x"), "a-" * 124)
+
+
+def test_a_pattern_not_from_compile_regex_still_matches() -> None:
+    assert matches(re.compile("ab+"), "abb")
 
 
 @pytest.mark.parametrize(
@@ -124,4 +139,4 @@ def test_any_text_compiles_or_is_refused_cleanly(pattern: str, topic: str) -> No
         compiled = compile_regex(pattern)
     except InvalidRegex:
         return
-    matches(compiled, topic)
+    assert matches(compiled, topic) is (compiled.fullmatch(topic) is not None)
