@@ -1,6 +1,7 @@
-"""AlterConfigs (33): replace a topic's config overrides, or a BROKER resource's dynamic
-configs (KIP-226: a broker id, or ``""`` for the cluster-wide default), as a whole (on the
-controller: another broker forwards the request, ``_forward``)."""
+"""AlterConfigs (33): replace a topic's config overrides, a BROKER resource's dynamic
+configs (KIP-226: a broker id, or ``""`` for the cluster-wide default), or a GROUP
+resource's configs (KIP-848/932, ``_group_configs``), as a whole (on the controller:
+another broker forwards the request, ``_forward``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from kaas import broker_configs, configs
 from kaas.domain import replicas
 from kaas.errors import CorruptState
-from kaas.handlers import _auth, _forward
+from kaas.handlers import _auth, _forward, _group_configs
 from kaas.handlers._auth import Op, authorize, enabled, merge, without
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ C = TypeVar("C", bound="ConfigsRequest")
 
 API_KEY = 33
 VERSIONS = (0, 2)
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, _group_configs.GROUP
 
 log = structlog.get_logger()
 
@@ -44,10 +45,12 @@ async def alter(ctx: Context, resource_type: int, name: str, compute: Compute,
            "resource_name": name}
     if resource_type == BROKER:
         return await _alter_broker(ctx, res, name, compute, validate_only)
+    if resource_type == GROUP:
+        return await _group_configs.alter(ctx, res, name, compute, validate_only)
     if resource_type != TOPIC:
         res["error_code"] = ErrorCode.invalid_request
-        res["error_message"] = (f"resource type {resource_type} is not supported; only topic and broker configs "
-                                "can be altered")
+        res["error_message"] = (f"resource type {resource_type} is not supported; only topic, broker and group "
+                                "configs can be altered")
         return res
     broker.topics.refresh()
     meta = broker.topics.get(name)
@@ -134,9 +137,10 @@ async def _alter_broker(ctx: Context, res: dict[str, object], name: str, compute
 
 
 def split(ctx: Context, req: C) -> tuple[C | None, list[dict[str, object]]]:
-    """ALTER_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for a
-    broker resource (CLUSTER_AUTHORIZATION_FAILED), checked before forwarding (the
-    controller checks the forwarding broker again). (The request with only the allowed
+    """ALTER_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED), on each group for a group
+    resource (GROUP_AUTHORIZATION_FAILED) or on the cluster for a broker resource
+    (CLUSTER_AUTHORIZATION_FAILED), checked before forwarding (the controller checks the
+    forwarding broker again). (The request with only the allowed
     resources, None when none is left; the answers for the others.)"""
     if not enabled(ctx):
         return req, []
@@ -147,6 +151,8 @@ def split(ctx: Context, req: C) -> tuple[C | None, list[dict[str, object]]]:
             code = ErrorCode.topic_authorization_failed
         elif r.resource_type == BROKER and not authorize(ctx, Op.ALTER_CONFIGS, _auth.CLUSTER):
             code = ErrorCode.cluster_authorization_failed
+        elif r.resource_type == GROUP and not authorize(ctx, Op.ALTER_CONFIGS, _auth.GROUP, r.resource_name):
+            code = ErrorCode.group_authorization_failed
         else:
             keep.append(r)
             continue
