@@ -11,26 +11,23 @@ A group needs not exist: its configs are kept apart from the group, as in Apache
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas import broker_configs
 from kaas.domain import group_configs
-from kaas.errors import CorruptState, KaasError
+from kaas.errors import KaasError
+from kaas.handlers._config_file import Compute, alter_file
 
 if TYPE_CHECKING:
     from kaas.handlers import Context
-
-log = structlog.get_logger()
+    from kaas.storage.group_configs import GroupConfigs
 
 GROUP = 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
-
-Compute = Callable[[dict[str, str]], tuple[dict[str, str], str | None]]
 
 
 def describe(ctx: Context, name: str) -> tuple[ErrorCode, str | None, list[broker_configs.ConfigEntry]]:
@@ -77,31 +74,15 @@ async def alter(ctx: Context, res: dict[str, object], name: str, compute: Comput
         res["error_message"] = "Default group resources are not allowed."
         return res
     store = broker.group_configs
-    async with store.lock:
-        try:
-            current = await broker.run_io(store.file.read)
-        except (CorruptState, OSError) as exc:  # never overwritten: mended by hand, then altered
-            log.error("group_configs_unreadable", path=str(store.file.path), error=str(exc))
-            res["error_code"] = ErrorCode.kafka_storage_error
-            res["error_message"] = f"group config file unreadable: {exc}"
-            return res
-        new, err = compute(current.of(name))
-        refusal = (group_configs.Refusal("invalid_config", err) if err is not None
-                   else group_configs.validate(new, broker.settings))
-        if refusal is not None:
-            res["error_code"] = ErrorCode[refusal.error]
-            res["error_message"] = refusal.message
-            return res
-        if validate_only:
-            return res
-        updated = current.with_group(name, {k: group_configs.normalized(k, v) for k, v in new.items()})
-        try:
-            await broker.run_io(store.file.write, updated)
-        except OSError as exc:
-            log.error("group_configs_write_failed", error=str(exc))
-            res["error_code"] = ErrorCode.kafka_storage_error
-            res["error_message"] = f"group config file not written: {exc.strerror}"
-            return res
-        log.info("group_configs_altered", group=name, version=updated.version, configs=sorted(new))
-        store.apply(updated)
-    return res
+
+    def check(new: dict[str, str], err: str | None) -> group_configs.Refusal | None:
+        if err is not None:
+            return group_configs.Refusal("invalid_config", err)
+        return group_configs.validate(new, broker.settings)
+
+    def updated(f: GroupConfigs, new: dict[str, str]) -> GroupConfigs:
+        return f.with_group(name, {k: group_configs.normalized(k, v) for k, v in new.items()})
+
+    return await alter_file(ctx, res, what="group config", lock=store.lock, read=store.file.read,
+                            write=store.file.write, apply=store.apply, configs_of=lambda f: f.of(name),
+                            updated=updated, compute=compute, check=check, validate_only=validate_only, group=name)

@@ -5,7 +5,6 @@ another broker forwards the request, ``_forward``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import structlog
@@ -13,9 +12,9 @@ from kio.schema.errors import ErrorCode
 
 from kaas import broker_configs, configs
 from kaas.domain import replicas
-from kaas.errors import CorruptState
 from kaas.handlers import _auth, _forward, _group_configs
 from kaas.handlers._auth import Op, authorize, enabled, merge, without
+from kaas.handlers._config_file import Compute, alter_file
 
 if TYPE_CHECKING:
     from kio.schema.alter_configs import v0, v1, v2
@@ -26,8 +25,6 @@ if TYPE_CHECKING:
 
     AlterConfigsRequest: TypeAlias = v0.AlterConfigsRequest | v1.AlterConfigsRequest | v2.AlterConfigsRequest
 
-Compute: TypeAlias = Callable[[dict[str, str]], tuple[dict[str, str], str | None]]
-"""``compute(old) -> (new, error)``: a resource's configs as a request alters them."""
 C = TypeVar("C", bound="ConfigsRequest")
 
 API_KEY = 33
@@ -106,35 +103,16 @@ async def _alter_broker(ctx: Context, res: dict[str, object], name: str, compute
         res["error_message"] = why
         return res
     dyn = broker.dynamic
-    async with dyn.lock:
-        try:
-            current = await broker.run_io(dyn.file.read)
-        except (CorruptState, OSError) as exc:
-            res["error_code"] = ErrorCode.kafka_storage_error
-            res["error_message"] = f"broker config file unreadable: {exc}"
-            return res
-        new, err = compute(current.layer(name))
-        refusal = (broker_configs.Refusal("invalid_request", err) if err is not None
-                   else broker_configs.validate(new, per_broker=name != ""))
-        if refusal is not None:
-            res["error_code"] = ErrorCode[refusal.error]
-            res["error_message"] = refusal.message
-            return res
-        if validate_only:
-            return res
-        updated = current.with_layer(name, new)
-        try:
-            await broker.run_io(dyn.file.write, updated)
-        except OSError as exc:
-            log.error("broker_configs_write_failed", error=str(exc))
-            res["error_code"] = ErrorCode.kafka_storage_error
-            res["error_message"] = f"broker config file not written: {exc.strerror}"
-            return res
-        log.info("broker_configs_altered", resource=name or "<default>", version=updated.version,
-                 configs=sorted(new))
-        dyn.apply(updated)
-    return res
 
+    def check(new: dict[str, str], err: str | None) -> broker_configs.Refusal | None:
+        if err is not None:
+            return broker_configs.Refusal("invalid_request", err)
+        return broker_configs.validate(new, per_broker=name != "")
+
+    return await alter_file(ctx, res, what="broker config", lock=dyn.lock, read=dyn.file.read, write=dyn.file.write,
+                            apply=dyn.apply, configs_of=lambda f: f.layer(name),
+                            updated=lambda f, new: f.with_layer(name, new), compute=compute, check=check,
+                            validate_only=validate_only, resource=name or "<default>")
 
 def split(ctx: Context, req: C) -> tuple[C | None, list[dict[str, object]]]:
     """ALTER_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED), on each group for a group

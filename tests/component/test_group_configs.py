@@ -64,7 +64,8 @@ async def test_set_describe_delete_and_replace(tmp_path):
         before = await configs_of(client, "no-such-group")  # librdkafka 0081's DescribeConfigs_groups
         assert before == {"consumer.session.timeout.ms": ("45000", DEFAULT),
                           "consumer.heartbeat.interval.ms": ("5000", DEFAULT),
-                          "share.session.timeout.ms": ("45000", DEFAULT), "share.heartbeat.interval.ms": ("5000", DEFAULT),
+                          "share.session.timeout.ms": ("45000", DEFAULT),
+                          "share.heartbeat.interval.ms": ("5000", DEFAULT),
                           "share.record.lock.duration.ms": ("20000", STATIC),  # the option given
                           "share.auto.offset.reset": ("latest", DEFAULT),
                           "share.isolation.level": ("read_uncommitted", DEFAULT)}
@@ -73,7 +74,8 @@ async def test_set_describe_delete_and_replace(tmp_path):
                                                  validate_only=True)) == (ErrorCode.none, None)
         assert not broker.layout.group_configs.exists()  # validate_only writes nothing
         assert await altered(client, incremental("g", ("consumer.session.timeout.ms", SET, "50000"),
-                                                 ("share.isolation.level", SET, "read_committed"))) == (ErrorCode.none, None)
+                                                 ("share.isolation.level", SET, "read_committed"))) == \
+            (ErrorCode.none, None)
         now = await configs_of(client, "g")
         assert now["consumer.session.timeout.ms"] == ("50000", GROUP_CONFIG)
         assert now["share.isolation.level"] == ("read_committed", GROUP_CONFIG)
@@ -116,7 +118,8 @@ async def test_set_describe_delete_and_replace(tmp_path):
     (incremental("g", ("consumer.heartbeat.interval.ms", SET, "15000"), ("consumer.session.timeout.ms", SET, "45000"),
                  ("share.heartbeat.interval.ms", SET, "x")), ErrorCode.invalid_config,
      "Invalid value x for configuration share.heartbeat.interval.ms: Not a number of type INT"),
-    (incremental("g", ("no.such.config", SET, "1")), ErrorCode.invalid_config, "Unknown group config name: no.such.config"),
+    (incremental("g", ("no.such.config", SET, "1")), ErrorCode.invalid_config,
+     "Unknown group config name: no.such.config"),
     (incremental("g", ("share.isolation.level", SET, None)), ErrorCode.invalid_config,
      "Null value not supported for group configs: share.isolation.level"),
     (incremental("g", ("share.isolation.level", APPEND, "read_committed")), ErrorCode.invalid_config,

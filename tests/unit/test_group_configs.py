@@ -83,7 +83,8 @@ def test_refused_with_apaches_message(configs, message):
 def test_bounds_and_defaults_are_the_brokers():
     """Bounds come from the broker's settings, and a key the group leaves out takes the
     broker's value: the session timeout must stay above the heartbeat either way."""
-    loose = dataclasses.replace(S, group_consumer_min_session_timeout_ms=1000, group_consumer_min_heartbeat_interval_ms=1000,
+    loose = dataclasses.replace(S, group_consumer_min_session_timeout_ms=1000,
+                                group_consumer_min_heartbeat_interval_ms=1000,
                                 group_share_min_record_lock_duration_ms=1000)
     assert gc.validate({"consumer.session.timeout.ms": "6000", "consumer.heartbeat.interval.ms": "2000"}, loose) is None
     assert gc.validate({"share.record.lock.duration.ms": "3000"}, loose) is None  # librdkafka 0173's
