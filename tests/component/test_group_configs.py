@@ -17,6 +17,7 @@ import structlog.testing
 from kio.schema.alter_configs.v2.request import AlterableConfig as LegacyConfig
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest
 from kio.schema.alter_configs.v2.request import AlterConfigsResource as LegacyResource
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1.request import (
@@ -28,7 +29,7 @@ from kio.schema.list_groups.v5.request import ListGroupsRequest
 
 from kaas.domain.acl import Operation
 from kaas.errors import KaasError
-from tests.component.test_acls import ADMIN, ALICE, G, creation, grant, open_client
+from tests.component.test_acls import ADMIN, ALICE, G, commit, create_topics, creation, grant, open_client
 from tests.component.test_connection import open_broker_in
 
 GROUP, GROUP_CONFIG, STATIC, DEFAULT = 32, 8, 4, 5
@@ -133,6 +134,18 @@ async def test_refusals_write_nothing(tmp_path, req, code, message):
         assert not broker.layout.group_configs.exists()
         r = (await client.call(describe(""))).results[0]
         assert (r.error_code, r.error_message) == (ErrorCode.invalid_request, "Group name must not be empty")
+
+
+async def test_deleting_the_group_keeps_its_configs(tmp_path):
+    """As Apache: the configs live apart from the group, DeleteGroups leaves them."""
+    async with open_broker_in(tmp_path) as (broker, nursery), open_client(broker, nursery, ADMIN) as client:
+        await create_topics(client, "t")
+        assert (await client.call(commit("g", "t"))).topics[0].partitions[0].error_code == ErrorCode.none
+        assert await altered(client, incremental("g", ("share.auto.offset.reset", SET, "earliest"))) == \
+            (ErrorCode.none, None)
+        r = await client.call(DeleteGroupsRequest(groups_names=("g",)))
+        assert [(x.group_id, x.error_code) for x in r.results] == [("g", ErrorCode.none)]
+        assert (await configs_of(client, "g"))["share.auto.offset.reset"] == ("earliest", GROUP_CONFIG)
 
 
 async def test_configs_survive_a_restart(tmp_path):
