@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from kaas.domain.assignors import ASSIGNORS
 from kaas.domain.broker_configs import Refusal, check_value
 
 __all__ = ["GROUP_CONFIG_KEYS", "NOT_TAKEN", "GroupConfig", "GroupSettings", "Refusal", "defaults",
@@ -38,7 +39,6 @@ SOURCE_GROUP = 8
 LATEST, EARLIEST, BY_DURATION = "latest", "earliest", "by_duration:"
 READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
 ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
-ASSIGNORS = ("uniform", "range")
 ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
                     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
