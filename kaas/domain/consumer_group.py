@@ -66,6 +66,7 @@ from kaas.domain import assignors, topic_regex
 from kaas.domain.consumer_member import (
     LEFT_STATIC,
     Assignment,
+    ClassicMeta,
     ConsumerMember,
     MemberState,
     Owned,
@@ -305,11 +306,40 @@ class ConsumerGroup:
         deadlines = list(self._session.values()) + [d for _, d in self._rebalance.values()]
         return min(deadlines, default=None)
 
+    # ------------------------------------------------------------------ classic members
+    # (the online migration: ``kaas.domain.consumer_classic`` drives these)
+
+    def renew_session(self, member_id: str, now_ms: int, session_timeout_ms: int) -> None:
+        """A classic member's Heartbeat: its session starts again."""
+        if member_id in self._members:
+            self._session[member_id] = now_ms + session_timeout_ms
+
+    def remove_member(self, member_id: str) -> None:
+        """A member leaves (a classic LeaveGroup): removed, the group epoch rises."""
+        self._fence(member_id)
+
+    def waiting_on_unreleased(self, member_id: str) -> bool:
+        """Does the member wait for a partition of its target that another member still
+        holds? (Apache ``waitingOnUnreleasedPartition``)"""
+        member = self._members[member_id]
+        for key, parts in self.target(member_id).items():
+            have = member.assigned.get(key, frozenset())
+            for p in parts - have:
+                holder = self._owners.get((key, p))
+                if holder is not None and holder != member_id:
+                    return True
+        return False
+
+    def all_classic_except(self, member_id: str | None) -> bool:
+        """Is every member but ``member_id`` a classic-protocol member?"""
+        return all(m.classic is not None for mid, m in self._members.items() if mid != member_id)
+
     # ------------------------------------------------------------------ heartbeat
 
     def heartbeat(self, hb: Heartbeat, now_ms: int, image: TopicImage, config: GroupConfig, *,
                   new_member_id: Callable[[], str] = _new_member_id,
-                  topic_visible: Callable[[str], bool] | None = None) -> HeartbeatReply:
+                  topic_visible: Callable[[str], bool] | None = None,
+                  classic: ClassicMeta | None = None) -> HeartbeatReply:
         """Handle one ConsumerGroupHeartbeat (already checked by ``validate_heartbeat``).
 
         Args:
@@ -318,6 +348,8 @@ class ConsumerGroup:
             new_member_id: mints a member id for a v0 join without one.
             topic_visible: which topics a regex resolved in this heartbeat may match (the
                 member's principal's DESCRIBE right); all when None.
+            classic: the member speaks the classic protocol: ``hb`` is its JoinGroup
+                (``kaas.domain.consumer_classic.join``), its session is its own.
 
         Returns:
             The reply; on an error the group is unchanged.
@@ -325,18 +357,19 @@ class ConsumerGroup:
         try:
             if hb.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
                 return self._leave(hb)
-            return self._heartbeat(hb, now_ms, image, config, new_member_id, topic_visible)
+            return self._heartbeat(hb, now_ms, image, config, new_member_id, topic_visible, classic)
         except _Refused as r:
             return HeartbeatReply(r.code, r.message)
 
     def _heartbeat(self, hb: Heartbeat, now_ms: int, image: TopicImage, config: GroupConfig,
-                   new_member_id: Callable[[], str], topic_visible: Callable[[str], bool] | None) -> HeartbeatReply:
+                   new_member_id: Callable[[], str], topic_visible: Callable[[str], bool] | None,
+                   classic: ClassicMeta | None) -> HeartbeatReply:
         joining = hb.member_epoch == 0
         if len(self._members) >= config.max_size and (not hb.member_id or hb.member_id not in self._members):
             raise _Refused(ErrorCode.group_max_size_reached,
                            f"The consumer group has reached its maximum capacity of {config.max_size} members.")
         member_id = hb.member_id or new_member_id()
-        old, replaced = self._lookup(hb, member_id, joining)
+        old, replaced = self._lookup(hb, member_id, joining, classic is not None)
         updated = dataclasses.replace(
             old,
             instance_id=hb.instance_id if hb.instance_id is not None else old.instance_id,
@@ -347,7 +380,7 @@ class ConsumerGroup:
                               else old.subscribed_names),
             subscribed_regex=((hb.subscribed_topic_regex or None) if hb.subscribed_topic_regex is not None
                               else old.subscribed_regex),
-            client_id=hb.client_id, client_host=hb.client_host)
+            client_id=hb.client_id, client_host=hb.client_host, classic=classic)
         names_changed = updated.subscribed_names != old.subscribed_names
         regex_changed = updated.subscribed_regex != old.subscribed_regex
         regex = updated.subscribed_regex
@@ -395,7 +428,8 @@ class ConsumerGroup:
                 self._rebalance[member_id] = (member.member_epoch, now_ms + member.rebalance_timeout_ms)
             else:
                 self._rebalance.pop(member_id, None)
-        self._session[member_id] = now_ms + config.session_timeout_ms
+        self._session[member_id] = now_ms + (classic.session_timeout_ms if classic is not None
+                                             else config.session_timeout_ms)
 
         full = (hb.rebalance_timeout_ms != -1 and hb.owned is not None
                 and (hb.subscribed_topic_names is not None or hb.subscribed_topic_regex is not None))
@@ -404,8 +438,12 @@ class ConsumerGroup:
         return HeartbeatReply(ErrorCode.none, None, member_id, member.member_epoch,
                               dict(member.assigned) if send else None, changed)
 
-    def _lookup(self, hb: Heartbeat, member_id: str, joining: bool) -> tuple[ConsumerMember, ConsumerMember | None]:
-        """(the member as it is before this heartbeat, the static member it replaces)."""
+    def _lookup(self, hb: Heartbeat, member_id: str, joining: bool,
+                classic: bool = False) -> tuple[ConsumerMember, ConsumerMember | None]:
+        """(the member as it is before this heartbeat, the static member it replaces). A
+        classic static member joining under a new member id replaces the old one even
+        while it is active (the classic protocol's rule; Apache does the same for classic
+        members of a consumer group)."""
         if hb.instance_id is None:
             member = self._members.get(member_id)
             if member is None:
@@ -420,7 +458,7 @@ class ConsumerGroup:
         if joining:
             if existing is None:
                 return self._members.get(member_id) or ConsumerMember(member_id), None
-            if existing.member_epoch != LEFT_STATIC:
+            if existing.member_epoch != LEFT_STATIC and not (classic and existing.member_id != member_id):
                 raise _Refused(ErrorCode.unreleased_instance_id,
                                f"Static member {member_id} with instance id {hb.instance_id} cannot join the group "
                                f"because the instance id is owned by {existing.member_id} member.")
@@ -511,6 +549,8 @@ class ConsumerGroup:
         member = self._members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if member.classic is not None:  # a classic member commits at its generation (= its epoch)
+            return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.illegal_generation
         if not transactional and api_version < 9:
             return ErrorCode.unsupported_version
         if member_epoch != member.member_epoch:
@@ -541,6 +581,7 @@ class ConsumerGroup:
                 "subscribed_topic_names": sorted(m.subscribed_names), "subscribed_topic_regex": m.subscribed_regex,
                 "assignment": dict(m.assigned), "target_assignment": dict(self.target(m.member_id)),
                 "pending_revocation": dict(m.pending_revocation), "member_state": m.state.value,
+                "classic": m.classic is not None,
             } for m in self._members.values()],
         }
 
@@ -557,7 +598,11 @@ class ConsumerGroup:
             "signature": self._signature,
             "regexes": {r: sorted(ts) for r, ts in sorted(self._regexes.items())},
             "members": [{
-                "member_id": m.member_id, "protocol": "consumer", "instance_id": m.instance_id, "rack_id": m.rack_id,
+                "member_id": m.member_id, "protocol": "consumer" if m.classic is None else "classic",
+                **({} if m.classic is None else {"classic": {
+                    "session_timeout_ms": m.classic.session_timeout_ms,
+                    "protocols": [[n, md.hex()] for n, md in m.classic.protocols]}}),
+                "instance_id": m.instance_id, "rack_id": m.rack_id,
                 "client_id": m.client_id, "client_host": m.client_host,
                 "subscribed_names": sorted(m.subscribed_names), "subscribed_regex": m.subscribed_regex,
                 "server_assignor": m.server_assignor, "rebalance_timeout_ms": m.rebalance_timeout_ms,
@@ -587,8 +632,14 @@ class ConsumerGroup:
             for r in g._regexes:
                 g._compiled[r] = topic_regex.compile_regex(r)
             for raw in snap["members"]:
-                if raw.get("protocol", "consumer") != "consumer":
-                    raise ValueError(f"member protocol {raw.get('protocol')!r} is not known here")
+                protocol = raw.get("protocol", "consumer")
+                if protocol not in ("consumer", "classic"):
+                    raise ValueError(f"member protocol {protocol!r} is not known here")
+                classic = None
+                if protocol == "classic":
+                    c = raw["classic"]
+                    classic = ClassicMeta(int(c["session_timeout_ms"]),
+                                          tuple((str(n), bytes.fromhex(md)) for n, md in c["protocols"]))
                 m = ConsumerMember(
                     member_id=str(raw["member_id"]), instance_id=raw["instance_id"], rack_id=raw["rack_id"],
                     client_id=str(raw["client_id"]), client_host=str(raw["client_host"]),
@@ -596,14 +647,16 @@ class ConsumerGroup:
                     subscribed_regex=raw["subscribed_regex"], server_assignor=raw["server_assignor"],
                     rebalance_timeout_ms=int(raw["rebalance_timeout_ms"]), member_epoch=int(raw["member_epoch"]),
                     previous_member_epoch=int(raw["previous_member_epoch"]), state=MemberState(raw["state"]),
-                    assigned=_decode(raw["assigned"]), pending_revocation=_decode(raw["pending_revocation"]))
+                    assigned=_decode(raw["assigned"]), pending_revocation=_decode(raw["pending_revocation"]),
+                    classic=classic)
                 if m.member_id in g._members:
                     raise ValueError(f"member {m.member_id} twice")
                 g._put(m)
                 target = _decode(raw["target"])
                 if target:
                     g._target[m.member_id] = target
-                g._session[m.member_id] = now_ms + session_timeout_ms
+                g._session[m.member_id] = now_ms + (session_timeout_ms if classic is None
+                                                    else classic.session_timeout_ms)
                 if m.state is MemberState.UNREVOKED_PARTITIONS:
                     g._rebalance[m.member_id] = (m.member_epoch, now_ms + m.rebalance_timeout_ms)
             if g._assignment_epoch > g._group_epoch:

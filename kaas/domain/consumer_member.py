@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "LEFT_STATIC",
     "Assignment",
+    "ClassicMeta",
     "ConsumerMember",
     "MemberState",
     "Owned",
@@ -106,6 +107,19 @@ def _owns_any(owned: Owned | None, revoking: Assignment) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMeta:
+    """A member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat) inside a
+    consumer group (KIP-848's online migration, ``kaas.domain.consumer_classic``): its
+    session timeout and the protocols (name, subscription bytes) its JoinGroup offered."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    def supports(self, protocol_name: str) -> bool:
+        return any(name == protocol_name for name, _ in self.protocols)
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerMember:
     """A consumer-protocol member as the coordinator knows it."""
 
@@ -123,6 +137,7 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Mapping[str, frozenset[int]] = field(default_factory=dict)
     pending_revocation: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    classic: ClassicMeta | None = None  # a classic-protocol member (online migration)
 
     def reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 API_KEY = 69
 VERSIONS = (0, 1)
 CONSUMER_MEMBER = 1  # member_type (v1): a member of the consumer protocol
+CLASSIC_MEMBER = 0  # one of the classic protocol (during a migration)
 
 
 def _failed(group_id: str, code: ErrorCode, message: str | None = None) -> dict[str, object]:
@@ -46,7 +47,7 @@ def _described(ctx: Context, d: dict[str, Any], include_ops: bool) -> dict[str, 
             "subscribed_topic_names": m["subscribed_topic_names"],
             "subscribed_topic_regex": m["subscribed_topic_regex"],
             "assignment": _assignment(m["assignment"]), "target_assignment": _assignment(m["target_assignment"]),
-            "member_type": CONSUMER_MEMBER,
+            "member_type": CLASSIC_MEMBER if m.get("classic") else CONSUMER_MEMBER,
         } for m in d["members"]],
         "authorized_operations": authorized_operations(ctx, GROUP, d["group_id"]) if include_ops else OPS_NOT_ASKED,
     }

@@ -33,6 +33,7 @@ from kaas.aio import Wakeup
 from kaas.coord.group.entry import GroupEntry as _Entry
 from kaas.coord.ports import GroupBroker
 from kaas.domain.consumer_group import (
+    LEAVE_EPOCH,
     ConsumerGroup,
     GroupConfig,
     Heartbeat,
@@ -49,6 +50,18 @@ log = structlog.get_logger()
 
 class _Store(Protocol):
     def path(self, group_id: str) -> Path: ...
+
+
+class Conversions(Protocol):
+    """The migration between protocols (``classic_members.ClassicMembers``)."""
+
+    def upgrade(self, e: _Entry) -> ConsumerGroup | None: ...
+
+    def finish_upgrade(self, e: _Entry) -> None: ...
+
+    def downgrade_due(self, g: ConsumerGroup, leaving: str | None) -> bool: ...
+
+    async def downgrade(self, e: _Entry, work: ConsumerGroup, leaving: str | None) -> bool: ...
 
 
 class GroupCoordinator(Protocol):
@@ -72,6 +85,9 @@ class GroupCoordinator(Protocol):
     def _now(self) -> int: ...
 
     def _load(self, group_id: str, create: bool) -> _Entry | None: ...
+
+    @property
+    def classic(self) -> Conversions: ...
 
     def _loaded(self, group_id: str) -> _Entry | None: ...
 
@@ -164,22 +180,34 @@ class ConsumerGroups:
             if coord.groups.get(group_id) is not e:  # deleted or unloaded meanwhile
                 raise KaasError(ErrorCode.not_coordinator, "group moved")
             g = e.consumer
+            upgraded = False
             if g is None:
-                if e.group.members:
-                    return HeartbeatReply(ErrorCode.group_id_not_found,
-                                          f"Group {group_id} is not a consumer group."), 0
                 if hb.member_epoch != 0:
                     return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), 0
-                work = ConsumerGroup(group_id)
+                if e.group.members:
+                    # a classic group with members: converted online when the policy allows
+                    # (KIP-848 migration, ``classic_members``), else GROUP_ID_NOT_FOUND (Apache)
+                    converted = coord.classic.upgrade(e)
+                    if converted is None:
+                        return HeartbeatReply(ErrorCode.group_id_not_found,
+                                              f"Group {group_id} is not a consumer group."), 0
+                    work, upgraded = converted, True
+                else:
+                    work = ConsumerGroup(group_id)
             else:
                 work = g.copy()
             before = (work.group_epoch, work.assignment_epoch, work.state)
             reply = work.heartbeat(hb, coord._now(), self.image(), settings.config, topic_visible=topic_visible)
             if reply.error_code != ErrorCode.none:
                 return reply, 0
+            if hb.member_epoch == LEAVE_EPOCH and coord.classic.downgrade_due(work, None) \
+                    and await coord.classic.downgrade(e, work, None):
+                return reply, settings.heartbeat_interval_ms
             if reply.changed or e.consumer_dirty or g is None:
                 await self._save(e, work)
             e.consumer, e.consumer_dirty = work, False
+            if upgraded:
+                coord.classic.finish_upgrade(e)
         if before != (work.group_epoch, work.assignment_epoch, work.state):
             log.info("consumer_group_state", group=group_id, state=work.state, group_epoch=work.group_epoch,
                      assignment_epoch=work.assignment_epoch, members=len(work.members))
@@ -224,6 +252,12 @@ class ConsumerGroups:
                              group_epoch=work.group_epoch)
                 dirty = e.consumer_dirty or bool(fenced)
                 e.consumer, e.consumer_dirty = work, dirty
+                if fenced and coord.classic.downgrade_due(work, None) and coord.broker.cluster.lease_valid():
+                    try:
+                        if await coord.classic.downgrade(e, work, None):
+                            continue
+                    except KaasError as exc:
+                        log.warning("consumer_group_not_saved", group=gid, error=exc.code.name)
                 if dirty and coord.broker.cluster.lease_valid():
                     try:
                         await self._save(e, work)

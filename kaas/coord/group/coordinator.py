@@ -19,6 +19,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.aio import Wakeup
+from kaas.coord.group.classic_members import ClassicMembers
 from kaas.coord.group.consumer import ConsumerGroups
 from kaas.coord.group.entry import GroupEntry
 from kaas.coord.ports import GroupBroker
@@ -42,6 +43,7 @@ class GroupCoordinator:
         self._keys = itertools.count(1)
         self.timer_wakeup = Wakeup()  # set when a parked request is answered or a timer may have moved
         self.consumers = ConsumerGroups(self)  # the consumer-protocol groups (KIP-848)
+        self.classic = ClassicMembers(self)  # classic members of consumer groups, conversions
 
     def _now(self) -> int:
         """The broker's wall clock (the machine's session and rebalance deadlines)."""
@@ -106,14 +108,19 @@ class GroupCoordinator:
         if group is None:
             if not create and consumer is None:
                 return None
-            group = Group(group_id, now_ms=self._now(), initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
-                          min_session_timeout_ms=s.group_min_session_timeout_ms,
-                          max_session_timeout_ms=s.group_max_session_timeout_ms)
+            group = self._new_classic(group_id)
         e = _Entry(group, offsets=offsets)
         if consumer is not None:
             self.consumers.restore(e, consumer)
         self.groups[group_id] = e
         return e
+
+    def _new_classic(self, group_id: str) -> Group:
+        """An empty classic group, with the broker's group settings."""
+        s = self.broker.settings
+        return Group(group_id, now_ms=self._now(), initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
+                     min_session_timeout_ms=s.group_min_session_timeout_ms,
+                     max_session_timeout_ms=s.group_max_session_timeout_ms)
 
     async def _persist_membership(self, e: _Entry) -> None:
         """Keep the group's membership on file: once per change (state, generation,
@@ -262,11 +269,13 @@ class GroupCoordinator:
         e = self._entry(group_id)
         await self._offsets(e)
         if e.consumer is not None or e.consumer_error is not None:
-            # (the online migration of KIP-848 is not here yet: a consumer group with
-            # members refuses classic members, as Apache with the migration disabled)
             self.consumers.check_readable(e)
-            if e.consumer is not None and not e.consumer.is_empty():
-                return JoinReply(None, ErrorCode.inconsistent_group_protocol, -1, None, None, "", member_id)
+            if self.classic.serves(e):  # a classic member of a consumer group (KIP-848 migration)
+                return await self.classic.join(
+                    e, member_id=member_id, group_instance_id=group_instance_id, client_id=client_id,
+                    client_host=client_host, session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type, protocols=protocols,
+                    require_known_member=require_known_member)
             e.consumer = None  # an empty consumer group becomes a classic one
         key = next(self._keys)
         before = e.group.state
@@ -286,6 +295,10 @@ class GroupCoordinator:
         e = self._loaded(group_id)
         if e is None:
             raise KaasError(ErrorCode.unknown_member_id)
+        if self.classic.serves(e):
+            return self.classic.sync(e, member_id=member_id, group_instance_id=group_instance_id,
+                                     generation_id=generation_id, protocol_type=protocol_type,
+                                     protocol_name=protocol_name)
         key = next(self._keys)
         before = e.group.state
         effects = e.group.sync(self._now(), member_id, group_instance_id, generation_id, assignments, key,
@@ -303,13 +316,17 @@ class GroupCoordinator:
         e = self._loaded(group_id)
         if e is None:
             return ErrorCode.unknown_member_id
+        if self.classic.serves(e):
+            return self.classic.heartbeat(e, member_id, group_instance_id, generation_id)
         return e.group.heartbeat(self._now(), member_id, group_instance_id, generation_id)
 
-    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
+    async def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
         self.check_owner(group_id)
         e = self._loaded(group_id)
         if e is None:
             raise KaasError(ErrorCode.unknown_member_id)
+        if self.classic.serves(e):
+            return await self.classic.leave(e, members)
         res = e.group.leave(self._now(), members)
         self._deliver(res.effects)
         log.info("group_members_left", group=group_id, members=len(members), state=e.group.state.value)
