@@ -37,8 +37,8 @@ Choices where kaas differs from Apache, and why:
   the image is local, so a subscription by regex gets its assignment in its first
   heartbeat and a new matching topic is seen at the next heartbeat after the broker reads
   its file.
-* A member that re-joins with epoch 0 under its member id keeps its state (KAFKA-19233,
-  Kafka 4.2+): earlier versions answer FENCED_MEMBER_EPOCH until its session ends.
+* A member that re-joins with epoch 0 under its member id keeps its state (KAFKA-19233):
+  earlier Apache versions answer FENCED_MEMBER_EPOCH until its session ends.
 * Restored sessions and rebalance deadlines count from the restore (``restore``), as
   Apache's coordinator does after a load.
 
