@@ -213,6 +213,23 @@ def _nothing() -> Iterator[None]:
     yield None
 
 
+def _alternate(bench: str, measure: Callable[..., dict], names: tuple[str, ...], rounds: int, consumers: int,
+               partitions: int, timeout: float, emit: Callable[[dict], None]) -> dict[str, list[dict]]:
+    """``rounds`` rounds of ``measure`` on the targets ``names`` in turn, on one topic of
+    ``partitions`` (a fresh group each run): each run's line through ``emit``, and the runs
+    by target."""
+    topic = f"bench-{bench}-{uuid.uuid4().hex[:8]}"
+    runs: dict[str, list[dict]] = {t: [] for t in names}
+    with _targets(names, topic, partitions) as targets:
+        for rnd in range(rounds):
+            for name, (bootstrap, protocol) in targets.items():
+                res = {"bench": bench, "target": name, "round": rnd, "consumers": consumers, "partitions": partitions,
+                       **measure(bootstrap, topic, protocol, consumers, partitions, timeout)}
+                runs[name].append(res)
+                emit(res)
+    return runs
+
+
 def _median(runs: list[dict], key: str) -> float | None:
     values = [r[key] for r in runs if r.get(key) is not None]
     return _r(statistics.median(values)) if values else None
@@ -223,16 +240,8 @@ def run_group_join(rounds: int, consumers: int, partitions: int, timeout: float,
     """``rounds`` rounds of the targets ``names`` in turn (a fresh group each run): one line
     per run through ``emit``; returns the medians, the ratios and issue 33's targets."""
     started = time.monotonic()
-    topic = f"bench-group-join-{uuid.uuid4().hex[:8]}"
-    runs: dict[str, list[dict]] = {t: [] for t in JOIN_TARGETS}
-    with _targets(names, topic, partitions) as targets:
-        for rnd in range(rounds):
-            for name, (bootstrap, protocol) in targets.items():
-                res = {"bench": "group-join", "target": name, "round": rnd, "consumers": consumers,
-                       "partitions": partitions, **measure_join(bootstrap, topic, protocol, consumers, partitions,
-                                                                timeout)}
-                runs[name].append(res)
-                emit(res)
+    runs = {t: [] for t in JOIN_TARGETS} | _alternate("group-join", measure_join, names, rounds, consumers, partitions,
+                                                       timeout, emit)
     med = {t: _median(rs, "stable_s") for t, rs in runs.items()}
     vs_mock = _ratio(med["kaas-consumer"], med["mock-consumer"])
     vs_classic = _ratio(med["kaas-consumer"], med["kaas-classic"])
@@ -343,16 +352,7 @@ def run_group_add(rounds: int, consumers: int, partitions: int, timeout: float, 
     per run through ``emit``; returns the worst and median unmoved gap per target against
     the target."""
     started = time.monotonic()
-    topic = f"bench-group-add-{uuid.uuid4().hex[:8]}"
-    runs: dict[str, list[dict]] = {t: [] for t in names}
-    with _targets(names, topic, partitions) as targets:
-        for rnd in range(rounds):
-            for name, (bootstrap, protocol) in targets.items():
-                res = {"bench": "group-add", "target": name, "round": rnd, "consumers": consumers,
-                       "partitions": partitions, **measure_add(bootstrap, topic, protocol, consumers, partitions,
-                                                               timeout)}
-                runs[name].append(res)
-                emit(res)
+    runs = _alternate("group-add", measure_add, names, rounds, consumers, partitions, timeout, emit)
     limit_ms = TARGET_GAP_HEARTBEATS * MOCK_HEARTBEAT_MS
     worst = {t: max((r["longest_unmoved_gap_ms"] or 0.0) for r in rs) for t, rs in runs.items() if rs}
     return {"bench": "group-add", "rounds": rounds, "consumers": consumers, "partitions": partitions,
