@@ -27,11 +27,14 @@ Scenarios (each reproducible from its seed, printed on failure):
   none               no faults (the baseline; not part of ``all``)
   rolling-upgrade    the copiers start on the classic group protocol; under load each in turn
                      is stopped (its transaction ended, its consumer closed) and started again
-                     with group.protocol=consumer, 5 s apart: the group converts online. Checks
-                     0 anomalies, that the copy completes and that every copier ended on the
-                     consumer protocol (not part of ``all``; needs the classic<->consumer
-                     conversion in the coordinator: without it the first consumer-protocol
-                     copier is refused with INCONSISTENT_GROUP_PROTOCOL)
+                     with group.protocol=consumer, 8 s apart: the group converts online. Checks
+                     0 anomalies, that the copy completes, that every copier ended on the
+                     consumer protocol and that each upgraded copier committed while the group
+                     still had classic members (not part of ``all``; needs the
+                     classic<->consumer conversion in the coordinator: without it the first
+                     consumer-protocol copier is refused with INCONSISTENT_GROUP_PROTOCOL,
+                     which librdkafka retries quietly, and copies nothing until the last
+                     classic copier has left)
 
 ``--group-protocol consumer`` runs the copiers with ``group.protocol=consumer`` (KIP-848) and
 starts the brokers with the copiers' 4 s session timeout and 1 s heartbeat interval for

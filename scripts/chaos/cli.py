@@ -22,7 +22,7 @@ def cli() -> None:
     """Chaos scenarios over the exactly-once harness."""
 
 
-SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "events", "faults")
+SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "commit_times_by_copier", "events", "faults")
 
 
 @cli.command()

@@ -49,6 +49,17 @@ def scratch_volume(scenario: str):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def mixed_phase_commits(restarts: list[float], stops: list[float],
+                        commit_times_by_copier: dict[int, list[float]]) -> dict[int, int]:
+    """Transactions each upgraded copier committed while the group was mixed: copier ``i``
+    from its restart on the new protocol (``restarts[i]``) until copier ``i + 1`` was stopped
+    (``stops[i + 1]``); the last copier has no mixed phase. A converting group gives the new
+    member partitions at once; a group that refuses it (INCONSISTENT_GROUP_PROTOCOL, which
+    librdkafka retries quietly) leaves it at 0 until every classic member is gone."""
+    return {i: sum(restarts[i] <= t <= stops[i + 1] for t in commit_times_by_copier.get(i, ()))
+            for i in range(min(len(restarts), len(stops) - 1))}
+
+
 def upgrade_done(copier_protocols: dict[int, list[str]]) -> bool:
     """Whether a rolling upgrade went through: every copier started on the classic protocol
     and its last incarnation ran ``UPGRADE_TO``."""
@@ -126,9 +137,17 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
         result["ok"] = result["ok"] and result["copy_completed"]
     if upgrade:  # progress too: the copy completes, every copier ends on the new protocol
         upgraded = upgrade_done(result["copier_protocols"])
+        mixed = mixed_phase_commits([f.at for f in chaos.events if f.kind == "copier-restart"],
+                                    [f.at for f in chaos.events if f.kind == "copier-stop"],
+                                    {int(i): ts for i, ts in result["commit_times_by_copier"].items()})
         result["upgraded"] = upgraded
+        result["mixed_phase_commits"] = mixed
         if not upgraded:
             result["violations"].append(f"rolling upgrade incomplete: copiers' protocols {result['copier_protocols']}")
-        result["ok"] = result["ok"] and result["copy_completed"] and upgraded
+        idle = sorted(i for i, n in mixed.items() if n == 0)
+        if idle:
+            result["violations"].append(f"rolling upgrade: copier(s) {idle} on the consumer protocol committed "
+                                        f"nothing while the group still had classic members (not converted online)")
+        result["ok"] = result["ok"] and result["copy_completed"] and upgraded and not idle
     return result
 

@@ -37,7 +37,7 @@ CONT_STOP_FOR_S = 6.0  # ...for this long
 CONT_MESSAGES = 15000  # continuous (and its baseline): default size
 CONT_DURATION_S = 75.0  # continuous: the copy is paced to take this long without faults
 CONT_TIMEOUT_S = 300.0  # continuous: copy timeout
-UPGRADE_GAP_S = 5.0  # rolling-upgrade: between one copier's restart and the next one's stop
+UPGRADE_GAP_S = 8.0  # rolling-upgrade: between one copier's restart and the next one's stop
 UPGRADE_TO = "consumer"  # rolling-upgrade: the group.protocol the copiers are restarted with
 
 
@@ -111,14 +111,16 @@ class Chaos(Faults):
         rolls a new version out: stop one (its transaction ended, its consumer closed: it
         leaves the classic group), start it again on the consumer protocol, let it settle
         for ``UPGRADE_GAP_S``, then the next. The group converts online, one member at a time.
-        A thread of its own (a stop waits for the copier's transaction)."""
+        A thread of its own (a stop waits for the copier's transaction). Each upgraded copier
+        must commit while the group is still mixed (``mixed_phase_commits``)."""
         n = self.copiers.cfg.copiers if self.copiers else 0
         for idx in range(n):
             if self.done:
                 return
+            at = time.time()
             graceful = self.copiers.stop(idx)
             self.log(f"copier {idx} stopped ({'gracefully' if graceful else 'SIGKILLed after the stop timeout'})",
-                     time.time(), "copier-stop")
+                     at, "copier-stop")
             self.copiers.restart(idx, UPGRADE_TO)
             self.log(f"copier {idx} restarted with group.protocol={UPGRADE_TO}", kind="copier-restart")
             deadline = time.monotonic() + UPGRADE_GAP_S

@@ -139,5 +139,5 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
             shutil.rmtree(tmp, ignore_errors=True)
     print_summary(result)
     click.echo(json.dumps({k: v for k, v in result.items()
-                           if k not in ("committed_offsets", "input_ends", "commit_times")}))
+                           if k not in ("committed_offsets", "input_ends", "commit_times", "commit_times_by_copier")}))
     sys.exit(0 if result["ok"] else 1)

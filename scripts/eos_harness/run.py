@@ -152,6 +152,7 @@ def _seed_copy_verify(cfg: HarnessConfig, secured: dict | None, chaos, echo) -> 
         "commit_times": sorted(commit_times),
         "longest_no_commit_by_copier_s": {i: _longest_gap(ts)
                                            for i, ts in sorted(commits_by_copier.items())},
+        "commit_times_by_copier": {i: sorted(ts) for i, ts in sorted(commits_by_copier.items())},
     })
     if secured is not None:
         ran_as = sorted(f"User:{u}" if u else "(no SASL user)" for u in copier_users)

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import chaos.cli  # noqa: E402
 import eos_harness  # noqa: E402
 import eos_harness.cli  # noqa: E402
-from chaos.runner import upgrade_done  # noqa: E402
+from chaos.runner import mixed_phase_commits, upgrade_done  # noqa: E402
 from chaos.scenarios import SCENARIOS  # noqa: E402
 
 CFG = eos_harness.HarnessConfig(bootstrap="127.0.0.1:1", input="in-1", output="out-1", group="g-1", seed=1)
@@ -101,3 +101,12 @@ def test_an_upgrade_is_done_when_every_copier_went_classic_to_consumer():
     assert not upgrade_done({0: ["classic", "consumer"], 1: ["classic"]})
     assert not upgrade_done({0: ["consumer"]})
     assert not upgrade_done({})
+
+
+def test_mixed_phase_commits_count_each_upgraded_copier_before_the_next_stop():
+    # copier 0 stopped at 10, restarted at 11; copier 1 stopped at 20, restarted at 21
+    stops, restarts = [10.0, 20.0], [11.0, 21.0]
+    commits = {0: [5.0, 12.0, 15.0, 25.0], 1: [9.0, 22.0]}
+    assert mixed_phase_commits(restarts, stops, commits) == {0: 2}  # the last copier has no mixed phase
+    assert mixed_phase_commits(restarts, stops, {0: [5.0, 21.0], 1: [22.0]}) == {0: 0}  # refused until alone
+    assert mixed_phase_commits([], [], {}) == {}
