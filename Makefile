@@ -45,8 +45,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check kaas cluster tests scripts
 	$(BIN)/mypy
 
+# WORKERS=1: one process, as before pytest-xdist (a failing test's output is easier to read)
+WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -x -p no:cacheprovider $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile) tests
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

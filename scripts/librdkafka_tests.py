@@ -251,7 +251,9 @@ def table(runs: list[Run]) -> str:
               "(the SASL subtests stay on the SASL cluster).")
 @click.option("--sasl-for-all", is_flag=True, help="Run everything on the SASL cluster (SASL_SSL, a SCRAM user who is "
               "not a super user, allow.everyone.if.no.acl.found), not only 0081's authorised-operations subtest.")
-@click.option("--kafka-version", default="3.9.0", show_default=True, help="TEST_KAFKA_VERSION.")
+@click.option("--kafka-version", default="4.2.0", show_default=True,
+              help="TEST_KAFKA_VERSION: the Apache release whose answers the tests expect (4.2: group configs, "
+                   "share groups).")
 @click.option("--timeout", default=1800.0, show_default=True,
               help="Seconds per run (0113 alone takes over 10 minutes).")
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
