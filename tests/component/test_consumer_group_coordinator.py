@@ -102,6 +102,9 @@ async def test_a_silent_member_is_fenced_when_its_session_ends(shm_path, thread_
         assert got == {0, 1, 2, 3} and r.member_epoch == 3
         assert [m["member_id"] for m in on_file(broker)["members"]] == ["m2"]  # the fence is on file
         assert (await send(groups, beat("m1", 2, set(), tid))).error_code == E.unknown_member_id
+        stats = groups.consumers.stats  # kaas_consumer_group_events_total
+        assert stats["members_fenced"] == 1 and stats["heartbeats"] >= SESSION // INTERVAL
+        assert stats["group_epoch_bumps"] == 3 and stats["revocations"] >= 1  # m1, m2 joined; m1 fenced
 
 
 async def test_an_unacknowledged_revocation_fences_after_the_rebalance_timeout(shm_path, thread_safe_autojump_clock):

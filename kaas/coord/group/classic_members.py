@@ -110,12 +110,14 @@ class ClassicMembers:
             if coord.groups.get(e.group.group_id) is not e or e.consumer is None:
                 raise KaasError(ErrorCode.not_coordinator, "group moved")
             work = e.consumer.copy()
+            epoch_before, was = work.group_epoch, work.members.get(member_id)
             res = classic.join(work, classic.ClassicJoin(
                 member_id, group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
                 protocol_type, tuple(protocols), sub.topics, sub.owned or {}, sub.rack_id),
                 coord._now(), consumers.image(), settings.config, new_member_id=lambda: member_id)
             if res.error_code != ErrorCode.none:
                 return _join_error(res.error_code, member_id)
+            consumers.count(work, epoch_before, was, res.member_id)
             if res.changed or e.consumer_dirty:
                 await consumers._save(e, work)
             e.consumer, e.consumer_dirty = work, False
@@ -201,6 +203,7 @@ class ClassicMembers:
         coord = self.coord
         coord._deliver(e.group.mark_dead(coord._now(), ErrorCode.rebalance_in_progress))
         e.group = coord._new_classic(e.group.group_id)
+        coord.consumers.stats["upgrades"] += 1
         log.info("consumer_group_upgraded", group=e.group.group_id)
 
     def downgrade_due(self, g: ConsumerGroup, leaving: str | None) -> bool:
@@ -234,6 +237,7 @@ class ClassicMembers:
         new.membership = group.snapshot(now)
         await coord._save(e, new, consumer_write=True)
         e.consumer, e.consumer_dirty, e.group = None, False, group
+        coord.consumers.stats["downgrades"] += 1
         log.info("consumer_group_downgraded", group=work.group_id, generation=group.generation_id,
                  members=len(group.members))
         coord.timer_wakeup.set()

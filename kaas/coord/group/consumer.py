@@ -42,6 +42,7 @@ from kaas.domain.consumer_group import (
     TopicInfo,
     validate_heartbeat,
 )
+from kaas.domain.consumer_member import ConsumerMember
 from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 
@@ -113,6 +114,11 @@ class ConsumerGroups:
     def __init__(self, coord: GroupCoordinator) -> None:
         self.coord = coord
         self._image: TopicImage | None = None
+        # kaas_consumer_group_events_total{event} (``net.metrics_http``): heartbeats, group
+        # epochs bumped, revocations asked of members, members fenced by a timer, and the
+        # migration's upgrades and downgrades
+        self.stats: dict[str, int] = dict.fromkeys(
+            ("heartbeats", "group_epoch_bumps", "revocations", "members_fenced", "upgrades", "downgrades"), 0)
 
     def settings(self, group_id: str) -> ConsumerSettings:
         """The one place a consumer group's settings are read (the broker's
@@ -197,7 +203,9 @@ class ConsumerGroups:
             else:
                 work = g.copy()
             before = (work.group_epoch, work.assignment_epoch, work.state)
+            was = work.members.get(hb.member_id)
             reply = work.heartbeat(hb, coord._now(), self.image(), settings.config, topic_visible=topic_visible)
+            self.count(work, before[0], was, reply.member_id)
             if reply.error_code != ErrorCode.none:
                 return reply, 0
             if hb.member_epoch == LEAVE_EPOCH and coord.classic.downgrade_due(work, None) \
@@ -214,6 +222,16 @@ class ConsumerGroups:
         if reply.changed:
             coord.timer_wakeup.set()
         return reply, settings.heartbeat_interval_ms
+
+    def count(self, work: ConsumerGroup, epoch_before: int, was: ConsumerMember | None,
+              member_id: str | None) -> None:
+        """The metrics of one heartbeat (a ConsumerGroupHeartbeat, or a classic member's
+        JoinGroup): the group epoch's rise, and a revocation newly asked of the member."""
+        self.stats["heartbeats"] += 1
+        self.stats["group_epoch_bumps"] += max(0, work.group_epoch - epoch_before)
+        now = work.members.get(member_id or "")
+        if now is not None and now.pending_revocation and (was is None or not was.pending_revocation):
+            self.stats["revocations"] += 1
 
     async def _save(self, e: _Entry, work: ConsumerGroup) -> None:
         """Write ``work``'s state into the group's file (``GroupCoordinator._save``'s rules:
@@ -247,6 +265,8 @@ class ConsumerGroups:
                     continue
                 work = e.consumer.copy()
                 fenced = work.tick(now) if due else []
+                self.stats["members_fenced"] += len(fenced)
+                self.stats["group_epoch_bumps"] += len(fenced)
                 for f in fenced:
                     log.info("consumer_member_fenced", group=gid, member=f.member_id, reason=f.reason,
                              group_epoch=work.group_epoch)
