@@ -15,6 +15,8 @@ from kio.schema.errors import ErrorCode as E
 
 from tests.fixtures import broker_fixture
 from tests.integration.test_consumer_groups import FLAGS, commit, coordinator_of, describe, heartbeat
+from tests.integration.test_tools import human as human_tool
+from tests.integration.test_tools import run as run_tool
 from tests.kafka import create_topic, uniq
 
 pytestmark = pytest.mark.slow
@@ -125,6 +127,16 @@ def test_rolling_upgrade_and_downgrade_lose_and_duplicate_nothing(mbroker):
     run.poll_for(4)
     assert group_type(bs, group) == "consumer"
     assert member_types(bs, group) == [0, 0, 1]  # two classic members, one of the new protocol
+    # the operator's view: type, epochs, each member's protocol, target vs current assignment
+    listed = {g["group_id"]: g for g in run_tool("groups", "list", "--type", "consumer", "--bootstrap", bs)}
+    assert listed[group]["type"] == "consumer"
+    d = run_tool("groups", "describe", group, "--bootstrap", bs)
+    assert d["group_protocol"] == "consumer" and d["group_epoch"] >= d["assignment_epoch"] >= 1
+    assert sorted(m["member_type"] for m in d["members"]) == ["classic", "classic", "consumer"]
+    for m in d["members"]:
+        assert set(map(tuple, m["pending_revocation"])) == set(map(tuple, m["assignment"])) - set(
+            map(tuple, m["target_assignment"]))
+    assert "Group epoch" in human_tool("groups", "describe", group, "--bootstrap", bs)
     run.remove(a)
     d = modern(bs, group)
     run.add(d)

@@ -204,12 +204,15 @@ class ConsumerGroups:
                 work = g.copy()
             before = (work.group_epoch, work.assignment_epoch, work.state)
             was = work.members.get(hb.member_id)
+            # the group as it was before a leave: a downgrade keeps its generation (Apache
+            # converts before the leave's epoch bump, so stable members' commits still hold)
+            pre = work.copy() if hb.member_epoch == LEAVE_EPOCH else None
             reply = work.heartbeat(hb, coord._now(), self.image(), settings.config, topic_visible=topic_visible)
             self.count(work, before[0], was, reply.member_id)
             if reply.error_code != ErrorCode.none:
                 return reply, 0
-            if hb.member_epoch == LEAVE_EPOCH and coord.classic.downgrade_due(work, None) \
-                    and await coord.classic.downgrade(e, work, None):
+            if pre is not None and coord.classic.downgrade_due(pre, hb.member_id) \
+                    and await coord.classic.downgrade(e, pre, hb.member_id):
                 return reply, settings.heartbeat_interval_ms
             if reply.changed or e.consumer_dirty or g is None:
                 await self._save(e, work)
@@ -263,6 +266,7 @@ class ConsumerGroups:
             async with e.lock:
                 if coord.groups.get(gid) is not e or e.consumer is None:
                     continue
+                pre = e.consumer
                 work = e.consumer.copy()
                 fenced = work.tick(now) if due else []
                 self.stats["members_fenced"] += len(fenced)
@@ -272,9 +276,13 @@ class ConsumerGroups:
                              group_epoch=work.group_epoch)
                 dirty = e.consumer_dirty or bool(fenced)
                 e.consumer, e.consumer_dirty = work, dirty
-                if fenced and coord.classic.downgrade_due(work, None) and coord.broker.cluster.lease_valid():
+                if fenced and coord.broker.cluster.lease_valid():
+                    # one member fenced: converted from the group before its fence (as a leave)
+                    one = fenced[0].member_id if len(fenced) == 1 else None
+                    base, leaving = (pre, one) if one is not None else (work, None)
                     try:
-                        if await coord.classic.downgrade(e, work, None):
+                        if coord.classic.downgrade_due(base, leaving) and \
+                                await coord.classic.downgrade(e, base, leaving):
                             continue
                     except KaasError as exc:
                         log.warning("consumer_group_not_saved", group=gid, error=exc.code.name)
