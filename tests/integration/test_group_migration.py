@@ -137,6 +137,8 @@ def test_rolling_upgrade_and_downgrade_lose_and_duplicate_nothing(mbroker):
         assert set(map(tuple, m["pending_revocation"])) == set(map(tuple, m["assignment"])) - set(
             map(tuple, m["target_assignment"]))
     assert "Group epoch" in human_tool("groups", "describe", group, "--bootstrap", bs)
+    row = {g["group_id"]: g for g in run_tool("inspect", "cluster", "--data", str(mbroker.data))["groups"]}[group]
+    assert (row["type"], row["members"], row["classic_members"]) == ("consumer", 3, 2)  # the state file
     run.remove(a)
     d = modern(bs, group)
     run.add(d)
