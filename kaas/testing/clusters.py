@@ -373,7 +373,7 @@ class ClusterContext:
         try:
             for b in c.brokers:
                 b.resume()
-            c.process.stop()
+            c.process.stop(graceful=self.keep_data)
         finally:
             if failed:
                 stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -46,6 +46,8 @@ def _serve() -> None:  # pragma: no cover - runs in the server process (tests dr
     import cluster.supervisor  # noqa: F401  (what `kaas cluster` imports)
     from kaas.forking import fork_command
 
+    _become_subreaper()
+
     out = sys.stdout
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -59,12 +61,16 @@ def _serve() -> None:  # pragma: no cover - runs in the server process (tests dr
         out.flush()
 
     def reap() -> None:
-        for pid in list(children):
+        """Reap every child that ended: the ones it forked (reported) and, as a subreaper,
+        the brokers of a supervisor killed before them."""
+        while True:
             try:
-                done, status = os.waitpid(pid, os.WNOHANG)
+                pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                done, status = pid, 0
-            if done:
+                return
+            if pid == 0:
+                return
+            if pid in children:
                 children.discard(pid)
                 say({"exit": pid, "rc": os.waitstatus_to_exitcode(status)})
 
@@ -103,7 +109,7 @@ def _serve() -> None:  # pragma: no cover - runs in the server process (tests dr
                 line, buf = buf.split(b"\n", 1)
                 if line.strip():
                     spawn(json.loads(line))
-    for pid in children:
+    for pid in list(children):
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -112,11 +118,22 @@ def _serve() -> None:  # pragma: no cover - runs in the server process (tests dr
     while children and time.monotonic() < deadline:
         time.sleep(0.02)
         reap()
-    for pid in children:
+    for pid in list(children):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _become_subreaper() -> None:  # pragma: no cover - server side
+    """Linux: the orphans of its children (brokers whose supervisor was SIGKILLed) become
+    its children, so it reaps them (a container's pid 1 may never do)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
 
 
 # ----------------------------------------------------------------------------- client

@@ -371,8 +371,21 @@ class ClusterProcess:
         except FileNotFoundError:
             return ""
 
-    def stop(self, timeout: float = 20.0) -> None:
+    def stop(self, timeout: float = 20.0, graceful: bool = True) -> None:
+        """SIGTERM the supervisor (each broker drains; up to ~1 s while peers hold connections
+        open), SIGKILL everything after ``timeout``; not ``graceful``: SIGKILL the supervisor,
+        then every broker, at once (for data about to be deleted)."""
         if self.proc is None:
+            return
+        if not graceful:
+            self.proc.kill()
+            self.proc.wait()
+            for i in range(self.n):
+                try:
+                    os.kill(self.pid(i), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
+            self.proc = None
             return
         self.proc.send_signal(signal.SIGTERM)
         try:
