@@ -35,7 +35,7 @@ def seed(config: dict, topic: str, n: int = ORDERS) -> None:
 
 def start_app(c, source: str, sink: str, group: str, txn_id: str, *more: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(APP), "--bootstrap", c.bootstrap, "--source", source,
-                             "--sink", sink, "--group", group, "--transactional-id", txn_id, *more],
+                             "--sink", sink, "--group", group, "--transactional-id", txn_id, "--idle", "1", *more],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -43,6 +43,14 @@ def finish(app: subprocess.Popen, timeout: float = 90) -> str:
     out, _ = app.communicate(timeout=timeout)
     assert app.returncode == 0, out
     return out
+
+
+def another_leader(sink: str, coordinator):
+    """A leader of one of ``sink``'s partitions other than the transaction coordinator (a
+    paused coordinator would lose its transactions to a peer before the crash)."""
+    def pick(c):
+        return next(b for b in (c.leader_of(sink, p) for p in range(3)) if b.id != coordinator.id)
+    return pick
 
 
 @pytest.fixture
@@ -58,7 +66,7 @@ def test_exactly_once_with_the_coordinator_crashing_mid_endtxn_and_a_leader_paus
     seed(kaas_cluster.client_config(), source)
     coordinator = kaas_cluster.coordinator_of(transactional_id=txn_id)
     crash = kaas_cluster.failpoint("endtxn.after_prepare", "crash", broker=coordinator)
-    chaos.start(plan=[(0.5, "pause", lambda c: c.leader_of(sink, 0), 1.5)])
+    chaos.start(plan=[(0.5, "pause", another_leader(sink, coordinator), 1.5)])
     finish(start_app(kaas_cluster, source, sink, group, txn_id))
     assert crash.hits()[coordinator.id] == 1, "the coordinator did not crash in EndTxn"
     verdict = exactly_once(kaas_cluster.client_config(), source, sink, group=group,
@@ -72,10 +80,10 @@ def test_aiokafka_app_is_exactly_once_too(kaas_cluster, chaos, names):
 
     source, sink, group, txn_id = names
     seed(kaas_cluster.client_config(), source)
-    crash = kaas_cluster.failpoint("endtxn.after_prepare", "crash",
-                                   broker=kaas_cluster.coordinator_of(transactional_id=txn_id))
-    chaos.start(plan=[(0.5, "pause", lambda c: c.leader_of(sink, 1), 1.5)])
-    asyncio.run(asyncio.wait_for(run(kaas_cluster.bootstrap, source, sink, group, txn_id), 90))
+    coordinator = kaas_cluster.coordinator_of(transactional_id=txn_id)
+    crash = kaas_cluster.failpoint("endtxn.after_prepare", "crash", broker=coordinator)
+    chaos.start(plan=[(0.5, "pause", another_leader(sink, coordinator), 1.5)])
+    asyncio.run(asyncio.wait_for(run(kaas_cluster.bootstrap, source, sink, group, txn_id, idle=1.0), 90))
     assert sum(crash.hits().values()) == 1
     exactly_once(kaas_cluster.client_config(), source, sink, group=group,
                  input_id=order_id, output_id=order_id).assert_ok()
