@@ -21,6 +21,7 @@ from .workloads.recompress import run_recompress
 from .workloads.roundtrip import run_roundtrip
 from .workloads.scale import run_scale
 from .workloads.security import run_security
+from .workloads.startup import startup
 from .workloads.throughput import run_consume, run_fetch, run_idempotence, run_produce
 from .workloads.txn import run_eos, run_txn
 
@@ -337,3 +338,6 @@ def roundtrip(rounds, requests) -> None:
     kaas broker vs the one-broker mock, A B A B; p50/p90/p99 in us; the target: kaas's p50
     at most 2x the mock's."""
     _emit(run_roundtrip(rounds, requests, _emit))
+
+
+cli.add_command(startup)
