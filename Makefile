@@ -42,11 +42,12 @@ cluster: $(STAMP)
 # pure, storage and codec layers and the modules this wave added).
 lint: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/ruff check kaas cluster tests scripts
+	$(BIN)/ruff check kaas cluster tests scripts examples
 	$(BIN)/mypy
 
+# tests/, then the example project of docs/testing.rst (its tests use only the pytest plugin)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests examples/eos-app/tests
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

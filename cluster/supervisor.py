@@ -29,15 +29,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from types import FrameType
 from typing import BinaryIO
 
-from kaas.forking import Forked
-
 from kaas import failpoints
+from kaas.forking import Forked
 from kaas.listeners import parse_endpoints, shift_ports
 from kaas.storage import atomic, deaths
 

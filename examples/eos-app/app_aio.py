@@ -4,9 +4,9 @@ input offsets in the same transaction (``send_offsets_to_transaction``)."""
 from __future__ import annotations
 
 import asyncio
+
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
-
 from app import transform
 
 

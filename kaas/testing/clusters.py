@@ -273,7 +273,6 @@ class Cluster:
         """
         deadline = time.monotonic() + timeout
         pause = Backoff(0.005, 0.1)
-        why = "?"
         n = len(self.brokers)
         while True:
             why = self._unhealthy(n)
@@ -394,7 +393,8 @@ class ClusterContext:
             exc.add_note(f"kaas: the cluster's logs are in {self.kept_logs}")
 
     async def __aenter__(self) -> Cluster:
-        return await _in_thread(self.start)
+        started: Cluster = await _in_thread(self.start)
+        return started
 
     async def __aexit__(self, et: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:

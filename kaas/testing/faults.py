@@ -17,12 +17,20 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kaas.testing.procs import Backoff
 
-if TYPE_CHECKING:
-    from kaas.testing.clusters import Broker
+
+class Broker(Protocol):
+    """What the failpoint table needs of a broker (``kaas.testing.clusters.Broker``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def paused(self) -> bool: ...
+    def alive(self) -> bool: ...
+    def log_text(self) -> str: ...
 
 ACTIONS = ("crash", "pause", "error", "short", "drop")
 ARM_TIMEOUT_S = 10.0

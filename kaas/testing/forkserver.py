@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 STOP_GRACE_S = 10.0
 
@@ -56,7 +57,7 @@ def _serve() -> None:  # pragma: no cover - runs in the server process (tests dr
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the test process; it closes stdin
     children: set[int] = set()
 
-    def say(obj: dict) -> None:
+    def say(obj: dict[str, object]) -> None:
         out.write(json.dumps(obj) + "\n")
         out.flush()
 
@@ -74,7 +75,7 @@ def _serve() -> None:  # pragma: no cover - runs in the server process (tests dr
                 children.discard(pid)
                 say({"exit": pid, "rc": os.waitstatus_to_exitcode(status)})
 
-    def spawn(req: dict) -> None:
+    def spawn(req: dict[str, Any]) -> None:
         log = open(req["log"], "ab")  # noqa: SIM115  (the child has it; closed below)
         try:
             child = fork_command(main, req["args"], stdout=log, env=req.get("env"), cwd=req.get("cwd"))
@@ -188,7 +189,7 @@ class ForkServer:
         self.log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
         self._cond = threading.Condition()
-        self._replies: dict[int, dict] = {}
+        self._replies: dict[int, dict[str, Any]] = {}
         self._exits: dict[int, int] = {}
         self._next_id = 0
         self._ready = False

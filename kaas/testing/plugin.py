@@ -33,7 +33,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
@@ -71,11 +71,12 @@ def _option(config: pytest.Config, name: str) -> Any:
     return config.getini(f"kaas_{name}") if value is None else value
 
 
-def _scope(fixture_name: str, config: pytest.Config) -> str:  # noqa: ARG001 (pytest's signature)
+def _scope(fixture_name: str, config: pytest.Config) -> Literal["function", "module", "session"]:  # noqa: ARG001
     scope = str(_option(config, "scope"))
-    if scope not in SCOPES:
-        raise pytest.UsageError(f"kaas_scope must be one of {', '.join(SCOPES)}, not {scope!r}")
-    return scope
+    for known in ("function", "module", "session"):
+        if scope == known:
+            return known
+    raise pytest.UsageError(f"kaas_scope must be one of {', '.join(SCOPES)}, not {scope!r}")
 
 
 def unsupported_reason() -> str | None:
@@ -95,7 +96,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
-    outcome = yield
+    outcome: Any = yield
     rep: pytest.TestReport = outcome.get_result()
     if rep.failed:
         item.stash[_STASH_FAILED] = True

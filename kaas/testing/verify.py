@@ -122,7 +122,8 @@ def end_offsets(config: Mapping[str, Any], topic: str, timeout: float = 10.0) ->
 
     admin = AdminClient(_conf(config))
     parts = admin.list_topics(topic, timeout=timeout).topics[topic].partitions
-    req = {TopicPartition(topic, p): OffsetSpec.latest() for p in parts}
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    req = {TopicPartition(topic, p): latest for p in parts}
     got = {}
     for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
         futs = admin.list_offsets(req, isolation_level=level, request_timeout=timeout)
@@ -186,11 +187,13 @@ def read_topic(config: Mapping[str, Any], topic: str, isolation: str = "read_com
             if time.monotonic() > deadline:
                 raise VerifyError(f"{topic}: partitions {sorted(set(parts) - done)} not read through in {timeout} s")
             for m in c.consume(2000, 0.5):
-                if m.error():
-                    if m.error().code() == KafkaError._PARTITION_EOF and targets is None:
-                        done.add(m.partition())
+                err, partition, offset = m.error(), m.partition(), m.offset()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF and targets is None and partition is not None:
+                        done.add(partition)
                     continue
-                out.append(Record(m.partition(), m.offset(), m.key(), m.value(), timestamp=m.timestamp()[1]))
+                assert partition is not None and offset is not None
+                out.append(Record(partition, offset, m.key(), m.value(), timestamp=m.timestamp()[1]))
             if targets is not None:
                 for tp in c.position([TopicPartition(topic, p) for p in parts if p not in done]):
                     if tp.offset >= targets[tp.partition]:
