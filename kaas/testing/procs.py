@@ -377,25 +377,20 @@ class ClusterProcess:
         then every broker, at once (for data about to be deleted)."""
         if self.proc is None:
             return
-        if not graceful:
-            self.proc.kill()
-            self.proc.wait()
-            for i in range(self.n):
-                try:
-                    os.kill(self.pid(i), signal.SIGKILL)
-                except (OSError, ValueError):
-                    pass
-            self.proc = None
-            return
-        self.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(timeout)
+            if graceful:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout)
+                return
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            for i in range(self.n):
-                try:
-                    os.kill(self.pid(i), signal.SIGKILL)
-                except (OSError, ValueError):
-                    pass
-        self.proc = None
+            pass
+        finally:
+            if not graceful or self.proc.poll() is None:  # SIGKILL the supervisor, then every broker
+                self.proc.kill()
+                self.proc.wait()
+                for i in range(self.n):
+                    try:
+                        os.kill(self.pid(i), signal.SIGKILL)
+                    except (OSError, ValueError):
+                        pass
+            self.proc = None
