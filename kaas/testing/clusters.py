@@ -358,8 +358,12 @@ class ClusterContext:
             proc.restart_delay = self.restart_delay
             self.cluster = Cluster(proc, root, tmpfs)
             proc.start(self.timeout)
-        except BaseException:
+        except BaseException as exc:
             self.stop(failed=True)
+            if self.kept_logs is not None:
+                exc.add_note(f"kaas: the cluster did not start; its logs are in {self.kept_logs}")
+            else:
+                shutil.rmtree(root, ignore_errors=True)
             raise
         return self.cluster
 

@@ -21,14 +21,14 @@ pytestmark = pytest.mark.slow
 
 def test_pip_install_gives_the_plugin(tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
     target = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                             check=True, capture_output=True, text=True).stdout.strip()
     deps = [p for p in {sysconfig.get_paths()["purelib"], *site.getsitepackages()} if "site-packages" in p]
     (tmp_path / "venv" / target.split(str(venv) + "/", 1)[1] / "kaas-deps.pth").write_text("\n".join(deps) + "\n")
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps",
-                    str(REPO)], check=True, timeout=300, cwd=tmp_path)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(REPO)],
+                   check=True, timeout=300, cwd=tmp_path)  # (this pip, run for the new environment)
     where = subprocess.run([str(py), "-c", "import kaas.testing.plugin as p; print(p.__file__)"], check=True,
                            capture_output=True, text=True, cwd=tmp_path).stdout
     assert where.startswith(target), where
