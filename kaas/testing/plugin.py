@@ -165,8 +165,9 @@ def _kaas_shared_broker(request: pytest.FixtureRequest) -> Iterator[_Shared]:
     yield from _shared(request, 1)
 
 
-def _for_test(request: pytest.FixtureRequest, shared_name: str, brokers: int) -> Iterator[Cluster]:
-    marker = request.node.get_closest_marker("kaas")
+def _for_test(request: pytest.FixtureRequest, shared_name: str, brokers: int,
+              marked: bool = True) -> Iterator[Cluster]:
+    marker = request.node.get_closest_marker("kaas") if marked else None
     if marker is not None and (marker.args or marker.kwargs):
         options = dict(marker.kwargs)
         n = int(marker.args[0]) if marker.args else int(options.pop("brokers", brokers))
@@ -198,7 +199,7 @@ def kaas_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
 @pytest.fixture
 def kaas_broker(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     """A running one-broker kaas cluster (``kaas.testing.Cluster``)."""
-    yield from _for_test(request, "_kaas_shared_broker", 1)
+    yield from _for_test(request, "_kaas_shared_broker", 1, marked=False)
 
 
 @pytest.fixture
