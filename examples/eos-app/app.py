@@ -98,7 +98,7 @@ def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``python app.py --bootstrap HOST:PORT --source IN --sink OUT --group G --transactional-id T``:
-    copy until the input has been idle for ``--idle`` seconds."""
+    copy until the input has been idle for ``--idle`` seconds after the first record."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -107,10 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sink", required=True)
     ap.add_argument("--group", required=True)
     ap.add_argument("--transactional-id", required=True)
-    ap.add_argument("--idle", type=float, default=2.0, help="stop after this long without input")
+    ap.add_argument("--idle", type=float, default=2.0,
+                    help="stop after this long without input, once something was read")
     ap.add_argument("--broken", action="store_true", help="commit offsets outside the transaction (the bug)")
     args = ap.parse_args(argv)
-    last = [time.monotonic()]
+    last = [float("inf")]  # nothing read yet: joining the group may take a while
 
     def stop() -> bool:
         return time.monotonic() - last[0] > args.idle

@@ -12,7 +12,8 @@ from app import transform
 
 async def run(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, *,
               idle: float = 2.0, batch: int = 50) -> int:
-    """Copy ``source`` to ``sink`` until the input has been idle for ``idle`` seconds.
+    """Copy ``source`` to ``sink`` until the input has been idle for ``idle`` seconds after
+    the first record.
     Returns the transactions committed."""
     consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                                 auto_offset_reset="earliest", isolation_level="read_committed",
@@ -23,7 +24,7 @@ async def run(bootstrap: str, source: str, sink: str, group: str, transactional_
     await consumer.start()
     commits = 0
     loop = asyncio.get_running_loop()
-    last = loop.time()
+    last = float("inf")  # nothing read yet: joining the group may take a while
     try:
         while True:
             got = await consumer.getmany(timeout_ms=500, max_records=batch)
