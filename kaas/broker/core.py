@@ -22,6 +22,7 @@ from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.clock import SYSTEM, Clock
 from kaas.coord.group import GroupCoordinator
+from kaas.coord.share import ShareRuntime
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain import replicas, routing
 from kaas.errors import CorruptState, KaasError
@@ -110,6 +111,7 @@ class Broker:
         self.connections = 0
         self.txn: TxnCoordinator | None = None  # created by tasks.serve_broker
         self.groups = GroupCoordinator(self)
+        self.shares = ShareRuntime(self)  # KIP-932 share partitions this broker leads
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms, clock)
         self._group_owners: dict[str, int | None] = {}  # group_owner's, for _group_owners_view
         self._group_owners_view: tuple[tuple[int, ...], tuple[int, ...]] | None = None
