@@ -429,8 +429,14 @@ class SharePartition:
         return self._release(lambda r: r.state == RecordState.ACQUIRED, decrease=False, expired=False)
 
     def snapshot(self) -> Persisted:
-        """The durable form of the window now."""
-        return Persisted(self.start, self.end, tuple((r.first, r.last, int(r.state), r.count) for r in self._runs))
+        """The durable form of the window now (who holds a record is not part of it)."""
+        out: list[Range] = []
+        for r in self._runs:
+            if out and out[-1][2] == r.state and out[-1][3] == r.count:
+                out[-1] = (out[-1][0], r.last, out[-1][2], r.count)
+            else:
+                out.append((r.first, r.last, int(r.state), r.count))
+        return Persisted(self.start, self.end, tuple(out))
 
     # ------------------------------------------------------------------ reading
 
