@@ -18,6 +18,7 @@ from kaas.broker import Broker
 from kaas.clock import TrioClock
 from kaas.coord.share import BrokerShareConfigs, ShareGroupSettings, ShareRuntime
 from kaas.domain.share_partition import AutoOffsetReset
+from kaas.net.metrics_http import BrokerCollector
 from kaas.storage import manifest, share_state
 from tests.component.share_calls import ack_req, acquired, call, fetch_req, offsets_in, part_of, produce
 from tests.component.test_connection import open_broker_in
@@ -90,6 +91,15 @@ async def test_share_consumers_acquire_acknowledge_and_accepted_records_stay_don
         assert counters.SHARE.acquired == 5 + 5 + 5 + 2 + 2
         assert counters.SHARE.acknowledged == {"accept": 8, "release": 2, "reject": 1, "gap": 1}
         assert counters.SHARE.archived == 2
+        # and /metrics says so
+        samples = {(smp.name, tuple(sorted(smp.labels.items()))): smp.value
+                   for m in BrokerCollector(broker).collect() for smp in m.samples}
+        assert samples[("kaas_share_records_acquired_total", ())] == 17
+        assert samples[("kaas_share_acknowledgements_total", (("type", "accept"),))] == 8
+        assert samples[("kaas_share_acknowledgements_total", (("type", "renew"),))] == 0
+        assert samples[("kaas_share_records_archived_total", ())] == 2
+        assert samples[("kaas_share_lock_expiries_total", ())] == 0
+        assert samples[("kaas_share_partitions", ())] == 2
 
 
 async def test_session_epochs_and_every_bad_input_get_apaches_errors(shm_path, thread_safe_autojump_clock):
