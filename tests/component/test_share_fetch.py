@@ -94,7 +94,7 @@ async def test_share_consumers_acquire_acknowledge_and_accepted_records_stay_don
         # and /metrics says so
         samples = {(smp.name, tuple(sorted(smp.labels.items()))): smp.value
                    for m in BrokerCollector(broker).collect() for smp in m.samples}
-        assert samples[("kaas_share_records_acquired_total", ())] == 17
+        assert samples[("kaas_share_records_acquired_total", ())] == 19
         assert samples[("kaas_share_acknowledgements_total", (("type", "accept"),))] == 8
         assert samples[("kaas_share_acknowledgements_total", (("type", "renew"),))] == 0
         assert samples[("kaas_share_records_archived_total", ())] == 2
