@@ -44,6 +44,7 @@ log = structlog.get_logger()
 
 Key = tuple[str, str, int]  # (group, topic, partition)
 TIMER_POLL_S = 1.0
+RELINQUISHED = "no longer led here"
 CORRUPT_RETRY_MS = 5_000  # a corrupt share state is read again (an operator may repair it) after this
 
 
@@ -276,7 +277,7 @@ class ShareRuntime:
                 failed (the share partition is dropped: reloaded from its files next time).
         """
         if h.failed is not None:
-            raise KaasError(ErrorCode.kafka_storage_error, f"share state failed: {h.failed}")
+            raise _gone(h)
         try:
             h.part.check_open()
         except KaasError:
@@ -292,7 +293,7 @@ class ShareRuntime:
         """Return once the journal is durable up to ``pos`` and the partition still ours."""
         while h.journal.durable < pos:
             if h.failed is not None:
-                raise KaasError(ErrorCode.kafka_storage_error, f"share state failed: {h.failed}")
+                raise _gone(h)
             if h.syncing:
                 await h.sync_done.wait()
                 continue
@@ -352,7 +353,7 @@ class ShareRuntime:
         if self._held.get(h.key) is h:
             del self._held[h.key]
         if h.failed is None:
-            h.failed = reason or "relinquished"
+            h.failed = reason or RELINQUISHED
             if reason is not None:
                 log.error("share_partition_failed", group=h.key[0], topic=h.key[1], partition=h.key[2],
                           reason=reason)
@@ -441,6 +442,13 @@ class ShareRuntime:
             found = part.log.offset_for_timestamp(self.host.clock.wall_ms() - reset.duration_ms)
             return min(found[0], end) if found is not None else end
         return end
+
+
+def _gone(h: _Held) -> KaasError:
+    """The error for a request that finds its share partition dropped meanwhile."""
+    if h.failed == RELINQUISHED:
+        return KaasError(ErrorCode.not_leader_or_follower, "the partition is no longer led here")
+    return KaasError(ErrorCode.kafka_storage_error, f"share state failed: {h.failed}")
 
 
 def _covering(buf: bytes, headers: list[tuple[int, wb.BatchHeader]], first: int, last: int) -> bytes:
