@@ -5,6 +5,7 @@ answered with Apache's error. The property test is at the end."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from kio.schema.errors import ErrorCode
@@ -430,3 +431,4 @@ class SharePartitionModel(RuleBasedStateMachine):
 
 
 TestSharePartitionModel = SharePartitionModel.TestCase
+TestSharePartitionModel.settings = settings(settings.default, stateful_step_count=30)
