@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas.domain.share_partition import AckBatch, check_ack_batches
 from kaas.errors import KaasError
-from kaas.handlers._auth import TOPIC, Op, authorize
+from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 
 if TYPE_CHECKING:
     from kaas.handlers import Context
@@ -38,6 +38,38 @@ class WireAckBatch(Protocol):
     def acknowledge_types(self) -> tuple[int, ...]: ...
 
 
+class WirePartition(Protocol):
+    @property
+    def partition_index(self) -> int: ...
+
+    @property
+    def acknowledgement_batches(self) -> Sequence[WireAckBatch]: ...
+
+
+class WireTopic(Protocol):
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+
+    @property
+    def partitions(self) -> Sequence[WirePartition]: ...
+
+
+def named(topics: Iterable[WireTopic]) -> tuple[list[Key], dict[Key, tuple[WireAckBatch, ...]]]:
+    """The partitions a request names, in order, and the acknowledgements of each that has
+    some (a partition named twice has them joined: librdkafka may split a topic)."""
+    keys: dict[Key, None] = {}
+    acks: dict[Key, tuple[WireAckBatch, ...]] = {}
+    for t in topics:
+        if t.topic_id is None:
+            continue
+        for p in t.partitions:
+            key = (t.topic_id, int(p.partition_index))
+            keys[key] = None
+            if p.acknowledgement_batches:
+                acks[key] = acks.get(key, ()) + tuple(p.acknowledgement_batches)
+    return list(keys), acks
+
+
 def bad_ids(group_id: str | None, member_id: str | None) -> str | None:
     """What is wrong with the request's group and member ids (INVALID_REQUEST), or None."""
     if not group_id:
@@ -46,6 +78,32 @@ def bad_ids(group_id: str | None, member_id: str | None) -> str | None:
         return "the member id is empty"
     if len(member_id) > MAX_MEMBER_ID:
         return f"the member id is longer than {MAX_MEMBER_ID} characters"
+    return None
+
+
+def answer(lock_ms: int, code: ErrorCode = ErrorCode.none, message: str | None = None,
+           answers: Answers | None = None) -> dict[str, object]:
+    """A ShareFetch or ShareAcknowledge response (the fields of either)."""
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "acquisition_lock_timeout": lock_ms,
+            "responses": answers.responses() if answers is not None else [],
+            "node_endpoints": answers.node_endpoints() if answers is not None else []}
+
+
+def refusal(ctx: Context, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None] | None:
+    """Why the request is refused as a whole, or None: the group's READ permission
+    (GROUP_AUTHORIZATION_FAILED), its ids (INVALID_REQUEST), and whether the member is in
+    the share group (SHARE_SESSION_NOT_FOUND: Apache releases a departed member's session;
+    its session here ends)."""
+    group, member = group_id or "", member_id or ""
+    if not authorize(ctx, Op.READ, GROUP, group):
+        return ErrorCode.group_authorization_failed, None
+    problem = bad_ids(group_id, member_id)
+    if problem is not None:
+        return ErrorCode.invalid_request, problem
+    shares = ctx.broker.shares
+    if not shares.membership.is_member(group, member):
+        shares.sessions.close(group, member)
+        return ErrorCode.share_session_not_found, "the member is not in the share group"
     return None
 
 

@@ -26,8 +26,17 @@ from kio.schema.share_fetch.v2.request import ShareFetchRequest as ShareFetchV2
 
 from kaas.domain.share_sessions import FINAL_EPOCH
 from kaas.errors import KaasError
-from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
-from kaas.handlers._share import Answers, Key, WireAckBatch, acknowledge_all, bad_ids, session_partitions, topic_names
+from kaas.handlers._auth import TOPIC, Op, authorize
+from kaas.handlers._share import (
+    Answers,
+    Key,
+    acknowledge_all,
+    answer,
+    named,
+    refusal,
+    session_partitions,
+    topic_names,
+)
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
@@ -46,41 +55,20 @@ async def handle(ctx: Context, req: ShareFetchRequest) -> dict[str, object]:
     shares = ctx.broker.shares
     group, member, epoch = req.group_id or "", req.member_id or "", req.share_session_epoch
     lock_ms = shares.settings_of(group).limits.record_lock_duration_ms if group else 0
-
-    def answer(code: ErrorCode = ErrorCode.none, message: str | None = None,
-               answers: Answers | None = None) -> dict[str, object]:
-        return {"throttle_time": 0, "error_code": code, "error_message": message,
-                "acquisition_lock_timeout": lock_ms,
-                "responses": answers.responses() if answers is not None else [],
-                "node_endpoints": answers.node_endpoints() if answers is not None else []}
-
-    if not authorize(ctx, Op.READ, GROUP, group):
-        return answer(ErrorCode.group_authorization_failed)
-    problem = bad_ids(req.group_id, req.member_id)
+    refused = refusal(ctx, req.group_id, req.member_id)
+    if refused is not None:
+        return answer(lock_ms, *refused)
     renew = isinstance(req, ShareFetchV2) and req.is_renew_ack
-    if problem is None and renew and (req.max_bytes or req.min_bytes or req.max_records or ms(req.max_wait)):
-        problem = "a renew request fetches nothing: its max_bytes, min_bytes, max_records and max_wait must be 0"
-    if problem is not None:
-        return answer(ErrorCode.invalid_request, problem)
-    if not shares.membership.is_member(group, member):
-        shares.sessions.close(group, member)
-        return answer(ErrorCode.share_session_not_found, "the member is not in the share group")
+    if renew and (req.max_bytes or req.min_bytes or req.max_records or ms(req.max_wait)):
+        return answer(lock_ms, ErrorCode.invalid_request,
+                      "a renew request fetches nothing: its max_bytes, min_bytes, max_records and max_wait must be 0")
 
-    requested: list[Key] = []
-    acks: dict[Key, tuple[WireAckBatch, ...]] = {}
-    for t in req.topics:
-        if t.topic_id is None:
-            continue
-        for p in t.partitions:
-            key = (t.topic_id, int(p.partition_index))
-            requested.append(key)
-            if p.acknowledgement_batches:
-                acks[key] = acks.get(key, ()) + tuple(p.acknowledgement_batches)
+    requested, acks = named(req.topics)
     forgotten = [(t.topic_id, int(i)) for t in req.forgotten_topics_data if t.topic_id is not None
                  for i in t.partitions]
     session = shares.sessions.fetch(group, member, epoch, requested, forgotten, bool(acks))
     if session.error != ErrorCode.none:
-        return answer(session.error)
+        return answer(lock_ms, session.error)
 
     answers = Answers(ctx, topic_names(ctx))
     ack_defaults: dict[str, object] = {"acknowledge_error_code": ErrorCode.none, "acknowledge_error_message": None,
@@ -91,11 +79,11 @@ async def handle(ctx: Context, req: ShareFetchRequest) -> dict[str, object]:
                           code_field="acknowledge_error_code")
     if epoch == FINAL_EPOCH:
         await shares.close_session(group, member, session_partitions(answers, session.partitions))
-        return answer(answers=answers)
+        return answer(lock_ms, answers=answers)
     if renew or not session.partitions or req.max_records <= 0:
-        return answer(answers=answers)
+        return answer(lock_ms, answers=answers)
     await _fetch(ctx, req, group, member, list(session.partitions), answers, ack_defaults)
-    return answer(answers=answers)
+    return answer(lock_ms, answers=answers)
 
 
 async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, keys: list[Key], answers: Answers,

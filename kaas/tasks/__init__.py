@@ -1,7 +1,7 @@
 """Every trio loop of a broker process, started by ``net.server`` through ``serve_broker``:
 the membership tick and its doorbell (``membership``), presence connections
-(``presence``), retention (``retention``), the group timers (``group_timers``), the
-share-partition lock timers (``share_timers``), the
+(``presence``), retention (``retention``), the group and share-partition timers
+(``group_timers``), the
 transaction coordinator's marker watcher, queue doorbell, fence watcher and sweeps
 (``txn``), the log cleaner (``log_cleaner``), the SCRAM credentials reload
 (``credentials``), the ACL reload (``acls``, with the authoriser on) and the failpoint
@@ -23,7 +23,6 @@ from kaas.tasks.log_cleaner import serve_log_cleaner
 from kaas.tasks.membership import Membership
 from kaas.tasks.presence import serve_presence
 from kaas.tasks.retention import serve_retention
-from kaas.tasks.share_timers import serve_share_timers
 from kaas.tasks.trash import serve_trash
 from kaas.tasks.txn import serve_txn
 
@@ -56,7 +55,7 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
         await nursery.start(serve_trash, broker)
         await nursery.start(serve_flush, broker)
         await nursery.start(serve_timers, broker.groups)
-        await nursery.start(serve_share_timers, broker.shares)
+        await nursery.start(serve_timers, broker.shares)
         if broker.txn is None:
             broker.txn = TxnCoordinator(broker)
         nursery.start_soon(serve_txn, broker.txn)

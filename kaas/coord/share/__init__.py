@@ -2,7 +2,7 @@
 partition leader's share partitions over the pure ``domain.share_partition`` machine,
 their state on the volume (``storage.share_state``), lock timers, and the share sessions
 of ShareFetch/ShareAcknowledge (``domain.share_sessions``). Its timer loop is
-``kaas.tasks.share_timers.serve_share_timers``; the share-group membership it asks is the
+``kaas.tasks.group_timers.serve_timers``; the share-group membership it asks is the
 ``ports.ShareMembership`` seam."""
 
 from kaas.coord.share.configs import BrokerShareConfigs as BrokerShareConfigs

@@ -13,7 +13,7 @@ partition from memory: the next request reloads it from what the files hold.
 
 Locks run on the broker's monotonic clock (they live in memory only; a takeover releases
 every acquired record). Expired locks are released when a request touches the partition
-and by ``fire_timers`` (``kaas.tasks.share_timers``), which wakes waiting ShareFetches.
+and by ``fire_timers`` (``kaas.tasks.group_timers``), which wakes waiting ShareFetches.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import counters
+from kaas.aio import Wakeup
 from kaas.coord.share.configs import BrokerShareConfigs, ShareConfigSource, ShareGroupSettings
 from kaas.coord.share.membership import ProvisionalShareMembership
 from kaas.coord.share.ports import SharedLog, ShareHost, ShareMembership
@@ -92,7 +93,7 @@ class ShareRuntime:
         self._loading: dict[Key, trio.Event] = {}
         self._corrupt: dict[Key, tuple[SharedLog, str, int]] = {}  # key -> (partition, reason, retry at ms)
         self._changed = trio.Event()  # set when records became available (release, expiry)
-        self.timer_wakeup = trio.Event()
+        self.timer_wakeup = Wakeup()  # set when a lock is taken (its deadline may come first)
 
     # ------------------------------------------------------------------ the data plane
 
