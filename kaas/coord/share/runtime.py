@@ -47,6 +47,7 @@ Key = tuple[str, str, int]  # (group, topic, partition)
 TIMER_POLL_S = 1.0
 RELINQUISHED = "no longer led here"
 CORRUPT_RETRY_MS = 5_000  # a corrupt share state is read again (an operator may repair it) after this
+READ_BYTES = 1 << 20  # the most one acquisition reads of a partition (at least one whole batch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +121,11 @@ class ShareRuntime:
         if fetch_offset >= limit:
             return Fetched()
         try:
-            res = part.read(fetch_offset, max_bytes, limit, min_one)
+            res = part.read(fetch_offset, min(max_bytes, READ_BYTES), limit, min_one)
         except OSError as exc:
             log.error("share_fetch_read_failed", group=group_id, topic=topic, partition=index, error=str(exc))
             raise KaasError(ErrorCode.kafka_storage_error, str(exc)) from None
-        buf = bytes(res.records)
+        buf = res.records
         headers = list(wb.iter_headers(buf))
         batches = [(hd.base_offset, hd.last_offset, hd.producer_id, hd.is_transactional, hd.is_control)
                    for _, hd in headers]
@@ -452,7 +453,7 @@ def _gone(h: _Held) -> KaasError:
     return KaasError(ErrorCode.kafka_storage_error, f"share state failed: {h.failed}")
 
 
-def _covering(buf: bytes, headers: list[tuple[int, wb.BatchHeader]], first: int, last: int) -> bytes:
+def _covering(buf: bytes | memoryview, headers: list[tuple[int, wb.BatchHeader]], first: int, last: int) -> bytes:
     """The batches of ``buf`` that hold any offset of [first, last]."""
     lo = hi = -1
     for pos, hd in headers:
@@ -463,4 +464,4 @@ def _covering(buf: bytes, headers: list[tuple[int, wb.BatchHeader]], first: int,
         if lo < 0:
             lo = pos
         hi = pos + hd.size
-    return buf[lo:hi] if lo >= 0 else b""
+    return bytes(buf[lo:hi]) if lo >= 0 else b""
