@@ -22,7 +22,12 @@ ShareAcknowledge -1         the session must exist; the caller closes it after t
 ShareAcknowledge n > 0      as ShareFetch n, without changing the partitions
 ==========================  ==============================================================
 
-Pure: no I/O, no clock. Sessions live in the broker's memory only, as in Apache.
+Apache ends a session when its client's connection closes; kaas instead lets a full cache
+evict the session idle the longest once it has been idle for ``idle_ms`` (the share
+session timeout): a consumer that died without a word cannot hold its place forever.
+
+Pure: no I/O, no clock (times come in as ``now_ms``). Sessions live in the broker's memory
+only, as in Apache.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class ShareSession(Generic[K]):
     member_id: str
     epoch: int
     partitions: dict[K, None] = field(default_factory=dict)
+    last_used_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +83,12 @@ class ShareSessions(Generic[K]):
 
     Args:
         max_sessions: how many sessions may exist at once.
+        idle_ms: how long a session must have been unused before a full cache evicts it.
     """
 
-    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(self, max_sessions: int = MAX_SESSIONS, idle_ms: int = 45_000) -> None:
         self.max_sessions = max_sessions
+        self.idle_ms = idle_ms
         self._sessions: dict[tuple[str, str], ShareSession[K]] = {}
 
     def __len__(self) -> int:
@@ -93,7 +101,7 @@ class ShareSessions(Generic[K]):
         return [s for (g, _), s in self._sessions.items() if g == group_id]
 
     def fetch(self, group_id: str, member_id: str, epoch: int, requested: Iterable[K], forgotten: Iterable[K],
-              acknowledges: bool) -> FetchContext[K]:
+              acknowledges: bool, now_ms: int = 0) -> FetchContext[K]:
         """Check a ShareFetch against the member's session and update the session."""
         key = (group_id, member_id)
         if epoch == FINAL_EPOCH:
@@ -105,10 +113,10 @@ class ShareSessions(Generic[K]):
             if acknowledges:
                 return FetchContext(ErrorCode.invalid_request)
             self._sessions.pop(key, None)
-            if len(self._sessions) >= self.max_sessions:
+            if len(self._sessions) >= self.max_sessions and not self._evict(now_ms):
                 return FetchContext(ErrorCode.share_session_limit_reached)
             parts = dict.fromkeys(requested)
-            self._sessions[key] = ShareSession(group_id, member_id, next_epoch(epoch), parts)
+            self._sessions[key] = ShareSession(group_id, member_id, next_epoch(epoch), parts, now_ms)
             return FetchContext(ErrorCode.none, tuple(parts), True)
         s = self._sessions.get(key)
         if s is None:
@@ -120,9 +128,10 @@ class ShareSessions(Generic[K]):
         for k in forgotten:
             s.partitions.pop(k, None)
         s.epoch = next_epoch(epoch)
+        s.last_used_ms = now_ms
         return FetchContext(ErrorCode.none, tuple(s.partitions), False)
 
-    def acknowledge(self, group_id: str, member_id: str, epoch: int) -> ErrorCode:
+    def acknowledge(self, group_id: str, member_id: str, epoch: int, now_ms: int = 0) -> ErrorCode:
         """Check a ShareAcknowledge against the member's session (and move its epoch on)."""
         if epoch == INITIAL_EPOCH:
             return ErrorCode.invalid_share_session_epoch
@@ -134,7 +143,16 @@ class ShareSessions(Generic[K]):
         if epoch < 0 or s.epoch != epoch:
             return ErrorCode.invalid_share_session_epoch
         s.epoch = next_epoch(epoch)
+        s.last_used_ms = now_ms
         return ErrorCode.none
+
+    def _evict(self, now_ms: int) -> bool:
+        """Make room: drop the session unused the longest, if it has been idle long enough."""
+        oldest = min(self._sessions.values(), key=lambda s: s.last_used_ms, default=None)
+        if oldest is None or now_ms - oldest.last_used_ms < self.idle_ms:
+            return False
+        del self._sessions[(oldest.group_id, oldest.member_id)]
+        return True
 
     def close(self, group_id: str, member_id: str) -> ShareSession[K] | None:
         """End the member's session; the session it had, if any."""

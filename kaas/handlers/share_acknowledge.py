@@ -46,7 +46,7 @@ async def handle(ctx: Context, req: ShareAcknowledgeRequest) -> dict[str, object
     refused = refusal(ctx, req.group_id, req.member_id)
     if refused is not None:
         return answer(lock_ms, *refused)
-    code = shares.sessions.acknowledge(group, member, epoch)
+    code = shares.sessions.acknowledge(group, member, epoch, shares.now_ms())
     if code != ErrorCode.none:
         return answer(lock_ms, code)
     session = shares.sessions.get(group, member)

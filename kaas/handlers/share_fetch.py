@@ -66,7 +66,7 @@ async def handle(ctx: Context, req: ShareFetchRequest) -> dict[str, object]:
     requested, acks = named(req.topics)
     forgotten = [(t.topic_id, int(i)) for t in req.forgotten_topics_data if t.topic_id is not None
                  for i in t.partitions]
-    session = shares.sessions.fetch(group, member, epoch, requested, forgotten, bool(acks))
+    session = shares.sessions.fetch(group, member, epoch, requested, forgotten, bool(acks), shares.now_ms())
     if session.error != ErrorCode.none:
         return answer(lock_ms, session.error)
 

@@ -51,3 +51,13 @@ def test_epochs_wrap_to_one_and_the_cache_is_bounded():
     assert s.fetch("g", "c", 0, [], [], False).error == ErrorCode.share_session_limit_reached
     assert s.fetch("g", "a", 0, [], [], False).error == NONE  # a member reopening its own is fine
     assert len(s) == 2 and [x.member_id for x in s.of_group("g")] == ["b", "a"]
+
+
+def test_a_full_cache_evicts_the_session_idle_the_longest():
+    s: ShareSessions[str] = ShareSessions(max_sessions=2, idle_ms=1000)
+    assert s.fetch("g", "a", 0, [], [], False, now_ms=0).error == NONE
+    assert s.fetch("g", "b", 0, [], [], False, now_ms=500).error == NONE
+    assert s.acknowledge("g", "a", 1, now_ms=900) == NONE  # a is used again
+    assert s.fetch("g", "c", 0, [], [], False, now_ms=1400).error == ErrorCode.share_session_limit_reached
+    assert s.fetch("g", "c", 0, [], [], False, now_ms=1500).error == NONE  # b idle for 1000 ms: evicted
+    assert s.get("g", "b") is None and s.get("g", "a") is not None

@@ -89,7 +89,8 @@ class ShareRuntime:
         self.host = host
         self.membership: ShareMembership = membership if membership is not None else ProvisionalShareMembership()
         self.configs: ShareConfigSource = configs if configs is not None else BrokerShareConfigs(lambda: host.settings)
-        self.sessions: ShareSessions[tuple[uuid.UUID, int]] = ShareSessions()
+        self.sessions: ShareSessions[tuple[uuid.UUID, int]] = ShareSessions(
+            idle_ms=host.settings.group_share_session_timeout_ms)
         self._held: dict[Key, _Held] = {}
         self._loading: dict[Key, trio.Event] = {}
         self._corrupt: dict[Key, tuple[SharedLog, str, int]] = {}  # key -> (partition, reason, retry at ms)
@@ -97,6 +98,10 @@ class ShareRuntime:
         self.timer_wakeup = Wakeup()  # set when a lock is taken (its deadline may come first)
 
     # ------------------------------------------------------------------ the data plane
+
+    def now_ms(self) -> int:
+        """The broker's monotonic clock in milliseconds (locks, session idleness)."""
+        return int(self.host.clock.monotonic() * 1000)
 
     def settings_of(self, group_id: str) -> ShareGroupSettings:
         return self.configs.share_settings(group_id)
@@ -111,7 +116,7 @@ class ShareRuntime:
         """
         h = await self._hold(group_id, topic, index)
         conf = self.settings_of(group_id)
-        now = self._now_ms()
+        now = self.now_ms()
         self._refresh(h, conf, now)
         part, m = h.part, h.machine
         if max_records <= 0 or not m.can_acquire():
@@ -156,7 +161,7 @@ class ShareRuntime:
         if not batches:
             return
         h = await self._hold(group_id, topic, index)
-        now = self._now_ms()
+        now = self.now_ms()
         self._refresh(h, self.settings_of(group_id), now)
         try:
             out = h.machine.acknowledge(member_id, batches, now)
@@ -217,12 +222,12 @@ class ShareRuntime:
                      for d in (h.machine.next_deadline(),) if d is not None]
         if not deadlines:
             return longest
-        return max(0.0, min(longest, (min(deadlines) - self._now_ms()) / 1000))
+        return max(0.0, min(longest, (min(deadlines) - self.now_ms()) / 1000))
 
     async def fire_timers(self) -> None:
         """Release every lock past its deadline; forget share partitions whose partition
         this broker no longer leads."""
-        now = self._now_ms()
+        now = self.now_ms()
         for key, h in list(self._held.items()):
             if h.failed is not None or h.part.closed or self.host.partitions.get(key[1:]) is not h.part:
                 self._drop(h, None)
@@ -236,9 +241,6 @@ class ShareRuntime:
         return {k: h.machine for k, h in self._held.items() if h.failed is None}
 
     # ------------------------------------------------------------------ internals
-
-    def _now_ms(self) -> int:
-        return int(self.host.clock.monotonic() * 1000)
 
     def _wake(self) -> None:
         ev, self._changed = self._changed, trio.Event()
@@ -379,7 +381,7 @@ class ShareRuntime:
                     return h
                 self._drop(h, None)
             corrupt = self._corrupt.get(key)
-            if corrupt is not None and corrupt[0] is part and self._now_ms() < corrupt[2]:
+            if corrupt is not None and corrupt[0] is part and self.now_ms() < corrupt[2]:
                 raise KaasError(ErrorCode.kafka_storage_error, corrupt[1])
             loading = self._loading.get(key)
             if loading is None:
@@ -402,7 +404,7 @@ class ShareRuntime:
         except CorruptState as exc:
             if key not in self._corrupt or self._corrupt[key][1] != str(exc):
                 log.error("share_state_corrupt", group=group_id, topic=topic, partition=index, error=str(exc))
-            self._corrupt[key] = (part, str(exc), self._now_ms() + CORRUPT_RETRY_MS)
+            self._corrupt[key] = (part, str(exc), self.now_ms() + CORRUPT_RETRY_MS)
             raise KaasError(ErrorCode.kafka_storage_error, str(exc)) from None
         except OSError as exc:
             log.error("share_state_unreadable", group=group_id, topic=topic, partition=index, error=str(exc))
