@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from kaas import counters
 from kaas.broker import Broker
 from kaas.clock import TrioClock
-from kaas.coord.share import BrokerShareConfigs, ShareGroupSettings, ShareRuntime
+from kaas.coord.share import BrokerShareConfigs, ShareGroupSettings, ShareRuntime, runtime
 from kaas.domain.share_partition import AutoOffsetReset
 from kaas.net.metrics_http import BrokerCollector
 from kaas.storage import manifest, share_state
@@ -331,3 +331,18 @@ def test_the_handlers_wait_for_share_group_heartbeat_before_clients_see_them():
     modules: list[HandlerModule] = [share_fetch, share_acknowledge]  # mypy: they fit the registry
     assert [(m.API_KEY, m.VERSIONS) for m in modules] == [(78, (1, 2)), (79, (1, 2))]
     assert 76 not in REGISTRY and 78 not in REGISTRY and 79 not in REGISTRY
+
+
+async def test_an_acquisition_reads_on_past_batches_that_hold_no_record(shm_path, thread_safe_autojump_clock,
+                                                                           monkeypatch):
+    monkeypatch.setattr(runtime, "READ_BYTES", 1)  # one batch per read
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
+        broker.shares.configs = GroupConfigs(broker, read_committed=True)
+        part = broker.get_partition("q", 0)
+        for seq in (0, 2, 4):  # 0-5: an aborted transaction in three batches
+            await produce(broker, "q", 2, producer_id=7, producer_epoch=0, base_sequence=seq, transactional=True)
+        res = part.append_control(7, 0, commit=False, coordinator_epoch=0)  # 6: ABORT
+        assert res is not None
+        await part.wait_durable(res.next_offset)
+        await produce(broker, "q", 1)  # 7
+        assert acquired(await call(broker, fetch_req("m", 0, tid))) == [(7, 7, 1)]

@@ -48,6 +48,7 @@ TIMER_POLL_S = 1.0
 RELINQUISHED = "no longer led here"
 CORRUPT_RETRY_MS = 5_000  # a corrupt share state is read again (an operator may repair it) after this
 READ_BYTES = 1 << 20  # the most one acquisition reads of a partition (at least one whole batch)
+MAX_READS = 8  # reads one acquisition makes when they hold only control batches, gaps, aborted data
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,9 @@ class ShareRuntime:
         self._loading: dict[Key, trio.Event] = {}
         self._corrupt: dict[Key, tuple[SharedLog, str, int]] = {}  # key -> (partition, reason, retry at ms)
         self._changed = trio.Event()  # set when records became available (release, expiry)
-        self.timer_wakeup = Wakeup()  # set when a lock is taken (its deadline may come first)
+        # (a new lock ends no sooner than group.share.record.lock.duration.ms, at least the
+        # timer loop's longest wait: it never has to be woken for one)
+        self.timer_wakeup = Wakeup()
 
     # ------------------------------------------------------------------ the data plane
 
@@ -119,35 +122,38 @@ class ShareRuntime:
         now = self.now_ms()
         self._refresh(h, conf, now)
         part, m = h.part, h.machine
-        if max_records <= 0 or not m.can_acquire():
-            return Fetched()
-        fetch_offset = m.next_fetch_offset()
-        limit = part.last_stable_offset if conf.read_committed else part.high_watermark
-        if fetch_offset >= limit:
-            return Fetched()
-        try:
-            res = part.read(fetch_offset, min(max_bytes, READ_BYTES), limit, min_one)
-        except OSError as exc:
-            log.error("share_fetch_read_failed", group=group_id, topic=topic, partition=index, error=str(exc))
-            raise KaasError(ErrorCode.kafka_storage_error, str(exc)) from None
-        buf = res.records
-        headers = list(wb.iter_headers(buf))
-        batches = [(hd.base_offset, hd.last_offset, hd.producer_id, hd.is_transactional, hd.is_control)
-                   for _, hd in headers]
-        aborted = [a for a in part.log.aborted if a[0] >= fetch_offset] if conf.read_committed else []
-        acq = m.acquire(member_id, fetch_offset, spans_of(batches, aborted, conf.read_committed),
-                        max_records=max_records, now_ms=now, record_limit=record_limit)
-        if acq.delta is None:
-            return Fetched()
-        pos = self._append(h, acq.delta)
-        self._count(acq)
-        counters.SHARE.acquired += acq.count
-        await self._durable(h, pos)
-        await self._maybe_roll(h)
-        if not acq.acquired:
-            return Fetched()
-        self.timer_wakeup.set()
-        return Fetched(_covering(buf, headers, acq.acquired[0][0], acq.acquired[-1][1]), tuple(acq.acquired))
+        pos = -1
+        for _ in range(MAX_READS):  # a read that held only what is no record: read on
+            if max_records <= 0 or not m.can_acquire():
+                break
+            fetch_offset = m.next_fetch_offset()
+            limit = part.last_stable_offset if conf.read_committed else part.high_watermark
+            if fetch_offset >= limit:
+                break
+            try:
+                res = part.read(fetch_offset, min(max_bytes, READ_BYTES), limit, min_one)
+            except OSError as exc:
+                log.error("share_fetch_read_failed", group=group_id, topic=topic, partition=index, error=str(exc))
+                raise KaasError(ErrorCode.kafka_storage_error, str(exc)) from None
+            buf = res.records
+            headers = list(wb.iter_headers(buf))
+            batches = [(hd.base_offset, hd.last_offset, hd.producer_id, hd.is_transactional, hd.is_control)
+                       for _, hd in headers]
+            aborted = [a for a in part.log.aborted if a[0] >= fetch_offset] if conf.read_committed else []
+            acq = m.acquire(member_id, fetch_offset, spans_of(batches, aborted, conf.read_committed),
+                            max_records=max_records, now_ms=now, record_limit=record_limit)
+            if acq.delta is None:
+                break
+            pos = self._append(h, acq.delta)
+            self._count(acq)
+            if acq.acquired:
+                counters.SHARE.acquired += acq.count
+                await self._durable(h, pos)
+                await self._maybe_roll(h)
+                return Fetched(_covering(buf, headers, acq.acquired[0][0], acq.acquired[-1][1]), tuple(acq.acquired))
+        if pos >= 0:
+            await self._durable(h, pos)
+        return Fetched()
 
     async def acknowledge(self, group_id: str, member_id: str, topic: str, index: int,
                           batches: Sequence[AckBatch]) -> None:
