@@ -156,6 +156,7 @@ class Broker:
         self.stopping = True
         for part in list(self.partitions.values()):
             await self._close_partition(part)
+        self.shares.close()
 
     async def take_over(self, meta: TopicMeta, index: int, epoch: int) -> Partition | None:
         if self.stopping or self.draining:

@@ -240,6 +240,11 @@ class ShareRuntime:
                 continue
             self._expire(h, now)
 
+    def close(self) -> None:
+        """Forget every share partition and close its files (the broker stops)."""
+        for h in list(self._held.values()):
+            self._drop(h, None)
+
     # ------------------------------------------------------------------ introspection
 
     def held(self) -> dict[Key, SharePartition]:
