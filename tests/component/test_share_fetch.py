@@ -29,7 +29,7 @@ LOCK_MS = 2_000  # (Apache's default group.share.record.lock.duration.ms is 30 s
 
 class GroupConfigs:
     """Group configs over the broker's settings: share.auto.offset.reset=earliest (except for
-    group "late", which keeps Apache's default, latest, and group "recent": by_duration:PT5S),
+    group "late", which keeps Apache's default, latest, and group "recent": by_duration:PT1S),
     and the isolation level given."""
 
     def __init__(self, broker: Broker, read_committed: bool = False) -> None:
@@ -38,7 +38,7 @@ class GroupConfigs:
 
     def share_settings(self, group_id: str) -> ShareGroupSettings:
         limits = self.base.share_settings(group_id).limits
-        reset = AutoOffsetReset.parse({"late": "latest", "recent": "by_duration:PT5S"}.get(group_id, "earliest"))
+        reset = AutoOffsetReset.parse({"late": "latest", "recent": "by_duration:PT1S"}.get(group_id, "earliest"))
         return ShareGroupSettings(limits, reset, self.read_committed)
 
 
@@ -353,7 +353,7 @@ async def test_share_auto_offset_reset_by_duration_starts_at_the_first_recent_re
                                                                                      thread_safe_autojump_clock):
     async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
         await produce(broker, "q", 3)  # 0-2, now
-        await trio.sleep(10)
-        await produce(broker, "q", 2)  # 3-4, ten seconds later
-        await trio.sleep(1)
+        await trio.sleep(2)
+        await produce(broker, "q", 2)  # 3-4, two seconds later
+        await trio.sleep(0.5)
         assert acquired(await call(broker, fetch_req("m", 0, tid, group="recent"))) == [(3, 4, 1)]
