@@ -61,11 +61,12 @@ from __future__ import annotations
 
 import bisect
 import enum
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
+
+from kaas.domain.group_configs import reset_duration_ms
 
 __all__ = [
     "AckBatch",
@@ -81,7 +82,6 @@ __all__ = [
     "SharePartition",
     "Span",
     "check_ack_batches",
-    "check_setting",
     "spans_of",
 ]
 
@@ -111,36 +111,6 @@ class AckType(enum.IntEnum):
     RENEW = 4
 
 
-# Apache's ranges (ShareGroupConfig, GroupConfig): the broker settings, and the group
-# configs, which group.share.min/max.* bound within these.
-SETTING_RANGES: dict[str, tuple[int, int]] = {
-    "group.share.delivery.count.limit": (2, 10),
-    "group.share.min.delivery.count.limit": (2, 5),
-    "group.share.max.delivery.count.limit": (5, 25),
-    "group.share.record.lock.duration.ms": (1000, 3_600_000),
-    "group.share.min.record.lock.duration.ms": (1000, 30_000),
-    "group.share.max.record.lock.duration.ms": (30_000, 3_600_000),
-    "group.share.partition.max.record.locks": (100, 10_000),
-    "share.delivery.count.limit": (2, 25),
-    "share.record.lock.duration.ms": (1000, 3_600_000),
-}
-
-
-def check_setting(name: str, value: int) -> None:
-    """Refuse a share-group setting outside Apache's range.
-
-    Raises:
-        ValueError: ``value`` is outside the range of ``name`` (Apache's ConfigException
-            text: "Invalid value <v> for configuration <name>: Value must be ...").
-    """
-    lo, hi = SETTING_RANGES[name]
-    if not lo <= value <= hi:
-        raise ValueError(f"Invalid value {value} for configuration {name}: Value must be in [{lo}, {hi}]")
-
-
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)(?:[.,](\d{1,9}))?S)?)?$", re.IGNORECASE)
-
-
 @dataclass(frozen=True, slots=True)
 class AutoOffsetReset:
     """``share.auto.offset.reset``: where a share partition with no state starts.
@@ -153,36 +123,27 @@ class AutoOffsetReset:
 
     @classmethod
     def parse(cls, value: str) -> AutoOffsetReset:
-        """Parse a config value (``by_duration:`` takes an ISO-8601 duration, ``PT1H``).
+        """Parse a config value (``by_duration:`` takes an ISO-8601 duration, ``PT1H``;
+        ``domain.group_configs`` validates the group config).
 
         Raises:
             ValueError: not one of the three forms, or a negative or malformed duration.
         """
-        v = value.strip().lower()
-        if v in ("earliest", "latest"):
-            return cls(v)
-        if v.startswith("by_duration:"):
-            m = _DURATION.match(value.strip()[len("by_duration:"):].strip())
-            if m is None or not any(m.groups()):
-                raise ValueError(f"Invalid value {value} for configuration share.auto.offset.reset: "
-                                 "the duration must be an ISO-8601 duration such as PT1H")
-            days, hours, minutes, seconds, frac = (m.group(i) for i in range(1, 6))
-            ms = ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000
-            ms += int(seconds or 0) * 1000 + (int((frac or "0").ljust(3, "0")[:3]) if frac else 0)
-            return cls("by_duration", ms)
-        raise ValueError(f"Invalid value {value} for configuration share.auto.offset.reset: "
-                         "String must be one of: latest, earliest, by_duration:<ISO-8601 duration>")
+        v = value.strip()
+        duration = reset_duration_ms(v)
+        return cls(v) if duration is None else cls("by_duration", duration)
 
 
 @dataclass(frozen=True, slots=True)
 class ShareLimits:
     """What one share partition runs with: the group's delivery-count limit and record
     lock duration (its group configs, else the broker's settings) and the broker's
-    ``group.share.partition.max.record.locks``.
+    ``group.share.partition.max.record.locks``. ``domain.group_configs`` refuses values
+    outside Apache's ranges where they are configured; this refuses what no configuration
+    can reach.
 
     Raises:
-        ValueError: a value outside what Apache accepts for any group (a delivery-count
-            limit of 0 or 1000, a lock of 10 ms).
+        ValueError: a delivery-count limit outside 2..25, a lock under a second, no locks.
     """
 
     delivery_count_limit: int = 5
@@ -190,9 +151,12 @@ class ShareLimits:
     max_record_locks: int = 2_000
 
     def __post_init__(self) -> None:
-        check_setting("share.delivery.count.limit", self.delivery_count_limit)
-        check_setting("share.record.lock.duration.ms", self.record_lock_duration_ms)
-        check_setting("group.share.partition.max.record.locks", self.max_record_locks)
+        if not 2 <= self.delivery_count_limit <= 25:
+            raise ValueError(f"delivery-count limit {self.delivery_count_limit} outside 2..25")
+        if self.record_lock_duration_ms < 1000:
+            raise ValueError(f"record lock duration {self.record_lock_duration_ms} ms under a second")
+        if self.max_record_locks < 1:
+            raise ValueError(f"max record locks {self.max_record_locks} below 1")
 
 
 class ShareError(Exception):

@@ -42,7 +42,7 @@ VERSIONS = (1, 2)
 async def handle(ctx: Context, req: ShareAcknowledgeRequest) -> dict[str, object]:
     shares = ctx.broker.shares
     group, member, epoch = req.group_id or "", req.member_id or "", req.share_session_epoch
-    lock_ms = shares.settings_of(group).limits.record_lock_duration_ms if group else 0
+    lock_ms = shares.lock_ms(group) if group else 0
     refused = refusal(ctx, req.group_id, req.member_id)
     if refused is not None:
         return answer(lock_ms, *refused)

@@ -16,45 +16,45 @@ from kio.schema.errors import ErrorCode
 from kaas import counters
 from kaas.broker import Broker
 from kaas.clock import TrioClock
-from kaas.coord.share import BrokerShareConfigs, ShareGroupSettings, ShareRuntime, runtime
-from kaas.domain.share_partition import AutoOffsetReset
+from kaas.coord.share import ShareRuntime, runtime
 from kaas.net.metrics_http import BrokerCollector
 from kaas.storage import manifest, share_state
 from tests.component.share_calls import ack_req, acquired, call, fetch_req, offsets_in, part_of, produce
-from tests.component.test_connection import open_broker_in
+from tests.component.test_connection import open_broker_in, open_client
+from tests.component.test_group_configs import SET, incremental
 
 ACCEPT, RELEASE, REJECT, GAP, RENEW = 1, 2, 3, 0, 4
 LOCK_MS = 2_000  # (Apache's default group.share.record.lock.duration.ms is 30 s)
 
 
-class GroupConfigs:
-    """Group configs over the broker's settings: share.auto.offset.reset=earliest (except for
-    group "late", which keeps Apache's default, latest, and group "recent": by_duration:PT1S),
-    and the isolation level given."""
-
-    def __init__(self, broker: Broker, read_committed: bool = False) -> None:
-        self.base = BrokerShareConfigs(lambda: broker.settings)
-        self.read_committed = read_committed
-
-    def share_settings(self, group_id: str) -> ShareGroupSettings:
-        limits = self.base.share_settings(group_id).limits
-        reset = AutoOffsetReset.parse({"late": "latest", "recent": "by_duration:PT1S"}.get(group_id, "earliest"))
-        return ShareGroupSettings(limits, reset, self.read_committed)
-
-
 @asynccontextmanager
-async def broker_with_topic(shm_path, clock, name: str = "q", partitions: int = 1,
+async def broker_with_topic(shm_path, clock, name: str = "q", partitions: int = 1, read_committed: bool = False,
                             **settings) -> AsyncIterator[tuple[Broker, uuid.UUID]]:
-    async with open_broker_in(shm_path, clock=TrioClock(clock), **settings) as (broker, _nursery):
+    """A broker and a topic; share.auto.offset.reset=earliest for the groups "g" and
+    "other", by_duration:PT1S for "recent" (and "late" keeps Apache's default, latest);
+    share.isolation.level=read_committed for "g" with ``read_committed``."""
+    async with open_broker_in(shm_path, clock=TrioClock(clock), **settings) as (broker, nursery):
         meta, (err, _msg) = await broker.admin.create_topic(name, partitions, {})
         assert err == ErrorCode.none and meta is not None
-        broker.shares.configs = GroupConfigs(broker)
+        g = {"share.auto.offset.reset": "earliest"}
+        if read_committed:
+            g["share.isolation.level"] = "read_committed"
+        await group_configs(broker, nursery, "g", g)
+        await group_configs(broker, nursery, "other", {"share.auto.offset.reset": "earliest"})
+        await group_configs(broker, nursery, "recent", {"share.auto.offset.reset": "by_duration:PT1S"})
         yield broker, meta.topic_id
+
+
+async def group_configs(broker: Broker, nursery: trio.Nursery, group: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs on the GROUP resource, as an admin client sends it."""
+    async with open_client(broker, nursery) as client:
+        r = (await client.call(incremental(group, *((k, SET, v) for k, v in configs.items())))).responses[0]
+        assert r.error_code == ErrorCode.none, r
 
 
 def new_leader_memory(broker: Broker) -> None:
     """The share runtime of a new leader: nothing in memory, the files to read."""
-    broker.shares = ShareRuntime(broker, configs=GroupConfigs(broker))
+    broker.shares = ShareRuntime(broker)
 
 
 async def test_share_consumers_acquire_acknowledge_and_accepted_records_stay_done(shm_path, thread_safe_autojump_clock):
@@ -172,8 +172,8 @@ async def test_session_epochs_and_every_bad_input_get_apaches_errors(shm_path, t
 
 
 async def test_locks_expire_and_renew_on_the_injected_clock(shm_path, thread_safe_autojump_clock):
-    async with broker_with_topic(shm_path, thread_safe_autojump_clock,
-                                 group_share_record_lock_duration_ms=LOCK_MS) as (broker, tid):
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock, group_share_record_lock_duration_ms=LOCK_MS,
+                                 group_share_min_record_lock_duration_ms=1000) as (broker, tid):
         await produce(broker, "q", 4)
         t0 = trio.current_time()
         assert acquired(await call(broker, fetch_req("m1", 0, tid))) == [(0, 3, 1)]
@@ -215,8 +215,7 @@ async def test_a_waiting_share_fetch_wakes_on_new_records(shm_path, thread_safe_
 
 
 async def test_read_committed_never_hands_out_aborted_records_nor_past_the_lso(shm_path, thread_safe_autojump_clock):
-    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
-        broker.shares.configs = GroupConfigs(broker, read_committed=True)
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock, read_committed=True) as (broker, tid):
         part = broker.get_partition("q", 0)
         await produce(broker, "q", 2)  # 0-1 plain
         await produce(broker, "q", 2, producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)  # 2-3
@@ -337,8 +336,7 @@ def test_the_handlers_wait_for_share_group_heartbeat_before_clients_see_them():
 async def test_an_acquisition_reads_on_past_batches_that_hold_no_record(shm_path, thread_safe_autojump_clock,
                                                                            monkeypatch):
     monkeypatch.setattr(runtime, "READ_BYTES", 1)  # one batch per read
-    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
-        broker.shares.configs = GroupConfigs(broker, read_committed=True)
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock, read_committed=True) as (broker, tid):
         part = broker.get_partition("q", 0)
         for seq in (0, 2, 4):  # 0-5: an aborted transaction in three batches
             await produce(broker, "q", 2, producer_id=7, producer_epoch=0, base_sequence=seq, transactional=True)

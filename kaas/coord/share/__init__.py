@@ -5,12 +5,12 @@ of ShareFetch/ShareAcknowledge (``domain.share_sessions``). Its timer loop is
 ``kaas.tasks.group_timers.serve_timers``; the share-group membership it asks is the
 ``ports.ShareMembership`` seam."""
 
-from kaas.coord.share.configs import BrokerShareConfigs as BrokerShareConfigs
+from kaas.coord.share.configs import GroupShareConfigs as GroupShareConfigs
 from kaas.coord.share.configs import ShareGroupSettings as ShareGroupSettings
 from kaas.coord.share.membership import ProvisionalShareMembership as ProvisionalShareMembership
 from kaas.coord.share.ports import ShareMembership as ShareMembership
 from kaas.coord.share.runtime import Fetched as Fetched
 from kaas.coord.share.runtime import ShareRuntime as ShareRuntime
 
-__all__ = ["BrokerShareConfigs", "Fetched", "ProvisionalShareMembership", "ShareGroupSettings", "ShareMembership",
+__all__ = ["Fetched", "GroupShareConfigs", "ProvisionalShareMembership", "ShareGroupSettings", "ShareMembership",
            "ShareRuntime"]

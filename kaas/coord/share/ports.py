@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from kaas.clock import Clock
+from kaas.domain.group_configs import GroupConfig
 from kaas.settings import Settings
 from kaas.storage.segment import ReadResult
 
@@ -93,6 +94,13 @@ class ShareHost(Protocol):
     @property
     def partitions(self) -> Mapping[tuple[str, int], SharedLog]:
         """The partitions this broker leads."""
+
+    def group_config(self, group_id: str) -> GroupConfig:
+        """What the group runs with (its group configs over the broker's settings).
+
+        Raises:
+            KaasError: KAFKA_STORAGE_ERROR, the group config file was never readable.
+        """
 
     def get_partition(self, topic: str, index: int) -> SharedLog:
         """The led partition, or KaasError (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,

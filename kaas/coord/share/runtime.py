@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas import counters
 from kaas.aio import Wakeup
-from kaas.coord.share.configs import BrokerShareConfigs, ShareConfigSource, ShareGroupSettings
+from kaas.coord.share.configs import GroupShareConfigs, ShareConfigSource, ShareGroupSettings
 from kaas.coord.share.membership import ProvisionalShareMembership
 from kaas.coord.share.ports import SharedLog, ShareHost, ShareMembership
 from kaas.domain.share_partition import AckBatch, AckType, Delta, Outcome, ShareError, SharePartition, spans_of
@@ -82,14 +82,15 @@ class ShareRuntime:
         host: the broker.
         membership: who is in which share group (the share-group coordinator; until it
             exists, ``ProvisionalShareMembership``).
-        configs: each group's share settings (default: the broker's settings).
+        configs: each group's share settings (default: its group configs, ``broker.group_config``).
     """
 
     def __init__(self, host: ShareHost, membership: ShareMembership | None = None,
                  configs: ShareConfigSource | None = None) -> None:
         self.host = host
         self.membership: ShareMembership = membership if membership is not None else ProvisionalShareMembership()
-        self.configs: ShareConfigSource = configs if configs is not None else BrokerShareConfigs(lambda: host.settings)
+        self.configs: ShareConfigSource = (configs if configs is not None
+                                           else GroupShareConfigs(host.group_config, lambda: host.settings))
         self.sessions: ShareSessions[tuple[uuid.UUID, int]] = ShareSessions(
             idle_ms=host.settings.group_share_session_timeout_ms)
         self._held: dict[Key, _Held] = {}
@@ -107,7 +108,20 @@ class ShareRuntime:
         return int(self.host.clock.monotonic() * 1000)
 
     def settings_of(self, group_id: str) -> ShareGroupSettings:
+        """The group's share settings.
+
+        Raises:
+            KaasError: its group configs cannot be read (KAFKA_STORAGE_ERROR).
+        """
         return self.configs.share_settings(group_id)
+
+    def lock_ms(self, group_id: str) -> int:
+        """The group's record lock duration, for the answers' ``acquisition_lock_timeout``
+        (the broker's when the group configs cannot be read: the partitions then say why)."""
+        try:
+            return self.settings_of(group_id).limits.record_lock_duration_ms
+        except KaasError:
+            return self.host.settings.group_share_record_lock_duration_ms
 
     async def acquire(self, group_id: str, member_id: str, topic: str, index: int, *, max_records: int,
                       max_bytes: int, min_one: bool = True, record_limit: bool = False) -> Fetched:
