@@ -58,10 +58,25 @@ class ApiStats:
         self.latency = Histogram(LATENCY_BOUNDS)
 
 
+class ShareStats:
+    """Share-group records (KIP-932) over the share partitions this broker led: acquired
+    (deliveries), acknowledged per type (gap, accept, release, reject, renew), released by
+    an expired lock, and archived (rejected, gaps, past the delivery-count limit)."""
+
+    __slots__ = ("acquired", "acknowledged", "expired", "archived")
+
+    def __init__(self) -> None:
+        self.acquired = 0
+        self.acknowledged: dict[str, int] = {}
+        self.expired = 0
+        self.archived = 0
+
+
 # Process-wide (one broker per process). Keys: Kafka api keys.
 API: dict[int, ApiStats] = {}
 FSYNC = Histogram(FSYNC_BOUNDS)
 TAKEOVER = Histogram(TAKEOVER_BOUNDS)
+SHARE = ShareStats()
 
 
 def _api(api_key: int) -> ApiStats:
@@ -86,10 +101,11 @@ def record_error(api_key: int) -> None:
 
 def reset() -> None:
     """Forget every count (tests)."""
-    global FSYNC, TAKEOVER
+    global FSYNC, TAKEOVER, SHARE
     API.clear()
     FSYNC = Histogram(FSYNC_BOUNDS)
     TAKEOVER = Histogram(TAKEOVER_BOUNDS)
+    SHARE = ShareStats()
 
 
 def observe_fsync(seconds: float) -> None:

@@ -23,6 +23,7 @@ from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.clock import SYSTEM, Clock
 from kaas.coord.group import GroupCoordinator
+from kaas.coord.share import ShareRuntime
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain import replicas, routing
 from kaas.domain.group_configs import GroupConfig
@@ -112,6 +113,7 @@ class Broker:
         self.connections = 0
         self.txn: TxnCoordinator | None = None  # created by tasks.serve_broker
         self.groups = GroupCoordinator(self)
+        self.shares = ShareRuntime(self)  # KIP-932 share partitions this broker leads
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms, clock)
         self._group_owners: dict[str, int | None] = {}  # group_owner's, for _group_owners_view
         self._group_owners_view: tuple[tuple[int, ...], tuple[int, ...]] | None = None
@@ -158,6 +160,7 @@ class Broker:
         self.stopping = True
         for part in list(self.partitions.values()):
             await self._close_partition(part)
+        self.shares.close()
 
     async def take_over(self, meta: TopicMeta, index: int, epoch: int) -> Partition | None:
         if self.stopping or self.draining:

@@ -157,6 +157,23 @@ class BrokerCollector:
                 lag.add_metric([p.topic, str(p.index)], p.log.dirty_ratio(now)[1])
         yield lag
 
+        share = counters.SHARE
+        yield CounterMetricFamily("kaas_share_records_acquired",
+                                  "Share-group records acquired (each delivery of a record counts).",
+                                  value=share.acquired)
+        acks = CounterMetricFamily("kaas_share_acknowledgements",
+                                   "Share-group records acknowledged, by acknowledge type.", labels=["type"])
+        for kind in ("accept", "release", "reject", "gap", "renew"):
+            acks.add_metric([kind], share.acknowledged.get(kind, 0))
+        yield acks
+        yield CounterMetricFamily("kaas_share_lock_expiries",
+                                  "Share-group records whose acquisition lock expired.", value=share.expired)
+        yield CounterMetricFamily("kaas_share_records_archived",
+                                  "Share-group records archived (rejected, gaps, past the delivery-count limit).",
+                                  value=share.archived)
+        yield _gauge("kaas_share_partitions", "Share partitions (group, topic, partition) this broker holds.",
+                     len(b.shares.held()))
+
         yield _gauge("kaas_connections", "Open client connections.", getattr(b, "connections", 0))
         cluster = b.cluster
         yield _gauge("kaas_controller", "1 when this broker is the controller.", int(bool(cluster.is_controller)))

@@ -1,6 +1,7 @@
 """Every trio loop of a broker process, started by ``net.server`` through ``serve_broker``:
 the membership tick and its doorbell (``membership``), presence connections
-(``presence``), retention (``retention``), the group timers (``group_timers``), the
+(``presence``), retention (``retention``), the group and share-partition timers
+(``group_timers``), the
 transaction coordinator's marker watcher, queue doorbell, fence watcher and sweeps
 (``txn``), the log cleaner (``log_cleaner``), the SCRAM credentials reload
 (``credentials``), the ACL reload (``acls``, with the authoriser on), the dynamic broker
@@ -57,6 +58,7 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
         await nursery.start(serve_trash, broker)
         await nursery.start(serve_flush, broker)
         await nursery.start(serve_timers, broker.groups)
+        await nursery.start(serve_timers, broker.shares)
         if broker.txn is None:
             broker.txn = TxnCoordinator(broker)
         nursery.start_soon(serve_txn, broker.txn)

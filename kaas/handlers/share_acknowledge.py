@@ -1,0 +1,63 @@
+"""ShareAcknowledge (79, versions 1-2; librdkafka 2.15 sends 1, Apache 4.2 serves 1-2): a
+share consumer acknowledges records it acquired (KIP-932), each partition's outcome in its
+``error_code``; the answer leaves once the acknowledgements are durable.
+
+The share session must exist (SHARE_SESSION_NOT_FOUND) at the request's epoch
+(INVALID_SHARE_SESSION_EPOCH; 0 is never valid here); -1 is the member's last request:
+after its acknowledgements, its other acquired records are released and the session
+ends. v2 (KIP-1222): ``is_renew_ack`` allows RENEW (4) acknowledgements.
+
+Not advertised in ApiVersions until ShareGroupHeartbeat (76) exists.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeAlias
+
+from kio.schema.errors import ErrorCode
+from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest as ShareAcknowledgeV2
+
+from kaas.domain.share_sessions import FINAL_EPOCH
+from kaas.handlers._share import (
+    Answers,
+    acknowledge_all,
+    answer,
+    named,
+    refusal,
+    session_partitions,
+    topic_names,
+)
+
+if TYPE_CHECKING:
+    from kio.schema.share_acknowledge import v1, v2
+
+    from kaas.handlers import Context
+
+    ShareAcknowledgeRequest: TypeAlias = v1.ShareAcknowledgeRequest | v2.ShareAcknowledgeRequest
+
+API_KEY = 79
+VERSIONS = (1, 2)
+
+
+async def handle(ctx: Context, req: ShareAcknowledgeRequest) -> dict[str, object]:
+    shares = ctx.broker.shares
+    group, member, epoch = req.group_id or "", req.member_id or "", req.share_session_epoch
+    lock_ms = shares.lock_ms(group) if group else 0
+    refused = refusal(ctx, req.group_id, req.member_id)
+    if refused is not None:
+        return answer(lock_ms, *refused)
+    code = shares.sessions.acknowledge(group, member, epoch, shares.now_ms())
+    if code != ErrorCode.none:
+        return answer(lock_ms, code)
+    session = shares.sessions.get(group, member)
+
+    requested, acks = named(req.topics)
+    answers = Answers(ctx, topic_names(ctx))
+    for key in requested:
+        answers.entry(key)
+    renew = isinstance(req, ShareAcknowledgeV2) and req.is_renew_ack
+    await acknowledge_all(answers, group, member, acks, renew=renew,
+                          max_type=4 if ctx.api_version >= 2 else 3, code_field="error_code")
+    if epoch == FINAL_EPOCH and session is not None:
+        await shares.close_session(group, member, session_partitions(answers, session.partitions))
+    return answer(lock_ms, answers=answers)
