@@ -42,13 +42,14 @@ cluster: $(STAMP)
 # pure, storage and codec layers and the modules this wave added).
 lint: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/ruff check kaas cluster tests scripts
+	$(BIN)/ruff check kaas cluster tests scripts examples
 	$(BIN)/mypy
 
-# WORKERS=1: one process, as before pytest-xdist (a failing test's output is easier to read)
+# WORKERS=1: one process, as before pytest-xdist (a failing test's output is easier to read);
+# tests/, then the example project of docs/testing.rst (its tests use only the pytest plugin)
 WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -x -p no:cacheprovider $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile) tests
+	$(BIN)/python -m pytest -q -x -p no:cacheprovider $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile) tests examples/eos-app/tests
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

@@ -70,6 +70,14 @@ class TopicCatalog(Protocol):
     def refresh(self) -> object:
         """Re-read the topic files."""
 
+    @property
+    def topics(self) -> Mapping[str, TopicMeta]:
+        """Every topic, by name, as last read."""
+
+    @property
+    def version(self) -> int:
+        """Rises whenever ``topics`` changes."""
+
 
 class MarkerLinks(Protocol):
     """The links to the peers (``broker.peer_links``), for WriteTxnMarkers."""
@@ -136,6 +144,10 @@ class GroupBroker(Host, GroupConfigSource, Protocol):
 
     @property
     def cluster(self) -> ClusterView: ...
+
+    @property
+    def topics(self) -> TopicCatalog:
+        """The topics consumer groups subscribe to (KIP-848 assignments, regexes)."""
 
 
 class TxnBroker(Host, Protocol):

@@ -22,6 +22,7 @@ from .workloads.recompress import run_recompress
 from .workloads.roundtrip import run_roundtrip
 from .workloads.scale import run_scale
 from .workloads.security import run_security
+from .workloads.startup import startup
 from .workloads.throughput import run_consume, run_fetch, run_idempotence, run_produce
 from .workloads.txn import run_eos, run_txn
 
@@ -342,3 +343,4 @@ def roundtrip(rounds, requests) -> None:
 
 for _command in GROUP_COMMANDS:  # group-join, group-add (issue 33): defined with their workload
     cli.add_command(_command)
+cli.add_command(startup)

@@ -166,7 +166,7 @@ def _seed_copy_verify(cfg: HarnessConfig, secured: dict | None, chaos, echo) -> 
                 f"{secured['copiers_ran_as']}")
     result["eos_ok"] = (result["duplicates"] == 0 and result["losses"] == 0 and result["order_violations"] == 0
                         and result["aborted_visible"] == 0 and result["phantoms"] == 0 and result["offsets_match"]
-                        and result["open_txns_left"] == 0 and not fatal)
+                        and result["open_txns_left"] == 0 and not result.get("read_anomalies") and not fatal)
     result["ok"] = result["eos_ok"] and (secured is None or secured["least_privilege"])
     return result
 
