@@ -207,8 +207,8 @@ class ShareGroup:
             m.subscribed = tuple(sorted(set(hb.subscribed_topic_names)))
             changed = True
             self.group_epoch += 1
-        if self._metadata(image) != self.metadata:
-            self.group_epoch += 1
+        if self._metadata(image) != self.metadata and self.assignment_epoch == self.group_epoch:
+            self.group_epoch += 1  # a subscribed topic changed (one bump per heartbeat)
             changed = True
         if self.assignment_epoch != self.group_epoch:
             self._assign(image)
