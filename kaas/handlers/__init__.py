@@ -125,6 +125,10 @@ from kaas.handlers import (  # noqa: E402
     produce,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -143,6 +147,7 @@ _MODULES: tuple[HandlerModule, ...] = (
     sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_acls, create_acls, delete_acls,
     consumer_group_heartbeat, consumer_group_describe,
+    share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,
 )
 
 

@@ -52,6 +52,8 @@ class GroupOffsets:
     membership: dict[str, Any] | None = None
     # a consumer-protocol group's state as its coordinator last wrote it (ConsumerGroup.snapshot())
     consumer: dict[str, Any] | None = None
+    # a share group's state as its coordinator last wrote it (ShareGroup.snapshot())
+    share: dict[str, Any] | None = None
     file_id: tuple[int, int] | None = field(default=None, compare=False)  # atomic.content_id read/written
 
     def copy(self) -> GroupOffsets:
@@ -60,7 +62,7 @@ class GroupOffsets:
         values are replaced, never changed in place, so they are shared.)"""
         return GroupOffsets(self.group_id, dict(self.offsets),
                             {pid: dict(staged) for pid, staged in self.pending.items()},
-                            self.generation, self.membership, self.consumer, self.file_id)
+                            self.generation, self.membership, self.consumer, self.share, self.file_id)
 
     def to_json(self) -> dict[str, Any]:
         def enc(d: dict[TP, Committed]) -> dict[str, dict[str, list[Any]]]:
@@ -75,6 +77,8 @@ class GroupOffsets:
             out["membership"] = self.membership
         if self.consumer is not None:
             out["consumer"] = self.consumer
+        if self.share is not None:
+            out["share"] = self.share
         return out
 
     @classmethod
@@ -88,9 +92,12 @@ class GroupOffsets:
             consumer = obj.get("consumer")
             if consumer is not None and not isinstance(consumer, dict):
                 raise TypeError("consumer is not an object")
+            share = obj.get("share")
+            if share is not None and not isinstance(share, dict):
+                raise TypeError("share is not an object")
             return cls(obj["group_id"], dec(obj.get("offsets", {})),
                        {int(pid): dec(d) for pid, d in obj.get("pending", {}).items()},
-                       int(obj.get("generation", 0)), membership, consumer)
+                       int(obj.get("generation", 0)), membership, consumer, share)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CorruptState(path, f"bad offsets file: {exc!r}") from None
 

@@ -16,6 +16,7 @@ from kio.schema.share_fetch.v1 import request as fetch1
 from kio.schema.share_fetch.v2 import request as fetch2
 
 from kaas.broker import Broker
+from kaas.domain.share_group import ShareHeartbeat
 from kaas.handlers import Context, share_acknowledge, share_fetch
 from kaas.wire import batch as wb
 from kaas.wire import codec
@@ -51,9 +52,11 @@ def ack_req(member: str, epoch: int, topic_id: uuid.UUID | None, acks: Acks, *, 
                                      topics=(m.AcknowledgeTopic(topic_id=topic_id, partitions=parts),), **v2)
 
 
-async def call(broker: Broker, req: Any) -> Any:
+async def call(broker: Broker, req: Any, *, join: bool = True) -> Any:
     """Encode ``req``, decode it as the broker would, handle it, and decode the answer."""
     key, version = req.__api_key__, req.__version__
+    if join:
+        await joined(broker, req.group_id, req.member_id)
     frame = codec.encode_request(key, version, 7, "share-test", req)
     decoded = codec.decode_request(memoryview(frame)[4:]).body
     ctx = Context(broker, key, version, 7, "share-test", "127.0.0.1:9")
@@ -63,6 +66,15 @@ async def call(broker: Broker, req: Any) -> Any:
     corr, resp = codec.decode_response(key, version, memoryview(wire)[4:])
     assert corr == 7
     return resp
+
+
+async def joined(broker: Broker, group: str, member: str) -> None:
+    """Make ``member`` a member of the share group ``group`` (ShareGroupHeartbeat, epoch 0,
+    subscribed to every topic) unless it is one: the handlers serve only members."""
+    if group and member and not broker.shares.membership.is_member(group, member):
+        hb = ShareHeartbeat(member, 0, subscribed_topic_names=tuple(m.name for m in broker.topics.topics.values()))
+        reply, _ = await broker.groups.shares.heartbeat(group, hb)
+        assert reply.error_code == ErrorCode.none, reply
 
 
 def part_of(resp: Any, index: int = 0) -> Any:

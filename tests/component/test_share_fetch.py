@@ -16,7 +16,9 @@ from kio.schema.errors import ErrorCode
 from kaas import counters
 from kaas.broker import Broker
 from kaas.clock import TrioClock
+from kaas.coord.group.share import ShareGroupMembership
 from kaas.coord.share import ShareRuntime, runtime
+from kaas.domain.share_group import ShareHeartbeat
 from kaas.net.metrics_http import BrokerCollector
 from kaas.storage import manifest, share_state
 from tests.component.share_calls import ack_req, acquired, call, fetch_req, offsets_in, part_of, produce
@@ -54,7 +56,7 @@ async def group_configs(broker: Broker, nursery: trio.Nursery, group: str, confi
 
 def new_leader_memory(broker: Broker) -> None:
     """The share runtime of a new leader: nothing in memory, the files to read."""
-    broker.shares = ShareRuntime(broker)
+    broker.shares = ShareRuntime(broker, membership=ShareGroupMembership(broker.groups))
 
 
 async def test_share_consumers_acquire_acknowledge_and_accepted_records_stay_done(shm_path, thread_safe_autojump_clock):
@@ -156,9 +158,12 @@ async def test_session_epochs_and_every_bad_input_get_apaches_errors(shm_path, t
         assert (await call(broker, fetch_req("", 0, tid))).error_code == ErrorCode.invalid_request
         assert (await call(broker, fetch_req("m" * 37, 0, tid))).error_code == ErrorCode.invalid_request
         # the member leaves the group: its session and its records go
-        broker.shares.membership.left("g", "m")  # the provisional membership; the heartbeat calls it later
-        await broker.shares.member_left("g", "m")
-        r = await call(broker, ack_req("m", epoch, tid, {0: [(0, 2, (1,))]}))
+        epoch_m = broker.groups.shares.describe("g")["group_epoch"]
+        left, _ = await broker.groups.shares.heartbeat("g", ShareHeartbeat("m", -1))
+        assert (left.error_code, left.member_epoch, broker.shares.membership.is_member("g", "m")) == \
+            (ErrorCode.none, -1, False)
+        assert broker.groups.shares.describe("g")["group_epoch"] == epoch_m + 1
+        r = await call(broker, ack_req("m", epoch, tid, {0: [(0, 2, (1,))]}), join=False)
         assert r.error_code == ErrorCode.share_session_not_found
         assert [(f, la, s.name) for f, la, s, _c, _m, _d in sp.runs()][:2] == [(0, 2, "AVAILABLE"), (3, 3, "AVAILABLE")]
         # the final epoch closes the session and releases what is still held
@@ -325,12 +330,11 @@ async def test_a_new_leader_resumes_from_the_persisted_state(shm_path, thread_sa
         assert share_state.journals(new.log.path / share_state.DIR, "g") == [(new.epoch, 0)]
 
 
-def test_the_handlers_wait_for_share_group_heartbeat_before_clients_see_them():
-    from kaas.handlers import REGISTRY, HandlerModule, share_acknowledge, share_fetch
+def test_share_group_apis_are_advertised():
+    from kaas.handlers import REGISTRY
 
-    modules: list[HandlerModule] = [share_fetch, share_acknowledge]  # mypy: they fit the registry
-    assert [(m.API_KEY, m.VERSIONS) for m in modules] == [(78, (1, 2)), (79, (1, 2))]
-    assert 76 not in REGISTRY and 78 not in REGISTRY and 79 not in REGISTRY
+    assert [(k, REGISTRY[k].min_version, REGISTRY[k].max_version) for k in (76, 77, 78, 79)] == \
+        [(76, 1, 1), (77, 1, 1), (78, 1, 2), (79, 1, 2)]
 
 
 async def test_an_acquisition_reads_on_past_batches_that_hold_no_record(shm_path, thread_safe_autojump_clock,

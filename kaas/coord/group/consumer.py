@@ -52,6 +52,8 @@ log = structlog.get_logger()
 class _Store(Protocol):
     def path(self, group_id: str) -> Path: ...
 
+    def load(self, group_id: str) -> GroupOffsets: ...
+
 
 class Conversions(Protocol):
     """The migration between protocols (``classic_members.ClassicMembers``)."""
@@ -89,6 +91,9 @@ class GroupCoordinator(Protocol):
 
     @property
     def classic(self) -> Conversions: ...
+
+    @property
+    def consumers(self) -> ConsumerGroups: ...
 
     def _loaded(self, group_id: str) -> _Entry | None: ...
 
@@ -187,6 +192,8 @@ class ConsumerGroups:
                 raise KaasError(ErrorCode.not_coordinator, "group moved")
             g = e.consumer
             upgraded = False
+            if e.share is not None or e.share_error is not None:
+                return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."), 0
             if g is None:
                 if hb.member_epoch != 0:
                     return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), 0

@@ -22,6 +22,7 @@ from kaas.aio import Wakeup
 from kaas.coord.group.classic_members import ClassicMembers
 from kaas.coord.group.consumer import ConsumerGroups
 from kaas.coord.group.entry import GroupEntry
+from kaas.coord.group.share import ShareGroups
 from kaas.coord.ports import GroupBroker
 from kaas.domain.group import Effect, Group, GroupDescription, GroupState, JoinReply, LeaveResult, SyncReply
 from kaas.errors import CorruptState, KaasError
@@ -44,6 +45,7 @@ class GroupCoordinator:
         self.timer_wakeup = Wakeup()  # set when a parked request is answered or a timer may have moved
         self.consumers = ConsumerGroups(self)  # the consumer-protocol groups (KIP-848)
         self.classic = ClassicMembers(self)  # classic members of consumer groups, conversions
+        self.shares = ShareGroups(self)  # KIP-932 share groups
 
     def _now(self) -> int:
         """The broker's wall clock (the machine's session and rebalance deadlines)."""
@@ -105,13 +107,16 @@ class GroupCoordinator:
             except ValueError as exc:
                 log.error("group_membership_unreadable", group=group_id, error=str(exc))
         consumer = offsets.consumer if offsets is not None and group is None else None
+        share = offsets.share if offsets is not None and group is None else None
         if group is None:
-            if not create and consumer is None:
+            if not create and consumer is None and share is None:
                 return None
             group = self._new_classic(group_id)
         e = _Entry(group, offsets=offsets)
         if consumer is not None:
             self.consumers.restore(e, consumer)
+        elif share is not None:
+            self.shares.restore(e, share)
         self.groups[group_id] = e
         return e
 
@@ -129,7 +134,7 @@ class GroupCoordinator:
         nothing (reading a group must not create its file); neither does one whose file
         could not be read (reported by ``_offsets``)."""
         g = e.group
-        if (e.offsets is None and e.error is not None) or e.consumer is not None:
+        if (e.offsets is None and e.error is not None) or e.consumer is not None or e.share is not None:
             return
         try:
             if e.offsets is not None and not g.persist_due(e.offsets.membership, self._now()):
@@ -187,6 +192,8 @@ class GroupCoordinator:
         self.check_owner(e.group.group_id)
         if not consumer_write and e.consumer is None:
             new.consumer = None
+        if not consumer_write and e.share is None:
+            new.share = None
         try:
             await self.broker.run_io(self.store.save, new)
         except StaleOffsets as exc:
@@ -235,7 +242,8 @@ class GroupCoordinator:
     def timer_wait_s(self, longest: float) -> float:
         """Seconds until the earliest timer of a loaded group is due, at most ``longest``
         (the wait of ``kaas.tasks.group_timers.serve_timers``, cut short by ``timer_wakeup``)."""
-        deadline = self.consumers.next_deadline()
+        deadline = min((d for d in (self.consumers.next_deadline(), self.shares.next_deadline()) if d is not None),
+                       default=None)
         for e in self.groups.values():
             d = e.group.next_deadline()
             if d is not None and (deadline is None or d < deadline):
@@ -259,6 +267,7 @@ class GroupCoordinator:
             if self.broker.owns_group(e.group.group_id) and self.broker.cluster.lease_valid():
                 await self._persist_membership(e)
         await self.consumers.fire_timers(now)
+        await self.shares.fire_timers(now)
 
     # ------------------------------------------------------------------ membership
 
@@ -268,6 +277,8 @@ class GroupCoordinator:
         self.check_owner(group_id)
         e = self._entry(group_id)
         await self._offsets(e)
+        if e.share is not None or e.share_error is not None:
+            raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} is not a classic group.")
         if e.consumer is not None or e.consumer_error is not None:
             self.consumers.check_readable(e)
             if self.classic.serves(e):  # a classic member of a consumer group (KIP-848 migration)
@@ -341,7 +352,7 @@ class GroupCoordinator:
             # Known only by its offsets file (not loaded here since a restart or move): Empty.
             state = "Empty" if self.store.path(group_id).exists() else "Dead"
             return {"group_id": group_id, "state": state, "protocol_type": "", "protocol": "", "members": []}
-        if e.consumer is not None or e.consumer_error is not None:
+        if e.consumer is not None or e.consumer_error is not None or e.share is not None:
             # not a classic group: Apache answers Dead (and, from v6, GROUP_ID_NOT_FOUND)
             return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": []}
         return e.group.describe()
@@ -363,6 +374,9 @@ class GroupCoordinator:
             if e.consumer is not None:
                 out[gid] = {"group_id": gid, "protocol_type": "consumer", "group_state": e.consumer.state,
                             "group_type": "consumer"}
+            elif e.share is not None:
+                out[gid] = {"group_id": gid, "protocol_type": "share", "group_state": e.share.state,
+                            "group_type": "share"}
             elif e.group.state is not GroupState.DEAD:
                 out[gid] = {"group_id": gid, "protocol_type": e.group.protocol_type or "consumer",
                             "group_state": e.group.state.value, "group_type": "classic"}
@@ -374,7 +388,7 @@ class GroupCoordinator:
             on_file = self.store.load(group_id)
         except (CorruptState, OSError):
             return
-        if on_file.consumer is not None:
+        if on_file.consumer is not None or on_file.share is not None:
             self._load(group_id, create=False)
 
     async def delete(self, group_id: str) -> ErrorCode:
@@ -384,6 +398,8 @@ class GroupCoordinator:
         if e is None and not exists_on_disk:
             return ErrorCode.group_id_not_found
         if e is not None and e.consumer is not None and not e.consumer.is_empty():
+            return ErrorCode.non_empty_group
+        if e is not None and e.share is not None and not e.share.is_empty():
             return ErrorCode.non_empty_group
         if e is not None:
             code = e.group.delete_check()

@@ -10,6 +10,7 @@ import trio
 
 from kaas.domain.consumer_group import ConsumerGroup
 from kaas.domain.group import Group
+from kaas.domain.share_group import ShareGroup
 from kaas.storage.offset_store import GroupOffsets
 
 __all__ = ["GroupEntry"]
@@ -27,3 +28,8 @@ class GroupEntry:
     consumer: ConsumerGroup | None = None
     consumer_error: str | None = None
     consumer_dirty: bool = False
+    # a KIP-932 share group (``coordinator.shares``): its machine and a reason its state on
+    # file could not be read
+    share: ShareGroup | None = None
+    share_error: str | None = None
+    share_dirty: bool = False

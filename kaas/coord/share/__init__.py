@@ -7,10 +7,9 @@ of ShareFetch/ShareAcknowledge (``domain.share_sessions``). Its timer loop is
 
 from kaas.coord.share.configs import GroupShareConfigs as GroupShareConfigs
 from kaas.coord.share.configs import ShareGroupSettings as ShareGroupSettings
-from kaas.coord.share.membership import ProvisionalShareMembership as ProvisionalShareMembership
 from kaas.coord.share.ports import ShareMembership as ShareMembership
 from kaas.coord.share.runtime import Fetched as Fetched
 from kaas.coord.share.runtime import ShareRuntime as ShareRuntime
 
-__all__ = ["Fetched", "GroupShareConfigs", "ProvisionalShareMembership", "ShareGroupSettings", "ShareMembership",
+__all__ = ["Fetched", "GroupShareConfigs", "ShareGroupSettings", "ShareMembership",
            "ShareRuntime"]

@@ -3,8 +3,8 @@ membership, as ``typing.Protocol`` classes (the runtime never imports ``kaas.bro
 
 ``kaas.broker.Broker`` satisfies ``ShareHost`` structurally, its ``Partition`` satisfies
 ``SharedLog``; mypy checks it where the broker hands itself over (``ShareRuntime(self)``).
-``ShareMembership`` is the seam to the share-group coordinator (ShareGroupHeartbeat):
-until that exists, ``kaas.coord.share.membership.ProvisionalShareMembership`` stands in.
+``ShareMembership`` is the seam to the share-group coordinator (ShareGroupHeartbeat),
+implemented by ``kaas.coord.group.share.ShareGroupMembership``.
 """
 
 from __future__ import annotations
@@ -119,3 +119,6 @@ class ShareMembership(Protocol):
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         """``member_id`` is a member of the share group ``group_id`` now."""
+
+    def is_assigned(self, group_id: str, member_id: str, topic_id: str, partition: int) -> bool:
+        """The member's assignment holds the partition (``topic_id`` as a string)."""

@@ -30,7 +30,6 @@ from kio.schema.errors import ErrorCode
 from kaas import counters
 from kaas.aio import Wakeup
 from kaas.coord.share.configs import GroupShareConfigs, ShareConfigSource, ShareGroupSettings
-from kaas.coord.share.membership import ProvisionalShareMembership
 from kaas.coord.share.ports import SharedLog, ShareHost, ShareMembership
 from kaas.domain.share_partition import AckBatch, AckType, Delta, Outcome, ShareError, SharePartition, spans_of
 from kaas.domain.share_sessions import ShareSessions
@@ -80,15 +79,14 @@ class ShareRuntime:
 
     Args:
         host: the broker.
-        membership: who is in which share group (the share-group coordinator; until it
-            exists, ``ProvisionalShareMembership``).
+        membership: who is in which share group (``coord.group.share.ShareGroupMembership``).
         configs: each group's share settings (default: its group configs, ``broker.group_config``).
     """
 
-    def __init__(self, host: ShareHost, membership: ShareMembership | None = None,
+    def __init__(self, host: ShareHost, membership: ShareMembership,
                  configs: ShareConfigSource | None = None) -> None:
         self.host = host
-        self.membership: ShareMembership = membership if membership is not None else ProvisionalShareMembership()
+        self.membership = membership
         self.configs: ShareConfigSource = (configs if configs is not None
                                            else GroupShareConfigs(host.group_config, lambda: host.settings))
         self.sessions: ShareSessions[tuple[uuid.UUID, int]] = ShareSessions(

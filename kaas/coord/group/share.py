@@ -1,0 +1,234 @@
+"""The runtime of KIP-932 share groups inside the group coordinator: ShareGroupHeartbeat
+and ShareGroupDescribe over the pure ``domain.share_group`` machine, its session timer,
+its state on file, and the membership the share partitions ask (``ShareGroupMembership``,
+the ``coord.share.ports.ShareMembership`` port).
+
+State on file: ``ShareGroup.snapshot()`` in the ``share`` field of the group's file
+(``storage.offset_store``), written by the group's coordinator alone (tmp + fsync +
+rename). A heartbeat is handled on a copy of the group; a copy that changed is written
+before the answer leaves and only then becomes the group, so no answer hands out an epoch
+or a partition the file does not hold. A member fenced by its session timer is dropped
+in memory first and written when the lease allows (``dirty``). A successor restores the
+group from the file, each member with a fresh session.
+
+Membership as the share partitions see it: the group's coordinator answers from memory;
+another broker (leading a partition of a group coordinated elsewhere) reads the group's
+file, at most every ``VIEW_TTL_MS`` per group, and again at once for a member it does not
+know (the coordinator wrote the member before it answered the member's join).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from kaas.coord.group.consumer import GroupCoordinator
+from kaas.coord.group.entry import GroupEntry
+from kaas.domain.share_group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
+from kaas.errors import CorruptState, KaasError
+
+log = structlog.get_logger()
+
+__all__ = ["ShareGroupMembership", "ShareGroups"]
+
+VIEW_TTL_MS = 1_000  # how long a non-coordinator trusts a group file it read
+VIEW_RETRY_MS = 100  # at most this often re-read for an unknown member
+
+Left = Callable[[str, str], Awaitable[None]]
+
+
+class ShareGroups:
+    """The share-group half of ``GroupCoordinator`` (``coordinator.shares``)."""
+
+    def __init__(self, coord: GroupCoordinator) -> None:
+        self.coord = coord
+        # the share partitions' runtime is told of members that left (``ShareRuntime.member_left``)
+        self.on_left: Left | None = None
+        self.stats: dict[str, int] = dict.fromkeys(("heartbeats", "group_epoch_bumps", "members_fenced"), 0)
+
+    def config(self, group_id: str) -> tuple[ShareConfig, int]:
+        """(the machine's config, the heartbeat interval): the group's
+        ``share.session.timeout.ms`` and ``share.heartbeat.interval.ms`` over the broker's
+        ``group.share.*``, and ``group.share.max.size``."""
+        broker = self.coord.broker
+        gc = broker.group_config(group_id)
+        return (ShareConfig(gc.share_session_timeout_ms, broker.settings.group_share_max_size),
+                gc.share_heartbeat_interval_ms)
+
+    # ------------------------------------------------------------------ loading
+
+    def restore(self, e: GroupEntry, snap: dict[str, Any]) -> None:
+        """Make ``e`` the share group its file holds; a snapshot that does not parse is
+        reported once and refuses service for the group (never reset)."""
+        gid = e.group.group_id
+        try:
+            e.share = ShareGroup.restore(gid, snap, now_ms=self.coord._now(),
+                                         session_timeout_ms=self.config(gid)[0].session_timeout_ms)
+            e.share_error = None
+            log.info("share_group_restored", group=gid, group_epoch=e.share.group_epoch, members=len(e.share.members))
+        except ValueError as exc:
+            log.error("share_group_state_unreadable", group=gid, error=str(exc))
+            e.share_error = str(exc)
+
+    @staticmethod
+    def check_readable(e: GroupEntry) -> None:
+        if e.share_error is not None:
+            raise KaasError(ErrorCode.unknown_server_error, f"group state unreadable: {e.share_error}")
+
+    # ------------------------------------------------------------------ heartbeat
+
+    async def heartbeat(self, group_id: str, hb: ShareHeartbeat) -> tuple[ShareReply, int]:
+        """One ShareGroupHeartbeat: (the reply, the heartbeat interval to send).
+
+        Raises:
+            KaasError: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
+                (the state could not be written), UNKNOWN_SERVER_ERROR (its file is corrupt).
+        """
+        coord = self.coord
+        config, interval = self.config(group_id)
+        coord.check_owner(group_id)
+        e = coord._load(group_id, create=hb.member_epoch == 0)
+        if e is None:
+            return ShareReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), 0
+        self.check_readable(e)
+        await coord._offsets(e)
+        left: list[str] = []
+        async with e.lock:
+            if coord.groups.get(group_id) is not e:
+                raise KaasError(ErrorCode.not_coordinator, "group moved")
+            if e.share is None:
+                if e.consumer is not None or e.consumer_error is not None or e.group.members \
+                        or hb.member_epoch != 0:
+                    return ShareReply(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."), 0
+                work = ShareGroup(group_id)
+            else:
+                work = e.share.copy()
+            before = work.group_epoch
+            reply = work.heartbeat(hb, coord._now(), coord.consumers.image(), config)
+            self.stats["heartbeats"] += 1
+            if reply.error_code != ErrorCode.none:
+                return reply, 0
+            if reply.changed or e.share is None:
+                await self._save(e, work)
+            e.share = work
+            if hb.member_epoch == -1:
+                left.append(hb.member_id)
+        self.stats["group_epoch_bumps"] += work.group_epoch - before
+        if work.group_epoch != before:
+            log.info("share_group_state", group=group_id, state=work.state, group_epoch=work.group_epoch,
+                     members=len(work.members))
+            coord.timer_wakeup.set()
+        await self._tell_left(group_id, left)
+        return reply, interval
+
+    async def _tell_left(self, group_id: str, members: list[str]) -> None:
+        if self.on_left is not None:
+            for mid in members:
+                await self.on_left(group_id, mid)
+
+    async def _save(self, e: GroupEntry, work: ShareGroup) -> None:
+        new = (await self.coord._offsets(e)).copy()
+        new.share = work.snapshot()
+        new.membership = new.consumer = None
+        await self.coord._save(e, new, consumer_write=True)
+
+    # ------------------------------------------------------------------ timers
+
+    def next_deadline(self) -> int | None:
+        return min((d for e in self.coord.groups.values() if e.share is not None
+                    and (d := e.share.next_deadline()) is not None), default=None)
+
+    async def fire_timers(self, now: int) -> None:
+        """Fence the members whose session ended; write the groups ahead of their file."""
+        coord = self.coord
+        for gid, e in list(coord.groups.items()):
+            g = e.share
+            if g is None or not coord.broker.owns_group(gid):
+                continue
+            d = g.next_deadline()
+            if (d is None or d > now) and not e.share_dirty:
+                continue
+            async with e.lock:
+                if coord.groups.get(gid) is not e or e.share is None:
+                    continue
+                work = e.share.copy()
+                fenced = work.tick(now, coord.consumers.image())
+                for mid in fenced:
+                    log.info("share_member_fenced", group=gid, member=mid, group_epoch=work.group_epoch)
+                self.stats["members_fenced"] += len(fenced)
+                self.stats["group_epoch_bumps"] += len(fenced)
+                e.share, e.share_dirty = work, e.share_dirty or bool(fenced)
+                if e.share_dirty and coord.broker.cluster.lease_valid():
+                    try:
+                        await self._save(e, work)
+                        e.share_dirty = False
+                    except KaasError as exc:
+                        log.warning("share_group_not_saved", group=gid, error=exc.code.name)
+            await self._tell_left(gid, fenced)
+
+    # ------------------------------------------------------------------ admin
+
+    def describe(self, group_id: str) -> dict[str, Any]:
+        """ShareGroupDescribe's view, topic ids named (topics gone are left out).
+
+        Raises:
+            KaasError: NOT_COORDINATOR and the like; GROUP_ID_NOT_FOUND for no group or one
+                of another type; UNKNOWN_SERVER_ERROR for a corrupt state file.
+        """
+        coord = self.coord
+        coord.check_owner(group_id)
+        e = coord._loaded(group_id)
+        if e is not None:
+            self.check_readable(e)
+        if e is None or e.share is None:
+            if e is not None or coord.store.path(group_id).exists():
+                raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")
+            raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+        d = e.share.describe()
+        by_id = coord.consumers.image().by_id
+        for m in d["members"]:
+            m["assignment"] = {by_id[tid].name: (tid, sorted(ps)) for tid, ps in m["assignment"].items()
+                               if tid in by_id}
+        return d
+
+
+class ShareGroupMembership:
+    """``coord.share.ports.ShareMembership``: the group's coordinator answers from memory,
+    any other broker from the group's file (see the module docstring)."""
+
+    def __init__(self, coord: GroupCoordinator) -> None:
+        self.coord = coord
+        self._views: dict[str, tuple[int, ShareGroup | None]] = {}  # group -> (read at ms, group)
+
+    def _group(self, group_id: str, member_id: str) -> ShareGroup | None:
+        coord = self.coord
+        if coord.broker.owns_group(group_id):
+            e = coord.groups.get(group_id) or coord._loaded(group_id)
+            return e.share if e is not None else None
+        now = coord._now()
+        seen = self._views.get(group_id)
+        if seen is not None:
+            at, g = seen
+            fresh = now - at < VIEW_TTL_MS
+            if fresh and (g is not None and member_id in g.members or now - at < VIEW_RETRY_MS):
+                return g
+        g = None
+        try:
+            snap = coord.store.load(group_id).share
+            if snap is not None:
+                g = ShareGroup.restore(group_id, snap, now_ms=now, session_timeout_ms=0)
+        except (CorruptState, OSError, ValueError) as exc:
+            log.warning("share_group_file_unreadable", group=group_id, error=str(exc))
+        self._views[group_id] = (now, g)
+        return g
+
+    def is_member(self, group_id: str, member_id: str) -> bool:
+        g = self._group(group_id, member_id)
+        return g is not None and member_id in g.members
+
+    def is_assigned(self, group_id: str, member_id: str, topic_id: str, partition: int) -> bool:
+        g = self._group(group_id, member_id)
+        return g is not None and g.is_assigned(member_id, topic_id, partition)

@@ -1,0 +1,290 @@
+"""A KIP-932 share group's membership as a pure machine: ShareGroupHeartbeat (76) and the
+session timer, over the members, the group epoch and the partitions assigned to each.
+
+A share group has no revocation phase: partitions are shared, so a member takes the
+target assignment of the group epoch on its next heartbeat (its member epoch becomes the
+group epoch). The group epoch rises when a member joins, leaves, is fenced, changes its
+subscription, or a subscribed topic changes (created, deleted, grown); the assignment is
+then computed again by the ``simple`` assignor (``simple_assign``), as Apache's.
+
+No I/O and no clock: times are handed in (``now_ms``). The runtime
+(``kaas.coord.group.share``) writes ``snapshot()`` into the group's file before it
+answers a heartbeat that changed the group, and a successor ``restore``s it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kaas.domain.consumer_group import TopicImage
+
+__all__ = ["LEAVE_EPOCH", "ShareConfig", "ShareGroup", "ShareHeartbeat", "ShareMember", "ShareReply",
+           "java_string_hash", "simple_assign"]
+
+LEAVE_EPOCH = -1
+MAX_MEMBER_ID = 36 * 4  # Apache refuses longer member ids (INVALID_REQUEST)
+
+Assignment = dict[str, frozenset[int]]  # topic id -> partitions
+
+
+@dataclass(frozen=True, slots=True)
+class ShareConfig:
+    """What a heartbeat is handled with: the group's ``share.session.timeout.ms`` and the
+    broker's ``group.share.max.size``."""
+
+    session_timeout_ms: int
+    max_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShareHeartbeat:
+    member_id: str
+    member_epoch: int
+    rack_id: str | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None  # None: unchanged
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ShareReply:
+    error_code: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    assignment: Assignment | None = None  # None: unchanged since the member's last answer
+    changed: bool = False  # the group's state changed (write it before answering)
+
+
+@dataclass(slots=True)
+class ShareMember:
+    member_id: str
+    member_epoch: int
+    subscribed: tuple[str, ...]
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    assignment: Assignment = field(default_factory=dict)
+    session_deadline: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"member_id": self.member_id, "member_epoch": self.member_epoch, "subscribed": list(self.subscribed),
+                "rack_id": self.rack_id, "client_id": self.client_id, "client_host": self.client_host,
+                "assignment": {t: sorted(ps) for t, ps in sorted(self.assignment.items())}}
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (a signed 32-bit int over UTF-16 code units), which
+    Apache's assignor hashes member ids with."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def simple_assign(members: Mapping[str, tuple[str, ...]], current: Mapping[str, Assignment],
+                  image: TopicImage) -> dict[str, Assignment]:
+    """Apache's share ``simple`` assignor: each member takes the partition its id hashes to
+    among the partitions of its subscribed topics; partitions nobody holds then go round
+    robin to the topic's subscribers; a member keeps what it held of topics it still
+    subscribes to. Partitions may go to several members (they share them)."""
+    targets: dict[str, list[tuple[str, int]]] = {}
+    subscribers: dict[str, list[str]] = {}
+    for mid in sorted(members):
+        tps: list[tuple[str, int]] = []
+        for name in sorted(set(members[mid])):
+            t = image.by_name.get(name)
+            if t is None:
+                continue
+            tps.extend((t.topic_id, p) for p in range(t.partitions))
+            subscribers.setdefault(t.topic_id, []).append(mid)
+        targets[mid] = tps
+    held: dict[tuple[str, int], list[str]] = {}
+    for mid in sorted(current):
+        for tid, ps in current[mid].items():
+            for p in ps:
+                held.setdefault((tid, p), []).append(mid)
+    new: dict[tuple[str, int], list[str]] = {}
+    for mid, tps in targets.items():
+        if tps:
+            new.setdefault(tps[abs(java_string_hash(mid)) % len(tps)], []).append(mid)
+    unassigned: dict[str, list[tuple[str, int]]] = {}
+    seen: set[tuple[str, int]] = set()
+    for tps in targets.values():
+        for tp in tps:
+            if tp not in seen and tp not in new and tp not in held:
+                unassigned.setdefault(tp[0], []).append(tp)
+            seen.add(tp)
+    for tid, tps in unassigned.items():
+        subs = subscribers[tid]
+        for i, tp in enumerate(tps):
+            new.setdefault(tp, []).append(subs[i % len(subs)])
+    out: dict[str, dict[str, set[int]]] = {mid: {} for mid in members}
+    for (tid, p), mids in held.items():
+        for mid in mids:
+            if mid in members and mid in subscribers.get(tid, ()) and (tid, p) in seen:
+                out[mid].setdefault(tid, set()).add(p)
+    for (tid, p), mids in new.items():
+        for mid in mids:
+            out[mid].setdefault(tid, set()).add(p)
+    return {mid: {tid: frozenset(ps) for tid, ps in a.items()} for mid, a in out.items()}
+
+
+@dataclass(slots=True)
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+    # the subscribed topics as the last assignment saw them: name -> (topic id, partitions)
+    metadata: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def is_assigned(self, member_id: str, topic_id: str, partition: int) -> bool:
+        m = self.members.get(member_id)
+        return m is not None and partition in m.assignment.get(topic_id, ())
+
+    def subscribed_topics(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.subscribed}
+
+    def next_deadline(self) -> int | None:
+        return min((m.session_deadline for m in self.members.values()), default=None)
+
+    def copy(self) -> ShareGroup:
+        return ShareGroup(self.group_id, self.group_epoch, self.assignment_epoch,
+                          {k: replace(m) for k, m in self.members.items()}, dict(self.metadata))
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def heartbeat(self, hb: ShareHeartbeat, now_ms: int, image: TopicImage, config: ShareConfig) -> ShareReply:
+        """One ShareGroupHeartbeat (v1: the client names its member id)."""
+        if not hb.member_id:
+            return ShareReply(ErrorCode.invalid_request, "MemberId can't be empty.")
+        if len(hb.member_id) > MAX_MEMBER_ID:
+            return ShareReply(ErrorCode.invalid_request, "MemberId is too long.")
+        if hb.member_epoch == LEAVE_EPOCH:
+            if hb.member_id not in self.members:
+                return ShareReply(ErrorCode.unknown_member_id, f"Member {hb.member_id} is not a member.")
+            self.remove(hb.member_id, image)
+            return ShareReply(ErrorCode.none, None, hb.member_id, LEAVE_EPOCH, changed=True)
+        if hb.member_epoch < LEAVE_EPOCH:
+            return ShareReply(ErrorCode.invalid_request, f"MemberEpoch {hb.member_epoch} is invalid.")
+        m = self.members.get(hb.member_id)
+        changed = False
+        if hb.member_epoch == 0:
+            if not hb.subscribed_topic_names:
+                return ShareReply(ErrorCode.invalid_request, "SubscribedTopicNames must be set in first request.")
+            if m is None:
+                if len(self.members) >= config.max_size:
+                    return ShareReply(ErrorCode.group_max_size_reached,
+                                      f"The share group has reached its maximum capacity of {config.max_size}.")
+                m = ShareMember(hb.member_id, 0, ())
+                self.members[hb.member_id] = m
+                changed = True
+        elif m is None:
+            return ShareReply(ErrorCode.unknown_member_id, f"Member {hb.member_id} is not a member.")
+        elif hb.member_epoch != m.member_epoch:
+            return ShareReply(ErrorCode.fenced_member_epoch,
+                              f"The member epoch {hb.member_epoch} is not {m.member_epoch}.")
+        info = (hb.rack_id, hb.client_id, hb.client_host)
+        if (m.rack_id, m.client_id, m.client_host) != info:
+            m.rack_id, m.client_id, m.client_host = info
+            changed = True
+        if hb.subscribed_topic_names is not None and tuple(sorted(set(hb.subscribed_topic_names))) != m.subscribed:
+            m.subscribed = tuple(sorted(set(hb.subscribed_topic_names)))
+            changed = True
+            self.group_epoch += 1
+        if self._metadata(image) != self.metadata and self.assignment_epoch == self.group_epoch:
+            self.group_epoch += 1  # a subscribed topic changed (one bump per heartbeat)
+            changed = True
+        if self.assignment_epoch != self.group_epoch:
+            self._assign(image)
+            changed = True
+        m.session_deadline = now_ms + config.session_timeout_ms
+        send = None
+        if m.member_epoch != self.assignment_epoch or hb.member_epoch == 0:
+            m.member_epoch = self.assignment_epoch
+            send = dict(m.assignment)
+            changed = True
+        return ShareReply(ErrorCode.none, None, m.member_id, m.member_epoch, send, changed)
+
+    def remove(self, member_id: str, image: TopicImage) -> None:
+        """The member leaves (or is fenced): the group epoch rises, the rest is reassigned."""
+        del self.members[member_id]
+        self.group_epoch += 1
+        self._assign(image)
+
+    def tick(self, now_ms: int, image: TopicImage) -> list[str]:
+        """Fence the members whose session ended; their ids."""
+        gone = sorted(mid for mid, m in self.members.items() if m.session_deadline <= now_ms)
+        for mid in gone:
+            self.remove(mid, image)
+        return gone
+
+    def _metadata(self, image: TopicImage) -> dict[str, tuple[str, int]]:
+        out = {}
+        for name in self.subscribed_topics():
+            t = image.by_name.get(name)
+            if t is not None:
+                out[name] = (t.topic_id, t.partitions)
+        return out
+
+    def _assign(self, image: TopicImage) -> None:
+        target = simple_assign({mid: m.subscribed for mid, m in self.members.items()},
+                               {mid: m.assignment for mid, m in self.members.items()}, image)
+        for mid, m in self.members.items():
+            m.assignment = target[mid]
+        self.metadata = self._metadata(image)
+        self.assignment_epoch = self.group_epoch
+
+    # ------------------------------------------------------------------ admin
+
+    def describe(self) -> dict[str, Any]:
+        """ShareGroupDescribe's view (topic ids; the runtime names them)."""
+        return {"group_id": self.group_id, "group_state": self.state, "group_epoch": self.group_epoch,
+                "assignment_epoch": self.assignment_epoch, "assignor_name": "simple",
+                "members": [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                             "client_id": m.client_id, "client_host": m.client_host,
+                             "subscribed_topic_names": list(m.subscribed), "assignment": dict(m.assignment)}
+                            for m in sorted(self.members.values(), key=lambda m: m.member_id)]}
+
+    # ------------------------------------------------------------------ on file
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"group_epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
+                "metadata": {n: [tid, p] for n, (tid, p) in sorted(self.metadata.items())},
+                "members": [m.to_json() for m in sorted(self.members.values(), key=lambda m: m.member_id)]}
+
+    @classmethod
+    def restore(cls, group_id: str, snap: Mapping[str, Any], *, now_ms: int, session_timeout_ms: int) -> ShareGroup:
+        """The group a snapshot holds; each member gets a fresh session from ``now_ms``.
+
+        Raises:
+            ValueError: the snapshot does not parse.
+        """
+        try:
+            members = {}
+            for mj in snap["members"]:
+                m = ShareMember(str(mj["member_id"]), int(mj["member_epoch"]), tuple(str(t) for t in mj["subscribed"]),
+                                mj.get("rack_id"), str(mj.get("client_id", "")), str(mj.get("client_host", "")),
+                                {str(t): frozenset(int(p) for p in ps) for t, ps in mj["assignment"].items()},
+                                now_ms + session_timeout_ms)
+                members[m.member_id] = m
+            metadata = {str(n): (str(v[0]), int(v[1])) for n, v in snap.get("metadata", {}).items()}
+            return cls(group_id, int(snap["group_epoch"]), int(snap["assignment_epoch"]), members, metadata)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise ValueError(f"bad share group state: {exc!r}") from None
+
