@@ -187,6 +187,9 @@ def cli() -> None:
 @click.option("--inter-broker-sasl-mechanism", type=click.Choice(["SCRAM-SHA-256", "SCRAM-SHA-512"]),
               default="SCRAM-SHA-512", show_default=True,
               help="SCRAM mechanism of the peer connections (sasl.mechanism.inter.broker.protocol).")
+@click.option("--incarnation", default="", metavar="HEX",
+              help="This start's incarnation id (32 hex digits; a supervisor passes the one its death notice "
+                   "will name). Default: a random one.")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")
@@ -233,6 +236,12 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
     if bool(password_file) != bool(opts["inter_broker_sasl_username"]):
         raise click.UsageError("--inter-broker-sasl-username and --inter-broker-sasl-password-file go together")
     opts["inter_broker_sasl_password"] = (password_file.read_text().splitlines() or [""])[0] if password_file else ""
+    from kaas.storage import incarnation
+
+    try:  # the process's incarnation (tmp names) is the broker's (heartbeats, notices)
+        opts["incarnation"] = incarnation.adopt(opts["incarnation"]) if opts["incarnation"] else incarnation.current()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--incarnation") from None
     settings = Settings(
         broker_id=broker_id, data=data, listen_host=lhost, listen_port=lport,
         advertise_host=ahost, advertise_port=aport, listeners=entries, inter_broker_listener=inter_broker,

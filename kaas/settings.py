@@ -11,6 +11,8 @@ from kaas.listeners import Listener, single
 @dataclass(frozen=True, slots=True)
 class Settings:
     broker_id: int = 0
+    # this start's incarnation id (kaas.storage.incarnation); empty: the broker draws one
+    incarnation: str = ""
     data: Path = Path("./data")
     listen_host: str = "127.0.0.1"
     listen_port: int = 9092

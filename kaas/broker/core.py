@@ -27,6 +27,7 @@ from kaas.domain import replicas, routing
 from kaas.errors import CorruptState, KaasError
 from kaas.peers import PeerLinks, client_context, scram_authenticator
 from kaas.settings import Settings
+from kaas.storage import incarnation
 from kaas.storage.credentials import CredentialStore
 from kaas.storage.partition_log import PartitionLog
 from kaas.storage.paths import Layout
@@ -91,6 +92,8 @@ class Broker:
         self.settings = settings
         self.clock = clock  # the one source of time of this broker and all it holds
         self.id = settings.broker_id
+        # which start of broker ``id`` this is: heartbeats, death notices, suspicion
+        self.incarnation = settings.incarnation or incarnation.draw()
         self.layout = Layout(settings.data)
         self.layout.ensure()
         self.memory_backed = fs_type(self.layout.data) in ("tmpfs", "ramfs")

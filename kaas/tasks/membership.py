@@ -35,7 +35,7 @@ from kaas.domain.assignment import Assignment, balance
 from kaas.domain.membership import Peer
 from kaas.domain.routing import TXN_SLOTS
 from kaas.errors import CorruptState
-from kaas.storage import cluster_files, deaths
+from kaas.storage import cluster_files, deaths, incarnation
 from kaas.storage.cluster_files import AssignmentFile
 
 log = structlog.get_logger()
@@ -170,13 +170,15 @@ class Membership:
             material |= rules.absorb_heartbeat(view.peers, obj, now, view.session)
         for bid, notice in deaths.read_all(self.layout.deaths).items():
             p = view.peers.get(bid)
-            if p is None or bid == me or not rules.notice_applies(p, notice.pid) \
+            if p is None or bid == me or not rules.notice_applies(p, notice.incarnation) \
                     or self._noticed.get(bid) == notice:
                 continue
-            # reaped by its supervisor: dead now, until its counter moves again
+            # reaped by its supervisor, or gone by its own graceful shutdown: dead now,
+            # until its counter moves again
             self._noticed[bid] = notice
             if rules.mark_dead(p, now, view.session):
-                log.info("peer_death_noticed", broker=bid, pid=notice.pid)
+                log.info("peer_death_noticed", broker=bid, incarnation=incarnation.short(notice.incarnation),
+                         host_name=p.host_name, graceful=notice.graceful)
                 material = True
         return material
 
@@ -201,7 +203,8 @@ class Membership:
         published = self._published()
         obj = {"format": 1, "broker_id": broker.id, "counter": counter,
                "host": s.inter_broker.advertised_host, "port": s.inter_broker.advertised_port,
-               "listeners": rules.listeners_field(s.all_listeners), "pid": os.getpid(),
+               "listeners": rules.listeners_field(s.all_listeners),
+               "incarnation": broker.incarnation, "host_name": incarnation.HOST_NAME, "pid": os.getpid(),
                "applied_version": view.applied_version, "draining": view.draining,
                "controller_epoch": view.controller_epoch,
                "pending": sorted(published[2]),

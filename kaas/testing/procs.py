@@ -116,8 +116,15 @@ class BrokerProcess:
     """One `kaas broker` process on a free port and a data directory."""
 
     def __init__(self, data: Path, broker_id: int = 0, port: int | None = None, extra: list[str] | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, prefix: list[str] | None = None):
+        """
+        Args:
+            prefix: a command the broker runs under, e.g. ``unshare --pid --fork
+                --mount-proc --kill-child`` (PID 1 of its own PID namespace, as in a
+                container); ``kill`` then signals that command.
+        """
         self.data = Path(data)
+        self.prefix = list(prefix or [])
         self.broker_id = broker_id
         self.port = port or free_port()
         self.extra = list(extra or [])
@@ -133,7 +140,8 @@ class BrokerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kaas.cli", "broker", "--id", str(self.broker_id), "--data", str(self.data),
+            [*self.prefix, sys.executable, "-m", "kaas.cli", "broker", "--id", str(self.broker_id),
+             "--data", str(self.data),
              "--listen", f"127.0.0.1:{self.port}", *self.extra],
             stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **self.env},
         )
