@@ -134,6 +134,9 @@ def cli() -> None:
                    "(log.message.timestamp.after.max.ms, KIP-937; the topic's message.timestamp.after.max.ms wins).")
 @click.option("--session-timeout-ms", type=int, default=3000, show_default=True,
               help="Broker liveness timeout on the shared volume.")
+@click.option("--shutdown-grace-ms", type=int, default=25_000, show_default=True,
+              help="On SIGTERM: drain, hand over and exit within this (keep it below Kubernetes' "
+                   "terminationGracePeriodSeconds).")
 @click.option("--transaction-max-timeout-ms", type=int, default=15 * 60 * 1000, show_default=True,
               help="Largest transaction.timeout.ms a producer may ask for.")
 @click.option("--producer-id-expiration-ms", type=int, default=24 * 3600 * 1000, show_default=True,

@@ -48,6 +48,9 @@ class Settings:
     log_message_timestamp_after_max_ms: int = 3_600_000
     session_timeout_ms: int = 3000
     heartbeat_ms: int = 500
+    # SIGTERM: the whole graceful shutdown (drain, relinquish, own death notice) ends within
+    # this; set it below Kubernetes' terminationGracePeriodSeconds (30 s by default)
+    shutdown_grace_ms: int = 25_000
     transaction_max_timeout_ms: int = 15 * 60 * 1000
     producer_id_expiration_ms: int = 24 * 3600 * 1000
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000

@@ -248,26 +248,23 @@ class Membership:
         view.controller_id = owner
         alive = view.alive_any()
         if owner is not None and (owner in alive or owner == broker.id):
-            was = view.is_controller
-            view.is_controller = owner == broker.id and not view.draining
-            if was and not view.is_controller:
-                log.info("controller_resigned", controller_epoch=epoch)
-            if owner != broker.id:
-                return
-            if not view.draining:
-                return
-        # No live controller (or we are draining away from it): race for the next epoch.
+            # A draining controller stays controller: it writes the assignment that moves its
+            # own keys away (it places nothing on itself), and its successor is elected as
+            # soon as its death notice is read. (Resigning at once left the cluster without a
+            # controller until its lease ran out, and its keys where they were.)
+            view.is_controller = owner == broker.id
+            return
+        # No live controller: race for the next epoch (a draining broker takes no new role).
+        if view.draining:
+            view.is_controller = False
+            return
         # Wait one session after start so we know who is alive before deposing anybody,
-        # unless the controller's own supervisor said it is dead (a death notice is
+        # unless the controller's own death notice said it is dead (a death notice is
         # certain; silence in our first session is not).
         dead = view.peers.get(owner) if owner is not None else None
         noticed_dead = dead is not None and dead.dead_counter is not None
         if self.clock.monotonic() - view.started < view.session and owner is not None and not noticed_dead:
             return
-        if view.draining:
-            view.is_controller = False
-            if owner != broker.id:
-                return
         try:
             won = await broker.run_io(
                 lambda: cluster_files.claim_epoch(self.layout, epoch + 1, broker.id, fsync=broker.settings.fsync))
