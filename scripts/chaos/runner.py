@@ -110,5 +110,8 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
                    "events": [[round(f.at - result["copy_started_at"], 3), f.kind, f.label] for f in chaos.events]})
     if scenario == "continuous":
         result["ok"] = result["ok"] and result["copy_completed"]
+    result.update(chaos.figures)
+    if "rolling" in result:  # every broker restarted, the probe producer without errors
+        result["ok"] = result["ok"] and bool(result["rolling"].get("ok"))
     return result
 
