@@ -33,8 +33,8 @@ def _without_test_libraries() -> None:
 
 
 class _LazyGroup(click.Group):
-    """The tool commands (``txn``, ``topics``, ``groups``, ``acls``, ``inspect``, ``users``) are imported only when
-    one of them runs or help lists them, so ``kaas broker`` starts without their imports."""
+    """The tool commands (``txn``, ``topics``, ``groups``, ``acls``, ``inspect``, ``users``, ``health``, ...) are
+    imported only when one of them runs or help lists them, so ``kaas broker`` starts without their imports."""
 
     LAZY = {
         "txn": "kaas.tools.txn:txn",
@@ -44,6 +44,7 @@ class _LazyGroup(click.Group):
         "inspect": "kaas.tools.inspect_data:inspect",
         "users": "kaas.tools.users:users",
         "certs": "kaas.tools.certs:certs",
+        "health": "kaas.tools.health:health",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
