@@ -25,8 +25,8 @@ Scenarios (each reproducible from its seed, printed on failure):
   rolling-restart    every broker in turn SIGTERMed (a graceful drain, as Kubernetes rolls a
                      StatefulSet), restarted by the supervisor and waited for until it leads
                      again; a probe producer measures the longest produce gap of each restart
-                     (``rolling`` in the report; scripts/chaos/rolling.py). Pace with
-                     --duration 60 so the copy outlasts the three restarts
+                     (``rolling`` in the report; scripts/chaos/rolling.py); the copy is
+                     paced to 60 s by default, to outlast the three restarts
   none               no faults (the baseline; not part of ``all``)
 
 Each scenario writes a report to --out (default /tmp/kaas-chaos-reports): SCENARIO-seedN.json

@@ -32,6 +32,7 @@ PROBE_EVERY_S = 0.005
 BACK_TIMEOUT_S = 40.0  # a broker not leading again this long after its SIGTERM fails the run
 SETTLE_S = 4.0  # after a broker is back, before the next one is stopped
 TARGET_GAP_S = 1.0  # issue 37's target for the longest produce gap of one restart
+ROLLING_DURATION_S = 60.0  # the copy's default pace: it must outlast the three restarts
 
 
 class Probe:
