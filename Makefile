@@ -13,7 +13,7 @@ QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 
 .PHONY: install cluster lint test test-unit test-int compat bench eos chaos docs clean $(QUIX_VENV) \
-	wheels image-base image image-test deploy-check
+	wheels image-base image image-test deploy-check multihost
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -113,6 +113,13 @@ image-test: image
 deploy-check: image
 	$(BIN)/python -m pip install -q 'kubernetes-validate>=1.30'
 	CONTAINERS_CONF=$(CURDIR)/containers.conf $(BIN)/python deploy/kubernetes/check.py --image $(IMAGE)
+
+# kaas across three simulated hosts (root): network namespaces on a bridge, each host with
+# its own bindfs view of the shared directory; scenarios (a)-(d) of docs/deploy.rst under
+# the EOS copy (scripts/multihost). Installs bindfs (Debian's package) when missing.
+multihost: $(STAMP)
+	command -v bindfs >/dev/null || (apt-get update -qq && apt-get install -y -qq bindfs)
+	$(BIN)/python scripts/multihost run --scenario all
 
 docs: $(STAMP)
 	$(BIN)/python scripts/compat_matrix.py
