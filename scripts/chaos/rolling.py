@@ -9,6 +9,8 @@ each restart:
 - ``gap_partition_s``: the longest time between two acknowledgements of one partition
   (a partition of the stopped broker waits for its new leader, and again when it moves
   back);
+- ``gap_partition_away_s``, ``gap_partition_back_s``: the same, split at the restart (while
+  it drains and is down; while partitions move back to it);
 - ``moved_s``: SIGTERM until the assignment names another leader for each of its partitions;
 - ``back_s``: SIGTERM until it leads partitions again (the supervisor's restart delay and
   the rejoin hold included).
@@ -154,6 +156,7 @@ def _restart_one(chaos, probe: Probe, bid: int) -> dict:
             break
         time.sleep(0.01)
     cluster.wait_restarted(bid, old_pid, timeout=max(1.0, deadline - time.monotonic()))
+    restarted = time.monotonic()
     back = None
     while time.monotonic() < deadline:
         if _leads(data, bid) > 0:
@@ -163,7 +166,10 @@ def _restart_one(chaos, probe: Probe, bid: int) -> dict:
     if back is None:
         raise RuntimeError(f"broker {bid} did not lead partitions again within {BACK_TIMEOUT_S:.0f} s")
     time.sleep(SETTLE_S / 2)  # the partitions that moved back serve again
-    gap_any, gap_one = probe.gaps(t0, time.monotonic())
-    row = {"broker": bid, "moved_s": moved, "back_s": back, "gap_any_s": gap_any, "gap_partition_s": gap_one}
+    end = time.monotonic()
+    gap_any, gap_one = probe.gaps(t0, end)
+    row = {"broker": bid, "moved_s": moved, "back_s": back, "gap_any_s": gap_any, "gap_partition_s": gap_one,
+           # the same, split: while it drains and is down, and while its partitions move back
+           "gap_partition_away_s": probe.gaps(t0, restarted)[1], "gap_partition_back_s": probe.gaps(restarted, end)[1]}
     chaos.log(f"broker {bid} back: {row}")
     return row
