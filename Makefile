@@ -109,7 +109,8 @@ image-test: image
 
 # kustomize renders both overlays, kubernetes-validate checks them against Kubernetes 1.30
 # (offline), then the StatefulSet's pods for ordinals 0-2 run under podman kube play on a
-# shared directory: a round trip and a pod kill (deploy/kubernetes/check.py)
+# shared directory: a round trip and a pod kill, and the secure overlay's pods with a dev CA
+# and SCRAM users: a SASL_SSL round trip (deploy/kubernetes/check.py)
 deploy-check: image
 	$(BIN)/python -m pip install -q 'kubernetes-validate>=1.30'
 	CONTAINERS_CONF=$(CURDIR)/containers.conf $(BIN)/python deploy/kubernetes/check.py --image $(IMAGE)

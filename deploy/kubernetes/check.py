@@ -12,6 +12,10 @@
    (SIGKILL: no supervisor, no notice, so the others wait out the lease) with the producer
    going on, the pod started again, and a graceful pod stop (SIGTERM: its own death
    notice); every acknowledged record is read back.
+4. The ``secure`` overlay's pods the same way, their Secrets and ConfigMap as host
+   directories (a dev CA from ``kaas certs init``, generated passwords): broker 0's init
+   container writes the SCRAM users, the TLS probes pass, and a SASL_SSL round trip as the
+   admin.
 
 Run with CONTAINERS_CONF set as the Makefile sets it; exit 0 when everything held.
 """
@@ -95,13 +99,23 @@ def pod_for(sts: dict, ordinal: int, shared: Path, base_port: int, image: str) -
         {"name": "KAAS_HEALTH_BOOTSTRAP", "value": f"127.0.0.1:{port}"}]  # the probes' target
     args = [expand(a, env) for a in c["args"]]
     own = {"--listen": f"127.0.0.1:{port}", "--advertise": f"127.0.0.1:{port}", "--metrics-port": str(metrics)}
+    for opt in ("--listeners", "--advertised-listeners"):  # NAME://host:port -> this pod's own port
+        for a in args:
+            if a.startswith(opt + "="):
+                own[opt] = re.sub(r"//[^,]*:\d+", f"//127.0.0.1:{port}", a.split("=", 1)[1])
     c["args"] = [f"{a.split('=')[0]}={own[a.split('=')[0]]}" if a.split("=")[0] in own else a for a in args]
     c["image"] = image
+    for init in spec.get("initContainers", []):
+        init["image"] = image
     c.pop("ports", None)  # host network: nothing to publish
     for v in spec["volumes"]:
         if "persistentVolumeClaim" in v:
             v.pop("persistentVolumeClaim")
             v["hostPath"] = {"path": str(shared), "type": "Directory"}
+        for kind in ("secret", "configMap"):  # a host directory holding its keys as files
+            if kind in v:
+                v.pop(kind)
+                v["hostPath"] = {"path": str(shared.parent / f"{kind}-{v['name']}"), "type": "Directory"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}, port
 
 
@@ -196,15 +210,97 @@ def run_pods(docs: list[dict], image: str, out: Path) -> None:
         subprocess.run(["rm", "-rf", str(shared)], check=False)
 
 
+def secure_material(docs: list[dict], shared: Path) -> dict[str, str]:
+    """The secure overlay's Secrets and ConfigMap as host directories beside ``shared``
+    (``pod_for`` mounts them): a dev CA and a broker certificate for 127.0.0.1, generated
+    passwords, the rendered probe.properties. Returns the admin's client settings."""
+    import secrets
+
+    tls, sasl, probe = (shared.parent / f"{k}" for k in ("secret-tls", "secret-sasl", "configMap-probe"))
+    for d in (tls, sasl, probe):
+        d.mkdir()
+    certs = shared.parent / "certs"
+    sh(sys.executable, "-m", "kaas.cli", "certs", "init", str(certs), "--san", "127.0.0.1")
+    for src, dst in (("broker.pem", "tls.crt"), ("broker.key", "tls.key"), ("ca.pem", "ca.crt")):
+        (tls / dst).write_bytes((certs / src).read_bytes())
+    admin = secrets.token_urlsafe(16)
+    (sasl / "broker-password").write_text(secrets.token_urlsafe(16))
+    (sasl / "admin-password").write_text(admin)
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    for key, text in cm["data"].items():
+        (probe / key).write_text(text)
+    for d in (tls, sasl, probe):
+        os.chown(d, 10001, 10001)
+        for f in d.iterdir():
+            os.chown(f, 10001, 10001)
+            f.chmod(0o440)
+    return {"security.protocol": "SASL_SSL", "ssl.ca.location": str(certs / "ca.pem"),
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin", "sasl.password": admin}
+
+
+def run_secure_pods(docs: list[dict], image: str, out: Path) -> None:
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    root = Path(tempfile.mkdtemp(prefix="kaas-kube-play-secure-"))
+    shared = root / "data"
+    shared.mkdir()
+    os.chown(shared, 10001, 10001)
+    conf = secure_material(docs, shared)
+    base = free_ports(101 + ORDINALS)
+    ports = []
+    try:
+        t0 = time.monotonic()
+        for i in range(ORDINALS):
+            pod, port = pod_for(sts, i, shared, base, image)
+            path = out / f"secure-pod-{i}.yaml"
+            path.write_text(yaml.safe_dump(pod, sort_keys=False))
+            sh("podman", "kube", "play", str(path))
+            ports.append(port)
+        probe = root / "configMap-probe" / "probe.properties"
+        host_probe = root / "probe.properties"  # the probe's settings with the CA's host path
+        host_probe.write_text(probe.read_text().replace("/etc/kaas/tls/ca.crt", str(root / "secret-tls" / "ca.crt")))
+        for i, port in enumerate(ports):
+            wait_for(lambda port=port: subprocess.run(
+                [sys.executable, "-m", "kaas.cli", "health", "-q", "--bootstrap", f"127.0.0.1:{port}",
+                 "--command-config", str(host_probe)]).returncode == 0, 60, f"secure pod kaas-{i} healthy (TLS)",
+                interval=0.5)
+        assert (shared / "__cluster" / "security" / "scram-credentials.json").exists(), "no SCRAM users"
+        print(f"secure: {ORDINALS} pods healthy over TLS in {time.monotonic() - t0:.1f} s; "
+              "the init container wrote the SCRAM users")
+        conf["bootstrap.servers"] = ",".join(f"127.0.0.1:{p}" for p in ports)
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic("kube-play-secure", 3, 1)], operation_timeout=15)["kube-play-secure"].result()
+        p = Producer({**conf, "acks": "all"})
+        for k in range(60):
+            p.produce("kube-play-secure", str(k).encode(), partition=k % 3)
+        assert p.flush(60) == 0
+        c = Consumer({**conf, "group.id": "kube-play-secure", "auto.offset.reset": "earliest"})
+        c.assign([TopicPartition("kube-play-secure", q, 0) for q in range(3)])
+        got: set[int] = set()
+        try:
+            wait_for(lambda: got.update(int(m.value()) for m in c.consume(100, 0.5) if m.error() is None)
+                     or len(got) >= 60, 60, "the secure round trip")
+        finally:
+            c.close()
+        print("secure: SASL_SSL round trip as the admin (SCRAM-SHA-512): 60 records")
+    finally:
+        for i in range(ORDINALS):
+            subprocess.run(["podman", "pod", "rm", "-f", "-t", "5", f"kaas-{i}"], capture_output=True)
+        subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--image", default="localhost/kaas:latest")
     ap.add_argument("--no-pods", action="store_true", help="Render and validate only.")
+    ap.add_argument("--overlay", choices=OVERLAYS, default=None, help="Run only this overlay's pods.")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kaas-deploy-check-") as tmp:
         docs = render_and_validate(Path(tmp))
         if not args.no_pods:
-            run_pods(docs["plain"], args.image, Path(tmp))
+            if args.overlay in (None, "plain"):
+                run_pods(docs["plain"], args.image, Path(tmp))
+            if args.overlay in (None, "secure"):
+                run_secure_pods(docs["secure"], args.image, Path(tmp))
     print("deploy-check: ok")
     return 0
 
