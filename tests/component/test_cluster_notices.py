@@ -244,3 +244,31 @@ async def test_a_notice_read_after_a_pid_1_restart_does_not_kill_the_new_incarna
     observer = make_broker(tmp_path)
     membership(observer)._read_peers()
     assert observer.cluster.is_alive_any(1) and 1 in observer.cluster.alive()
+
+
+async def test_a_draining_controller_moves_its_own_keys_away_and_its_notice_elects_another(tmp_path):
+    """SIGTERM of the controller: it stays controller while it drains and writes the
+    assignment that moves its partitions and transaction slots to the others (it used to
+    resign at once, leaving no controller until its lease ran out); its own death notice
+    at the end lets a peer become controller within its first session."""
+    b0, b1 = make_broker(tmp_path, 0), make_broker(tmp_path, 1, session_timeout_ms=20_000)
+    b0.layout.ensure()
+    await tick(b0)
+    assert b0.cluster.is_controller
+    b0.topics.create("t", 4, {})
+    await tick(b1)
+    await tick(b0)
+    await tick(b1)
+    a = b0.cluster.assignment
+    assert a is not None and {a.leader_of("t", p).leader for p in range(4)} == {0, 1}
+    b0.cluster.draining = True
+    await tick(b0)
+    a = b0.cluster.assignment
+    assert b0.cluster.is_controller  # still: nobody else is
+    assert all(a.leader_of("t", p).leader == 1 for p in range(4))
+    assert set(a.txn_slots.values()) == {1}
+    await tick(b1)
+    assert not b1.cluster.is_controller  # a live (draining) controller is not deposed
+    await b0.record_own_death()
+    await tick(b1)
+    assert b1.cluster.is_controller and b1.cluster.controller_epoch == 2
