@@ -43,11 +43,14 @@ cluster: $(STAMP)
 # pure, storage and codec layers and the modules this wave added).
 lint: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/ruff check kaas cluster tests scripts deploy
+	$(BIN)/ruff check kaas cluster tests scripts examples deploy
 	$(BIN)/mypy
 
+# WORKERS=1: one process, as before pytest-xdist (a failing test's output is easier to read);
+# tests/, then the example project of docs/testing.rst (its tests use only the pytest plugin)
+WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -x -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -x -p no:cacheprovider $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile) tests examples/eos-app/tests
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
@@ -76,10 +79,15 @@ eos: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/python scripts/eos_harness run --start-cluster 3 --messages 5000 --copiers 3
 	$(BIN)/python scripts/quix_harness.py run --brokers 3 --messages 6000 --quix-python $(QUIX_VENV)/bin/python
 
-# every scenario, then one on kaas cluster --secure (the clients as least-privilege SCRAM users)
+# every scenario, then one on kaas cluster --secure (the clients as least-privilege SCRAM users),
+# random-kills and continuous with KIP-848 copiers (group.protocol=consumer), and a rolling
+# upgrade of the copiers from the classic to the consumer protocol under load
 chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario all
 	$(BIN)/python scripts/chaos run --scenario random-kills --secure
+	$(BIN)/python scripts/chaos run --scenario random-kills --group-protocol consumer
+	$(BIN)/python scripts/chaos run --scenario continuous --group-protocol consumer
+	$(BIN)/python scripts/chaos run --scenario rolling-upgrade
 
 # The container image (Containerfile, docs/deploy.rst). podman runs with the repo's
 # containers.conf (runc; nofile/nproc limits this kind of machine allows), nothing

@@ -29,12 +29,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import BinaryIO
 
 from kaas import failpoints
+from kaas.forking import Forked
 from kaas.listeners import parse_endpoints, shift_ports
 from kaas.storage import atomic, deaths, incarnation
 
@@ -49,7 +51,7 @@ class Child:
     broker_id: int
     port: int
     metrics_port: int = 0
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen | Forked | None = None
     died_at: float | None = None
     restarts: int = 0
     log: object = None
@@ -75,6 +77,16 @@ def _fault(path: Path) -> None:
     """
     if failpoints.io_fault(POINT, path=str(path)) is not None:
         raise failpoints.oserror("ENOSPC", f"failpoint {POINT}")
+
+
+Launch = Callable[[list[str], "BinaryIO | int"], "subprocess.Popen | Forked"]
+"""Starts one broker: ``(argv, log file) -> process``; argv is ``[python, -m, kaas.cli, broker, ...]``."""
+
+
+def exec_broker(argv: list[str], logf: BinaryIO | int) -> subprocess.Popen:
+    """The default ``Launch``: a new interpreter running ``argv``, in a session of its own."""
+    return subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 def death_file(data: Path, broker_id: int) -> Path:
@@ -126,9 +138,11 @@ class Supervisor:
     def __init__(self, *, brokers: int, data: Path, base_port: int, host: str = "127.0.0.1",
                  first_id: int = 0, restart_delay: float = 1.0, broker_args: list[str] | None = None,
                  metrics_base_port: int = 0, listeners: str | None = None,
-                 advertised_listeners: str | None = None) -> None:
+                 advertised_listeners: str | None = None, launch: Launch = exec_broker) -> None:
         """
         Args:
+            launch: starts a broker (``exec_broker``; ``kaas cluster --fork-brokers``
+                forks it from the supervisor instead, ``kaas.forking``), every restart too.
             listeners, advertised_listeners: broker 0's ``--listeners`` and
                 ``--advertised-listeners`` (Kafka-style ``NAME://host:port,...``); broker
                 i gets every port +i, as with ``base_port``. None: one PLAINTEXT listener
@@ -142,6 +156,7 @@ class Supervisor:
         self.host = host
         self.restart_delay = restart_delay
         self.broker_args = list(broker_args or [])
+        self.launch = launch
         self.listeners = listeners
         self.advertised_listeners = advertised_listeners
         first = parse_endpoints(advertised_listeners or listeners)[0] if listeners else None
@@ -254,8 +269,7 @@ class Supervisor:
         now = time.monotonic()
         logf = self._open_log(child)
         try:
-            proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            proc = self.launch(argv, logf)
         except OSError as exc:  # fork/exec failed (EAGAIN, ENOMEM): try again after the delay
             child.died_at = now
             self._say(f"broker {child.broker_id} could not be started: {describe(exc)}; "

@@ -89,6 +89,8 @@ from kaas.handlers import (  # noqa: E402
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -140,6 +142,7 @@ _MODULES: tuple[HandlerModule, ...] = (
     describe_topic_partitions,
     sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_acls, create_acls, delete_acls,
+    consumer_group_heartbeat, consumer_group_describe,
 )
 
 

@@ -32,7 +32,7 @@ async def handle(ctx: Context, req: LeaveGroupRequest) -> dict[str, object]:
     else:
         members = [(req.member_id, None)]
     try:
-        res = ctx.broker.groups.leave(req.group_id, members)
+        res = await ctx.broker.groups.leave(req.group_id, members)
     except KaasError as exc:
         return {"throttle_time": 0, "error_code": exc.code, "members": []}
     code = res.error_code

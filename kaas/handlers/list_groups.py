@@ -1,4 +1,5 @@
-"""ListGroups (16): the groups this broker coordinates, with a state filter (v4+)."""
+"""ListGroups (16): the groups this broker coordinates, with a state filter (v4+) and a
+type filter (v5+: ``classic``, ``consumer``; case-insensitive, as Apache)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ async def handle(ctx: Context, req: ListGroupsRequest) -> dict[str, object]:
             continue
         if states and g["group_state"].lower() not in states:
             continue
-        if types and "classic" not in types:
+        if types and g["group_type"] not in types:
             continue
-        groups.append({**g, "group_type": "classic"})
+        groups.append(g)
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}

@@ -34,12 +34,18 @@ async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
     broker = ctx.broker
     broker.topics.refresh()
     listing = req.topics is None or (ctx.api_version == 0 and not req.topics)
-    names: list[str | None]  # (None: a topic asked for by id, v10+)
+    names: list[str | None]  # (None: a topic asked for by an id no topic has, v10+)
+    by_name: set[str | None] = set()
     if listing:  # every topic: only those the principal may describe (Apache)
         names = [n for n in sorted(broker.topics.topics) if authorize(ctx, Op.DESCRIBE, TOPIC, n)]
         auto = False
     else:
-        names = [t.name for t in req.topics or ()]  # (not None: not listing)
+        # a topic asked for by id (v10+, KIP-516: a KIP-848 consumer resolves its assignment
+        # so) is named from the topic files, and never auto-created
+        by_id = {m.topic_id: n for n, m in broker.topics.topics.items()}
+        names = [t.name if t.name is not None else by_id.get(getattr(t, "topic_id", None))  # type: ignore[arg-type]
+                 for t in req.topics or ()]  # (not None: not listing)
+        by_name = {t.name for t in req.topics or ()}
         auto = getattr(req, "allow_auto_topic_creation", True)
     topics: list[dict[str, object]] = []
     view = broker.replica_view()
@@ -53,7 +59,8 @@ async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
             continue
         # auto-creation needs CREATE on the cluster or the topic (Apache); without it a
         # missing topic is only reported missing
-        create = auto and (authorize(ctx, Op.CREATE, CLUSTER) or authorize(ctx, Op.CREATE, TOPIC, name))
+        create = auto and name in by_name and (authorize(ctx, Op.CREATE, CLUSTER)
+                                               or authorize(ctx, Op.CREATE, TOPIC, name))
         try:
             meta = await broker.admin.ensure_topic(name, auto_create=create)
         except OSError as exc:

@@ -1,4 +1,5 @@
-"""OffsetCommit (8): validated against the group's generation, then persisted."""
+"""OffsetCommit (8): validated against the group's generation (a consumer-protocol
+group's member epoch, v9+), then persisted."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ async def handle(ctx: Context, req: OffsetCommitRequest) -> dict[str, object]:
     try:
         code = await ctx.broker.groups.commit(
             req.group_id, member_id=req.member_id or "", group_instance_id=getattr(req, "group_instance_id", None),
-            generation_id=generation,
+            generation_id=generation, api_version=ctx.api_version,
             offsets={tp: c for tp, c in partition_offsets(req, ctx.broker.clock.wall_ms()).items()
                      if known.get(tp[0]) is not None and tp[0] not in denied})
     except KaasError as exc:

@@ -53,11 +53,14 @@ _GROUPS = (v8.OffsetFetchRequest, v9.OffsetFetchRequest)  # the versions that as
 
 
 async def _one(ctx: Context, group_id: str, topics: Sequence[_Topic] | None,
-               require_stable: bool) -> tuple[ErrorCode, list[_TopicAnswer]]:
-    """(group-level error, topics). A group-level error (NOT_COORDINATOR, LOAD_IN_PROGRESS,
-    ...) comes with no partitions from v2 on, as in Apache: clients then retry the whole
-    request. Partitions each carrying the error would reach the application as per-partition
-    errors with no offset, which a consumer can mistake for "nothing committed"."""
+               require_stable: bool, member_id: str | None = None,
+               member_epoch: int = -1) -> tuple[ErrorCode, list[_TopicAnswer]]:
+    """(group-level error, topics). ``member_id``/``member_epoch`` (v9+) are checked
+    against a consumer-protocol group (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID). A group-level
+    error (NOT_COORDINATOR, LOAD_IN_PROGRESS, ...) comes with no partitions from v2 on, as in
+    Apache: clients then retry the whole request. Partitions each carrying the error would
+    reach the application as per-partition errors with no offset, which a consumer can
+    mistake for "nothing committed"."""
     if not authorize(ctx, Op.DESCRIBE, GROUP, group_id):
         return ErrorCode.group_authorization_failed, []
     wanted = None
@@ -66,7 +69,8 @@ async def _one(ctx: Context, group_id: str, topics: Sequence[_Topic] | None,
         denied = {t.name for t in topics if not authorize(ctx, Op.DESCRIBE, TOPIC, t.name)}
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes if t.name not in denied]
     try:
-        committed, pending = await ctx.broker.groups.fetch(group_id, wanted, require_stable)
+        committed, pending = await ctx.broker.groups.fetch(group_id, wanted, require_stable,
+                                                           member_id=member_id, member_epoch=member_epoch)
     except KaasError as exc:
         if topics is None or ctx.api_version >= 2:
             return exc.code, []
@@ -99,7 +103,8 @@ async def handle(ctx: Context, req: OffsetFetchRequest) -> dict[str, object]:
     if isinstance(req, _GROUPS):
         groups: list[dict[str, object]] = []
         for g in req.groups:
-            code, topics = await _one(ctx, g.group_id, g.topics, stable)
+            code, topics = await _one(ctx, g.group_id, g.topics, stable, getattr(g, "member_id", None),
+                                      getattr(g, "member_epoch", -1))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time": 0, "groups": groups}
     code, topics = await _one(ctx, req.group_id, req.topics, stable)

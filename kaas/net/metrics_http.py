@@ -36,6 +36,8 @@ connections                               gauge      open client connections
 controller / draining                     gauge      1 when this broker is controller / draining
 brokers_alive                             gauge      live brokers as seen by this one
 txn_coordinator_events_total{event}       counter    markers written, queue entries applied, ...
+consumer_group_events_total{event}        counter    KIP-848 heartbeats, epoch bumps, revocations, ...
+groups{type,state}                        gauge      groups coordinated here, by type and state
 broker_info{broker_id,cluster_id,...}     gauge      1, with identifying labels
 ========================================  =========  ==========================================
 
@@ -171,6 +173,23 @@ class BrokerCollector:
             for name, value in sorted(b.peer_links.stats.items()):
                 ev.add_metric([f"peer_link_{name}"], value)
             yield ev
+        groups = getattr(b, "groups", None)
+        if groups is not None:
+            cg = CounterMetricFamily("kaas_consumer_group_events", "KIP-848 consumer group events (heartbeats, "
+                                     "group epochs bumped, revocations, members fenced, migrations).",
+                                     labels=["event"])
+            for name, value in sorted(groups.consumers.stats.items()):
+                cg.add_metric([name], value)
+            yield cg
+            kinds = GaugeMetricFamily("kaas_groups", "Groups this broker coordinates, by type and state.",
+                                      labels=["type", "state"])
+            tally: dict[tuple[str, str], int] = {}
+            for g in groups.list_groups():
+                key = (g["group_type"], g["group_state"])
+                tally[key] = tally.get(key, 0) + 1
+            for (kind, state), n in sorted(tally.items()):
+                kinds.add_metric([kind, state], n)
+            yield kinds
         info = GaugeMetricFamily("kaas_broker_info", "Identifies the broker.",
                                  labels=["broker_id", "cluster_id", "version"])
         info.add_metric([str(b.id), b.settings.cluster_id, __version__], 1)

@@ -2,7 +2,10 @@
 
 Written only by the group's coordinator (tmp + fsync + rename). The file holds the
 committed offsets and the pending layer of transactional offset commits, keyed by
-producer id, which the transaction's COMMIT marker promotes and its ABORT marker drops.
+producer id, which the transaction's COMMIT marker promotes and its ABORT marker drops,
+and the group's membership: ``membership`` for a classic group (``Group.snapshot()``),
+``consumer`` for a KIP-848 consumer group (``ConsumerGroup.snapshot()``). Files written
+before ``consumer`` existed read as having none.
 
 Invariants:
     - a file that exists but does not parse is an error for that group, never a reset;
@@ -47,6 +50,8 @@ class GroupOffsets:
     generation: int = 0
     # the group's membership as its coordinator last wrote it (Group.snapshot())
     membership: dict[str, Any] | None = None
+    # a consumer-protocol group's state as its coordinator last wrote it (ConsumerGroup.snapshot())
+    consumer: dict[str, Any] | None = None
     file_id: tuple[int, int] | None = field(default=None, compare=False)  # atomic.content_id read/written
 
     def copy(self) -> GroupOffsets:
@@ -55,7 +60,7 @@ class GroupOffsets:
         values are replaced, never changed in place, so they are shared.)"""
         return GroupOffsets(self.group_id, dict(self.offsets),
                             {pid: dict(staged) for pid, staged in self.pending.items()},
-                            self.generation, self.membership, self.file_id)
+                            self.generation, self.membership, self.consumer, self.file_id)
 
     def to_json(self) -> dict[str, Any]:
         def enc(d: dict[TP, Committed]) -> dict[str, dict[str, list[Any]]]:
@@ -68,6 +73,8 @@ class GroupOffsets:
                "pending": {str(pid): enc(d) for pid, d in sorted(self.pending.items())}}
         if self.membership is not None:
             out["membership"] = self.membership
+        if self.consumer is not None:
+            out["consumer"] = self.consumer
         return out
 
     @classmethod
@@ -78,9 +85,12 @@ class GroupOffsets:
             membership = obj.get("membership")
             if membership is not None and not isinstance(membership, dict):
                 raise TypeError("membership is not an object")
+            consumer = obj.get("consumer")
+            if consumer is not None and not isinstance(consumer, dict):
+                raise TypeError("consumer is not an object")
             return cls(obj["group_id"], dec(obj.get("offsets", {})),
                        {int(pid): dec(d) for pid, d in obj.get("pending", {}).items()},
-                       int(obj.get("generation", 0)), membership)
+                       int(obj.get("generation", 0)), membership, consumer)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CorruptState(path, f"bad offsets file: {exc!r}") from None
 

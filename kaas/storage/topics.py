@@ -83,6 +83,7 @@ class TopicStore:
         self._cache: dict[str, TopicMeta] = {}
         self._stamps: dict[str, tuple[int, int, int]] = {}  # (mtime ns, size, inode) as read
         self.errors: dict[str, str] = {}
+        self.version = 0  # rises whenever the cached topics change (readers recompute then)
 
     @property
     def topics(self) -> dict[str, TopicMeta]:
@@ -129,6 +130,8 @@ class TopicStore:
                 del self._cache[name]
                 self._stamps.pop(name, None)
                 changed = True
+        if changed:
+            self.version += 1
         return changed
 
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None,
@@ -141,12 +144,14 @@ class TopicStore:
         if not atomic.create_exclusive(self.dir / f"{name}.json", data, fsync=self.fsync):
             return None
         self._cache[name] = meta
+        self.version += 1
         return meta
 
     def update(self, meta: TopicMeta) -> None:
         atomic.write_json(self.dir / f"{meta.name}.json", meta.to_json(), fsync=self.fsync)
         self._cache[meta.name] = meta
         self._stamps.pop(meta.name, None)
+        self.version += 1
 
     def delete(self, name: str) -> bool:
         try:
@@ -155,6 +160,7 @@ class TopicStore:
             return False
         self._cache.pop(name, None)
         self._stamps.pop(name, None)
+        self.version += 1
         return True
 
 

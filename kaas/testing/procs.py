@@ -13,14 +13,37 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from kaas.client import parse_properties, recv_exact
 
 if TYPE_CHECKING:
     from kaas.client import WireClient
+    from kaas.testing.forkserver import ServedProcess
 
 T = TypeVar("T")
+
+Launcher = Literal["exec", "fork"]
+"""How a launcher starts its process: ``exec``, a new interpreter (``python -m kaas.cli``);
+``fork``, forked from this process's fork server (``kaas.testing.forkserver``), a
+cluster's brokers forked from its supervisor (``kaas cluster --fork-brokers``)."""
+
+READY_BACKOFF_S = (0.002, 0.05)
+"""The readiness probe's first and longest pause: a refused connection on the loopback
+costs microseconds, so the probe starts tight and backs off (x1.5) to the longest."""
+
+
+class Backoff:
+    """Pauses from ``first`` growing x1.5 to ``longest`` (a fixed ``first`` when they are equal)."""
+
+    def __init__(self, first: float = READY_BACKOFF_S[0], longest: float = READY_BACKOFF_S[1]) -> None:
+        self.delay = first
+        self.longest = longest
+
+    def sleep(self, deadline: float | None = None) -> None:
+        pause = self.delay if deadline is None else max(0.0, min(self.delay, deadline - time.monotonic()))
+        time.sleep(pause)
+        self.delay = min(self.delay * 1.5, self.longest)
 
 
 def wait_for(cond: Callable[[], T], timeout: float = 20.0, what: str = "condition", interval: float = 0.05) -> T:
@@ -78,10 +101,11 @@ def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None,
-               probe: Callable[[str, int], bool] | None = None) -> None:
+def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | ServedProcess | None = None,
+               probe: Callable[[str, int], bool] | None = None, interval: float | None = None) -> None:
     """Wait until the broker at ``host:port`` answers ``probe(host, port)`` (default: a
-    plaintext ApiVersions, ``api_versions_ok``), at most ``timeout`` s.
+    plaintext ApiVersions, ``api_versions_ok``), at most ``timeout`` s: probes back off
+    from 2 ms to 50 ms (``READY_BACKOFF_S``), or come every ``interval`` s.
 
     Raises:
         RuntimeError: ``proc`` exited first.
@@ -89,12 +113,13 @@ def wait_ready(host: str, port: int, timeout: float = 20.0, proc: subprocess.Pop
     """
     probe = probe or api_versions_ok
     deadline = time.monotonic() + timeout
+    pause = Backoff() if interval is None else Backoff(interval, interval)
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"broker exited with {proc.returncode}")
         if probe(host, port):
             return
-        time.sleep(0.05)
+        pause.sleep(deadline)
     raise TimeoutError(f"broker {host}:{port} not ready")
 
 
@@ -116,12 +141,14 @@ class BrokerProcess:
     """One `kaas broker` process on a free port and a data directory."""
 
     def __init__(self, data: Path, broker_id: int = 0, port: int | None = None, extra: list[str] | None = None,
-                 env: dict[str, str] | None = None, prefix: list[str] | None = None):
+                 env: dict[str, str] | None = None, launcher: Launcher = "exec",
+                 prefix: list[str] | None = None):
         """
         Args:
             prefix: a command the broker runs under, e.g. ``unshare --pid --fork
                 --mount-proc --kill-child`` (PID 1 of its own PID namespace, as in a
-                container); ``kill`` then signals that command.
+                container); ``kill`` then signals that command. Only with the
+                ``exec`` launcher.
         """
         self.data = Path(data)
         self.prefix = list(prefix or [])
@@ -129,7 +156,8 @@ class BrokerProcess:
         self.port = port or free_port()
         self.extra = list(extra or [])
         self.env = dict(env or {})
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.launcher = launcher
+        self.proc: subprocess.Popen[bytes] | ServedProcess | None = None
         self.log_path = self.data / "run" / f"test-broker-{broker_id}.log"
 
     @property
@@ -138,14 +166,9 @@ class BrokerProcess:
 
     def start(self) -> BrokerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [*self.prefix, sys.executable, "-m", "kaas.cli", "broker", "--id", str(self.broker_id),
-             "--data", str(self.data),
-             "--listen", f"127.0.0.1:{self.port}", *self.extra],
-            stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, **self.env},
-        )
-        logf.close()
+        args = ["broker", "--id", str(self.broker_id), "--data", str(self.data), "--listen", f"127.0.0.1:{self.port}",
+                *self.extra]
+        self.proc = launch(args, self.log_path, {**os.environ, **self.env}, self.launcher, self.prefix)
         wait_ready("127.0.0.1", self.port, proc=self.proc)
         return self
 
@@ -191,6 +214,21 @@ class BrokerProcess:
             return ""
 
 
+def launch(args: list[str], log_path: Path, env: dict[str, str],
+           launcher: Launcher = "exec", prefix: list[str] | None = None) -> subprocess.Popen[bytes] | ServedProcess:
+    """Run ``kaas ARGS`` (stdout and stderr appended to ``log_path``) as ``launcher`` says,
+    under the command ``prefix`` (``exec`` only)."""
+    if prefix and launcher != "exec":
+        raise ValueError("a prefix command needs the exec launcher")
+    if launcher == "fork":
+        from kaas.testing.forkserver import shared
+
+        return shared().spawn(args, log=log_path, env=env)
+    with open(log_path, "ab") as logf:
+        return subprocess.Popen([*(prefix or ()), sys.executable, "-m", "kaas.cli", *args], stdout=logf,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+
+
 def send_signal_by_pidfile(data: Path, broker_id: int, sig: int) -> int:
     pid = int((Path(data) / "run" / f"kaas-{broker_id}.pid").read_text().strip())
     os.kill(pid, sig)
@@ -207,15 +245,26 @@ class ClusterProcess:
 
     def __init__(self, data: Path, brokers: int = 3, extra: list[str] | None = None,
                  env: dict[str, str] | None = None, supervisor_args: list[str] | None = None,
-                 secure: bool = False):
+                 secure: bool = False, launcher: Launcher = "exec", ready_interval: float | None = None):
+        """
+        Args:
+            launcher: ``fork``: the supervisor forked from the fork server, its brokers
+                forked from it (``--fork-brokers``); ``exec``: new interpreters.
+            ready_interval: probe readiness every this many s (None: back off from 2 ms
+                to 50 ms, ``READY_BACKOFF_S``).
+        """
         self.data = Path(data)
         self.secure = secure
-        self.supervisor_args = list(supervisor_args or []) + (["--secure"] if secure else [])
+        self.launcher = launcher
+        self.ready_interval = ready_interval
+        self.supervisor_args = (list(supervisor_args or []) + (["--secure"] if secure else [])
+                                + (["--fork-brokers"] if launcher == "fork" else []))
         self.env = dict(env or {})
         self.n = brokers
         self.base_port = free_ports(brokers)
+        self.restart_delay = 0.5
         self.extra = list(extra or [])
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ServedProcess | None = None
         self.log_path = self.data.parent / f"supervisor-{self.base_port}.log"
 
     @property
@@ -265,16 +314,14 @@ class ClusterProcess:
 
     def start(self, timeout: float = 30.0) -> ClusterProcess:
         self.data.mkdir(parents=True, exist_ok=True)
-        logf = open(self.log_path, "ab")
-        argv = [sys.executable, "-m", "kaas.cli", "cluster", "--brokers", str(self.n), "--data", str(self.data),
-                "--base-port", str(self.base_port), "--restart-delay", "0.5", *self.supervisor_args]
+        args = ["cluster", "--brokers", str(self.n), "--data", str(self.data), "--base-port", str(self.base_port),
+                "--restart-delay", str(self.restart_delay), *self.supervisor_args]
         if self.extra:
-            argv += ["--", *self.extra]
-        self.proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env={**os.environ, **self.env})
-        logf.close()
+            args += ["--", *self.extra]
+        self.proc = launch(args, self.log_path, {**os.environ, **self.env}, self.launcher)
         for port in self.ports:
-            wait_ready("127.0.0.1", port, timeout=timeout, proc=self.proc, probe=self.probe)
+            wait_ready("127.0.0.1", port, timeout=timeout, proc=self.proc, probe=self.probe,
+                       interval=self.ready_interval)
         self.wait_formed(timeout)
         return self
 
@@ -291,6 +338,7 @@ class ClusterProcess:
         """Wait until every broker's Metadata lists all N brokers and names a controller."""
         deadline = time.monotonic() + timeout
         pending = set(self.ports)
+        pause = Backoff() if self.ready_interval is None else Backoff(0.1, 0.1)
         while pending and time.monotonic() < deadline:
             for port in sorted(pending):
                 try:
@@ -303,7 +351,7 @@ class ClusterProcess:
                 except OSError:
                     pass
             if pending:
-                time.sleep(0.1)
+                pause.sleep(deadline)
 
     def pid(self, broker_id: int) -> int:
         return int((self.data / "run" / f"kaas-{broker_id}.pid").read_text().strip())
@@ -318,13 +366,14 @@ class ClusterProcess:
 
     def wait_restarted(self, broker_id: int, old_pid: int, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
+        pause = Backoff()
         while time.monotonic() < deadline:
             try:
                 if self.pid(broker_id) != old_pid:
                     break
             except (FileNotFoundError, ValueError):
                 pass
-            time.sleep(0.05)
+            pause.sleep(deadline)
         wait_ready("127.0.0.1", self.ports[broker_id], timeout=max(1.0, deadline - time.monotonic()),
                    probe=self.probe)
 
@@ -334,18 +383,26 @@ class ClusterProcess:
         except FileNotFoundError:
             return ""
 
-    def stop(self, timeout: float = 20.0) -> None:
+    def stop(self, timeout: float = 20.0, graceful: bool = True) -> None:
+        """SIGTERM the supervisor (each broker drains; up to ~1 s while peers hold connections
+        open), SIGKILL everything after ``timeout``; not ``graceful``: SIGKILL the supervisor,
+        then every broker, at once (for data about to be deleted)."""
         if self.proc is None:
             return
-        self.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(timeout)
+            if graceful:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout)
+                return
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            for i in range(self.n):
-                try:
-                    os.kill(self.pid(i), signal.SIGKILL)
-                except (OSError, ValueError):
-                    pass
-        self.proc = None
+            pass
+        finally:
+            if not graceful or self.proc.poll() is None:  # SIGKILL the supervisor, then every broker
+                self.proc.kill()
+                self.proc.wait()
+                for i in range(self.n):
+                    try:
+                        os.kill(self.pid(i), signal.SIGKILL)
+                    except (OSError, ValueError):
+                        pass
+            self.proc = None

@@ -19,8 +19,8 @@ import click
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.describe_groups.v5.response import DescribedGroup, DescribeGroupsResponse
 from kio.schema.errors import ErrorCode
-from kio.schema.list_groups.v4.request import ListGroupsRequest
-from kio.schema.list_groups.v4.response import ListGroupsResponse
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.list_groups.v5.response import ListGroupsResponse
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.list_offsets.v7.response import ListOffsetsResponse
 from kio.schema.offset_commit.v8.request import (
@@ -45,6 +45,7 @@ from kaas.tools._wire import (
     open_cluster,
     retry,
 )
+from kaas.tools.modern_groups import ModernMember, describe_consumer_group, member_rows
 from kaas.tools.output import emit, table
 
 EARLIEST, LATEST = -2, -1
@@ -203,26 +204,30 @@ def groups() -> None:
 
 @groups.command("list")
 @click.option("--state", "states", multiple=True, help="Only groups in these states (Stable, Empty, ...).")
+@click.option("--type", "types", multiple=True, type=click.Choice(["classic", "consumer", "share"]),
+              help="Only groups of these types (the group protocol: classic, consumer, share).")
 @bootstrap_option
 @command_config_option
 @json_option
-def list_(states: tuple[str, ...], bootstrap: str, command_config: Path | None, as_json: bool) -> None:
-    """Every group of every broker's coordinator (ListGroups on each broker)."""
+def list_(states: tuple[str, ...], types: tuple[str, ...], bootstrap: str, command_config: Path | None,
+          as_json: bool) -> None:
+    """Every group of every broker's coordinator (ListGroups on each broker), with its type."""
     rows: dict[str, dict[str, object]] = {}
     with open_cluster(bootstrap, command_config) as c:
         for bid in c.broker_ids():
             def attempt(bid: int = bid) -> ListGroupsResponse:
-                r: ListGroupsResponse = c.call(bid, ListGroupsRequest(states_filter=tuple(states)))
+                r: ListGroupsResponse = c.call(bid, ListGroupsRequest(states_filter=tuple(states),
+                                                                               types_filter=tuple(types)))
                 if r.error_code in RETRIABLE:
                     raise RetriableError(r.error_code, f"ListGroups at broker {bid}")
                 if r.error_code != ErrorCode.none:
                     raise click.ClickException(f"ListGroups at broker {bid}: {code_name(r.error_code)}")
                 return r
             for g in retry(attempt).groups:
-                rows.setdefault(g.group_id, {"group_id": g.group_id, "state": g.group_state,
+                rows.setdefault(g.group_id, {"group_id": g.group_id, "type": g.group_type, "state": g.group_state,
                                              "protocol_type": g.protocol_type, "coordinator": bid})
     out = [rows[group_id] for group_id in sorted(rows)]
-    emit(out, as_json, lambda: table(out, ["group_id", "state", "protocol_type", "coordinator"]))
+    emit(out, as_json, lambda: table(out, ["group_id", "type", "state", "protocol_type", "coordinator"]))
 
 
 @groups.command()
@@ -231,21 +236,48 @@ def list_(states: tuple[str, ...], bootstrap: str, command_config: Path | None, 
 @command_config_option
 @json_option
 def describe(group: str, bootstrap: str, command_config: Path | None, as_json: bool) -> None:
-    """Members, assignment, committed offset, log end and lag per partition of GROUP."""
+    """Members, assignment, committed offset, log end and lag per partition of GROUP; for a
+    group of the consumer protocol (KIP-848) also the group and member epochs, each member's
+    target assignment and the partitions still being revoked."""
     with open_cluster(bootstrap, command_config) as c:
-        coord, g = _describe_group(c, group)
+        modern = describe_consumer_group(c, group)
+        owner: dict[tuple[str, int], tuple[str, str, str]] = {}  # -> member id, host, client id
+        out: dict[str, object]
+        members_out: list[ModernMember] | list[_Member]
+        if modern is not None:
+            coord, cg, mm = modern
+            for mem in mm:
+                for tp in mem["assignment"]:
+                    owner[tp] = (mem["member_id"], mem["client_host"], mem["client_id"])
+            state, members_out = cg.group_state, mm
+            out = {"group_id": group, "state": state, "group_protocol": "consumer", "protocol_type": "consumer",
+                   "protocol": cg.assignor_name, "group_epoch": int(cg.group_epoch),
+                   "assignment_epoch": int(cg.assignment_epoch)}
+            header = (f"Protocol: consumer (KIP-848), assignor {cg.assignor_name or '-'}\t"
+                      f"Group epoch: {cg.group_epoch}\tAssignment epoch: {cg.assignment_epoch}")
+            member_table = (member_rows(mm), ["member_id", "group_instance_id", "type", "epoch", "client_id",
+                                              "client_host", "partitions", "assignment", "target", "revoking"])
+        else:
+            coord, g = _describe_group(c, group)
+            members: list[_Member] = []
+            for m in g.members:
+                parts = decode_assignment(m.member_assignment) if g.protocol_type == "consumer" else None
+                members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                                "client_id": m.client_id, "client_host": m.client_host,
+                                "assignment": None if parts is None else [{"topic": t, "partition": p}
+                                                                          for t, p in parts]})
+                for tp in parts or ():
+                    owner[tp] = (m.member_id, m.client_host, m.client_id)
+            state, members_out = g.group_state, members
+            out = {"group_id": group, "state": state, "group_protocol": "classic", "protocol_type": g.protocol_type,
+                   "protocol": g.protocol_data}
+            header = f"Protocol: {g.protocol_type or '-'}/{g.protocol_data or '-'}"
+            member_table = ([{**m, "partitions": len(m["assignment"] or []),
+                              "assignment": ",".join(f"{a['topic']}-{a['partition']}"
+                                                     for a in m["assignment"] or []) or None} for m in members],
+                            ["member_id", "group_instance_id", "client_id", "client_host", "partitions",
+                             "assignment"])
         committed = _committed(c, coord, group)
-        members: list[_Member] = []
-        owner: dict[tuple[str, int], _Member] = {}
-        for m in g.members:
-            parts = decode_assignment(m.member_assignment) if g.protocol_type == "consumer" else None
-            mem: _Member = {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                            "client_id": m.client_id, "client_host": m.client_host,
-                            "assignment": None if parts is None else [{"topic": t, "partition": p}
-                                                                      for t, p in parts]}
-            members.append(mem)
-            for t, p in parts or ():
-                owner[(t, p)] = mem
         tps = sorted(set(committed) | set(owner))
         log_end = _list_offsets(c, tps, LATEST, strict=False)
         addr = c.brokers.get(coord, ("", -1))
@@ -255,26 +287,21 @@ def describe(group: str, bootstrap: str, command_config: Path | None, as_json: b
         offsets.append({"group": group, "topic": tp[0], "partition": tp[1], "current_offset": cur,
                         "log_end_offset": end,
                         "lag": end - cur if cur is not None and end is not None else None,
-                        "consumer_id": who["member_id"] if who else None,
-                        "host": who["client_host"] if who else None,
-                        "client_id": who["client_id"] if who else None})
-    out = {"group_id": group, "state": g.group_state, "protocol_type": g.protocol_type, "protocol": g.protocol_data,
-           "coordinator": {"id": coord, "host": addr[0], "port": addr[1]}, "members": members, "offsets": offsets}
+                        "consumer_id": who[0] if who else None, "host": who[1] if who else None,
+                        "client_id": who[2] if who else None})
+    out.update({"coordinator": {"id": coord, "host": addr[0], "port": addr[1]}, "members": members_out,
+                "offsets": offsets})
 
     def human() -> list[str]:
-        lines = [f"Group: {group}\tState: {g.group_state}\tCoordinator: {coord} ({addr[0]}:{addr[1]})\t"
-                 f"Protocol: {g.protocol_type or '-'}/{g.protocol_data or '-'}\tMembers: {len(members)}"]
-        if g.group_state == "Dead" and not offsets:
+        lines = [f"Group: {group}\tState: {state}\tCoordinator: {coord} ({addr[0]}:{addr[1]})\t"
+                 f"{header}\tMembers: {len(members_out)}"]
+        if state == "Dead" and not offsets:
             lines.append(f"Consumer group '{group}' does not exist.")
             return lines
         lines += ["", table(offsets, ["group", "topic", "partition", "current_offset", "log_end_offset", "lag",
                                       "consumer_id", "host", "client_id"])]
-        if members:
-            mrows = [{**m, "partitions": len(m["assignment"] or []),
-                      "assignment": ",".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"] or []) or None}
-                     for m in members]
-            lines += ["", table(mrows, ["member_id", "group_instance_id", "client_id", "client_host", "partitions",
-                                        "assignment"])]
+        if members_out:
+            lines += ["", table(*member_table)]
         return lines
 
     emit(out, as_json, human)

@@ -23,13 +23,13 @@ kaas.cli._without_test_libraries()
 import kaas.broker, kaas.net.server  # what the broker command imports
 from kio.schema.errors import ErrorCode
 assert ErrorCode.none == 0
-loaded = sorted(m for m in ("hypothesis", "pytest", "_pytest", "trio.testing")
+loaded = sorted(m for m in ("hypothesis", "pytest", "_pytest", "trio.testing", "rich")
                 if sys.modules.get(m) is not None)
 print(",".join(tools) or "-", ",".join(loaded) or "-")
 """
 
 
-def test_broker_process_imports_no_test_libraries_and_no_tools():
+def test_broker_process_imports_no_test_libraries_no_rich_and_no_tools():
     import hypothesis  # noqa: F401  the venv has it, so kio would import it
 
     res = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=60)

@@ -13,19 +13,22 @@ from kaas.coord.txn.slots import IdLock
 async def test_one_holder_at_a_time_and_nothing_left_behind():
     locks: dict = {}
     order: list[str] = []
+    release = trio.Event()  # (no real sleep: a loaded machine must not let "a" go early)
 
-    async def hold(name: str, pause: float) -> None:
+    async def hold(name: str, until: trio.Event | None) -> None:
         async with IdLock(locks, "t"):
             order.append(f"{name}+")
-            await trio.sleep(pause)
+            if until is not None:
+                await until.wait()
             order.append(f"{name}-")
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(hold, "a", 0.01)
+        nursery.start_soon(hold, "a", release)
         await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(hold, "b", 0)
+        nursery.start_soon(hold, "b", None)
         await trio.testing.wait_all_tasks_blocked()
         assert locks["t"][1] == 2  # a holds, b waits
+        release.set()
     assert order == ["a+", "a-", "b+", "b-"]
     assert locks == {}
 

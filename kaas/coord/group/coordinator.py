@@ -13,13 +13,15 @@ from __future__ import annotations
 import itertools
 import struct
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
 
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.aio import Wakeup
+from kaas.coord.group.classic_members import ClassicMembers
+from kaas.coord.group.consumer import ConsumerGroups
+from kaas.coord.group.entry import GroupEntry
 from kaas.coord.ports import GroupBroker
 from kaas.domain.group import Effect, Group, GroupDescription, GroupState, JoinReply, LeaveResult, SyncReply
 from kaas.errors import CorruptState, KaasError
@@ -28,12 +30,7 @@ from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, Stal
 log = structlog.get_logger()
 
 
-@dataclass
-class _Entry:
-    group: Group
-    offsets: GroupOffsets | None = None
-    error: str | None = None
-    lock: trio.Lock = field(default_factory=trio.Lock)
+_Entry = GroupEntry
 
 
 class GroupCoordinator:
@@ -45,6 +42,8 @@ class GroupCoordinator:
         self._waiters: dict[Hashable, tuple[trio.Event, list[Effect]]] = {}
         self._keys = itertools.count(1)
         self.timer_wakeup = Wakeup()  # set when a parked request is answered or a timer may have moved
+        self.consumers = ConsumerGroups(self)  # the consumer-protocol groups (KIP-848)
+        self.classic = ClassicMembers(self)  # classic members of consumer groups, conversions
 
     def _now(self) -> int:
         """The broker's wall clock (the machine's session and rebalance deadlines)."""
@@ -105,15 +104,23 @@ class GroupCoordinator:
                          generation=group.generation_id, members=len(group.members))
             except ValueError as exc:
                 log.error("group_membership_unreadable", group=group_id, error=str(exc))
+        consumer = offsets.consumer if offsets is not None and group is None else None
         if group is None:
-            if not create:
+            if not create and consumer is None:
                 return None
-            group = Group(group_id, now_ms=self._now(), initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
-                          min_session_timeout_ms=s.group_min_session_timeout_ms,
-                          max_session_timeout_ms=s.group_max_session_timeout_ms)
+            group = self._new_classic(group_id)
         e = _Entry(group, offsets=offsets)
+        if consumer is not None:
+            self.consumers.restore(e, consumer)
         self.groups[group_id] = e
         return e
+
+    def _new_classic(self, group_id: str) -> Group:
+        """An empty classic group, with the broker's group settings."""
+        s = self.broker.settings
+        return Group(group_id, now_ms=self._now(), initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
+                     min_session_timeout_ms=s.group_min_session_timeout_ms,
+                     max_session_timeout_ms=s.group_max_session_timeout_ms)
 
     async def _persist_membership(self, e: _Entry) -> None:
         """Keep the group's membership on file: once per change (state, generation,
@@ -122,7 +129,7 @@ class GroupCoordinator:
         nothing (reading a group must not create its file); neither does one whose file
         could not be read (reported by ``_offsets``)."""
         g = e.group
-        if e.offsets is None and e.error is not None:
+        if (e.offsets is None and e.error is not None) or e.consumer is not None:
             return
         try:
             if e.offsets is not None and not g.persist_due(e.offsets.membership, self._now()):
@@ -165,10 +172,12 @@ class GroupCoordinator:
                 raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
         return e.offsets
 
-    async def _save(self, e: _Entry, new: GroupOffsets) -> None:
+    async def _save(self, e: _Entry, new: GroupOffsets, *, consumer_write: bool = False) -> None:
         """Write ``new`` (a changed ``copy()`` of ``e.offsets``, taken under ``e.lock``) to
         the group's file, and make it the group's state only once the file holds it: after
-        a failed write, memory and file both still hold the previous state.
+        a failed write, memory and file both still hold the previous state. A write other
+        than the consumer runtime's (``consumer_write``) drops a consumer group's state the
+        group no longer has (it became a classic group).
 
         Raises:
             KaasError: NOT_COORDINATOR (not ours, or the file was changed by another
@@ -176,6 +185,8 @@ class GroupCoordinator:
                 (the write failed: ENOSPC, EIO, ...; the client retries).
         """
         self.check_owner(e.group.group_id)
+        if not consumer_write and e.consumer is None:
+            new.consumer = None
         try:
             await self.broker.run_io(self.store.save, new)
         except StaleOffsets as exc:
@@ -224,7 +235,7 @@ class GroupCoordinator:
     def timer_wait_s(self, longest: float) -> float:
         """Seconds until the earliest timer of a loaded group is due, at most ``longest``
         (the wait of ``kaas.tasks.group_timers.serve_timers``, cut short by ``timer_wakeup``)."""
-        deadline = None
+        deadline = self.consumers.next_deadline()
         for e in self.groups.values():
             d = e.group.next_deadline()
             if d is not None and (deadline is None or d < deadline):
@@ -247,6 +258,7 @@ class GroupCoordinator:
         for e in list(self.groups.values()):
             if self.broker.owns_group(e.group.group_id) and self.broker.cluster.lease_valid():
                 await self._persist_membership(e)
+        await self.consumers.fire_timers(now)
 
     # ------------------------------------------------------------------ membership
 
@@ -256,6 +268,15 @@ class GroupCoordinator:
         self.check_owner(group_id)
         e = self._entry(group_id)
         await self._offsets(e)
+        if e.consumer is not None or e.consumer_error is not None:
+            self.consumers.check_readable(e)
+            if self.classic.serves(e):  # a classic member of a consumer group (KIP-848 migration)
+                return await self.classic.join(
+                    e, member_id=member_id, group_instance_id=group_instance_id, client_id=client_id,
+                    client_host=client_host, session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=protocol_type, protocols=protocols,
+                    require_known_member=require_known_member)
+            e.consumer = None  # an empty consumer group becomes a classic one
         key = next(self._keys)
         before = e.group.state
         effects = e.group.join(self._now(), member_id, group_instance_id, client_id, client_host,
@@ -274,6 +295,10 @@ class GroupCoordinator:
         e = self._loaded(group_id)
         if e is None:
             raise KaasError(ErrorCode.unknown_member_id)
+        if self.classic.serves(e):
+            return self.classic.sync(e, member_id=member_id, group_instance_id=group_instance_id,
+                                     generation_id=generation_id, protocol_type=protocol_type,
+                                     protocol_name=protocol_name)
         key = next(self._keys)
         before = e.group.state
         effects = e.group.sync(self._now(), member_id, group_instance_id, generation_id, assignments, key,
@@ -291,13 +316,17 @@ class GroupCoordinator:
         e = self._loaded(group_id)
         if e is None:
             return ErrorCode.unknown_member_id
+        if self.classic.serves(e):
+            return self.classic.heartbeat(e, member_id, group_instance_id, generation_id)
         return e.group.heartbeat(self._now(), member_id, group_instance_id, generation_id)
 
-    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
+    async def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
         self.check_owner(group_id)
         e = self._loaded(group_id)
         if e is None:
             raise KaasError(ErrorCode.unknown_member_id)
+        if self.classic.serves(e):
+            return await self.classic.leave(e, members)
         res = e.group.leave(self._now(), members)
         self._deliver(res.effects)
         log.info("group_members_left", group=group_id, members=len(members), state=e.group.state.value)
@@ -312,18 +341,41 @@ class GroupCoordinator:
             # Known only by its offsets file (not loaded here since a restart or move): Empty.
             state = "Empty" if self.store.path(group_id).exists() else "Dead"
             return {"group_id": group_id, "state": state, "protocol_type": "", "protocol": "", "members": []}
+        if e.consumer is not None or e.consumer_error is not None:
+            # not a classic group: Apache answers Dead (and, from v6, GROUP_ID_NOT_FOUND)
+            return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": []}
         return e.group.describe()
 
     def list_groups(self) -> list[dict[str, str]]:
+        """The groups this broker coordinates: group id, protocol type, state and type
+        (``classic`` or ``consumer``). A group known only by its file is loaded when the
+        file holds a consumer group (its type and state are in it)."""
         out: dict[str, dict[str, str]] = {}
         for gid in self.store.list_groups():
             if self.broker.owns_group(gid):
-                out[gid] = {"group_id": gid, "protocol_type": "consumer", "group_state": "Empty"}
+                out[gid] = {"group_id": gid, "protocol_type": "consumer", "group_state": "Empty",
+                            "group_type": "classic"}
+                if gid not in self.groups:
+                    self._load_consumer(gid)
         for gid, e in self.groups.items():
-            if self.broker.owns_group(gid) and e.group.state is not GroupState.DEAD:
+            if not self.broker.owns_group(gid):
+                continue
+            if e.consumer is not None:
+                out[gid] = {"group_id": gid, "protocol_type": "consumer", "group_state": e.consumer.state,
+                            "group_type": "consumer"}
+            elif e.group.state is not GroupState.DEAD:
                 out[gid] = {"group_id": gid, "protocol_type": e.group.protocol_type or "consumer",
-                            "group_state": e.group.state.value}
+                            "group_state": e.group.state.value, "group_type": "classic"}
         return list(out.values())
+
+    def _load_consumer(self, group_id: str) -> None:
+        """Load the group if its file holds a consumer group's state."""
+        try:
+            on_file = self.store.load(group_id)
+        except (CorruptState, OSError):
+            return
+        if on_file.consumer is not None:
+            self._load(group_id, create=False)
 
     async def delete(self, group_id: str) -> ErrorCode:
         self.check_owner(group_id)
@@ -331,6 +383,8 @@ class GroupCoordinator:
         exists_on_disk = self.store.path(group_id).exists()
         if e is None and not exists_on_disk:
             return ErrorCode.group_id_not_found
+        if e is not None and e.consumer is not None and not e.consumer.is_empty():
+            return ErrorCode.non_empty_group
         if e is not None:
             code = e.group.delete_check()
             if code != ErrorCode.none and not (code == ErrorCode.group_id_not_found and exists_on_disk):
@@ -350,10 +404,17 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ offsets
 
     async def commit(self, group_id: str, *, member_id: str, group_instance_id: str | None, generation_id: int,
-                     offsets: dict[tuple[str, int], Committed]) -> ErrorCode:
+                     offsets: dict[tuple[str, int], Committed], api_version: int = 9) -> ErrorCode:
+        """OffsetCommit; ``generation_id`` is the member epoch for a consumer group."""
         self.check_owner(group_id)
         e = self._entry(group_id)
-        code = e.group.validate_commit(member_id, group_instance_id, generation_id, self._now())
+        if e.consumer is not None or e.consumer_error is not None:
+            self.consumers.check_readable(e)
+            assert e.consumer is not None
+            code = e.consumer.validate_commit(member_id, group_instance_id, generation_id, transactional=False,
+                                              api_version=api_version)
+        else:
+            code = e.group.validate_commit(member_id, group_instance_id, generation_id, self._now())
         if code != ErrorCode.none:
             return code
         async with e.lock:
@@ -367,7 +428,14 @@ class GroupCoordinator:
         """TxnOffsetCommit: stage offsets under the producer id; invisible until COMMIT."""
         self.check_owner(group_id)
         e = self._entry(group_id)
-        code = e.group.validate_txn_commit(member_id, group_instance_id, generation_id)
+        if e.consumer is not None or e.consumer_error is not None:
+            # KIP-447 fencing by member epoch: a stale one is ILLEGAL_GENERATION (Apache)
+            self.consumers.check_readable(e)
+            assert e.consumer is not None
+            code = e.consumer.validate_commit(member_id, group_instance_id, generation_id, transactional=True,
+                                              api_version=0)
+        else:
+            code = e.group.validate_txn_commit(member_id, group_instance_id, generation_id)
         if code != ErrorCode.none:
             return code
         async with e.lock:
@@ -393,10 +461,22 @@ class GroupCoordinator:
                   partitions=len(staged))
 
     async def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool,
+                    member_id: str | None = None, member_epoch: int = -1,
                     ) -> tuple[dict[tuple[str, int], Committed | None], set[tuple[str, int]]]:
-        """(committed per partition or None, the set of partitions with pending txn offsets)."""
+        """(committed per partition or None, the set of partitions with pending txn offsets).
+        ``member_id``/``member_epoch`` (OffsetFetch v9+) are checked for a consumer group.
+
+        Raises:
+            KaasError: STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID (consumer group), NOT_COORDINATOR...
+        """
         self.check_owner(group_id)
         e = self._loaded(group_id)
+        if e is not None and (e.consumer is not None or e.consumer_error is not None):
+            self.consumers.check_readable(e)
+            assert e.consumer is not None
+            code = e.consumer.validate_fetch(member_id, member_epoch)
+            if code != ErrorCode.none:
+                raise KaasError(code)
         if e is None and not self.store.path(group_id).exists():
             # Unknown group (never committed, or deleted): nothing committed, and reading
             # must not create it (it would resurface in ListGroups), as in Apache.
@@ -419,7 +499,9 @@ class GroupCoordinator:
         e = self._entry(group_id)
         await self._offsets(e)
         subscribed = set()
-        if e.group.state is not GroupState.EMPTY:
+        if e.consumer is not None:
+            subscribed = e.consumer.subscribed_topics()
+        elif e.group.state is not GroupState.EMPTY:
             subscribed = self._subscribed_topics(e.group)
         results: dict[tuple[str, int], ErrorCode] = {}
         async with e.lock:

@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from kaas.domain.txn import SlotState
 from kaas.storage.paths import Layout, decode_name, is_digest_name
@@ -139,7 +139,11 @@ class PidBlockRow(TypedDict):
 class GroupRow(TypedDict):
     group_id: object  # None for a name kept only as a digest, until the file is read
     file: str
+    type: str | None  # classic | consumer (KIP-848: the file's ``consumer`` state)
+    state: object  # the classic membership's state, or the consumer group's epochs
     generation: object
+    members: int | None
+    classic_members: int | None  # of a consumer group: members still on the classic protocol
     committed_partitions: int | None
     pending_producers: int | None
     error: str | None
@@ -200,15 +204,34 @@ def pid_blocks(layout: Layout) -> list[PidBlockRow]:
     return out
 
 
+def _membership(obj: dict[str, Any], row: GroupRow) -> None:
+    """The type, state and members of a group file's membership: a consumer group's
+    (``consumer``: group and assignment epochs, members, the classic ones among them during
+    a migration) or a classic group's (``membership``: state and generation)."""
+    cg = obj.get("consumer")
+    if isinstance(cg, dict):
+        members = cg.get("members") or []
+        row["type"] = "consumer"
+        row["state"] = f"epoch {cg.get('group_epoch')}/assignment {cg.get('assignment_epoch')}"
+        row["members"] = len(members)
+        row["classic_members"] = sum(1 for m in members if isinstance(m, dict) and m.get("protocol") == "classic")
+        return
+    ms = obj.get("membership")
+    row["type"] = "classic"
+    row["state"] = ms.get("state") if isinstance(ms, dict) else "Empty"
+    row["members"] = len(ms.get("members") or []) if isinstance(ms, dict) else 0
+
+
 def groups(layout: Layout, age: Ages) -> list[GroupRow]:
-    """The groups' offset files: generation, committed partitions, pending transactional
-    offset commits."""
+    """The groups' files: type (classic or KIP-848 consumer), state, members, generation,
+    committed partitions, pending transactional offset commits."""
     out = []
     for name, enc in named(layout.consumer_offsets, "", ".json"):
         if name.startswith("."):
             continue
         obj, err = read_json(layout.consumer_offsets / name)
-        row = GroupRow(group_id=None if is_digest_name(enc) else decode_name(enc), file=name, generation=None,
+        row = GroupRow(group_id=None if is_digest_name(enc) else decode_name(enc), file=name, type=None,
+                       state=None, generation=None, members=None, classic_members=None,
                        committed_partitions=None, pending_producers=None, error=err,
                        age_s=age(layout.consumer_offsets / name))
         if isinstance(obj, dict):
@@ -216,6 +239,7 @@ def groups(layout: Layout, age: Ages) -> list[GroupRow]:
                 row.update({"group_id": obj["group_id"], "generation": obj.get("generation"),
                             "committed_partitions": sum(len(v) for v in obj.get("offsets", {}).values()),
                             "pending_producers": len(obj.get("pending", {}))})
+                _membership(obj, row)
             except (KeyError, TypeError, AttributeError) as exc:
                 row["error"] = f"bad offsets file: {exc!r}"
         out.append(row)

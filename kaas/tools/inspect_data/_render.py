@@ -111,9 +111,11 @@ def cluster_lines(v: ClusterView) -> list[str]:
                                                "oldest_age_s"]),
         ("Fence logs", v["fence_logs"], ["broker_id", "bytes", "lines", "partial_tail", "age_s"]),
         ("PID blocks", v["pid_blocks"], ["broker_id", "block_end", "error"]),
-        ("Groups", v["groups"], ["group_id", "generation", "committed_partitions", "pending_producers",
+        ("Groups", v["groups"], ["group_id", "type", "state", "members", "classic_members", "generation",
+                                 "committed_partitions", "pending_producers",
                                  "age_s", "error"]),
         ("Dynamic broker configs (KIP-226)", v["broker_configs"], ["resource", "configs", "error"]),
+        ("Group configs (KIP-848, KIP-932)", v["group_configs"], ["resource", "configs", "error"]),
         ("Deleted topics waiting for file.delete.delay.ms", v["deleted_topics"], ["directory", "due"]),
     ]
     c = v["controller"]
