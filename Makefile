@@ -12,7 +12,8 @@ STAMP := $(VENV)/.installed
 QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 
-.PHONY: install cluster lint test test-unit test-int compat bench eos chaos docs clean $(QUIX_VENV)
+.PHONY: install cluster lint test test-unit test-int compat bench eos chaos docs clean $(QUIX_VENV) \
+	wheels image-base image image-test deploy-check multihost
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,7 +43,7 @@ cluster: $(STAMP)
 # pure, storage and codec layers and the modules this wave added).
 lint: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/ruff check kaas cluster tests scripts examples
+	$(BIN)/ruff check kaas cluster tests scripts examples deploy
 	$(BIN)/mypy
 
 # WORKERS=1: one process, as before pytest-xdist (a failing test's output is easier to read);
@@ -87,6 +88,47 @@ chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario random-kills --group-protocol consumer
 	$(BIN)/python scripts/chaos run --scenario continuous --group-protocol consumer
 	$(BIN)/python scripts/chaos run --scenario rolling-upgrade
+
+# The container image (Containerfile, docs/deploy.rst). podman runs with the repo's
+# containers.conf (runc; nofile/nproc limits this kind of machine allows), nothing
+# system-wide. IMAGE_BASE: the local Debian base (made by mmdebstrap when missing, no
+# registry needed) or any Python 3.11+ image, e.g. docker.io/library/python:3.11-slim.
+IMAGE ?= localhost/kaas:latest
+IMAGE_BASE ?= localhost/kaas-base:bookworm
+PODMAN := CONTAINERS_CONF=$(CURDIR)/containers.conf podman
+
+wheels: $(STAMP)
+	rm -rf build/wheels
+	$(BIN)/python -m pip wheel -q --wheel-dir build/wheels .
+
+image-base:
+	@if [ "$(IMAGE_BASE)" = localhost/kaas-base:bookworm ] && ! $(PODMAN) image exists $(IMAGE_BASE); then \
+		echo "building $(IMAGE_BASE) with mmdebstrap"; CONTAINERS_CONF=$(CURDIR)/containers.conf \
+		deploy/image/debian-base.sh $(IMAGE_BASE); fi
+
+image: wheels image-base
+	$(PODMAN) build -q --format docker --build-arg BASE=$(IMAGE_BASE) -f Containerfile -t $(IMAGE) .
+	@$(PODMAN) image inspect $(IMAGE) --format 'built {{.RepoTags}}: {{.Size}} bytes'
+
+# the image for real: one broker container (health check, non-root, a round trip, a
+# graceful stop with its death notice)
+image-test: image
+	CONTAINERS_CONF=$(CURDIR)/containers.conf $(BIN)/python deploy/image/image_test.py --image $(IMAGE)
+
+# kustomize renders both overlays, kubernetes-validate checks them against Kubernetes 1.30
+# (offline), then the StatefulSet's pods for ordinals 0-2 run under podman kube play on a
+# shared directory: a round trip and a pod kill, and the secure overlay's pods with a dev CA
+# and SCRAM users: a SASL_SSL round trip (deploy/kubernetes/check.py)
+deploy-check: image
+	$(BIN)/python -m pip install -q 'kubernetes-validate>=1.30'
+	CONTAINERS_CONF=$(CURDIR)/containers.conf $(BIN)/python deploy/kubernetes/check.py --image $(IMAGE)
+
+# kaas across three simulated hosts (root): network namespaces on a bridge, each host with
+# its own bindfs view of the shared directory; scenarios (a)-(d) of docs/deploy.rst under
+# the EOS copy (scripts/multihost). Installs bindfs (Debian's package) when missing.
+multihost: $(STAMP)
+	command -v bindfs >/dev/null || (apt-get update -qq && apt-get install -y -qq bindfs)
+	$(BIN)/python scripts/multihost run --scenario all
 
 docs: $(STAMP)
 	$(BIN)/python scripts/compat_matrix.py

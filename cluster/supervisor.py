@@ -38,7 +38,7 @@ from typing import BinaryIO
 from kaas import failpoints
 from kaas.forking import Forked
 from kaas.listeners import parse_endpoints, shift_ports
-from kaas.storage import atomic, deaths
+from kaas.storage import atomic, deaths, incarnation
 
 POINT = "supervisor.write"
 _POINTS = atomic.Points(write=POINT, fsync=POINT, rename=POINT)
@@ -57,6 +57,7 @@ class Child:
     log: object = None
     argv: list[str] = field(default_factory=list)
     pid_retry_at: float | None = None  # the pid file is not current: retry at this time
+    incarnation: str = ""  # drawn at each spawn, passed with --incarnation: its death notice names it
 
 
 def pid_file(data: Path, broker_id: int) -> Path:
@@ -252,8 +253,9 @@ class Supervisor:
 
     def _spawn(self, child: Child) -> None:
         self._ensure_run_dir()
+        inc = incarnation.draw()
         argv = [sys.executable, "-m", "kaas.cli", "broker", "--id", str(child.broker_id),
-                "--data", str(self.data)]
+                "--data", str(self.data), "--incarnation", inc]
         if self.listeners:
             offset = child.broker_id - self.first_id
             argv += ["--listeners", shift_ports(self.listeners, offset)]
@@ -280,6 +282,7 @@ class Supervisor:
                 except OSError:
                     pass
         child.proc = proc
+        child.incarnation = inc
         child.died_at = None
         child.pid_retry_at = None
         self._update_pid(child, now)
@@ -294,11 +297,10 @@ class Supervisor:
         assert child.proc is not None
         path = death_file(self.data, child.broker_id)
         what = f"write death notice {path}"
-        body = deaths.encode(child.broker_id, child.proc.pid, child.proc.returncode)
+        body = deaths.encode(child.broker_id, child.incarnation, child.proc.returncode, pid=child.proc.pid)
         try:
             _fault(path.parent)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _write_file(path, body, durable=True)
+            deaths.write(path, body, points=_POINTS)
         except OSError as exc:
             self._failed(what, exc, "peers wait out the liveness timeout instead")
             return

@@ -62,8 +62,8 @@ def fork_broker(argv: list[str], logf):
 
 
 class _LazyGroup(click.Group):
-    """The tool commands (``txn``, ``topics``, ``groups``, ``acls``, ``inspect``, ``users``) are imported only when
-    one of them runs or help lists them, so ``kaas broker`` starts without their imports."""
+    """The tool commands (``txn``, ``topics``, ``groups``, ``acls``, ``inspect``, ``users``, ``health``, ...) are
+    imported only when one of them runs or help lists them, so ``kaas broker`` starts without their imports."""
 
     LAZY = {
         "txn": "kaas.tools.txn:txn",
@@ -73,6 +73,7 @@ class _LazyGroup(click.Group):
         "inspect": "kaas.tools.inspect_data:inspect",
         "users": "kaas.tools.users:users",
         "certs": "kaas.tools.certs:certs",
+        "health": "kaas.tools.health:health",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -218,6 +219,9 @@ def cli() -> None:
                    "(log.message.timestamp.after.max.ms, KIP-937; the topic's message.timestamp.after.max.ms wins).")
 @click.option("--session-timeout-ms", type=int, default=3000, show_default=True,
               help="Broker liveness timeout on the shared volume.")
+@click.option("--shutdown-grace-ms", type=int, default=25_000, show_default=True,
+              help="On SIGTERM: drain, hand over and exit within this (keep it below Kubernetes' "
+                   "terminationGracePeriodSeconds).")
 @click.option("--transaction-max-timeout-ms", type=int, default=15 * 60 * 1000, show_default=True,
               help="Largest transaction.timeout.ms a producer may ask for.")
 @click.option("--producer-id-expiration-ms", type=int, default=24 * 3600 * 1000, show_default=True,
@@ -272,6 +276,9 @@ def cli() -> None:
 @click.option("--inter-broker-sasl-mechanism", type=click.Choice(["SCRAM-SHA-256", "SCRAM-SHA-512"]),
               default="SCRAM-SHA-512", show_default=True,
               help="SCRAM mechanism of the peer connections (sasl.mechanism.inter.broker.protocol).")
+@click.option("--incarnation", default="", metavar="HEX",
+              help="This start's incarnation id (32 hex digits; a supervisor passes the one its death notice "
+                   "will name). Default: a random one.")
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")
@@ -324,6 +331,12 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
         opts["group_consumer_assignors"] = parse_assignors(opts["group_consumer_assignors"])
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--group-consumer-assignors") from None
+    from kaas.storage import incarnation
+
+    try:  # the process's incarnation (tmp names) is the broker's (heartbeats, notices)
+        opts["incarnation"] = incarnation.adopt(opts["incarnation"]) if opts["incarnation"] else incarnation.current()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--incarnation") from None
     settings = Settings(
         broker_id=broker_id, data=data, listen_host=lhost, listen_port=lport,
         advertise_host=ahost, advertise_port=aport, listeners=entries, inter_broker_listener=inter_broker,

@@ -28,7 +28,9 @@ Invariants:
 
 from __future__ import annotations
 
+import socket
 import ssl
+import struct
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -51,6 +53,12 @@ WRITE_TXN_MARKERS = 27
 MARKERS_VERSION = 1
 CONNECT_TIMEOUT_S = 2.0
 LIVENESS_CHECK_S = 0.5  # how often a waiting request looks whether its peer was declared dead
+# A marker request unanswered this long fails although the peer is alive: the network
+# between the two is cut while both still reach the volume (packets dropped, no reset).
+# The markers then go through the queue on the volume, and the link is not tried again
+# for SILENT_BACKOFF_S, so later transactions do not each wait for a connect that times out.
+ANSWER_TIMEOUT_S = 5.0
+SILENT_BACKOFF_S = 5.0
 MAX_RESPONSE = 64 * 1024 * 1024
 PRESENCE_SCAN_S = 0.1  # how often live peers without a presence connection are connected to
 PRESENCE_IDLE_S = 5.0  # how often an idle presence connection checks its peer is still alive
@@ -73,7 +81,7 @@ class PeerAddress(Protocol):
     @property
     def port(self) -> int: ...
     @property
-    def pid(self) -> int: ...
+    def incarnation(self) -> str: ...
 
     def peer_endpoint(self, listener: str) -> PeerEndpoint | None: ...
 
@@ -90,7 +98,7 @@ class PeerDirectory(Protocol):
 
     def is_alive_any(self, broker_id: int) -> bool: ...
 
-    def suspect(self, broker_id: int, pid: int) -> None: ...
+    def suspect(self, broker_id: int, incarnation: str) -> None: ...
 
 
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
@@ -122,6 +130,14 @@ class LinkFailed(PeerUnavailable):
     count on it: the peer closed, died, or answered something that does not match."""
 
 
+class _Unanswered(LinkFailed):
+    """A live peer did not answer within ``ANSWER_TIMEOUT_S``."""
+
+
+class _Silent(Exception):
+    """The link is in its back-off after a silence (``SILENT_BACKOFF_S``)."""
+
+
 class _Ask:
     __slots__ = ("markers", "results", "done")
 
@@ -147,6 +163,7 @@ class _Link:
         self.lock = trio.Lock()
         self.pending: list[_Ask] = []
         self.corr = 0
+        self.silent_until = 0.0  # trio time: the peer did not answer; the queue until then
 
     async def ask(self, markers: Sequence[Any]) -> list[MarkerResult] | None:
         ask = _Ask(markers)
@@ -157,10 +174,17 @@ class _Link:
             batch, self.pending = self.pending, []
             results: list[MarkerResult] | None = None
             try:
+                if trio.current_time() < self.silent_until:
+                    raise _Silent("the peer did not answer lately")
                 results = await self._exchange([m for a in batch for m in a.markers])
+            except _Silent:
+                pass  # already said when it began
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
                     FramingError, codec.DecodeError, LinkFailed) as exc:
                 log.warning("peer_link_failed", to_broker=self.broker_id, error=f"{type(exc).__name__}: {exc}")
+                if isinstance(exc, (trio.TooSlowError, _Unanswered)):  # silence, not a refusal
+                    self.silent_until = trio.current_time() + SILENT_BACKOFF_S
+                    self._abort()
                 await self.close()
             except BaseException:  # cancelled mid-exchange: nobody can use this connection now
                 await self.close()
@@ -209,8 +233,10 @@ class _Link:
         return out
 
     async def _receive(self) -> bytes | memoryview:
-        """The next response frame; waits as long as the peer is alive."""
+        """The next response frame; waits as long as the peer is alive, at most
+        ``ANSWER_TIMEOUT_S``."""
         assert self.stream is not None and self.decoder is not None
+        give_up = trio.current_time() + ANSWER_TIMEOUT_S
         while True:
             for frame in self.decoder.frames():
                 if self.decoder.buffered:
@@ -226,10 +252,26 @@ class _Link:
                 # peer silent for the session timeout has let its lease lapse
                 if self.broker_id not in self.links.cluster.alive_any():
                     raise LinkFailed("peer declared dead while the request was out")
+                if trio.current_time() >= give_up:
+                    raise _Unanswered(f"no answer in {ANSWER_TIMEOUT_S:g} s from a live peer: "
+                                      "the network between us is cut; the markers go through the volume")
                 continue
             if not data:
                 raise LinkFailed("peer closed the connection")
             self.decoder.feed(data)
+
+    def _abort(self) -> None:
+        """Make the coming close a reset that discards what the kernel has not delivered:
+        after a silence, a request still in the send queue must never reach the peer later
+        (when the network heals), after its markers went through the queue and the
+        producer's next transaction began (a late COMMIT would end that one too)."""
+        sock = getattr(self.stream, "socket", None) or getattr(getattr(self.stream, "transport_stream", None),
+                                                                 "socket", None)
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
 
     async def close(self) -> None:
         stream, self.stream, self.decoder, self.fd, self.reader = self.stream, None, None, None, None

@@ -11,6 +11,8 @@ from kaas.listeners import Listener, single
 @dataclass(frozen=True, slots=True)
 class Settings:
     broker_id: int = 0
+    # this start's incarnation id (kaas.storage.incarnation); empty: the broker draws one
+    incarnation: str = ""
     data: Path = Path("./data")
     listen_host: str = "127.0.0.1"
     listen_port: int = 9092
@@ -46,6 +48,9 @@ class Settings:
     log_message_timestamp_after_max_ms: int = 3_600_000
     session_timeout_ms: int = 3000
     heartbeat_ms: int = 500
+    # SIGTERM: the whole graceful shutdown (drain, relinquish, own death notice) ends within
+    # this; set it below Kubernetes' terminationGracePeriodSeconds (30 s by default)
+    shutdown_grace_ms: int = 25_000
     transaction_max_timeout_ms: int = 15 * 60 * 1000
     producer_id_expiration_ms: int = 24 * 3600 * 1000
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000

@@ -84,16 +84,16 @@ class ClusterView:
         p = self.peers.get(broker_id)
         return p is not None and p.live(self.clock.monotonic(), self.session)
 
-    def suspect(self, broker_id: int, pid: int) -> None:
-        """The presence connection to process ``pid`` of ``broker_id`` ended
+    def suspect(self, broker_id: int, incarnation: str) -> None:
+        """The presence connection to incarnation ``incarnation`` of ``broker_id`` ended
         (``tasks.presence``): until its heartbeat counter moves, Metadata and
         FindCoordinator send clients elsewhere for its keys. Ownership does not change;
-        read the volume now, where its supervisor's death notice may already be."""
+        read the volume now, where a death notice may already be."""
         p = self.peers.get(broker_id)
-        if p is None or p.pid != pid or p.suspected_counter is not None:
+        if p is None or p.incarnation != incarnation or p.suspected_counter is not None:
             return  # (another incarnation by now)
         p.suspected_counter = p.counter
-        log.info("peer_suspected", broker=broker_id, pid=pid)
+        log.info("peer_suspected", broker=broker_id, incarnation=incarnation[:8], host_name=p.host_name)
         self.wake()
 
     def is_suspected(self, broker_id: int) -> bool:

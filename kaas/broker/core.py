@@ -31,6 +31,7 @@ from kaas.domain.group_configs import GroupConfig
 from kaas.errors import CorruptState, KaasError
 from kaas.peers import PeerLinks, client_context, scram_authenticator
 from kaas.settings import Settings
+from kaas.storage import deaths, incarnation
 from kaas.storage.credentials import CredentialStore
 from kaas.storage.partition_log import PartitionLog
 from kaas.storage.paths import Layout
@@ -95,6 +96,8 @@ class Broker:
         self.settings = settings
         self.clock = clock  # the one source of time of this broker and all it holds
         self.id = settings.broker_id
+        # which start of broker ``id`` this is: heartbeats, death notices, suspicion
+        self.incarnation = settings.incarnation or incarnation.draw()
         self.layout = Layout(settings.data)
         self.layout.ensure()
         self.memory_backed = fs_type(self.layout.data) in ("tmpfs", "ramfs")
@@ -147,16 +150,25 @@ class Broker:
 
     async def drain_wait(self, timeout: float = 5.0) -> None:
         """SIGTERM: flag draining so the controller moves our keys away, and wait (bounded)
-        until we lead nothing while still serving; the caller then relinquishes the rest."""
+        until we lead nothing and own no transaction slot while still serving; the caller
+        then relinquishes the rest. A draining controller stays controller until then: it
+        writes the assignment that moves its own keys away (its successor is elected the
+        moment its death notice is read)."""
+        deadline = self.clock.monotonic() + timeout
         if self.txn is not None:
             if not await self.txn.wait_finishing(timeout / 2):  # EndTxns answered early
                 log.warning("txn_finishing_at_drain", note="left prepared for the next owner's sweep")
             await self.txn.flush_slots()  # deferred Complete* states, while we own the slots
         self.cluster.draining = True
         self.cluster.wake()
-        with trio.move_on_after(timeout):
-            while self.partitions and len(self.cluster.alive()) > 0:  # noqa: ASYNC110 - peers' heartbeats, no event
-                await trio.sleep(0.1)
+        with trio.move_on_after(max(0.0, deadline - self.clock.monotonic())):
+            while (self.partitions or self._owns_any_slot()) and len(self.cluster.alive()) > 0:  # noqa: ASYNC110 - peers' heartbeats, no event
+                await self.cluster.wait_changed()
+            if self.txn is not None:  # markers queued to us go on to the partitions' new leaders now
+                await self.txn.apply_queue()
+
+    def _owns_any_slot(self) -> bool:
+        return any(self.owns_slot(s) for s in range(routing.TXN_SLOTS))
 
     async def close(self) -> None:
         """Relinquish every partition; after this the broker takes nothing over again."""
@@ -164,6 +176,18 @@ class Broker:
         for part in list(self.partitions.values()):
             await self._close_partition(part)
         self.shares.close()
+
+    async def record_own_death(self) -> None:
+        """The last act of a graceful shutdown, once every file is given up and every loop
+        has stopped: this incarnation's death notice (``storage.deaths``), so peers take
+        what is left at once instead of waiting out ``session_timeout``."""
+        body = deaths.encode(self.id, self.incarnation, None, pid=os.getpid(), graceful=True)
+        try:
+            await self.run_io(deaths.write, self.layout.death_file(self.id), body)
+        except OSError as exc:
+            log.error("death_notice_write_failed", error=str(exc), note="peers wait out the session timeout")
+            return
+        log.info("death_notice_written", incarnation=self.incarnation[:8])
 
     async def take_over(self, meta: TopicMeta, index: int, epoch: int) -> Partition | None:
         if self.stopping or self.draining:

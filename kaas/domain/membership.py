@@ -4,10 +4,10 @@ observer's monotonic clock), files are read by ``storage.cluster_files`` and the
 acts on these answers is ``tasks.membership``.
 
 A peer is *live* while its heartbeat counter moved within ``session`` seconds by the
-observer's own clock, unless a death notice of its supervisor named its current process
-(then it is dead until the counter moves again: a new incarnation). A live peer that is
-draining keeps serving but is given no keys. Metadata names every peer heard from within
-the (longer) listing window.
+observer's own clock, unless a death notice named its current incarnation (then it is
+dead until the counter moves again: a new incarnation). A live peer that is draining
+keeps serving but is given no keys. Metadata names every peer heard from within the
+(longer) listing window.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ class Peer:
     applied_version: int = 0
     draining: bool = False
     first_seen: float = 0.0
-    pid: int = 0
+    # the incarnation its heartbeat names (``incarnation_of``): which process it is now
+    incarnation: str = ""
+    host_name: str = ""  # the host its heartbeat names, for log lines
     # the counter a death notice found it at: dead until the counter moves (a new incarnation)
     dead_counter: int | None = None
     # partitions assigned to it in its applied version that it has not opened (yet)
@@ -100,7 +102,8 @@ def absorb_heartbeat(peers: dict[int, Peer], obj: Mapping[str, Any], now: float,
         p.suspected_counter = None
     p.host = obj.get("host", "")
     p.port = int(obj.get("port", -1))
-    p.pid = int(obj.get("pid", 0) or 0)
+    p.incarnation = incarnation_of(obj)
+    p.host_name = str(obj.get("host_name", ""))
     p.listeners = parse_listeners(obj.get("listeners"))
     applied = int(obj.get("applied_version", 0))
     draining = bool(obj.get("draining", False))
@@ -154,10 +157,21 @@ def listeners_field(listeners: Iterable[AdvertisedListener]) -> list[dict[str, o
             for x in listeners if x.advertised]
 
 
-def notice_applies(p: Peer, notice_pid: int) -> bool:
-    """Does a death notice naming process ``notice_pid`` kill ``p``? Only when it names the
-    process ``p``'s heartbeat names, and ``p`` is not dead already."""
-    return p.dead_counter is None and notice_pid == p.pid
+def incarnation_of(obj: Mapping[str, Any]) -> str:
+    """The incarnation a heartbeat or death notice names (``storage.incarnation``): its
+    ``incarnation``, or for a file written before incarnations existed ``pid:<pid>``, so
+    old files still match each other and never match a new incarnation."""
+    inc = obj.get("incarnation")
+    if isinstance(inc, str) and inc:
+        return inc
+    return f"pid:{obj.get('pid', 0) or 0}"
+
+
+def notice_applies(p: Peer, notice_incarnation: str) -> bool:
+    """Does a death notice naming ``notice_incarnation`` kill ``p``? Only when it names the
+    incarnation ``p``'s heartbeat names, and ``p`` is not dead already. Never by pid: in
+    containers every incarnation is PID 1."""
+    return p.dead_counter is None and notice_incarnation == p.incarnation
 
 
 def mark_dead(p: Peer, now: float, session: float) -> bool:

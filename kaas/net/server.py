@@ -60,41 +60,59 @@ def listener_handler(broker: Broker, entry: Listener) -> Callable[[trio.SocketSt
     return secure
 
 
+CLOSE_RESERVE_S = 2.0  # of the shutdown grace: kept for relinquishing and the death notice
+CONNECTIONS_LINGER_S = 1.0  # after the drain: answers still being written may go out
+
+
 async def serve_broker(settings: Settings, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run one broker until SIGTERM/SIGINT; serves every listener of ``settings`` and
-    reports the first one's bound (host, port) via task_status."""
+    reports the first one's bound (host, port) via task_status.
+
+    The graceful shutdown, all of it within ``shutdown_grace_ms`` of the signal: stop
+    accepting connections; finish the transactions whose EndTxn was answered; drain (the
+    controller moves this broker's partitions and transaction slots away while it still
+    serves them, so clients meet NOT_LEADER and move on); let the last answers go out;
+    relinquish what is left; stop every loop; then write this incarnation's death notice,
+    so peers take anything left over at once instead of waiting out the session timeout."""
     broker = Broker(settings)
     broker.connections = 0
     handlers = [(entry, listener_handler(broker, entry)) for entry in settings.all_listeners]
+    grace = settings.shutdown_grace_ms / 1000
     async with trio.open_nursery() as root:
-        await root.start(serve_broker_tasks, broker)
-        if settings.metrics_port:
-            from kaas.net.metrics_http import serve_metrics
+        async with trio.open_nursery() as loops:
+            await loops.start(serve_broker_tasks, broker)
+            if settings.metrics_port:
+                from kaas.net.metrics_http import serve_metrics
 
-            await root.start(serve_metrics, broker, settings.listen_host, settings.metrics_port)
-        opened = []
-        for entry, handler in handlers:
-            sockets = await trio.open_tcp_listeners(entry.port, host=entry.host or None)
-            opened.append((entry, handler, sockets))
-        bound = opened[0][2][0].socket.getsockname()[:2]
-        async with trio.open_nursery() as conns:
-            async with trio.open_nursery() as accept:
-                for entry, handler, sockets in opened:
-                    await accept.start(partial(trio.serve_listeners, handler, sockets,
-                                               handler_nursery=conns))
-                    at = sockets[0].socket.getsockname()[:2]
-                    log.info("broker_listening", listener=entry.name, protocol=entry.protocol, host=at[0],
-                             port=at[1], broker_id=settings.broker_id)
-                task_status.started(bound)
-                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for signum in signals:
-                        log.info("broker_draining", signal=signal.Signals(signum).name)
-                        break
-                accept.cancel_scope.cancel()
-            await broker.drain_wait()
-            broker.notify_data()
-            conns.cancel_scope.deadline = trio.current_time() + 1.0
-        with trio.CancelScope(shield=True):
-            await broker.close()
+                await loops.start(serve_metrics, broker, settings.listen_host, settings.metrics_port)
+            opened = []
+            for entry, handler in handlers:
+                sockets = await trio.open_tcp_listeners(entry.port, host=entry.host or None)
+                opened.append((entry, handler, sockets))
+            bound = opened[0][2][0].socket.getsockname()[:2]
+            async with trio.open_nursery() as conns:
+                async with trio.open_nursery() as accept:
+                    for entry, handler, sockets in opened:
+                        await accept.start(partial(trio.serve_listeners, handler, sockets,
+                                                   handler_nursery=conns))
+                        at = sockets[0].socket.getsockname()[:2]
+                        log.info("broker_listening", listener=entry.name, protocol=entry.protocol, host=at[0],
+                                 port=at[1], broker_id=settings.broker_id, incarnation=broker.incarnation[:8])
+                    task_status.started(bound)
+                    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                        async for signum in signals:
+                            log.info("broker_draining", signal=signal.Signals(signum).name, grace_s=grace)
+                            break
+                    accept.cancel_scope.cancel()
+                deadline = trio.current_time() + grace
+                await broker.drain_wait(max(0.0, grace - CLOSE_RESERVE_S - CONNECTIONS_LINGER_S))
+                broker.notify_data()
+                conns.cancel_scope.deadline = min(trio.current_time() + CONNECTIONS_LINGER_S,
+                                                  deadline - CLOSE_RESERVE_S)
+            with trio.CancelScope(shield=True), trio.move_on_at(deadline):
+                await broker.close()
+            loops.cancel_scope.cancel()  # nothing of this incarnation writes after this
+        with trio.CancelScope(shield=True), trio.move_on_at(deadline):
+            await broker.record_own_death()
         log.info("broker_stopped")
         root.cancel_scope.cancel()

@@ -7,9 +7,10 @@ Invariants:
       must not run ahead of the file. The one failure after the rename, the directory's
       fsync, leaves the new file in place but not known durable: it raises too, and the
       caller re-reads before relying on either content;
-    - the tmp name carries the writer's pid and thread id so two writers (processes, or
-      threads of one process such as ``trio.to_thread`` workers) cannot clobber each
-      other's tmp.
+    - the tmp name carries the writer's incarnation (``storage.incarnation``: a random id
+      per process, never its pid, which is 1 in every container) and thread id, so two
+      writers (processes on any host, or threads of one process such as ``trio.to_thread``
+      workers) cannot clobber each other's tmp.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import crc32c
 
 from kaas.errors import CorruptState
-from kaas.storage import fs
+from kaas.storage import fs, incarnation
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ def stat_signature(path: str | os.PathLike[str]) -> tuple[int, int, int, int] | 
 
 
 def _writer_id() -> str:
-    return f"{os.getpid()}-{threading.get_ident()}"
+    return f"{incarnation.current()}-{threading.get_ident()}"
 
 
 def fsync_dir(path: str | os.PathLike[str], *, point: str = "state.fsync") -> None:

@@ -35,7 +35,7 @@ from kaas.domain.assignment import Assignment, balance
 from kaas.domain.membership import Peer
 from kaas.domain.routing import TXN_SLOTS
 from kaas.errors import CorruptState
-from kaas.storage import cluster_files, deaths
+from kaas.storage import cluster_files, deaths, incarnation
 from kaas.storage.cluster_files import AssignmentFile
 
 log = structlog.get_logger()
@@ -170,13 +170,15 @@ class Membership:
             material |= rules.absorb_heartbeat(view.peers, obj, now, view.session)
         for bid, notice in deaths.read_all(self.layout.deaths).items():
             p = view.peers.get(bid)
-            if p is None or bid == me or not rules.notice_applies(p, notice.pid) \
+            if p is None or bid == me or not rules.notice_applies(p, notice.incarnation) \
                     or self._noticed.get(bid) == notice:
                 continue
-            # reaped by its supervisor: dead now, until its counter moves again
+            # reaped by its supervisor, or gone by its own graceful shutdown: dead now,
+            # until its counter moves again
             self._noticed[bid] = notice
             if rules.mark_dead(p, now, view.session):
-                log.info("peer_death_noticed", broker=bid, pid=notice.pid)
+                log.info("peer_death_noticed", broker=bid, incarnation=incarnation.short(notice.incarnation),
+                         host_name=p.host_name, graceful=notice.graceful)
                 material = True
         return material
 
@@ -201,7 +203,8 @@ class Membership:
         published = self._published()
         obj = {"format": 1, "broker_id": broker.id, "counter": counter,
                "host": s.inter_broker.advertised_host, "port": s.inter_broker.advertised_port,
-               "listeners": rules.listeners_field(s.all_listeners), "pid": os.getpid(),
+               "listeners": rules.listeners_field(s.all_listeners),
+               "incarnation": broker.incarnation, "host_name": incarnation.HOST_NAME, "pid": os.getpid(),
                "applied_version": view.applied_version, "draining": view.draining,
                "controller_epoch": view.controller_epoch,
                "pending": sorted(published[2]),
@@ -245,26 +248,23 @@ class Membership:
         view.controller_id = owner
         alive = view.alive_any()
         if owner is not None and (owner in alive or owner == broker.id):
-            was = view.is_controller
-            view.is_controller = owner == broker.id and not view.draining
-            if was and not view.is_controller:
-                log.info("controller_resigned", controller_epoch=epoch)
-            if owner != broker.id:
-                return
-            if not view.draining:
-                return
-        # No live controller (or we are draining away from it): race for the next epoch.
+            # A draining controller stays controller: it writes the assignment that moves its
+            # own keys away (it places nothing on itself), and its successor is elected as
+            # soon as its death notice is read. (Resigning at once left the cluster without a
+            # controller until its lease ran out, and its keys where they were.)
+            view.is_controller = owner == broker.id
+            return
+        # No live controller: race for the next epoch (a draining broker takes no new role).
+        if view.draining:
+            view.is_controller = False
+            return
         # Wait one session after start so we know who is alive before deposing anybody,
-        # unless the controller's own supervisor said it is dead (a death notice is
+        # unless the controller's own death notice said it is dead (a death notice is
         # certain; silence in our first session is not).
         dead = view.peers.get(owner) if owner is not None else None
         noticed_dead = dead is not None and dead.dead_counter is not None
         if self.clock.monotonic() - view.started < view.session and owner is not None and not noticed_dead:
             return
-        if view.draining:
-            view.is_controller = False
-            if owner != broker.id:
-                return
         try:
             won = await broker.run_io(
                 lambda: cluster_files.claim_epoch(self.layout, epoch + 1, broker.id, fsync=broker.settings.fsync))

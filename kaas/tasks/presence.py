@@ -52,7 +52,7 @@ async def _watch_presence(cluster: PeerDirectory, links: PeerLinks | None, broke
             log.debug("presence_connect_failed", to_broker=broker_id, error=f"{type(exc).__name__}: {exc}")
             await trio.sleep(PRESENCE_SCAN_S)  # not listening (yet): the scan tries again
             return
-        pid = peer.pid
+        incarnation = peer.incarnation  # the connection is to this incarnation
         try:
             while True:
                 with trio.move_on_after(PRESENCE_IDLE_S):
@@ -66,6 +66,6 @@ async def _watch_presence(cluster: PeerDirectory, links: PeerLinks | None, broke
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
-        cluster.suspect(broker_id, pid)
+        cluster.suspect(broker_id, incarnation)
     finally:
         watched.discard(broker_id)

@@ -141,8 +141,17 @@ class BrokerProcess:
     """One `kaas broker` process on a free port and a data directory."""
 
     def __init__(self, data: Path, broker_id: int = 0, port: int | None = None, extra: list[str] | None = None,
-                 env: dict[str, str] | None = None, launcher: Launcher = "exec"):
+                 env: dict[str, str] | None = None, launcher: Launcher = "exec",
+                 prefix: list[str] | None = None):
+        """
+        Args:
+            prefix: a command the broker runs under, e.g. ``unshare --pid --fork
+                --mount-proc --kill-child`` (PID 1 of its own PID namespace, as in a
+                container); ``kill`` then signals that command. Only with the
+                ``exec`` launcher.
+        """
         self.data = Path(data)
+        self.prefix = list(prefix or [])
         self.broker_id = broker_id
         self.port = port or free_port()
         self.extra = list(extra or [])
@@ -159,7 +168,7 @@ class BrokerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         args = ["broker", "--id", str(self.broker_id), "--data", str(self.data), "--listen", f"127.0.0.1:{self.port}",
                 *self.extra]
-        self.proc = launch(args, self.log_path, {**os.environ, **self.env}, self.launcher)
+        self.proc = launch(args, self.log_path, {**os.environ, **self.env}, self.launcher, self.prefix)
         wait_ready("127.0.0.1", self.port, proc=self.proc)
         return self
 
@@ -206,15 +215,18 @@ class BrokerProcess:
 
 
 def launch(args: list[str], log_path: Path, env: dict[str, str],
-           launcher: Launcher = "exec") -> subprocess.Popen[bytes] | ServedProcess:
-    """Run ``kaas ARGS`` (stdout and stderr appended to ``log_path``) as ``launcher`` says."""
+           launcher: Launcher = "exec", prefix: list[str] | None = None) -> subprocess.Popen[bytes] | ServedProcess:
+    """Run ``kaas ARGS`` (stdout and stderr appended to ``log_path``) as ``launcher`` says,
+    under the command ``prefix`` (``exec`` only)."""
+    if prefix and launcher != "exec":
+        raise ValueError("a prefix command needs the exec launcher")
     if launcher == "fork":
         from kaas.testing.forkserver import shared
 
         return shared().spawn(args, log=log_path, env=env)
     with open(log_path, "ab") as logf:
-        return subprocess.Popen([sys.executable, "-m", "kaas.cli", *args], stdout=logf, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env)
+        return subprocess.Popen([*(prefix or ()), sys.executable, "-m", "kaas.cli", *args], stdout=logf,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
 
 
 def send_signal_by_pidfile(data: Path, broker_id: int, sig: int) -> int:

@@ -24,6 +24,11 @@ Scenarios (each reproducible from its seed, printed on failure):
                      as safety: the copy must complete; the longest stretch without a
                      committed transaction and the copy rate are reported against a fault-free
                      run of the same size (scenario ``none``, run first; --no-baseline skips it)
+  rolling-restart    every broker in turn SIGTERMed (a graceful drain, as Kubernetes rolls a
+                     StatefulSet), restarted by the supervisor and waited for until it leads
+                     again; a probe producer measures the longest produce gap of each restart
+                     (``rolling`` in the report; scripts/chaos/rolling.py); the copy is
+                     paced to 60 s by default, to outlast the three restarts
   none               no faults (the baseline; not part of ``all``)
   rolling-upgrade    the copiers start on the classic group protocol; under load each in turn
                      is stopped (its transaction ended, its consumer closed) and started again
@@ -65,6 +70,7 @@ Modules, by concern (none imports ``cli``; ``cli`` is the only one that knows cl
     faults     the faults on a running cluster (SIGKILL a broker, fill/free the volume,
                restarts watched) and their log; where the controller and a coordinator are
     scenarios  ``Chaos``: when each scenario's faults land; ``SCENARIOS``
+    rolling    the rolling-restart scenario and its probe producer
     secure     --secure: the bystander before the harness, the cluster read back after
     runner     one scenario on a fresh cluster: scratch volume, cluster, chaos, harness
     report     recovery figures, the JSON report and the SVG timeline

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from .report import REPORT_DIR, write_report
+from .rolling import ROLLING_DURATION_S
 from .runner import run_scenario
 from .scenarios import CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, EXTRA_SCENARIOS, SCENARIOS
 
@@ -57,7 +58,8 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
     def one(name: str, s: int) -> dict:
         long = name in ("continuous", "none") and scenario in ("continuous", "none", "all")
         m = messages or (CONT_MESSAGES if long else 4000)
-        d = duration if duration is not None else (CONT_DURATION_S if long else 40)
+        d = duration if duration is not None else (CONT_DURATION_S if long else ROLLING_DURATION_S
+                                                   if name == "rolling-restart" else 40)
         t = timeout or (CONT_TIMEOUT_S if name == "continuous" else 150)
         click.echo(f"== scenario {name} (seed {s}, {m} messages, paced to {d:.0f} s{', secure' if secure else ''}, "
                    f"group.protocol={group_protocol})")

@@ -149,5 +149,8 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
             result["violations"].append(f"rolling upgrade: copier(s) {idle} on the consumer protocol committed "
                                         f"nothing while the group still had classic members (not converted online)")
         result["ok"] = result["ok"] and result["copy_completed"] and upgraded and not idle
+    result.update(chaos.figures)
+    if "rolling" in result:  # every broker restarted, the probe producer without errors
+        result["ok"] = result["ok"] and bool(result["rolling"].get("ok"))
     return result
 

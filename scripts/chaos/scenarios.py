@@ -16,6 +16,7 @@ from kaas import failpoints
 from kaas.testing import ClusterProcess
 
 from .faults import Faults, controller_of, txn_coordinator_of
+from .rolling import run_rolling
 
 ENDTXN_POINTS = ("endtxn.after_prepare", "endtxn.after_local_markers", "endtxn.after_enqueue",
                  "endtxn.before_complete")
@@ -56,6 +57,7 @@ class Chaos(Faults):
         self.paused: tuple[int, float] | None = None
         self.armed: tuple[str, float] | None = None  # (failpoint, when armed)
         self.copiers = None  # eos_harness.CopierPool, set by run_harness
+        self.figures: dict = {}  # a scenario's own figures, for the report (rolling-restart)
 
     def _continuous(self) -> None:
         """The continuous scenario's faults, by the clock: a broker SIGKILLed every
@@ -192,6 +194,11 @@ class Chaos(Faults):
                 self.step = 1
                 threading.Thread(target=self._continuous, name="continuous", daemon=True).start()
             return
+        if self.scenario == "rolling-restart":
+            if elapsed >= self.next_at and self.step == 0:
+                self.step = 1
+                threading.Thread(target=run_rolling, args=(self,), name="rolling-restart", daemon=True).start()
+            return
         if self.scenario == "rolling-upgrade":
             if elapsed >= self.next_at and self.step == 0:
                 self.step = 1
@@ -243,7 +250,7 @@ class Chaos(Faults):
 
 
 SCENARIOS = ("endtxn-failpoints", "random-kills", "pause-coordinator", "kill-controller", "kill-all",
-             "disk-full", "continuous")
+             "disk-full", "continuous", "rolling-restart")
 # Run by name only, not by ``all``: the copiers change group protocol during the run.
 EXTRA_SCENARIOS = ("rolling-upgrade",)
 

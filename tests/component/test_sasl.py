@@ -546,7 +546,7 @@ class _OnePeer:
     """A ``PeerDirectory`` of one peer, broker 1, at ``port`` on loopback (SASL_PLAINTEXT)."""
 
     def __init__(self, port: int) -> None:
-        self.host, self.port, self.pid, self.protocol = "127.0.0.1", port, 1, "SASL_PLAINTEXT"
+        self.host, self.port, self.incarnation, self.protocol = "127.0.0.1", port, "1" * 32, "SASL_PLAINTEXT"
 
     def peer_endpoint(self, listener: str):
         return self
@@ -561,7 +561,7 @@ class _OnePeer:
     def is_alive_any(self, broker_id: int) -> bool:
         return broker_id == 1
 
-    def suspect(self, broker_id: int, pid: int) -> None:
+    def suspect(self, broker_id: int, incarnation: str) -> None:
         pass
 
 

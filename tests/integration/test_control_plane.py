@@ -141,6 +141,7 @@ def test_death_notice_moves_keys_before_the_liveness_timeout(tmp_path):
         leaders = [row["leader"] for row in assignment["partitions"][topic]]
         victim = next(b for b in leaders if b != 0)  # keep the bootstrap broker 0 up
         victims = [p for p, b in enumerate(leaders) if b == victim]
+        beat = json.loads((c.data / "__cluster" / "brokers" / f"kaas-{victim}.json").read_text())
         old_pid = c.kill(victim)
         killed = time.monotonic()
         wait_for(lambda: all(metadata(c.ports[0], topic)[p][1] not in (-1, victim) for p in victims),
@@ -149,6 +150,7 @@ def test_death_notice_moves_keys_before_the_liveness_timeout(tmp_path):
         assert took < 10, took  # well before the 20 s liveness timeout
         notice = json.loads((c.data / "__cluster" / "deaths" / f"kaas-{victim}.json").read_text())
         assert notice["broker_id"] == victim and notice["pid"] == old_pid
+        assert notice["incarnation"] == beat["incarnation"] and not notice["graceful"]
         assert "peer_death_noticed" in c.broker_log(0)
         bootstrap0 = f"127.0.0.1:{c.ports[0]}"
         assert produce_all(bootstrap0, topic, 6) == []

@@ -65,6 +65,10 @@ def test_secure_cluster_authenticates_peers_and_authorises_clients(secure_cluste
     for f in ("admin.password", "broker.password", "client.properties"):
         assert (run / f).stat().st_mode & 0o077 == 0, f
     assert conf["security.protocol"] == "SASL_SSL" and conf["sasl.mechanism"] == "SCRAM-SHA-512"
+    # kaas health (the image's and the pods' probe): ApiVersions over TLS, before SASL
+    probe = subprocess.run([sys.executable, "-m", "kaas.cli", "health", "--bootstrap", conf["bootstrap.servers"],
+                            "--command-config", str(props_path)], capture_output=True, text=True, timeout=30)
+    assert probe.returncode == 0, probe.stderr
 
     # the admin (a super user) creates a topic whose partitions every broker leads
     topic, other = uniq("secure"), uniq("other")

@@ -58,6 +58,19 @@ def leaders_ready(bs: str, topic: str):
     return rows if parts and all(p["leader"] >= 0 and p["leader_epoch"] >= 1 for p in parts) else None
 
 
+# --------------------------------------------------------------------------- health
+
+
+def test_health_answers_0_for_a_serving_broker_and_1_otherwise(shared_broker):
+    res = invoke("health", "--bootstrap", shared_broker.bootstrap)
+    assert res.exit_code == 0 and "ok" in res.output
+    from kaas.testing import free_port
+
+    res = invoke("health", "--bootstrap", f"127.0.0.1:{free_port()}", "--timeout", "1")
+    assert res.exit_code == 1 and "not healthy" in res.output
+    assert invoke("health", "--bootstrap", f"127.0.0.1:{free_port()}", "-q").output == ""
+
+
 # --------------------------------------------------------------------------- topics
 
 

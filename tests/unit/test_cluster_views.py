@@ -48,17 +48,29 @@ def test_alive_within_alive_any_within_listed(self_id, draining, peers):
 def test_a_death_notice_kills_only_the_process_it_names_until_the_counter_moves():
     now, session = 1000.0, 3.0
     peers: dict[int, Peer] = {}
-    assert rules.absorb_heartbeat(peers, {"broker_id": 1, "counter": 5, "pid": 77}, now, session)  # joined
+    a, b = "a" * 32, "b" * 32
+    assert rules.absorb_heartbeat(peers, {"broker_id": 1, "counter": 5, "incarnation": a, "pid": 1}, now, session)
     p = peers[1]
-    assert not rules.notice_applies(p, 76)  # another incarnation's notice
-    assert rules.notice_applies(p, 77)
+    assert not rules.notice_applies(p, b)  # another incarnation's notice, though both are PID 1
+    assert not rules.notice_applies(p, "pid:1")
+    assert rules.notice_applies(p, a)
     assert rules.mark_dead(p, now, session)  # news: it was live
-    assert not p.live(now, session) and not rules.notice_applies(p, 77)
+    assert not p.live(now, session) and not rules.notice_applies(p, a)
     # the same counter again: still dead; a moved counter is a new incarnation, back at once
-    assert not rules.absorb_heartbeat(peers, {"broker_id": 1, "counter": 5, "pid": 77}, now + 0.5, session)
+    assert not rules.absorb_heartbeat(peers, {"broker_id": 1, "counter": 5, "incarnation": a}, now + 0.5, session)
     assert not p.live(now + 0.5, session)
-    assert rules.absorb_heartbeat(peers, {"broker_id": 1, "counter": 6, "pid": 78}, now + 1, session)
+    assert rules.absorb_heartbeat(peers, {"broker_id": 1, "counter": 6, "incarnation": b, "pid": 1}, now + 1, session)
     assert p.live(now + 1, session) and p.back_at == now + 1
+
+
+def test_files_older_than_incarnations_match_each_other_by_pid_and_never_a_new_incarnation():
+    assert rules.incarnation_of({"broker_id": 1, "pid": 77}) == "pid:77"
+    assert rules.incarnation_of({"broker_id": 1}) == "pid:0"
+    assert rules.incarnation_of({"broker_id": 1, "pid": 77, "incarnation": "c" * 32}) == "c" * 32
+    peers: dict[int, Peer] = {}
+    rules.absorb_heartbeat(peers, {"broker_id": 1, "counter": 5, "pid": 77}, 0.0, 3.0)  # an old heartbeat
+    assert rules.notice_applies(peers[1], rules.incarnation_of({"broker_id": 1, "pid": 77}))  # an old notice
+    assert not rules.notice_applies(peers[1], "c" * 32)
 
 
 def test_a_broker_back_from_the_dead_is_placed_on_again_only_after_the_hold():

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from kaas.domain.assignment import Assignment
+from kaas.domain.membership import incarnation_of
 from kaas.errors import CorruptState
 from kaas.storage import trash
 from kaas.storage.broker_configs import BrokerConfigFile, broker_configs_path
@@ -69,7 +70,7 @@ class HeartbeatRow(TypedDict):
     broker_id: object
     counter: object
     address: str | None
-    pid: object
+    incarnation: object  # which start of the broker (``storage.incarnation``), with its host name
     applied_version: object
     draining: object
     controller_epoch: object
@@ -176,16 +177,24 @@ def _heartbeats(layout: Layout, age: Ages, session_timeout_ms: int) -> list[Hear
         path = layout.brokers / name
         obj, err = read_json(path)
         a = age(path)
-        row = HeartbeatRow(file=name, broker_id=None, counter=None, address=None, pid=None, applied_version=None,
+        row = HeartbeatRow(file=name, broker_id=None, counter=None, address=None, incarnation=None,
+                           applied_version=None,
                            draining=None, controller_epoch=None, age_s=a,
                            stale=a is not None and a * 1000 > session_timeout_ms, error=err)
         if isinstance(obj, dict):
             row.update({"broker_id": obj.get("broker_id"), "counter": obj.get("counter"),
-                        "address": f"{obj.get('host')}:{obj.get('port')}", "pid": obj.get("pid"),
+                        "address": f"{obj.get('host')}:{obj.get('port')}", "incarnation": _incarnation(obj),
                         "applied_version": obj.get("applied_version"), "draining": obj.get("draining"),
                         "controller_epoch": obj.get("controller_epoch")})
         out.append(row)
     return sorted(out, key=lambda r: (not isinstance(r["broker_id"], int), r["broker_id"] or 0, r["file"]))
+
+
+def _incarnation(obj: dict[str, object]) -> str:
+    """``<8 hex digits>@<host name>``, or ``pid:<pid>`` for a heartbeat older than incarnations."""
+    inc = incarnation_of(obj)
+    host = obj.get("host_name")
+    return f"{inc[:8]}@{host}" if host and not inc.startswith("pid:") else inc
 
 
 def _topics(layout: Layout) -> list[TopicRow]:

@@ -101,7 +101,7 @@ def cluster_lines(v: ClusterView) -> list[str]:
         head = (f"Assignment: version {a['version']}  controller_epoch {a['controller_epoch']}  "
                 f"brokers {cell(a['brokers'])}  txn slots per owner {owners}  age {a['age_s']}s")
     blocks: list[tuple[str, Rows, list[str]]] = [
-        ("Brokers", v["brokers"], ["broker_id", "counter", "address", "pid", "applied_version", "draining",
+        ("Brokers", v["brokers"], ["broker_id", "counter", "address", "incarnation", "applied_version", "draining",
                                    "controller_epoch", "age_s", "stale", "error"]),
         ("Partitions", v["partitions"], ["topic", "partition", "leader", "leader_epoch", "manifest_epoch",
                                          "high_watermark", "log_start_offset", "segments", "bytes", "error"]),
