@@ -48,7 +48,8 @@ SESSION, INTERVAL, REBALANCE = 6_000, 1_000, 3_000
 @asynccontextmanager
 async def open_broker(path, clock):
     async with open_broker_in(path, clock=TrioClock(clock), group_consumer_session_timeout_ms=SESSION,
-                              group_consumer_heartbeat_interval_ms=INTERVAL) as (broker, nursery):
+                              group_consumer_heartbeat_interval_ms=INTERVAL,
+                              group_initial_rebalance_delay_ms=0) as (broker, nursery):
         broker.topics.create("t", 4)
         yield broker, nursery
 
@@ -194,6 +195,32 @@ async def test_a_corrupt_state_file_is_reported_and_refused_never_reset(shm_path
                 await fresh.commit("g", member_id="m1", group_instance_id=None, generation_id=1, offsets={})
         assert [x["event"] for x in logs if x["log_level"] == "error"] == ["consumer_group_state_unreadable"]
         assert path.read_bytes() == damaged
+
+
+async def test_a_file_written_by_another_coordinator_is_read_back_not_overwritten(shm_path,
+                                                                                  thread_safe_autojump_clock):
+    async with open_broker(shm_path, thread_safe_autojump_clock) as (broker, _):
+        a, b = broker.groups, GroupCoordinator(broker)
+        assert (await send(a, join("m1"))).member_epoch == 1
+        assert (await send(b, join("m2"))).member_epoch == 2  # b read a's file, then wrote
+        with pytest.raises(KaasError) as exc:  # a's copy is stale: not written over b's
+            await send(a, join("m3"))
+        assert exc.value.code == E.not_coordinator
+        assert {m["member_id"] for m in on_file(broker)["members"]} == {"m1", "m2"}
+        assert (await send(a, join("m3"))).member_epoch == 3  # the client's retry: a read the file again
+        assert set(a.groups["g"].consumer.members) == {"m1", "m2", "m3"}
+
+
+async def test_a_classic_group_with_members_is_not_a_consumer_group(shm_path, thread_safe_autojump_clock):
+    async with open_broker(shm_path, thread_safe_autojump_clock) as (broker, _):
+        groups = broker.groups
+        r = await groups.join("g", member_id="", group_instance_id=None, client_id="c", client_host="h",
+                              session_timeout_ms=SESSION, rebalance_timeout_ms=SESSION, protocol_type="consumer",
+                              protocols=[("range", b"")], require_known_member=False)
+        assert r.error_code == E.none
+        reply = await send(groups, join("m1"))
+        assert (reply.error_code, reply.error_message) == (E.group_id_not_found, "Group g is not a consumer group.")
+        assert groups.groups["g"].consumer is None and r.member_id in groups.groups["g"].group.members
 
 
 # --------------------------------------------------------------------------- over the wire

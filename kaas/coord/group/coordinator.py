@@ -187,6 +187,8 @@ class GroupCoordinator:
             # request's change) is dropped, the client retries, we re-read.
             log.error("group_offsets_stale", group=e.group.group_id, error=str(exc))
             e.offsets = None
+            if (e.consumer is not None or consumer_write) and self.groups.get(e.group.group_id) is e:
+                del self.groups[e.group.group_id]  # a consumer group is read back whole from the file
             raise KaasError(ErrorCode.not_coordinator, "group file changed by another coordinator") from None
         except OSError as exc:
             log.error("group_offsets_write_failed", group=e.group.group_id, error=str(exc))
