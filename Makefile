@@ -77,10 +77,15 @@ eos: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/python scripts/eos_harness run --start-cluster 3 --messages 5000 --copiers 3
 	$(BIN)/python scripts/quix_harness.py run --brokers 3 --messages 6000 --quix-python $(QUIX_VENV)/bin/python
 
-# every scenario, then one on kaas cluster --secure (the clients as least-privilege SCRAM users)
+# every scenario, then one on kaas cluster --secure (the clients as least-privilege SCRAM users),
+# random-kills and continuous with KIP-848 copiers (group.protocol=consumer), and a rolling
+# upgrade of the copiers from the classic to the consumer protocol under load
 chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario all
 	$(BIN)/python scripts/chaos run --scenario random-kills --secure
+	$(BIN)/python scripts/chaos run --scenario random-kills --group-protocol consumer
+	$(BIN)/python scripts/chaos run --scenario continuous --group-protocol consumer
+	$(BIN)/python scripts/chaos run --scenario rolling-upgrade
 
 docs: $(STAMP)
 	$(BIN)/python scripts/compat_matrix.py

@@ -11,11 +11,13 @@ follows them. The file and its one writer are ``kaas.storage.broker_configs``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields, replace
 from typing import Any, TypedDict
 
 from kaas import configs
 from kaas.domain import broker_configs as dyn
+from kaas.domain import group_configs as gc
 from kaas.domain import replicas
 from kaas.domain.broker_configs import (
     SOURCE_DEFAULT,
@@ -28,7 +30,7 @@ from kaas.domain.broker_configs import (
 from kaas.listeners import SASL_MECHANISMS
 from kaas.settings import Settings
 
-__all__ = ["STATIC", "READ_ONLY", "validate", "effective", "broker_entries", "topic_source", "Refusal",
+__all__ = ["STATIC", "READ_ONLY", "validate", "effective", "broker_entries", "group_entries", "topic_source", "Refusal",
            "SOURCE_DEFAULT", "SOURCE_DYNAMIC_BROKER", "SOURCE_DYNAMIC_DEFAULT", "SOURCE_STATIC_BROKER",
            "SOURCE_TOPIC"]
 
@@ -54,6 +56,10 @@ STATIC: dict[str, tuple[str, str]] = {
     "group.initial.rebalance.delay.ms": ("int", "group_initial_rebalance_delay_ms"),
     "group.min.session.timeout.ms": ("int", "group_min_session_timeout_ms"),
     "group.max.session.timeout.ms": ("int", "group_max_session_timeout_ms"),
+    # KIP-848 and KIP-932 (read-only in Apache 4.2 too: none is a reconfigurable config)
+    **{gc.option_name(f): ("list" if f == "group_consumer_assignors" else
+                           "string" if f == "group_consumer_migration_policy" else "int", f)
+       for f in gc.BROKER_SETTINGS},
     "inter.broker.listener.name": ("string", "inter_broker_listener"),
     "ssl.client.auth": ("string", "ssl_client_auth"),
     "ssl.principal.mapping.rules": ("string", "ssl_principal_mapping_rules"),
@@ -238,3 +244,23 @@ def topic_source(static: Settings, default: dict[str, str], mine: dict[str, str]
     if rows:
         return rows[0][2], rows
     return SOURCE_DEFAULT, rows
+
+
+def group_entries(static: Settings, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """Every config DescribeConfigs lists for a GROUP resource, as Apache 4.2's ConfigHelper
+    does: the group's own value (GROUP_CONFIG) when it sets one, else the broker's value of
+    its ``group.*`` synonym (STATIC_BROKER_CONFIG when the option was given, DEFAULT_CONFIG
+    otherwise) or the key's own default (DEFAULT_CONFIG); synonyms highest first."""
+    values = gc.defaults(static)
+    out: list[ConfigEntry] = []
+    for name, key in gc.GROUP_CONFIG_KEYS.items():
+        broker_name = gc.broker_synonym(name)
+        rows: list[tuple[str, str, int]] = (_synonym_rows(static, {}, {}, {}, (broker_name,)) if broker_name
+                                            else [(name, key.default, SOURCE_DEFAULT)])
+        value = values[name]
+        if name in overrides:
+            value = overrides[name]
+            rows = [(name, value, gc.SOURCE_GROUP), *rows]
+        out.append({"name": name, "value": value, "source": rows[0][2], "read_only": False, "sensitive": False,
+                    "type": key.type, "synonyms": rows})
+    return out

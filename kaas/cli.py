@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -56,6 +57,61 @@ class _LazyGroup(click.Group):
             module, _, attr = self.LAZY[cmd_name].partition(":")
             self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+
+# The KIP-848 (consumer groups) and KIP-932 (share groups) settings: one ``kaas broker``
+# option per Settings field, under Apache's names (all read-only configs in Apache 4.2).
+_GROUP_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("group_consumer_session_timeout_ms", "A consumer-protocol member (KIP-848) without a heartbeat for this long "
+                                          "is removed; a group's consumer.session.timeout.ms wins"),
+    ("group_consumer_min_session_timeout_ms", "The smallest consumer.session.timeout.ms a group may set"),
+    ("group_consumer_max_session_timeout_ms", "The largest consumer.session.timeout.ms a group may set"),
+    ("group_consumer_heartbeat_interval_ms", "The heartbeat interval given to consumer-protocol members; a "
+                                             "group's consumer.heartbeat.interval.ms wins"),
+    ("group_consumer_min_heartbeat_interval_ms", "The smallest consumer.heartbeat.interval.ms a group may set"),
+    ("group_consumer_max_heartbeat_interval_ms", "The largest consumer.heartbeat.interval.ms a group may set"),
+    ("group_consumer_assignors", "The server-side assignors, uniform and range (or Apache's class names "
+                                 "org.apache.kafka.coordinator.group.assignor.UniformAssignor/RangeAssignor); the "
+                                 "first is used when a member names none"),
+    ("group_consumer_migration_policy", "Which online conversions between classic and consumer groups are "
+                                        "allowed"),
+    ("group_consumer_max_size", "The most members a consumer-protocol group may have"),
+    ("group_share_session_timeout_ms", "A share-group member (KIP-932) without a heartbeat for this long is "
+                                       "removed; a group's share.session.timeout.ms wins"),
+    ("group_share_min_session_timeout_ms", "The smallest share.session.timeout.ms a group may set"),
+    ("group_share_max_session_timeout_ms", "The largest share.session.timeout.ms a group may set"),
+    ("group_share_heartbeat_interval_ms", "The heartbeat interval given to share-group members; a group's "
+                                          "share.heartbeat.interval.ms wins"),
+    ("group_share_min_heartbeat_interval_ms", "The smallest share.heartbeat.interval.ms a group may set"),
+    ("group_share_max_heartbeat_interval_ms", "The largest share.heartbeat.interval.ms a group may set"),
+    ("group_share_record_lock_duration_ms", "How long a share consumer holds an acquired record (1000..60000); "
+                                            "a group's share.record.lock.duration.ms wins"),
+    ("group_share_min_record_lock_duration_ms", "The smallest share.record.lock.duration.ms a group may set "
+                                                "(1000..30000)"),
+    ("group_share_max_record_lock_duration_ms", "The largest share.record.lock.duration.ms a group may set "
+                                                "(30000..3600000)"),
+    ("group_share_delivery_count_limit", "Deliveries of a record to a share group before it is archived (2..10)"),
+    ("group_share_partition_max_record_locks", "Records a share-partition may have acquired at once (100..10000)"),
+    ("group_share_max_size", "The most members a share group may have (1..1000)"),
+)
+
+
+def _group_options(f: Any) -> Any:
+    """Decorate ``broker`` with the options of ``_GROUP_OPTIONS`` (defaults: ``Settings``)."""
+    from kaas.settings import Settings
+
+    defaults = Settings()
+    for field, text in reversed(_GROUP_OPTIONS):
+        default = getattr(defaults, field)
+        kind: Any = int
+        if field == "group_consumer_assignors":
+            default, kind = ",".join(default), str
+        elif field == "group_consumer_migration_policy":
+            kind = click.Choice(["bidirectional", "upgrade", "downgrade", "disabled"], case_sensitive=False)
+        f = click.option(f"--{field.replace('_', '-')}", field, type=kind, default=default, show_default=True,
+                         help=f"{text} ({field.replace('_', '.')}).")(f)
+    return f
+
 
 
 @click.group(cls=_LazyGroup, context_settings={"auto_envvar_prefix": "KAAS", "help_option_names": ["-h", "--help"]})
@@ -144,6 +200,7 @@ def cli() -> None:
                    "by the coordinator's clock (transactional.id.expiration.ms).")
 @click.option("--group-initial-rebalance-delay-ms", type=int, default=3000, show_default=True,
               help="Wait for more members before the first rebalance of an empty group.")
+@_group_options
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
               help="fsync appends for acks=all and state files (leave on outside of tests).")
 @click.option("--marker-rpc/--no-marker-rpc", default=True, show_default=True,
@@ -233,6 +290,12 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
     if bool(password_file) != bool(opts["inter_broker_sasl_username"]):
         raise click.UsageError("--inter-broker-sasl-username and --inter-broker-sasl-password-file go together")
     opts["inter_broker_sasl_password"] = (password_file.read_text().splitlines() or [""])[0] if password_file else ""
+    from kaas.domain.group_configs import parse_assignors, settings_problem
+
+    try:
+        opts["group_consumer_assignors"] = parse_assignors(opts["group_consumer_assignors"])
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--group-consumer-assignors") from None
     settings = Settings(
         broker_id=broker_id, data=data, listen_host=lhost, listen_port=lport,
         advertise_host=ahost, advertise_port=aport, listeners=entries, inter_broker_listener=inter_broker,
@@ -241,6 +304,9 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
     problem = _sasl_problem(settings)
     if problem:
         raise click.BadParameter(problem[1], param_hint=problem[0])
+    group_problem = settings_problem(settings)  # Apache's checks of the group.* settings
+    if group_problem:
+        raise click.BadParameter(group_problem[1], param_hint="--" + group_problem[0].replace(".", "-"))
     if any(e.tls for e in settings.all_listeners):
         from kaas.domain.principal import RuleError
         from kaas.net.tls import TLSConfigError, principal_rules, server_context

@@ -197,6 +197,27 @@ def static_broker_table() -> str:
     return docgen.rst_table(["config", "type", "kaas"], rows)
 
 
+def group_configs_table() -> str:
+    """Every group config Apache 4.2 takes: kaas's (with the broker setting that is its
+    default and bounds it) and the ones kaas refuses."""
+    from kaas.domain import group_configs as gc
+
+    rows = []
+    for name, key in gc.GROUP_CONFIG_KEYS.items():
+        broker = gc.broker_synonym(name)
+        if broker:
+            default = f"``{broker}`` ({_option_of(key.setting)})"
+            setting = key.setting.removeprefix("group_")
+            low, high = f"group_{setting.replace('_', '_min_', 1)}", f"group_{setting.replace('_', '_max_', 1)}"
+            default += f", within ``{gc.option_name(low)}`` .. ``{gc.option_name(high)}``"
+        else:
+            default = f"``{key.default}``"
+        rows.append([f"``{name}``", key.type, "honoured", default, key.doc])
+    for name, why in sorted(gc.NOT_TAKEN.items()):
+        rows.append([f"``{name}``", "int", "refused", "-", why])
+    return docgen.rst_table(["config", "type", "kaas", "default", "what it does, or why not"], rows)
+
+
 def configs_reference() -> str:
     """The generated block of docs/configs.rst."""
     return "\n".join([
@@ -217,6 +238,16 @@ def configs_reference() -> str:
         "one with Apache's INVALID_REQUEST (\"Cannot update these configs dynamically\"), an unknown one with "
         "INVALID_CONFIG (Apache would store an unknown key as a custom config; kaas would never read it).", "",
         dynamic_broker_table(), "",
+        "Group configs (KIP-848, KIP-932)", "--------------------------------", "",
+        "Set per group with AlterConfigs or IncrementalAlterConfigs (SET and DELETE) on a GROUP resource (type "
+        "32), before or after the group exists; DescribeConfigs lists every one with its source: GROUP_CONFIG "
+        "when the group sets it, else the broker's ``group.*`` setting (STATIC_BROKER_CONFIG when its option was "
+        "given, DEFAULT_CONFIG otherwise) or the key's own default. A value outside the broker's min/max, a "
+        "session timeout not above the heartbeat interval, an unknown key and a null value are refused with "
+        "INVALID_CONFIG and Apache's message. They live in ``__cluster/group_configs.json``, written only by "
+        "the controller and polled by every broker (docs/design.rst); deleting the group leaves them, as in "
+        "Apache.", "",
+        group_configs_table(), "",
         "Read-only broker configs", "------------------------", "",
         "DescribeConfigs shows kaas's options under their Apache names (STATIC_BROKER_CONFIG when the option "
         "was given, DEFAULT_CONFIG otherwise); AlterConfigs on any of these, or on another of Apache's "

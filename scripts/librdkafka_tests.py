@@ -16,12 +16,21 @@ ACLs they add for it change what it may do. 0077 calls Kafka's ``kafka-topics.sh
 ``KAFKA_PATH`` points at ``tests/`` of this checkout, whose ``bin/kafka-topics.sh`` maps its
 flags to ``kaas topics``.
 
+``--group-protocol consumer`` runs the tests' consumers with ``group.protocol=consumer``
+(KIP-848: ``TEST_CONSUMER_GROUP_PROTOCOL=consumer``) on clusters whose brokers give
+consumer-protocol members a 500 ms heartbeat interval (``CONSUMER_BROKER_ARGS``, as Apache's
+own integration tests; the session timeout stays Kafka's 45 s, as in librdkafka's CI) and,
+without ``--only``, runs issue 33's set (``kip848``). ``--only kip848`` (or ``classic``)
+names a whole set, in either protocol.
+
 Prints one line per run as it ends, then a table (or ``--json``) of every result with the
 first failure message; each run's whole output is kept under ``--log-dir``. Exits 1 when any
 run failed.
 
     python scripts/librdkafka_tests.py --rdkafka-tests /path/to/librdkafka/tests
     python scripts/librdkafka_tests.py --rdkafka-tests DIR --only 0077 --only 0081/ListOffsets
+    python scripts/librdkafka_tests.py --rdkafka-tests DIR --group-protocol consumer
+    python scripts/librdkafka_tests.py --rdkafka-tests DIR --only kip848      # the same set, classic
 """
 
 from __future__ import annotations
@@ -51,6 +60,12 @@ from kaas.testing import ClusterProcess  # noqa: E402
 
 #: the classic-protocol tests issue 31 holds kaas to (they passed before it)
 CLASSIC = ["0103", "0129", "0090", "0094", "0076", "0030", "0102", "0018", "0029", "0113"]
+#: the tests issue 33 holds kaas to with group.protocol=consumer (KIP-848), and in classic mode
+KIP848 = ["0018", "0029", "0030", "0031", "0033", "0034", "0042", "0045", "0050", "0051", "0056", "0069",
+          "0089", "0091", "0102", "0103", "0113", "0118", "0122", "0130", "0132", "0137"]
+#: names for ``--only``
+SETS = {"classic": CLASSIC, "kip848": KIP848}
+GROUP_PROTOCOLS = ("classic", "consumer")
 #: 0081's subtest functions in the order do_test_apis() runs them (librdkafka 2.15)
 SUBTESTS_0081 = [
     "unclean_destroy", "CreateTopics", "DeleteTopics", "CreatePartitions",
@@ -73,6 +88,11 @@ ACL_BROKER_ARGS = [*BROKER_ARGS, "--authorizer", "--super-users", "User:ANONYMOU
 #: (Apache's ``allow.everyone.if.no.acl.found=true``), so the tests' user, no super user,
 #: may do everything until an ACL of its own narrows it
 SASL_BROKER_ARGS = [*BROKER_ARGS, "--allow-everyone-if-no-acl-found"]
+#: added to each cluster's options with ``--group-protocol consumer``: consumer-protocol
+#: members heartbeat every 500 ms (Apache's integration tests set the interval and its
+#: minimum so); the session timeout stays Kafka's default (45 s), as in librdkafka's CI
+CONSUMER_BROKER_ARGS = ["--group-consumer-heartbeat-interval-ms", "500",
+                        "--group-consumer-min-heartbeat-interval-ms", "500"]
 #: the SCRAM user the tests connect as on the sasl cluster (not a super user)
 SASL_TEST_USER = "rdkafka"
 _FAILED = re.compile(r'### Test "(?P<test>[^"]*)" failed at (?P<where>\S+) at [^#]*###\s*\n(?P<msg>[^\n]*)')
@@ -95,12 +115,17 @@ class Run:
         return f"{self.test}/{self.subtest}" if self.subtest else self.test
 
 
-def plan(only: tuple[str, ...], acl_for_all: bool, sasl_for_all: bool = False) -> list[Run]:
-    """The runs: ``only`` entries (``0077``, ``0081``, ``0081/ListOffsets``), else every
-    classic test, 0077, and each 0081 subtest on its own. Each on the plain cluster, but the
+def plan(only: tuple[str, ...], acl_for_all: bool, sasl_for_all: bool = False,
+         group_protocol: str = "classic") -> list[Run]:
+    """The runs: ``only`` entries (``0077``, ``0081``, ``0081/ListOffsets``, or a set of
+    ``SETS``), else every classic test, 0077, and each 0081 subtest on its own (with
+    ``group_protocol="consumer"``: the ``kip848`` set). Each on the plain cluster, but the
     ACL subtests on the ACL one (everything with ``acl_for_all``) and the SASL subtests on
     the SASL one (everything with ``sasl_for_all``)."""
-    specs = list(only) or [*CLASSIC, "0077", *(f"0081/{s}" for s in SUBTESTS_0081)]
+    if group_protocol not in GROUP_PROTOCOLS:
+        raise click.BadParameter(f"group protocol {group_protocol!r}; one of {', '.join(GROUP_PROTOCOLS)}")
+    default = KIP848 if group_protocol == "consumer" else [*CLASSIC, "0077", *(f"0081/{s}" for s in SUBTESTS_0081)]
+    specs = [t for spec in only for t in SETS.get(spec, [spec])] or default
     runs = []
     for spec in specs:
         test, _, sub = spec.partition("/")
@@ -140,9 +165,10 @@ def judge(run: Run, rc: int | None, out: str) -> None:
 
 
 def run_one(run: Run, index: int, tests_dir: Path, cluster: ClusterProcess, conf: Path, log_dir: Path,
-            kafka_version: str, timeout: float, echo) -> None:
+            kafka_version: str, timeout: float, echo, group_protocol: str = "classic") -> None:
     env = {**os.environ, "TESTS": run.test, "TEST_KAFKA_VERSION": kafka_version,
-           "RDKAFKA_TEST_CONF": str(conf), "KAFKA_PATH": str(ROOT / "tests"), "BROKERS": cluster.bootstrap}
+           "RDKAFKA_TEST_CONF": str(conf), "KAFKA_PATH": str(ROOT / "tests"), "BROKERS": cluster.bootstrap,
+           "TEST_CONSUMER_GROUP_PROTOCOL": group_protocol}
     kaas = Path(sys.executable).parent / "kaas"  # this checkout's, for tests/bin/kafka-topics.sh
     if kaas.exists():
         env["KAAS"] = str(kaas)
@@ -167,10 +193,16 @@ def run_one(run: Run, index: int, tests_dir: Path, cluster: ClusterProcess, conf
     echo(f"{run.name:<52} {run.cluster:<5} {run.result:<8} {run.seconds:>6.1f}s  {run.failure[:150]}")
 
 
-@contextmanager
-def open_cluster(kind: str, tmp: Path, echo) -> Iterator[tuple[ClusterProcess, str]]:
-    """The cluster of ``kind`` running, with the ``test.conf`` text its clients need."""
+def broker_args(kind: str, group_protocol: str = "classic") -> list[str]:
+    """The ``kaas broker`` options of the cluster of ``kind`` for a run in ``group_protocol``."""
     extra = {"acl": ACL_BROKER_ARGS, "sasl": SASL_BROKER_ARGS}.get(kind, BROKER_ARGS)
+    return [*extra, *CONSUMER_BROKER_ARGS] if group_protocol == "consumer" else list(extra)
+
+
+@contextmanager
+def open_cluster(kind: str, tmp: Path, echo, group_protocol: str = "classic") -> Iterator[tuple[ClusterProcess, str]]:
+    """The cluster of ``kind`` running, with the ``test.conf`` text its clients need."""
+    extra = broker_args(kind, group_protocol)
     secure = kind == "sasl"
     cluster = ClusterProcess(tmp / f"data-{kind}", 3, extra=extra, secure=secure)
     password = ""
@@ -208,24 +240,30 @@ def table(runs: list[Run]) -> str:
 @click.option("--rdkafka-tests", "tests_dir", required=True,
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="librdkafka's tests/ directory, already built (test-runner in it).")
-@click.option("--only", multiple=True, metavar="TEST[/SUBTEST]",
-              help="Run this only (repeatable): 0077, 0081, 0081/ListOffsets. Default: the ten "
-                   "classic tests, 0077 and each 0081 subtest.")
+@click.option("--only", multiple=True, metavar="TEST[/SUBTEST]|SET",
+              help="Run this only (repeatable): 0077, 0081, 0081/ListOffsets, or a set: kip848 (issue 33's "
+                   "22 tests), classic (issue 31's ten). Default: the ten classic tests, 0077 and each 0081 "
+                   "subtest; with --group-protocol consumer, kip848.")
+@click.option("--group-protocol", type=click.Choice(GROUP_PROTOCOLS), default="classic", show_default=True,
+              help="TEST_CONSUMER_GROUP_PROTOCOL: consumer runs the tests' consumers with KIP-848 and gives the "
+                   "brokers a 500 ms consumer-group heartbeat interval.")
 @click.option("--acl-for-all", is_flag=True, help="Run everything on the ACL cluster, not only 0081's ACL subtests "
               "(the SASL subtests stay on the SASL cluster).")
 @click.option("--sasl-for-all", is_flag=True, help="Run everything on the SASL cluster (SASL_SSL, a SCRAM user who is "
               "not a super user, allow.everyone.if.no.acl.found), not only 0081's authorised-operations subtest.")
-@click.option("--kafka-version", default="3.9.0", show_default=True, help="TEST_KAFKA_VERSION.")
+@click.option("--kafka-version", default="4.2.0", show_default=True,
+              help="TEST_KAFKA_VERSION: the Apache release whose answers the tests expect (4.2: group configs, "
+                   "share groups).")
 @click.option("--timeout", default=1800.0, show_default=True,
               help="Seconds per run (0113 alone takes over 10 minutes).")
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where each run's output goes (default: a new temporary directory, kept).")
 @click.option("--json", "as_json", is_flag=True, help="The results as one JSON document on stdout.")
 @click.option("--list", "list_only", is_flag=True, help="Print the runs and exit.")
-def main(tests_dir: Path, only: tuple[str, ...], acl_for_all: bool, sasl_for_all: bool, kafka_version: str,
-         timeout: float, log_dir: Path | None, as_json: bool, list_only: bool) -> None:
+def main(tests_dir: Path, only: tuple[str, ...], group_protocol: str, acl_for_all: bool, sasl_for_all: bool,
+         kafka_version: str, timeout: float, log_dir: Path | None, as_json: bool, list_only: bool) -> None:
     """Run librdkafka's tests against 3-broker kaas clusters; print each result."""
-    runs = plan(only, acl_for_all, sasl_for_all)
+    runs = plan(only, acl_for_all, sasl_for_all, group_protocol)
     if list_only:
         for r in runs:
             click.echo(f"{r.name} ({r.cluster})")
@@ -239,24 +277,24 @@ def main(tests_dir: Path, only: tuple[str, ...], acl_for_all: bool, sasl_for_all
 
     log_dir = (log_dir or Path(tempfile.mkdtemp(prefix="kaas-rdkafka-logs-"))).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
-    echo(f"# logs in {log_dir}")
+    echo(f"# logs in {log_dir}; TEST_CONSUMER_GROUP_PROTOCOL={group_protocol}")
     with tempfile.TemporaryDirectory(prefix="kaas-rdkafka-") as tmp_s:
         tmp = Path(tmp_s)
         for kind in ("plain", "acl", "sasl"):
             mine = [(i, r) for i, r in enumerate(runs) if r.cluster == kind]
             if not mine:
                 continue
-            with open_cluster(kind, tmp, echo) as (cluster, conf_text):
+            with open_cluster(kind, tmp, echo, group_protocol) as (cluster, conf_text):
                 conf = tmp / f"test-{kind}.conf"
                 conf.write_text(conf_text)
                 conf.chmod(0o600)  # a password for the sasl cluster
                 for i, r in mine:
-                    run_one(r, i, tests_dir, cluster, conf, log_dir, kafka_version, timeout, echo)
+                    run_one(r, i, tests_dir, cluster, conf, log_dir, kafka_version, timeout, echo, group_protocol)
                 (log_dir / f"cluster-{kind}").mkdir(exist_ok=True)
                 for f in (cluster.data / "run").glob("*.log"):
                     (log_dir / f"cluster-{kind}" / f.name).write_bytes(f.read_bytes())
     if as_json:
-        click.echo(json.dumps({"tests_dir": str(tests_dir), "log_dir": str(log_dir),
+        click.echo(json.dumps({"tests_dir": str(tests_dir), "log_dir": str(log_dir), "group_protocol": group_protocol,
                                "runs": [{**asdict(r), "name": r.name} for r in runs]}, indent=1))
     else:
         click.echo("\n" + table(runs))

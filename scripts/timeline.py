@@ -25,6 +25,7 @@ KINDS = {
     "cont": ("#17becf", "broker SIGCONT"),
     "copier-kill": ("#ff7f0e", "copier SIGKILL"),
     "copier-restart": ("#8c564b", "copier restarted"),
+    "copier-stop": ("#e377c2", "copier stopped (rolling upgrade)"),
     "disk": ("#7f7f7f", "volume full / freed"),
     "other": ("#bcbd22", "other"),
 }

@@ -18,12 +18,14 @@ from kaas.aio import Wakeup
 from kaas.broker.acls import Acls
 from kaas.broker.cluster_view import ClusterView
 from kaas.broker.dynamic import DynamicConfigs
+from kaas.broker.group_configs import GroupConfigStore
 from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.clock import SYSTEM, Clock
 from kaas.coord.group import GroupCoordinator
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain import replicas, routing
+from kaas.domain.group_configs import GroupConfig
 from kaas.errors import CorruptState, KaasError
 from kaas.peers import PeerLinks, client_context, scram_authenticator
 from kaas.settings import Settings
@@ -121,6 +123,8 @@ class Broker:
         self.admin = TopicAdmin(self)
         # dynamic broker configs (KIP-226): ``settings`` is the options with them applied
         self.dynamic = DynamicConfigs(self, settings)
+        # group configs (KIP-848/932): __cluster/group_configs.json, reloaded by tasks.group_configs
+        self.group_configs = GroupConfigStore(self.layout, fsync=settings.fsync)
         self.acls = Acls(settings, self.layout)  # the authoriser's ACLs (tasks.acls reloads them)
         self.takeovers = 0
         self.takeover_seconds = 0.0
@@ -339,6 +343,15 @@ class Broker:
 
     def owns_group(self, group_id: str) -> bool:
         return self.group_owner(group_id) == self.id
+
+    def group_config(self, group_id: str) -> GroupConfig:
+        """What ``group_id`` runs with: its group configs over this broker's ``group.*``
+        settings (cheap: cached until either changes).
+
+        Raises:
+            KaasError: KAFKA_STORAGE_ERROR, the group config file was never readable.
+        """
+        return self.group_configs.config(self.settings, group_id)
 
     def slot_owner(self, slot: int) -> int | None:
         a = self.cluster.assignment

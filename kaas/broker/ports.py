@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from kaas.coord.ports import Host
+from kaas.coord.ports import GroupConfigSource, Host
 
 if TYPE_CHECKING:
     from kaas.aio import Wakeup
@@ -29,8 +29,9 @@ P = TypeVar("P")
 P_contra = TypeVar("P_contra", contravariant=True)
 
 
-class PartitionHost(Protocol[P_contra]):
-    """The broker as one of its led partitions sees it."""
+class PartitionHost(GroupConfigSource, Protocol[P_contra]):
+    """The broker as one of its led partitions sees it (``group_config``: a share group's
+    record lock duration, delivery count limit and isolation level, KIP-932)."""
 
     @property
     def clock(self) -> Clock:

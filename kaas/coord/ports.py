@@ -22,13 +22,14 @@ from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker
 
 from kaas.clock import Clock
+from kaas.domain.group_configs import GroupConfig
 from kaas.settings import Settings
 from kaas.storage.partition_log import AppendResult, PartitionLog
 from kaas.storage.paths import Layout
 from kaas.storage.topics import TopicMeta
 
-__all__ = ["ClusterView", "GroupBroker", "Host", "LedPartition", "MarkerLinks", "MarkerResult", "OffsetHooks",
-           "TopicCatalog", "TxnBroker"]
+__all__ = ["ClusterView", "GroupBroker", "GroupConfigSource", "Host", "LedPartition", "MarkerLinks", "MarkerResult",
+           "OffsetHooks", "TopicCatalog", "TxnBroker"]
 
 T = TypeVar("T")
 
@@ -125,7 +126,20 @@ class Host(Protocol):
         """This broker coordinates the group."""
 
 
-class GroupBroker(Host, Protocol):
+class GroupConfigSource(Protocol):
+    """A group's configs (KIP-848/932) as the broker resolves them."""
+
+    def group_config(self, group_id: str) -> GroupConfig:
+        """What ``group_id`` runs with: its group configs (IncrementalAlterConfigs on a
+        GROUP resource) over the broker's ``group.consumer.*`` / ``group.share.*``
+        settings. Cheap enough for every heartbeat and fetch.
+
+        Raises:
+            KaasError: KAFKA_STORAGE_ERROR, the group config file was never readable.
+        """
+
+
+class GroupBroker(Host, GroupConfigSource, Protocol):
     """The broker as the group coordinator (``kaas.coord.group``) sees it."""
 
     @property

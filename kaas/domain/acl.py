@@ -95,7 +95,8 @@ _IMPLIED_BY: dict[Operation, frozenset[Operation]] = {
 OPERATIONS_OF: dict[ResourceType, tuple[Operation, ...]] = {
     ResourceType.TOPIC: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE, Operation.DELETE,
                          Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
-    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE, Operation.DESCRIBE_CONFIGS,
+                         Operation.ALTER_CONFIGS),  # (the configs: Apache 4's group configs)
     ResourceType.CLUSTER: (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
                            Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
     ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),

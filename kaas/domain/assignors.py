@@ -129,6 +129,15 @@ def _count(topics: Mapping[TopicKey, TopicSpec], key: TopicKey) -> int:
     return spec.partitions if spec is not None else 0
 
 
+def _subscribers(order: list[str], subs: Mapping[str, list[TopicKey]]) -> dict[TopicKey, list[str]]:
+    """Topic -> its subscribers, in member order."""
+    subscribers: dict[TopicKey, list[str]] = {}
+    for m in order:
+        for t in subs[m]:
+            subscribers.setdefault(t, []).append(m)
+    return subscribers
+
+
 def _kept(
     order: list[str],
     subs: Mapping[str, Iterable[TopicKey]],
@@ -187,10 +196,7 @@ def _uniform_heterogeneous(
     index = {m: i for i, m in enumerate(order)}
     owned: dict[str, dict[TopicKey, set[int]]] = {m: {} for m in order}
     size = dict.fromkeys(order, 0)
-    subscribers: dict[TopicKey, list[str]] = {}
-    for m in order:
-        for t in subs[m]:
-            subscribers.setdefault(t, []).append(m)
+    subscribers = _subscribers(order, subs)
     taken: set[tuple[TopicKey, int]] = set()
     for m, mine in _kept(order, subs, members, topics).items():
         for t, p in mine:
@@ -262,10 +268,7 @@ def _range(
     topics: Mapping[TopicKey, TopicSpec],
 ) -> dict[str, dict[TopicKey, set[int]]]:
     owned: dict[str, dict[TopicKey, set[int]]] = {m: {} for m in order}
-    subscribers: dict[TopicKey, list[str]] = {}
-    for m in order:
-        for t in subs[m]:
-            subscribers.setdefault(t, []).append(m)
+    subscribers = _subscribers(order, subs)
     for t in sorted(subscribers):
         n = _count(topics, t)
         base, extra = divmod(n, len(subscribers[t]))

@@ -1,10 +1,10 @@
-"""AlterConfigs (33): replace a topic's config overrides, or a BROKER resource's dynamic
-configs (KIP-226: a broker id, or ``""`` for the cluster-wide default), as a whole (on the
-controller: another broker forwards the request, ``_forward``)."""
+"""AlterConfigs (33): replace a topic's config overrides, a BROKER resource's dynamic
+configs (KIP-226: a broker id, or ``""`` for the cluster-wide default), or a GROUP
+resource's configs (KIP-848/932, ``_group_configs``), as a whole (on the controller:
+another broker forwards the request, ``_forward``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 import structlog
@@ -12,9 +12,9 @@ from kio.schema.errors import ErrorCode
 
 from kaas import broker_configs, configs
 from kaas.domain import replicas
-from kaas.errors import CorruptState
-from kaas.handlers import _auth, _forward
+from kaas.handlers import _auth, _forward, _group_configs
 from kaas.handlers._auth import Op, authorize, enabled, merge, without
+from kaas.handlers._config_file import Compute, alter_file
 
 if TYPE_CHECKING:
     from kio.schema.alter_configs import v0, v1, v2
@@ -25,13 +25,11 @@ if TYPE_CHECKING:
 
     AlterConfigsRequest: TypeAlias = v0.AlterConfigsRequest | v1.AlterConfigsRequest | v2.AlterConfigsRequest
 
-Compute: TypeAlias = Callable[[dict[str, str]], tuple[dict[str, str], str | None]]
-"""``compute(old) -> (new, error)``: a resource's configs as a request alters them."""
 C = TypeVar("C", bound="ConfigsRequest")
 
 API_KEY = 33
 VERSIONS = (0, 2)
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, _group_configs.GROUP
 
 log = structlog.get_logger()
 
@@ -44,10 +42,12 @@ async def alter(ctx: Context, resource_type: int, name: str, compute: Compute,
            "resource_name": name}
     if resource_type == BROKER:
         return await _alter_broker(ctx, res, name, compute, validate_only)
+    if resource_type == GROUP:
+        return await _group_configs.alter(ctx, res, name, compute, validate_only)
     if resource_type != TOPIC:
         res["error_code"] = ErrorCode.invalid_request
-        res["error_message"] = (f"resource type {resource_type} is not supported; only topic and broker configs "
-                                "can be altered")
+        res["error_message"] = (f"resource type {resource_type} is not supported; only topic, broker and group "
+                                "configs can be altered")
         return res
     broker.topics.refresh()
     meta = broker.topics.get(name)
@@ -103,40 +103,22 @@ async def _alter_broker(ctx: Context, res: dict[str, object], name: str, compute
         res["error_message"] = why
         return res
     dyn = broker.dynamic
-    async with dyn.lock:
-        try:
-            current = await broker.run_io(dyn.file.read)
-        except (CorruptState, OSError) as exc:
-            res["error_code"] = ErrorCode.kafka_storage_error
-            res["error_message"] = f"broker config file unreadable: {exc}"
-            return res
-        new, err = compute(current.layer(name))
-        refusal = (broker_configs.Refusal("invalid_request", err) if err is not None
-                   else broker_configs.validate(new, per_broker=name != ""))
-        if refusal is not None:
-            res["error_code"] = ErrorCode[refusal.error]
-            res["error_message"] = refusal.message
-            return res
-        if validate_only:
-            return res
-        updated = current.with_layer(name, new)
-        try:
-            await broker.run_io(dyn.file.write, updated)
-        except OSError as exc:
-            log.error("broker_configs_write_failed", error=str(exc))
-            res["error_code"] = ErrorCode.kafka_storage_error
-            res["error_message"] = f"broker config file not written: {exc.strerror}"
-            return res
-        log.info("broker_configs_altered", resource=name or "<default>", version=updated.version,
-                 configs=sorted(new))
-        dyn.apply(updated)
-    return res
 
+    def check(new: dict[str, str], err: str | None) -> broker_configs.Refusal | None:
+        if err is not None:
+            return broker_configs.Refusal("invalid_request", err)
+        return broker_configs.validate(new, per_broker=name != "")
+
+    return await alter_file(ctx, res, what="broker config", lock=dyn.lock, read=dyn.file.read, write=dyn.file.write,
+                            apply=dyn.apply, configs_of=lambda f: f.layer(name),
+                            updated=lambda f, new: f.with_layer(name, new), compute=compute, check=check,
+                            validate_only=validate_only, resource=name or "<default>")
 
 def split(ctx: Context, req: C) -> tuple[C | None, list[dict[str, object]]]:
-    """ALTER_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for a
-    broker resource (CLUSTER_AUTHORIZATION_FAILED), checked before forwarding (the
-    controller checks the forwarding broker again). (The request with only the allowed
+    """ALTER_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED), on each group for a group
+    resource (GROUP_AUTHORIZATION_FAILED) or on the cluster for a broker resource
+    (CLUSTER_AUTHORIZATION_FAILED), checked before forwarding (the controller checks the
+    forwarding broker again). (The request with only the allowed
     resources, None when none is left; the answers for the others.)"""
     if not enabled(ctx):
         return req, []
@@ -147,6 +129,8 @@ def split(ctx: Context, req: C) -> tuple[C | None, list[dict[str, object]]]:
             code = ErrorCode.topic_authorization_failed
         elif r.resource_type == BROKER and not authorize(ctx, Op.ALTER_CONFIGS, _auth.CLUSTER):
             code = ErrorCode.cluster_authorization_failed
+        elif r.resource_type == GROUP and not authorize(ctx, Op.ALTER_CONFIGS, _auth.GROUP, r.resource_name):
+            code = ErrorCode.group_authorization_failed
         else:
             keep.append(r)
             continue

@@ -1,6 +1,7 @@
-"""DescribeConfigs (32): topic configs (overrides and the broker defaults under them) and
-broker configs (static options and dynamic configs, KIP-226), each with its source, and
-with its synonyms when the request asks (``include_synonyms``)."""
+"""DescribeConfigs (32): topic configs (overrides and the broker defaults under them), broker
+configs (static options and dynamic configs, KIP-226) and group configs (KIP-848/932,
+``_group_configs``), each with its source, and with its synonyms when the request asks
+(``include_synonyms``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from kio.schema.errors import ErrorCode
 
 from kaas import broker_configs, configs
-from kaas.handlers import _auth
+from kaas.handlers import _auth, _group_configs
 from kaas.handlers._auth import Op, authorize
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 API_KEY = 32
 VERSIONS = (1, 4)
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, _group_configs.GROUP
 _TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
           "password": 9}
 
@@ -56,6 +57,9 @@ async def handle(ctx: Context, req: DescribeConfigsRequest) -> dict[str, object]
         if r.resource_type == BROKER and not authorize(ctx, Op.DESCRIBE_CONFIGS, _auth.CLUSTER):
             res["error_code"] = ErrorCode.cluster_authorization_failed
             continue
+        if r.resource_type == GROUP and not authorize(ctx, Op.DESCRIBE_CONFIGS, _auth.GROUP, r.resource_name):
+            res["error_code"] = ErrorCode.group_authorization_failed
+            continue
         if r.resource_type == TOPIC:
             broker.topics.refresh()
             meta = broker.topics.get(r.resource_name)
@@ -72,8 +76,13 @@ async def handle(ctx: Context, req: DescribeConfigsRequest) -> dict[str, object]
                     synonyms = [(name, value, source), *synonyms]
                 entries_out.append(_entry(name, value, source, configs.TOPIC_CONFIGS[name][0],
                                           synonyms=synonyms, include_synonyms=with_synonyms))
-        elif r.resource_type == BROKER:
-            if r.resource_name == "":
+        elif r.resource_type in (BROKER, GROUP):
+            if r.resource_type == GROUP:
+                code, message, entries = _group_configs.describe(ctx, r.resource_name)
+                if code != ErrorCode.none:
+                    res["error_code"], res["error_message"] = code, message
+                    continue
+            elif r.resource_name == "":
                 entries = broker_configs.default_entries(dyn.default)
             elif r.resource_name == str(broker.id):
                 entries = broker_configs.broker_entries(dyn.static, dyn.default, dyn.mine)

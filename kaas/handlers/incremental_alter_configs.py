@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs (44): SET, DELETE, APPEND, SUBTRACT on topic configs."""
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND, SUBTRACT on topic configs, a BROKER
+resource's dynamic configs and a GROUP resource's configs (SET and DELETE only)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from kaas import configs
-from kaas.handlers import _forward
+from kaas.handlers import _forward, _group_configs
 from kaas.handlers._auth import merge
 from kaas.handlers.alter_configs import Compute, alter, split
 
@@ -64,6 +65,7 @@ async def _alter_all(ctx: Context, req: IncrementalAlterConfigsRequest) -> dict[
     out: list[dict[str, object]] = []
     for r in req.resources:
         ops = [(c.name, c.config_operation, c.value) for c in r.configs]
-        out.append(await alter(ctx, r.resource_type, r.resource_name, _apply(ops, ctx.broker.settings),
-                               req.validate_only))
+        compute = (_group_configs.incremental(ops) if r.resource_type == _group_configs.GROUP
+                   else _apply(ops, ctx.broker.settings))
+        out.append(await alter(ctx, r.resource_type, r.resource_name, compute, req.validate_only))
     return {"throttle_time": 0, "responses": out}

@@ -12,7 +12,6 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from kaas.domain.acl import AclBinding, Operation, PatternType, Permission, ResourceType, invalid_binding
@@ -71,13 +70,8 @@ class AclFile:
         self.fsync = fsync
 
     def signature(self) -> tuple[int, int, int, int] | None:
-        """What ``stat`` says of the file (inode, size, mtime, ctime), None when absent: a
-        change means the file should be read again."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+        """``atomic.stat_signature`` of the file: a change means it should be read again."""
+        return atomic.stat_signature(self.path)
 
     def read(self) -> tuple[AclBinding, ...]:
         """The ACLs as the file holds them now (none when there is no file).

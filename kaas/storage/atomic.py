@@ -93,6 +93,17 @@ def file_content_id(path: Path) -> tuple[int, int] | None:
         return None
 
 
+def stat_signature(path: str | os.PathLike[str]) -> tuple[int, int, int, int] | None:
+    """What ``stat`` says of a file (inode, size, mtime, ctime), None when absent: a polled
+    reader reads the file again when this changes (and now and then regardless: an NFS
+    client may cache attributes)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def _writer_id() -> str:
     return f"{os.getpid()}-{threading.get_ident()}"
 

@@ -16,7 +16,6 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,12 +85,8 @@ class BrokerConfigFile:
         self.fsync = fsync
 
     def signature(self) -> tuple[int, int, int, int] | None:
-        """``stat`` of the file (inode, size, mtime, ctime); None when absent."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+        """``atomic.stat_signature`` of the file: a change means it should be read again."""
+        return atomic.stat_signature(self.path)
 
     def read(self) -> BrokerConfigs:
         """The file as it is now (empty layers when there is none).

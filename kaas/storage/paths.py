@@ -29,6 +29,7 @@ class Layout:
         self.deaths = self.cluster / "deaths"
         self.security = self.cluster / "security"
         self.scram_credentials = self.security / "scram-credentials.json"
+        self.group_configs = self.cluster / "group_configs.json"
 
     def ensure(self) -> None:
         for d in (self.cluster, self.data, self.run, self.topics, self.brokers, self.controller,

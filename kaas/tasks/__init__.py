@@ -3,7 +3,8 @@ the membership tick and its doorbell (``membership``), presence connections
 (``presence``), retention (``retention``), the group timers (``group_timers``), the
 transaction coordinator's marker watcher, queue doorbell, fence watcher and sweeps
 (``txn``), the log cleaner (``log_cleaner``), the SCRAM credentials reload
-(``credentials``), the ACL reload (``acls``, with the authoriser on) and the failpoint
+(``credentials``), the ACL reload (``acls``, with the authoriser on), the dynamic broker
+configs and group configs reloads (``broker_configs``, ``group_configs``) and the failpoint
 reload."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kaas.tasks.acls import serve_acls
 from kaas.tasks.broker_configs import serve_broker_configs
 from kaas.tasks.credentials import serve_credentials
 from kaas.tasks.flush import serve_flush
+from kaas.tasks.group_configs import serve_group_configs
 from kaas.tasks.group_timers import serve_timers
 from kaas.tasks.log_cleaner import serve_log_cleaner
 from kaas.tasks.membership import Membership
@@ -48,6 +50,7 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
         if broker.acls.enabled:  # before anything serves: requests meet the file's ACLs
             await nursery.start(serve_acls, broker)
         await nursery.start(serve_broker_configs, broker)
+        await nursery.start(serve_group_configs, broker)
         await nursery.start(Membership(broker).serve)
         await nursery.start(serve_presence, broker.cluster, broker.peer_links)
         await nursery.start(serve_retention, broker)

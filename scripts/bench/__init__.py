@@ -11,6 +11,8 @@ Every run prints ONE JSON line. Single benchmarks against a running bootstrap::
     python scripts/bench failover --start-cluster 3 --mode coordinator --signal stop --stop-for 6 --after 20
     python scripts/bench create   --start-cluster 3       # CreateTopics answer, ready on every broker
     python scripts/bench scale    --bootstrap 127.0.0.1:9092      # 1,000 partitions/txn ids, 100 groups
+    python scripts/bench group-join   # 10 consumers join 60 partitions: KIP-848 vs classic vs the mock
+    python scripts/bench group-add    # an 11th joins: the longest gap of an unmoved partition
 
 and the full set (``make bench``)::
 
@@ -43,7 +45,8 @@ Modules, by concern (none imports ``cli``; ``cli`` is the only one that knows cl
     common      constants, statistics, topic creation and client configuration
     metering    the brokers' CPU seconds and RSS (/proc), the tmpfs write floor
     workloads/  one module per kind of benchmark: throughput (produce, idempotence, fetch,
-                consume), txn (txn, eos), failover, scale, create
+                consume), txn (txn, eos), failover, scale, create, groups (group-join,
+                group-add: their click commands live with them, registered by ``cli``)
     targets     what is benchmarked: a kaas broker or cluster on tmpfs, the librdkafka mock
                 (the ``mock-peer`` child), Tansu
     suite       ``suite`` and ``compare``: targets alternated per benchmark (each run a child

@@ -13,6 +13,7 @@ from .suite import run_compare, run_suite, suite_benches
 from .targets import _cluster_or, serve_mock_peer
 from .workloads.create import run_create
 from .workloads.failover import run_failover
+from .workloads.groups import COMMANDS as GROUP_COMMANDS
 from .workloads.ingest import CLIENTS as INGEST_CLIENTS
 from .workloads.ingest import run_brokers, run_ingest
 from .workloads.recompress import CODEC_IDS as RECOMPRESS_SOURCES
@@ -337,3 +338,7 @@ def roundtrip(rounds, requests) -> None:
     kaas broker vs the one-broker mock, A B A B; p50/p90/p99 in us; the target: kaas's p50
     at most 2x the mock's."""
     _emit(run_roundtrip(rounds, requests, _emit))
+
+
+for _command in GROUP_COMMANDS:  # group-join, group-add (issue 33): defined with their workload
+    cli.add_command(_command)

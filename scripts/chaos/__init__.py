@@ -3,6 +3,8 @@
     python scripts/chaos run --scenario all --messages 4000 --seed 7
     python scripts/chaos run --scenario endtxn-failpoints
     python scripts/chaos run --scenario random-kills --secure
+    python scripts/chaos run --scenario continuous --group-protocol consumer
+    python scripts/chaos run --scenario rolling-upgrade
 
 Scenarios (each reproducible from its seed, printed on failure):
   endtxn-failpoints  SIGKILL (os._exit at a failpoint) the transaction coordinators at each
@@ -23,6 +25,21 @@ Scenarios (each reproducible from its seed, printed on failure):
                      committed transaction and the copy rate are reported against a fault-free
                      run of the same size (scenario ``none``, run first; --no-baseline skips it)
   none               no faults (the baseline; not part of ``all``)
+  rolling-upgrade    the copiers start on the classic group protocol; under load each in turn
+                     is stopped (its transaction ended, its consumer closed) and started again
+                     with group.protocol=consumer, 8 s apart: the group converts online. Checks
+                     0 anomalies, that the copy completes, that every copier ended on the
+                     consumer protocol and that each upgraded copier committed while the group
+                     still had classic members (not part of ``all``; needs the
+                     classic<->consumer conversion in the coordinator: without it the first
+                     consumer-protocol copier is refused with INCONSISTENT_GROUP_PROTOCOL,
+                     which librdkafka retries quietly, and copies nothing until the last
+                     classic copier has left)
+
+``--group-protocol consumer`` runs the copiers with ``group.protocol=consumer`` (KIP-848) and
+starts the brokers with the copiers' 4 s session timeout and 1 s heartbeat interval for
+consumer-protocol groups (``eos_harness.consumer_broker_args``). ``make chaos`` runs
+random-kills and continuous that way too, and the rolling upgrade.
 
 Each scenario writes a report to --out (default /tmp/kaas-chaos-reports): SCENARIO-seedN.json
 (the figures, every fault with its time, every commit's time) and SCENARIO-seedN.svg, a

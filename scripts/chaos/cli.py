@@ -11,7 +11,7 @@ import click
 
 from .report import REPORT_DIR, write_report
 from .runner import run_scenario
-from .scenarios import CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, SCENARIOS
+from .scenarios import CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, EXTRA_SCENARIOS, SCENARIOS
 
 TARGET_STRETCH_S = 5.0  # issue 19: continuous's longest stretch without a commit
 TARGET_RATE_RATIO = 0.5  # issue 19: continuous's copy rate against the fault-free run
@@ -22,11 +22,12 @@ def cli() -> None:
     """Chaos scenarios over the exactly-once harness."""
 
 
-SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "events", "faults")
+SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "commit_times_by_copier", "events", "faults")
 
 
 @cli.command()
-@click.option("--scenario", type=click.Choice([*SCENARIOS, "none", "all"]), default="all", show_default=True)
+@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "none", "all"]), default="all",
+              show_default=True)
 @click.option("--seed", type=int, default=None, help="Random seed (printed; reuse it to replay).")
 @click.option("--messages", type=int, default=None,
               help=f"Messages to copy [4000; continuous and its baseline: {CONT_MESSAGES}].")
@@ -43,8 +44,11 @@ SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "events", "fa
 @click.option("--secure", is_flag=True,
               help="kaas cluster --secure (SASL_SSL, SCRAM, ACLs); the harness's clients run as least-privilege "
                    "users with only the ACLs they need.")
+@click.option("--group-protocol", type=click.Choice(["classic", "consumer"]), default="classic", show_default=True,
+              help="The copiers' group.protocol (consumer: KIP-848; the brokers get the copiers' 4 s session "
+                   "timeout). rolling-upgrade starts them classic and moves them to consumer whatever this says.")
 def run(scenario: str, seed: int | None, messages: int | None, copiers: int, duration: float | None,
-        timeout: float | None, baseline: bool, out: Path, secure: bool) -> None:
+        timeout: float | None, baseline: bool, out: Path, secure: bool, group_protocol: str) -> None:
     """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     names = SCENARIOS if scenario == "all" else (scenario,)
@@ -55,16 +59,19 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
         m = messages or (CONT_MESSAGES if long else 4000)
         d = duration if duration is not None else (CONT_DURATION_S if long else 40)
         t = timeout or (CONT_TIMEOUT_S if name == "continuous" else 150)
-        click.echo(f"== scenario {name} (seed {s}, {m} messages, paced to {d:.0f} s{', secure' if secure else ''})")
+        click.echo(f"== scenario {name} (seed {s}, {m} messages, paced to {d:.0f} s{', secure' if secure else ''}, "
+                   f"group.protocol={group_protocol})")
         # continuous's report is written below, with its baseline's figures
-        r = run_scenario(name, s, m, copiers, t, click.echo, d, None if name == "continuous" else out, secure)
+        r = run_scenario(name, s, m, copiers, t, click.echo, d, None if name == "continuous" else out, secure,
+                         group_protocol)
         if not r["ok"]:
             for line in r["violations"] + [f"fatal: {f}" for f in r["fatal"]]:
                 click.echo(f"   {line}")
             if not r["copy_completed"]:
                 click.echo("   the copy did not complete")
             click.echo(f"!! scenario {name} FAILED — replay with: python scripts/chaos run --scenario {name} --seed {s}"
-                       f"{' --secure' if secure else ''}")
+                       f"{' --secure' if secure else ''}"
+                       f"{' --group-protocol consumer' if group_protocol == 'consumer' else ''}")
         return r
 
     for i, name in enumerate(names):
@@ -92,7 +99,8 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
     for r in results:
         rec = "-" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}"
         stretch = "-" if r["longest_no_commit_s"] is None else f"{r['longest_no_commit_s']:.2f}"
-        name = r["scenario"] + (" (secure)" if r.get("secure") else "")
+        name = r["scenario"] + (" (secure)" if r.get("secure") else "") + (
+            " (consumer)" if r.get("group_protocol") == "consumer" and r["scenario"] != "rolling-upgrade" else "")
         click.echo(f"{name:<26} {r['seed']:>11} {r['messages']:>6} {r['kills']:>5} {rec:>10} {stretch:>9} "
                    f"{r['msgs_per_s']:>7} {r['transactions_committed']:>7} {r['transactions_aborted']:>7} "
                    f"{r['duplicates']:>5} {r['losses']:>5} {r['aborted_visible']:>15} {str(r['offsets_match']):>7} "

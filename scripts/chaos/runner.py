@@ -23,7 +23,7 @@ from kaas import failpoints
 from kaas.testing import ClusterProcess
 
 from .report import longest_stretch, recovery, write_report
-from .scenarios import DISK_FULL_SIZE, Chaos
+from .scenarios import DISK_FULL_SIZE, UPGRADE_TO, Chaos
 from .secure import cleanup_violations, cluster_after, plant_bystander
 
 
@@ -49,29 +49,54 @@ def scratch_volume(scenario: str):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def mixed_phase_commits(restarts: list[float], stops: list[float],
+                        commit_times_by_copier: dict[int, list[float]]) -> dict[int, int]:
+    """Transactions each upgraded copier committed while the group was mixed: copier ``i``
+    from its restart on the new protocol (``restarts[i]``) until copier ``i + 1`` was stopped
+    (``stops[i + 1]``); the last copier has no mixed phase. A converting group gives the new
+    member partitions at once; a group that refuses it (INCONSISTENT_GROUP_PROTOCOL, which
+    librdkafka retries quietly) leaves it at 0 until every classic member is gone."""
+    return {i: sum(restarts[i] <= t <= stops[i + 1] for t in commit_times_by_copier.get(i, ()))
+            for i in range(min(len(restarts), len(stops) - 1))}
+
+
+def upgrade_done(copier_protocols: dict[int, list[str]]) -> bool:
+    """Whether a rolling upgrade went through: every copier started on the classic protocol
+    and its last incarnation ran ``UPGRADE_TO``."""
+    return bool(copier_protocols) and all(ps and ps[0] == "classic" and ps[-1] == UPGRADE_TO
+                                          for ps in copier_protocols.values())
+
+
 def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
-                 duration: float = 0, out: Path | None = None, secure: bool = False) -> dict:
+                 duration: float = 0, out: Path | None = None, secure: bool = False,
+                 group_protocol: str = "classic") -> dict:
     """One scenario on a fresh cluster. ``duration``: pace the copiers so the copy takes about
     this long (the faults must land while transactions run), 0 for full speed. ``out``: a
     directory for the report (JSON and SVG timeline). ``secure``: ``kaas cluster --secure``,
-    the clients as least-privilege users (``eos_harness.grant_least_privilege``)."""
+    the clients as least-privilege users (``eos_harness.grant_least_privilege``).
+    ``group_protocol``: the copiers' group.protocol (rolling-upgrade starts them classic
+    whatever it says, and moves them to ``UPGRADE_TO``)."""
     with scratch_volume(scenario) as tmp:
-        result = _run_in(tmp, scenario, seed, messages, copiers, timeout, echo, duration, secure)
+        result = _run_in(tmp, scenario, seed, messages, copiers, timeout, echo, duration, secure, group_protocol)
     if out is not None:
         write_report(result, out, echo)
     return result
 
 
 def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
-            duration: float, secure: bool = False) -> dict:
+            duration: float, secure: bool = False, group_protocol: str = "classic") -> dict:
     rnd = random.Random(seed)
+    upgrade = scenario == "rolling-upgrade"
+    protocol = "classic" if upgrade else group_protocol
     # KAAS_CHAOS_BROKER_ARGS: extra `kaas broker` options, e.g. "--no-marker-rpc" for an A/B run
-    cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"},
-                             extra=shlex.split(os.environ.get("KAAS_CHAOS_BROKER_ARGS", "")), secure=secure).start()
+    extra = shlex.split(os.environ.get("KAAS_CHAOS_BROKER_ARGS", ""))
+    if upgrade or protocol == "consumer":  # the copiers' session timeout for consumer-protocol members
+        extra = eos_harness.consumer_broker_args() + extra
+    cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"}, extra=extra, secure=secure).start()
     cfg = HarnessConfig.new_run(cluster.bootstrap, seed, prefix="chaos", group_prefix="chaos", messages=messages,
                                 copiers=copiers, commit_every=25, abort_every=10,
                                 rate=messages / (copiers * duration) if duration else 0, input_partitions=6,
-                                output_partitions=6, timeout=timeout)
+                                output_partitions=6, timeout=timeout, group_protocol=protocol)
     if secure:
         cfg = replace(cfg, secure=True, security={"admin": eos_harness.admin_settings(cluster.client_properties)})
     chaos = Chaos(scenario, cluster, rnd, echo, transactional_id=f"{eos_harness.txn_id_prefix(cfg)}0")
@@ -110,5 +135,19 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
                    "events": [[round(f.at - result["copy_started_at"], 3), f.kind, f.label] for f in chaos.events]})
     if scenario == "continuous":
         result["ok"] = result["ok"] and result["copy_completed"]
+    if upgrade:  # progress too: the copy completes, every copier ends on the new protocol
+        upgraded = upgrade_done(result["copier_protocols"])
+        mixed = mixed_phase_commits([f.at for f in chaos.events if f.kind == "copier-restart"],
+                                    [f.at for f in chaos.events if f.kind == "copier-stop"],
+                                    {int(i): ts for i, ts in result["commit_times_by_copier"].items()})
+        result["upgraded"] = upgraded
+        result["mixed_phase_commits"] = mixed
+        if not upgraded:
+            result["violations"].append(f"rolling upgrade incomplete: copiers' protocols {result['copier_protocols']}")
+        idle = sorted(i for i, n in mixed.items() if n == 0)
+        if idle:
+            result["violations"].append(f"rolling upgrade: copier(s) {idle} on the consumer protocol committed "
+                                        f"nothing while the group still had classic members (not converted online)")
+        result["ok"] = result["ok"] and result["copy_completed"] and upgraded and not idle
     return result
 

@@ -37,6 +37,8 @@ CONT_STOP_FOR_S = 6.0  # ...for this long
 CONT_MESSAGES = 15000  # continuous (and its baseline): default size
 CONT_DURATION_S = 75.0  # continuous: the copy is paced to take this long without faults
 CONT_TIMEOUT_S = 300.0  # continuous: copy timeout
+UPGRADE_GAP_S = 8.0  # rolling-upgrade: between one copier's restart and the next one's stop
+UPGRADE_TO = "consumer"  # rolling-upgrade: the group.protocol the copiers are restarted with
 
 
 class Chaos(Faults):
@@ -104,6 +106,28 @@ class Chaos(Faults):
                 stopped = None
         self.log("continuous: faults over")
 
+    def _rolling_upgrade(self) -> None:
+        """Restart the copiers one by one with ``group.protocol=consumer``, as an operator
+        rolls a new version out: stop one (its transaction ended, its consumer closed: it
+        leaves the classic group), start it again on the consumer protocol, let it settle
+        for ``UPGRADE_GAP_S``, then the next. The group converts online, one member at a time.
+        A thread of its own (a stop waits for the copier's transaction). Each upgraded copier
+        must commit while the group is still mixed (``mixed_phase_commits``)."""
+        n = self.copiers.cfg.copiers if self.copiers else 0
+        for idx in range(n):
+            if self.done:
+                return
+            at = time.time()
+            graceful = self.copiers.stop(idx)
+            self.log(f"copier {idx} stopped ({'gracefully' if graceful else 'SIGKILLed after the stop timeout'})",
+                     at, "copier-stop")
+            self.copiers.restart(idx, UPGRADE_TO)
+            self.log(f"copier {idx} restarted with group.protocol={UPGRADE_TO}", kind="copier-restart")
+            deadline = time.monotonic() + UPGRADE_GAP_S
+            while not self.done and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self.log("rolling-upgrade: every copier on the consumer protocol")
+
     def _disk_full_rounds(self) -> None:
         """Fill the volume, hold it full, free it; ``DISK_FULL_ROUNDS`` times, in a thread of
         its own so the full spells last exactly as long as said, whatever the harness's
@@ -168,6 +192,11 @@ class Chaos(Faults):
                 self.step = 1
                 threading.Thread(target=self._continuous, name="continuous", daemon=True).start()
             return
+        if self.scenario == "rolling-upgrade":
+            if elapsed >= self.next_at and self.step == 0:
+                self.step = 1
+                threading.Thread(target=self._rolling_upgrade, name="rolling-upgrade", daemon=True).start()
+            return
         if self.scenario == "none":
             return
         if self.paused is not None and elapsed >= self.paused[1]:
@@ -215,4 +244,6 @@ class Chaos(Faults):
 
 SCENARIOS = ("endtxn-failpoints", "random-kills", "pause-coordinator", "kill-controller", "kill-all",
              "disk-full", "continuous")
+# Run by name only, not by ``all``: the copiers change group protocol during the run.
+EXTRA_SCENARIOS = ("rolling-upgrade",)
 

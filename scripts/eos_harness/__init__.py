@@ -4,6 +4,7 @@ verify.
     python scripts/eos_harness run --bootstrap 127.0.0.1:9092 --messages 20000 --copiers 3
     python scripts/eos_harness run --start-cluster 3 --messages 5000    # its own cluster
     python scripts/eos_harness run --start-cluster 3 --secure           # kaas cluster --secure
+    python scripts/eos_harness run --start-cluster 3 --group-protocol consumer   # KIP-848 copiers
     python scripts/eos_harness run --bootstrap HOST:PORT --secure --command-config admin.properties
 
 1. seeds an input topic with N unique sequenced messages;
@@ -28,6 +29,19 @@ transaction stays open until its restart fences it or the coordinator aborts it 
 ``transaction.timeout.ms``, and reading before then would stop at the LSO and report the
 records behind it as lost. A transaction still open when that wait gives up is reported as
 a violation (every transaction must complete), and the read stops at the LSO.
+
+``--group-protocol consumer`` runs the copiers with librdkafka's ``group.protocol=consumer``
+(KIP-848: ConsumerGroupHeartbeat, server-side assignment) instead of the classic protocol
+(``cooperative-sticky``). librdkafka refuses the classic-only settings with it
+(``session.timeout.ms``, ``heartbeat.interval.ms``, ``partition.assignment.strategy``): the
+session timeout and heartbeat interval are the broker's, so ``--start-cluster`` gives its
+brokers the copiers' 4 s and 1 s (``group.consumer.session.timeout.ms`` and
+``group.consumer.heartbeat.interval.ms`` with lower minimums, ``consumer_broker_args``); on a
+cluster of ``--bootstrap`` they are whatever that cluster has (Apache's default is 45 s, so a
+killed copier's partitions move later). ``CopierPool.stop``/``restart(idx, protocol)`` stop a
+copier as an application is stopped (its transaction ended, its consumer closed) and start
+it again with another protocol: ``scripts/chaos``'s rolling upgrade. The verifier and the
+harness's monitor read by assignment and join no group, so they keep the default protocol.
 
 ``--secure`` runs on a SASL_SSL cluster with the authoriser on (``kaas cluster --secure``
 with ``--start-cluster``, else any cluster whose admin's client settings ``--command-config``
@@ -67,7 +81,10 @@ from .acls import clean_up as clean_up
 from .acls import grant_least_privilege as grant_least_privilege
 from .acls import revoke_filters as revoke_filters
 from .acls import revoke_least_privilege as revoke_least_privilege
+from .config import GROUP_PROTOCOLS as GROUP_PROTOCOLS
 from .config import HarnessConfig as HarnessConfig
+from .config import consumer_broker_args as consumer_broker_args
+from .config import group_settings as group_settings
 from .config import security as security
 from .config import txn_id_prefix as txn_id_prefix
 from .config import user_of as user_of

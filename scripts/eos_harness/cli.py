@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from .acls import PROBE_EXPECT
-from .config import HarnessConfig
+from .config import GROUP_PROTOCOLS, HarnessConfig
 from .run import admin_settings, launch_cluster, run_harness
 
 
@@ -93,12 +93,15 @@ def cli() -> None:
 @click.option("--command-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="--secure with --bootstrap: the admin's client properties (key=value, librdkafka's; "
                    "e.g. DATA/run/client.properties of kaas cluster --secure).")
+@click.option("--group-protocol", type=click.Choice(GROUP_PROTOCOLS), default="classic", show_default=True,
+              help="The copiers' group.protocol: classic, or consumer (KIP-848; session timeout and heartbeat "
+                   "interval are then the broker's: --start-cluster gives its brokers the copiers' 4 s / 1 s).")
 @click.option("--keep-users", is_flag=True,
               help="--secure: leave the run's SCRAM users and ACLs on the cluster for inspection (by default "
                    "they are removed at the end, also of a failed or interrupted run; their passwords are never "
                    "shown).")
 def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, input_partitions,
-        output_partitions, rate, timeout, seed, secure, command_config, keep_users) -> None:
+        output_partitions, rate, timeout, seed, secure, command_config, group_protocol, keep_users) -> None:
     """Seed, copy with transactions, verify; exit 0 only if exactly-once held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     if command_config is not None and not secure:
@@ -114,7 +117,7 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
     tmp = None
     if start_cluster:
         tmp = Path(tempfile.mkdtemp(prefix="kaas-eos-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-        cluster = launch_cluster(start_cluster, tmp / "data", secure=secure)
+        cluster = launch_cluster(start_cluster, tmp / "data", secure=secure, group_protocol=group_protocol)
         bootstrap = cluster.bootstrap
         if secure:
             command_config = cluster.client_properties
@@ -122,10 +125,12 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
         raise click.UsageError("give --bootstrap or --start-cluster")
     cfg = HarnessConfig.new_run(bootstrap, seed, messages=messages, copiers=copiers, commit_every=commit_every,
                                 abort_every=abort_every, input_partitions=input_partitions,
-                                output_partitions=output_partitions, rate=rate, timeout=timeout)
+                                output_partitions=output_partitions, rate=rate, timeout=timeout,
+                                group_protocol=group_protocol)
     if secure:
         cfg = replace(cfg, secure=True, keep_users=keep_users, security={"admin": admin_settings(command_config)})
-    click.echo(f"eos harness: seed={seed} bootstrap={bootstrap}{' (secure)' if secure else ''}")
+    click.echo(f"eos harness: seed={seed} bootstrap={bootstrap} group.protocol={group_protocol}"
+               f"{' (secure)' if secure else ''}")
     try:
         result = run_harness(cfg)
     finally:
@@ -134,5 +139,5 @@ def run(bootstrap, start_cluster, messages, copiers, commit_every, abort_every, 
             shutil.rmtree(tmp, ignore_errors=True)
     print_summary(result)
     click.echo(json.dumps({k: v for k, v in result.items()
-                           if k not in ("committed_offsets", "input_ends", "commit_times")}))
+                           if k not in ("committed_offsets", "input_ends", "commit_times", "commit_times_by_copier")}))
     sys.exit(0 if result["ok"] else 1)

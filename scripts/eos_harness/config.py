@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GROUP_PREFIX = "eos-harness"
+GROUP_PROTOCOLS = ("classic", "consumer")  # librdkafka's group.protocol; consumer is KIP-848
+SESSION_TIMEOUT_MS = 4000  # the copiers' session timeout (classic: theirs; consumer: the broker's)
+HEARTBEAT_INTERVAL_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +52,15 @@ class HarnessConfig:
     # socket.timeout.ms rather than librdkafka's 60 s; a dead copier's open transaction is
     # aborted by its coordinator after transaction.timeout.ms (unless its restart fences
     # it first), and librdkafka wants message.timeout.ms <= transaction.timeout.ms.
-    session_timeout_ms: int = 4000
-    heartbeat_interval_ms: int = 1000
+    session_timeout_ms: int = SESSION_TIMEOUT_MS
+    heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS
     transaction_timeout_ms: int = 15000
     socket_timeout_ms: int = 10000
+    # The copiers' group.protocol: "classic" (JoinGroup/SyncGroup, cooperative-sticky) or
+    # "consumer" (KIP-848 ConsumerGroupHeartbeat). With "consumer" the session timeout and
+    # heartbeat interval are the broker's (group.consumer.*; see ``consumer_broker_args``):
+    # librdkafka refuses them, and partition.assignment.strategy, as client settings.
+    group_protocol: str = "classic"
 
     @classmethod
     def new_run(cls, bootstrap: str, seed: int, *, prefix: str = "eos", group_prefix: str = GROUP_PREFIX,
@@ -75,6 +83,31 @@ def security(cfg: HarnessConfig, role: str = "admin") -> dict:
     group's committed offsets); ``copier``, ``producer`` and ``verifier`` are the
     least-privilege users ``grant_least_privilege`` made."""
     return dict(cfg.security.get(role, {}))
+
+
+def group_settings(cfg: HarnessConfig, group_protocol: str | None = None) -> dict:
+    """A copier's consumer-group settings for ``group_protocol`` (default
+    ``cfg.group_protocol``), to merge into its confluent-kafka config."""
+    protocol = group_protocol or cfg.group_protocol
+    if protocol not in GROUP_PROTOCOLS:
+        raise ValueError(f"group protocol {protocol!r}: one of {', '.join(GROUP_PROTOCOLS)}")
+    if protocol == "consumer":
+        return {"group.protocol": "consumer"}
+    return {"group.protocol": "classic", "session.timeout.ms": cfg.session_timeout_ms,
+            "heartbeat.interval.ms": cfg.heartbeat_interval_ms,
+            "partition.assignment.strategy": "cooperative-sticky"}
+
+
+def consumer_broker_args(session_timeout_ms: int = SESSION_TIMEOUT_MS,
+                         heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS) -> list[str]:
+    """``kaas broker`` options that give consumer-protocol members the copiers' classic
+    failover: a dead member's partitions move after ``session_timeout_ms`` (Kafka's
+    defaults are 45 s, with the group minimum also 45 s). For a cluster the harness starts
+    with ``--group-protocol consumer`` (and chaos's rolling upgrade)."""
+    return ["--group-consumer-min-session-timeout-ms", str(min(1000, session_timeout_ms)),
+            "--group-consumer-session-timeout-ms", str(session_timeout_ms),
+            "--group-consumer-min-heartbeat-interval-ms", str(min(500, heartbeat_interval_ms)),
+            "--group-consumer-heartbeat-interval-ms", str(heartbeat_interval_ms)]
 
 
 def txn_id_prefix(cfg: HarnessConfig) -> str:

@@ -12,9 +12,10 @@ import random
 import signal
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from .config import HarnessConfig, security, txn_id_prefix
+from .config import HarnessConfig, group_settings, security, txn_id_prefix
 
 
 class StatsFile:
@@ -31,21 +32,22 @@ class StatsFile:
 def copier(idx: int, incarnation: int, cfg: HarnessConfig, run_dir: str) -> None:
     """One copier process: consume (read_committed) -> produce in a txn -> commit offsets.
     Reports to ``run_dir/copier-<idx>-<incarnation>.jsonl``; stops once ``run_dir/stop``
-    exists. A restarted copier (same ``idx``, next ``incarnation``) keeps the transactional
-    id, so its init_transactions fences and aborts what its killed predecessor left open."""
+    (all copiers) or ``run_dir/stop-<idx>-<incarnation>`` (this one) exists, after its
+    current transaction, and leaves the group. A restarted copier (same ``idx``, next
+    ``incarnation``) keeps the transactional id, so its init_transactions fences and aborts
+    what its killed predecessor left open. Its group protocol is ``cfg.group_protocol``."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
     stats = StatsFile(Path(run_dir) / f"copier-{idx}-{incarnation}.jsonl")
     stop_file = Path(run_dir) / "stop"
+    own_stop = Path(run_dir) / f"stop-{idx}-{incarnation}"
     rnd = random.Random(cfg.seed * 1000 + idx * 100 + incarnation)
     consumer = Consumer({
         **security(cfg, "copier"),
         "bootstrap.servers": cfg.bootstrap, "group.id": cfg.group, "enable.auto.commit": False,
         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-        "session.timeout.ms": cfg.session_timeout_ms,
-        "heartbeat.interval.ms": cfg.heartbeat_interval_ms, "max.poll.interval.ms": 60000,
-        "socket.timeout.ms": cfg.socket_timeout_ms,
-        "partition.assignment.strategy": "cooperative-sticky", "reconnect.backoff.max.ms": 1000,
+        **group_settings(cfg), "max.poll.interval.ms": 60000,
+        "socket.timeout.ms": cfg.socket_timeout_ms, "reconnect.backoff.max.ms": 1000,
         "metadata.recovery.strategy": "none",
     })
     txn_timeout = cfg.transaction_timeout_ms
@@ -66,6 +68,7 @@ def copier(idx: int, incarnation: int, cfg: HarnessConfig, run_dir: str) -> None
     })
     # whom the copier connects as (--secure: its least-privilege user), for the harness to check
     stats.put(("user", idx, incarnation, security(cfg, "copier").get("sasl.username")))
+    stats.put(("protocol", idx, incarnation, cfg.group_protocol))
     producer.init_transactions(60)
     consumer.subscribe([cfg.input])
     committed = aborted = copied = 0
@@ -99,7 +102,7 @@ def copier(idx: int, incarnation: int, cfg: HarnessConfig, run_dir: str) -> None
     rate = cfg.rate  # messages/s for this copier, 0: as fast as it goes
     next_at = time.monotonic()
     try:
-        while not stop_file.exists():
+        while not stop_file.exists() and not own_stop.exists():
             if rate:
                 time.sleep(max(0.0, next_at - time.monotonic()))
             msgs = [m for m in consumer.consume(cfg.commit_every, 0.5) if not m.error()]
@@ -168,21 +171,27 @@ class CopierPool:
         self.procs: dict[int, object] = {}  # copier index -> its current process
         self.incarnation: dict[int, int] = {}
         self.killed: set[tuple[int, int]] = set()  # (index, incarnation) SIGKILLed on purpose
+        self.protocol: dict[int, str] = {}  # copier index -> group.protocol of its current process
         self._offsets: dict[Path, int] = {}
         self._partial: dict[Path, bytes] = {}
         self._lock = threading.Lock()  # chaos kills and restarts from a thread of its own
         self.stopped = False
 
-    def start(self, idx: int) -> None:
+    def start(self, idx: int, group_protocol: str | None = None) -> None:
+        """Start copier ``idx`` (its next incarnation), with ``group_protocol`` if given, else
+        the one it had, else ``cfg.group_protocol``."""
         with self._lock:
             if self.stopped:
                 return
             n = self.incarnation.get(idx, -1) + 1
-            p = self.ctx.Process(target=copier, args=(idx, n, self.cfg, str(self.run_dir)), daemon=True,
+            protocol = group_protocol or self.protocol.get(idx) or self.cfg.group_protocol
+            cfg = replace(self.cfg, group_protocol=protocol)
+            p = self.ctx.Process(target=copier, args=(idx, n, cfg, str(self.run_dir)), daemon=True,
                                  name=f"copier-{idx}-{n}")
             p.start()
             self.incarnation[idx] = n
             self.procs[idx] = p
+            self.protocol[idx] = protocol
 
     def kill(self, idx: int) -> int:
         """SIGKILL copier ``idx`` (its transaction, if one is open, stays open). Its pid."""
@@ -193,9 +202,23 @@ class CopierPool:
             p.join(5)
             return p.pid
 
-    def restart(self, idx: int) -> None:
-        """Start copier ``idx`` again (same transactional id, next incarnation)."""
-        self.start(idx)
+    def restart(self, idx: int, group_protocol: str | None = None) -> None:
+        """Start copier ``idx`` again (same transactional id, next incarnation; its group
+        protocol ``group_protocol`` if given, else the same)."""
+        self.start(idx, group_protocol)
+
+    def stop(self, idx: int, timeout: float = 30.0) -> bool:
+        """Stop copier ``idx`` as an application is stopped for an upgrade: it ends its
+        transaction, closes its consumer (leaving the group) and exits. False if it had to
+        be SIGKILLed after ``timeout`` seconds."""
+        with self._lock:
+            p = self.procs[idx]
+            (self.run_dir / f"stop-{idx}-{self.incarnation[idx]}").touch()
+        p.join(timeout)
+        if p.is_alive():
+            self.kill(idx)
+            return False
+        return True
 
     def died(self) -> list[str]:
         """Copiers that exited with an error without being killed on purpose (reported once)."""

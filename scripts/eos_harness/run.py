@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from .acls import PROBE_EXPECT, Grants, clean_up, grant_least_privilege
-from .config import HarnessConfig, security
+from .config import HarnessConfig, consumer_broker_args, security
 from .copier import CopierPool
 from .topics import create_topics, seed
 from .verify import VerifyError, verify
@@ -67,6 +67,7 @@ def _seed_copy_verify(cfg: HarnessConfig, secured: dict | None, chaos, echo) -> 
     commit_times: list[float] = []  # wall clock of every committed transaction
     commits_by_copier: dict[int, list[float]] = {}
     copier_users: set[str | None] = set()  # the SASL user of each copier incarnation
+    protocols: dict[tuple[int, int], str] = {}  # (copier, incarnation) -> its group.protocol
     started_at = time.time()
     t_copy = time.monotonic()
     for i in range(cfg.copiers):
@@ -91,6 +92,8 @@ def _seed_copy_verify(cfg: HarnessConfig, secured: dict | None, chaos, echo) -> 
                 commit_ms.extend(item[6])
             elif kind == "user":
                 copier_users.add(item[3])
+            elif kind == "protocol":
+                protocols[(item[1], item[2])] = item[3]
 
     from confluent_kafka import Consumer, TopicPartition
 
@@ -139,12 +142,17 @@ def _seed_copy_verify(cfg: HarnessConfig, secured: dict | None, chaos, echo) -> 
         "copy_seconds": round(copy_s, 2), "msgs_per_s": round(cfg.messages / copy_s, 1) if copy_s else 0,
         "commit_p99_ms": round(sorted(commit_ms)[int(len(commit_ms) * 0.99)] if commit_ms else 0, 2),
         "copier_restarts": sum(pool.incarnation.values()),
+        "group_protocol": cfg.group_protocol,
+        # each copier's group.protocol, first incarnation to last (a rolling upgrade changes it)
+        "copier_protocols": {i: [protocols[k] for k in sorted(protocols) if k[0] == i]
+                             for i in sorted({k[0] for k in protocols})},
         "fatal": fatal,
         "warnings": [],
         "copy_started_at": started_at, "copy_ended_at": ended_at,
         "commit_times": sorted(commit_times),
         "longest_no_commit_by_copier_s": {i: _longest_gap(ts)
                                            for i, ts in sorted(commits_by_copier.items())},
+        "commit_times_by_copier": {i: sorted(ts) for i, ts in sorted(commits_by_copier.items())},
     })
     if secured is not None:
         ran_as = sorted(f"User:{u}" if u else "(no SASL user)" for u in copier_users)
@@ -169,12 +177,14 @@ def _longest_gap(times: list[float]) -> float | None:
     return round(max(b - a for a, b in zip(ts, ts[1:])), 2) if len(ts) > 1 else None
 
 
-def launch_cluster(n: int, data: Path, secure: bool = False):
+def launch_cluster(n: int, data: Path, secure: bool = False, group_protocol: str = "classic"):
     """A fresh kaas cluster through the supervisor, on free ports (``kaas cluster --secure``
-    with ``secure``)."""
+    with ``secure``; with the copiers' session timeout and heartbeat interval for
+    consumer-protocol groups with ``group_protocol="consumer"``)."""
     from kaas.testing import ClusterProcess  # the project's own launcher
 
-    return ClusterProcess(data, n, secure=secure).start()
+    extra = consumer_broker_args() if group_protocol == "consumer" else []
+    return ClusterProcess(data, n, secure=secure, extra=extra).start()
 
 
 def admin_settings(path: Path) -> dict:

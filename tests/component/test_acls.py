@@ -254,11 +254,13 @@ async def test_allow_everyone_if_no_acl_found(tmp_path):
 
 
 async def test_group_authorized_operations_follow_the_principals_acls(tmp_path):
-    """librdkafka 0081's DescribeConsumerGroups_with_authorized_ops, as Apache 3.9 answers
-    it: with allow.everyone.if.no.acl.found, a user who is not a super user may do every
-    group operation (DELETE, DESCRIBE, READ) until an ACL names the group; a READ ACL of its
-    own then leaves READ and the DESCRIBE it implies; removed, everything is open again."""
-    group_ops = (1 << Operation.DELETE) | (1 << Operation.DESCRIBE) | (1 << Operation.READ)
+    """librdkafka 0081's DescribeConsumerGroups_with_authorized_ops, as Apache 4 answers it:
+    with allow.everyone.if.no.acl.found, a user who is not a super user may do every group
+    operation (DELETE, DESCRIBE, READ, and DESCRIBE_CONFIGS and ALTER_CONFIGS of the group
+    configs) until an ACL names the group; a READ ACL of its own then leaves READ and the
+    DESCRIBE it implies; removed, everything is open again."""
+    group_ops = sum(1 << op for op in (Operation.DELETE, Operation.DESCRIBE, Operation.READ,
+                                       Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS))
 
     async def ops(client: Client, include: bool = True) -> int:
         r = await client.call(DescribeGroupsRequest(groups=("g",), include_authorized_operations=include))

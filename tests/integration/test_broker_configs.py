@@ -2,7 +2,8 @@
 IncrementalAlterConfigs on BROKER resources, per broker and at the cluster default, stored
 in ``__cluster/broker_configs.json`` by the controller, seen by every broker within a poll,
 shown by DescribeConfigs with their sources and synonyms, and honoured (a dynamic
-``log.retention.ms`` deletes the segments of a topic without an override).
+``log.retention.ms`` deletes the segments of a topic without an override). Group configs
+(KIP-848/932, GROUP resources) take the same path into ``__cluster/group_configs.json``.
 
 Every request here is sent to broker 0 (bootstrap = broker 0 only); what the other brokers
 answer is read with raw DescribeConfigs on their own ports.
@@ -14,7 +15,15 @@ import json
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
 
 from kaas.client import WireClient
 from kaas.testing import wait_for
@@ -23,7 +32,7 @@ from tests.kafka import uniq, watermarks
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
-DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT, TOPIC_CONFIG = 2, 3, 4, 5, 1
+DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT, TOPIC_CONFIG, GROUP_CONFIG = 2, 3, 4, 5, 1, 8
 
 cluster = cluster_fixture(3, scope="module", name="dyncfg", extra=["--retention-check-ms", "300"])
 
@@ -201,3 +210,32 @@ def test_dynamic_log_retention_ms_deletes_segments_and_message_max_bytes_applies
         return bool(errors and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE)
 
     wait_for(try_big, 15, "message.max.bytes applied")
+
+
+def test_group_configs_set_through_one_broker_reach_every_broker(cluster, admin):
+    """GROUP config resources (KIP-848/932) with confluent-kafka's AdminClient: set through
+    broker 0 (forwarded to the controller, the file's one writer) for a group that does not
+    exist, described by every broker within a poll as GROUP_CONFIG; a value outside the
+    broker's bounds is refused with INVALID_CONFIG; the configs make no group."""
+    group = uniq("grp-cfg")
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("share.isolation.level", "read_committed", incremental_operation=AlterConfigOpType.SET)])
+    assert admin.incremental_alter_configs([res])[res].result(15) is None
+    for port in cluster.ports:
+        wait_for(lambda port=port: describe(port, 32, group).get("consumer.session.timeout.ms", ())[:2]
+                 == ("50000", GROUP_CONFIG), 10, f"group config on {port}")
+    described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
+    entries = next(iter(described.values())).result(15)
+    assert (entries["share.isolation.level"].value, entries["share.isolation.level"].source) == \
+        ("read_committed", ConfigSource.GROUP_CONFIG.value)
+    assert (entries["share.auto.offset.reset"].value, entries["share.auto.offset.reset"].source) == \
+        ("latest", ConfigSource.DEFAULT_CONFIG.value)
+
+    bad = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    err = refused(lambda: admin.incremental_alter_configs([bad])[bad].result(15))
+    assert err.code() == KafkaError.INVALID_CONFIG and "group.consumer.min.session.timeout.ms" in err.str(), err
+    data = json.loads((cluster.data / "__cluster" / "group_configs.json").read_text())
+    assert data["groups"][group] == {"consumer.session.timeout.ms": "50000", "share.isolation.level": "read_committed"}
+    assert group not in [g.group_id for g in admin.list_consumer_groups().result(15).valid]

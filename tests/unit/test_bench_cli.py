@@ -14,7 +14,8 @@ from bench.cli import cli  # noqa: E402
 from bench.suite import suite_benches  # noqa: E402
 
 COMMANDS = {"produce", "idempotence", "fetch", "consume", "txn", "eos", "failover", "scale", "create",
-            "compare", "suite", "mock-peer", "security", "ingest", "brokers", "roundtrip", "recompress"}
+            "compare", "suite", "mock-peer", "security", "ingest", "brokers", "roundtrip", "recompress",
+            "group-join", "group-add"}
 
 
 def test_the_commands():

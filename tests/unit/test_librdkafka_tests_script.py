@@ -1,7 +1,8 @@
 """scripts/librdkafka_tests.py: which cluster each run goes to (0081's ACL subtests on the
 ACL cluster, its authorised-operations subtests on the SASL one, everything else on the
-plain one) and the test.conf of each kind (the SASL one names the tests' user, never the
-cluster's admin)."""
+plain one), the test.conf of each kind (the SASL one names the tests' user, never the
+cluster's admin), and --group-protocol consumer: issue 33's set, the brokers' options, the
+test runner's environment."""
 
 from __future__ import annotations
 
@@ -52,3 +53,41 @@ def test_conf_of_each_kind(tmp_path):
     assert dict(line.split("=", 1) for line in lines) == {
         "bootstrap.servers": sasl.bootstrap, "security.protocol": "SASL_SSL", "ssl.ca.location": "/ca.pem",
         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": rt.SASL_TEST_USER, "sasl.password": "pw"}
+
+
+def test_consumer_protocol_runs_issue_33s_set():
+    runs = rt.plan((), acl_for_all=False, group_protocol="consumer")
+    assert [r.name for r in runs] == rt.KIP848 and len(rt.KIP848) == 22
+    assert {r.cluster for r in runs} == {"plain"}
+    # a set by name, in either protocol, beside single tests
+    assert [r.name for r in rt.plan(("kip848", "0077"), acl_for_all=False)] == [*rt.KIP848, "0077"]
+    assert [r.name for r in rt.plan(("classic",), acl_for_all=False, group_protocol="consumer")] == rt.CLASSIC
+    with pytest.raises(click.BadParameter):
+        rt.plan((), acl_for_all=False, group_protocol="modern")
+
+
+def test_consumer_protocol_broker_options_are_kaas_settings():
+    from kaas.settings import Settings
+
+    assert rt.broker_args("plain") == rt.BROKER_ARGS
+    for kind in ("plain", "acl", "sasl"):
+        args = rt.broker_args(kind, "consumer")
+        assert args[-len(rt.CONSUMER_BROKER_ARGS):] == rt.CONSUMER_BROKER_ARGS
+        assert args[: -len(rt.CONSUMER_BROKER_ARGS)] == rt.broker_args(kind)
+    fields = {f"--{name.replace('_', '-')}" for name in Settings.__dataclass_fields__}
+    assert set(rt.CONSUMER_BROKER_ARGS[::2]) <= fields
+
+
+def test_the_runner_gets_the_group_protocol(tmp_path):
+    """run_one hands TEST_CONSUMER_GROUP_PROTOCOL to run-test.sh (a stand-in that prints its
+    environment and passes)."""
+    runner = tmp_path / "run-test.sh"
+    runner.write_text("#!/bin/sh\necho TEST_CONSUMER_GROUP_PROTOCOL=$TEST_CONSUMER_GROUP_PROTOCOL TESTS=$TESTS\n")
+    runner.chmod(0o755)
+    cluster = ClusterProcess(tmp_path / "data", 3)
+    for protocol in rt.GROUP_PROTOCOLS:
+        run = rt.Run("0030", None, "plain")
+        rt.run_one(run, 0, tmp_path, cluster, tmp_path / "test.conf", tmp_path, "3.9.0", 30, lambda _line: None,
+                   protocol)
+        assert run.result == "PASS"
+        assert f"TEST_CONSUMER_GROUP_PROTOCOL={protocol} TESTS=0030" in Path(run.log).read_text()

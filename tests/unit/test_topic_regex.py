@@ -118,7 +118,7 @@ atoms = st.sampled_from(["a", "b", "A", "0", r"\.", "-", "_", ".", "[ab]", "[^a]
 @st.composite
 def common_patterns(draw: st.DrawFn, depth: int = 0) -> str:
     parts = []
-    for _ in range(draw(st.integers(1, 4))):
+    for _ in range(draw(st.integers(1, 3))):
         if depth < 2 and draw(st.booleans()):
             alts = draw(st.lists(common_patterns(depth + 1), min_size=1, max_size=3))
             part = "(" + "|".join(alts) + ")"

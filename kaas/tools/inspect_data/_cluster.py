@@ -12,6 +12,7 @@ from kaas.domain.assignment import Assignment
 from kaas.errors import CorruptState
 from kaas.storage import trash
 from kaas.storage.broker_configs import BrokerConfigFile, broker_configs_path
+from kaas.storage.group_configs import GroupConfigFile
 from kaas.storage.paths import Layout
 from kaas.storage.topics import TopicMeta
 from kaas.tools.inspect_data._coordinators import (
@@ -128,6 +129,7 @@ class ClusterView(TypedDict):
     groups: list[GroupRow]
     deleted_topics: list[DeletedTopicRow]
     broker_configs: list[BrokerConfigRow]
+    group_configs: list[BrokerConfigRow]
 
 
 def kv(d: object) -> str | None:
@@ -247,6 +249,15 @@ def _broker_configs(layout: Layout) -> list[BrokerConfigRow]:
     return rows
 
 
+def _group_configs(layout: Layout) -> list[BrokerConfigRow]:
+    """The group configs file (KIP-848/932): one row per group that sets configs."""
+    try:
+        gc = GroupConfigFile(layout.group_configs).read()
+    except (CorruptState, OSError) as exc:
+        return [BrokerConfigRow(resource="-", configs=None, error=str(exc))]
+    return [BrokerConfigRow(resource=g, configs=kv(c), error=None) for g, c in sorted(gc.groups.items())]
+
+
 def cluster_view(data: Path, session_timeout_ms: int) -> ClusterView:
     """The cluster's state as its files under ``data`` show it; a heartbeat older than
     ``session_timeout_ms`` is marked stale."""
@@ -265,4 +276,4 @@ def cluster_view(data: Path, session_timeout_ms: int) -> ClusterView:
         partitions=_partitions(layout, asg, topics), groups=groups(layout, age),
         deleted_topics=[DeletedTopicRow(directory=name, due=utc(due) if due else "now", due_ms=due)
                         for name, due in trash.pending_topics(layout.data)],
-        broker_configs=_broker_configs(layout))
+        broker_configs=_broker_configs(layout), group_configs=_group_configs(layout))

@@ -114,6 +114,7 @@ def cluster_lines(v: ClusterView) -> list[str]:
         ("Groups", v["groups"], ["group_id", "generation", "committed_partitions", "pending_producers",
                                  "age_s", "error"]),
         ("Dynamic broker configs (KIP-226)", v["broker_configs"], ["resource", "configs", "error"]),
+        ("Group configs (KIP-848, KIP-932)", v["group_configs"], ["resource", "configs", "error"]),
         ("Deleted topics waiting for file.delete.delay.ms", v["deleted_topics"], ["directory", "due"]),
     ]
     c = v["controller"]
