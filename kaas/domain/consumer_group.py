@@ -41,6 +41,8 @@ Choices where kaas differs from Apache, and why:
   earlier Apache versions answer FENCED_MEMBER_EPOCH until its session ends.
 * Restored sessions and rebalance deadlines count from the restore (``restore``), as
   Apache's coordinator does after a load.
+* A static member that leaves with epoch -2 is held for a whole session from its leave
+  (Apache counts from its last heartbeat before the leave, which a slow close can eat up).
 
 Invariants:
     - ``group_epoch >= assignment_epoch``; both never fall;
@@ -324,7 +326,7 @@ class ConsumerGroup:
         """
         try:
             if hb.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
-                return self._leave(hb)
+                return self._leave(hb, now_ms, config)
             return self._heartbeat(hb, now_ms, image, config, new_member_id, topic_visible)
         except _Refused as r:
             return HeartbeatReply(r.code, r.message)
@@ -451,7 +453,7 @@ class ConsumerGroup:
                            f"The consumer group member has a smaller member epoch ({got}) than the one known by the "
                            f"group coordinator ({have}). The member must abandon all its partitions and rejoin.")
 
-    def _leave(self, hb: Heartbeat) -> HeartbeatReply:
+    def _leave(self, hb: Heartbeat, now_ms: int, config: GroupConfig) -> HeartbeatReply:
         if hb.instance_id is None:
             if hb.member_id not in self._members:
                 raise _Refused(ErrorCode.unknown_member_id,
@@ -466,10 +468,11 @@ class ConsumerGroup:
                            f"Static member {hb.member_id} with instance id {hb.instance_id} was fenced by member "
                            f"{existing_id}.")
         if hb.member_epoch == LEAVE_STATIC_EPOCH:
-            # kept, its partitions held, until its session ends or its instance comes back
+            # kept, its partitions held, for a session from now or until its instance comes back
             member = self._members[existing_id]
             self._put(dataclasses.replace(member, member_epoch=LEFT_STATIC, pending_revocation={}))
             self._rebalance.pop(existing_id, None)
+            self._session[existing_id] = now_ms + config.session_timeout_ms
         else:
             self._fence(existing_id)
         return HeartbeatReply(ErrorCode.none, None, hb.member_id, hb.member_epoch, None, True)

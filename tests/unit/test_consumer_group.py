@@ -291,8 +291,9 @@ class TestStaticMembers:
         g = ConsumerGroup("g")
         g.heartbeat(join("s1", instance="i1"), 0, IMG, CONFIG)
         g.heartbeat(beat("s1", -2, instance="i1"), 100, IMG, CONFIG)
-        assert g.next_deadline() == SESSION  # counted from its last regular heartbeat
-        assert [f.member_id for f in g.tick(SESSION)] == ["s1"]
+        assert g.next_deadline() == 100 + SESSION  # a whole session from its leave
+        assert g.tick(SESSION) == []
+        assert [f.member_id for f in g.tick(100 + SESSION)] == ["s1"]
         assert g.is_empty() and g.owner("id-a", 0) is None
 
 

@@ -99,13 +99,18 @@ class ConsumerGroups:
         self._image: TopicImage | None = None
 
     def settings(self, group_id: str) -> ConsumerSettings:
-        """The one place a consumer group's settings are read (the broker's
-        ``group.consumer.*``; per-group configs plug in here)."""
-        s = self.coord.broker.settings
+        """The one place a consumer group's settings are read: its group configs
+        (``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``) over the
+        broker's ``group.consumer.*``.
+
+        Raises:
+            KaasError: KAFKA_STORAGE_ERROR, the group config file was never readable.
+        """
+        broker = self.coord.broker
+        s, g = broker.settings, broker.group_config(group_id)
         return ConsumerSettings(
-            GroupConfig(s.group_consumer_session_timeout_ms, tuple(s.group_consumer_assignors),
-                        s.group_consumer_max_size),
-            s.group_consumer_heartbeat_interval_ms)
+            GroupConfig(g.consumer_session_timeout_ms, tuple(s.group_consumer_assignors), s.group_consumer_max_size),
+            g.consumer_heartbeat_interval_ms)
 
     def image(self) -> TopicImage:
         """The broker's topics as the groups see them, rebuilt when they changed."""
@@ -121,10 +126,13 @@ class ConsumerGroups:
     def restore(self, e: _Entry, snap: dict[str, Any]) -> None:
         """Make ``e`` the consumer group its file holds (``_load``); a snapshot that does
         not parse is reported once and refuses service for the group (never reset)."""
+        gid = e.group.group_id
         try:
-            e.consumer = ConsumerGroup.restore(e.group.group_id, snap, now_ms=self.coord._now(),
-                                               session_timeout_ms=self.settings(e.group.group_id)
-                                               .config.session_timeout_ms)
+            session_ms = self.settings(gid).config.session_timeout_ms
+        except KaasError:  # no group configs yet: the broker's (the next heartbeat applies the group's)
+            session_ms = self.coord.broker.settings.group_consumer_session_timeout_ms
+        try:
+            e.consumer = ConsumerGroup.restore(gid, snap, now_ms=self.coord._now(), session_timeout_ms=session_ms)
             e.consumer_error = None
             g = e.consumer
             log.info("consumer_group_restored", group=g.group_id, state=g.state, group_epoch=g.group_epoch,
