@@ -297,6 +297,20 @@ class TestStaticMembers:
         assert g.is_empty() and g.owner("id-a", 0) is None
 
 
+def test_members_heartbeat_faster_while_the_group_rebalances():
+    g = ConsumerGroup("g")
+    g.heartbeat(join("m1"), 0, IMG, CONFIG)
+    assert g.heartbeat_interval_ms("m1", 10, 5000) == 500  # the epoch just moved
+    assert g.heartbeat_interval_ms("m1", 5000, 5000) == 5000  # stable for an interval
+    g.heartbeat(join("m2"), 6000, IMG, CONFIG)
+    g.heartbeat(beat("m1", 1, {"id-a": {0, 1, 2, 3}}), 12_000, IMG, CONFIG)  # told to revoke
+    assert g.heartbeat_interval_ms("m1", 20_000, 5000) == 500  # m1 has a revocation to finish
+    assert g.heartbeat_interval_ms("m2", 20_000, 5000) == 500  # m2 waits for its partitions
+    g.heartbeat(beat("m1", 1, {"id-a": set(g.members["m1"].assigned["id-a"])}), 21_000, IMG, CONFIG)
+    g.heartbeat(beat("m2", 2, {}), 21_000, IMG, CONFIG)
+    assert g.state == "Stable" and g.heartbeat_interval_ms("m2", 26_000, 5000) == 5000
+
+
 class TestTimers:
     def test_session_timeout_fences(self):
         g = ConsumerGroup("g")

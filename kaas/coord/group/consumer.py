@@ -182,7 +182,8 @@ class ConsumerGroups:
             else:
                 work = g.copy()
             before = (work.group_epoch, work.assignment_epoch, work.state)
-            reply = work.heartbeat(hb, coord._now(), self.image(), settings.config, topic_visible=topic_visible)
+            now = coord._now()
+            reply = work.heartbeat(hb, now, self.image(), settings.config, topic_visible=topic_visible)
             if reply.error_code != ErrorCode.none:
                 return reply, 0
             if reply.changed or e.consumer_dirty or g is None:
@@ -193,7 +194,7 @@ class ConsumerGroups:
                      assignment_epoch=work.assignment_epoch, members=len(work.members))
         if reply.changed:
             coord.timer_wakeup.set()
-        return reply, settings.heartbeat_interval_ms
+        return reply, work.heartbeat_interval_ms(reply.member_id or hb.member_id, now, settings.heartbeat_interval_ms)
 
     async def _save(self, e: _Entry, work: ConsumerGroup) -> None:
         """Write ``work``'s state into the group's file (``GroupCoordinator._save``'s rules:
