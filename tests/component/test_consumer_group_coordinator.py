@@ -262,6 +262,8 @@ async def test_the_apis_over_the_wire(shm_path, thread_safe_autojump_clock):
         assert r.error_code == E.unsupported_assignor and "uniform, range" in r.error_message
         r = await client.call(cg_heartbeat("m2", 0, regex="(", owned={}, rebalance=REBALANCE))
         assert r.error_code == E.invalid_regular_expression
+        r = await client.call(cg_heartbeat("m2", 0, regex="(", owned={}, rebalance=REBALANCE, group="fresh"))
+        assert r.error_code == E.invalid_regular_expression and "fresh" not in broker.groups.groups  # no trace
         r = await client.call(cg_heartbeat("m2", 0, names=("t",), rebalance=REBALANCE))
         assert r.error_code == E.invalid_request
         assert (await client.call(cg_heartbeat("ghost", 3))).error_code == E.unknown_member_id

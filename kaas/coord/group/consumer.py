@@ -79,6 +79,8 @@ class GroupCoordinator(Protocol):
 
     async def _save(self, e: _Entry, new: GroupOffsets, *, consumer_write: bool = False) -> None: ...
 
+    def forget(self, group_id: str, e: _Entry) -> None: ...
+
 __all__ = ["ConsumerGroups", "ConsumerSettings"]
 
 
@@ -163,38 +165,48 @@ class ConsumerGroups:
         if refused is not None:
             return refused, 0
         coord.check_owner(group_id)
+        created = group_id not in coord.groups
         e = coord._load(group_id, create=hb.member_epoch == 0)
         if e is None:
             return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), 0
+        try:
+            reply, work = await self._heartbeat(e, hb, settings, topic_visible)
+        finally:
+            if created:  # a refused join of a new group leaves nothing behind
+                coord.forget(group_id, e)
+        if reply.error_code != ErrorCode.none:
+            return reply, 0
+        if reply.changed:
+            coord.timer_wakeup.set()
+        return reply, work.heartbeat_interval_ms(reply.member_id or hb.member_id, coord._now(),
+                                                 settings.heartbeat_interval_ms)
+
+    async def _heartbeat(self, e: _Entry, hb: Heartbeat, settings: ConsumerSettings,
+                         topic_visible: Callable[[str], bool] | None) -> tuple[HeartbeatReply, ConsumerGroup]:
+        """The heartbeat on a copy of the group, written and swapped in when it changed it."""
+        coord, group_id = self.coord, e.group.group_id
         self.check_readable(e)
         await coord._offsets(e)
         async with e.lock:
             if coord.groups.get(group_id) is not e:  # deleted or unloaded meanwhile
                 raise KaasError(ErrorCode.not_coordinator, "group moved")
             g = e.consumer
-            if g is None:
-                if e.group.members:
-                    return HeartbeatReply(ErrorCode.group_id_not_found,
-                                          f"Group {group_id} is not a consumer group."), 0
-                if hb.member_epoch != 0:
-                    return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), 0
-                work = ConsumerGroup(group_id)
-            else:
-                work = g.copy()
+            work = ConsumerGroup(group_id) if g is None else g.copy()
+            if g is None and e.group.members:
+                return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."), work
+            if g is None and hb.member_epoch != 0:
+                return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), work
             before = (work.group_epoch, work.assignment_epoch, work.state)
-            now = coord._now()
-            reply = work.heartbeat(hb, now, self.image(), settings.config, topic_visible=topic_visible)
+            reply = work.heartbeat(hb, coord._now(), self.image(), settings.config, topic_visible=topic_visible)
             if reply.error_code != ErrorCode.none:
-                return reply, 0
+                return reply, work
             if reply.changed or e.consumer_dirty or g is None:
                 await self._save(e, work)
             e.consumer, e.consumer_dirty = work, False
         if before != (work.group_epoch, work.assignment_epoch, work.state):
             log.info("consumer_group_state", group=group_id, state=work.state, group_epoch=work.group_epoch,
                      assignment_epoch=work.assignment_epoch, members=len(work.members))
-        if reply.changed:
-            coord.timer_wakeup.set()
-        return reply, work.heartbeat_interval_ms(reply.member_id or hb.member_id, now, settings.heartbeat_interval_ms)
+        return reply, work
 
     async def _save(self, e: _Entry, work: ConsumerGroup) -> None:
         """Write ``work``'s state into the group's file (``GroupCoordinator._save``'s rules:

@@ -195,6 +195,13 @@ class GroupCoordinator:
             raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
         e.offsets = new
 
+    def forget(self, group_id: str, e: _Entry) -> None:
+        """Drop ``e`` if it is the group's entry and holds nothing (no members of either
+        kind, no file): what a refused first request for a new group leaves behind."""
+        if (self.groups.get(group_id) is e and e.consumer is None and not e.group.members
+                and e.group.generation_id == 0 and not self.store.path(group_id).exists()):
+            del self.groups[group_id]
+
     def unload(self, group_id: str) -> None:
         """This broker stopped coordinating the group: answer parked requests, forget it."""
         e = self.groups.pop(group_id, None)
