@@ -32,11 +32,11 @@ member has not left).
 
 Choices where kaas differs from Apache, and why:
 
-* Regular expressions are resolved at once, in the heartbeat that needs them, against the
-  broker's topic image (Apache resolves them off the request path, at most every 10 s):
-  the image is local, so a subscription by regex gets its assignment in its first
-  heartbeat and a new matching topic is seen at the next heartbeat after the broker reads
-  its file.
+* A regex new to the group is resolved at the group's next heartbeat, as Apache resolves
+  it off the request path right after the heartbeat that brought it (so the first answer
+  carries the topics subscribed by name only, as clients expect); regexes are re-resolved
+  against the broker's topic image at the first heartbeat after the topics changed (Apache:
+  at most every 10 s), the image being local.
 * A member that re-joins with epoch 0 under its member id keeps its state (KAFKA-19233):
   earlier Apache versions answer FENCED_MEMBER_EPOCH until its session ends.
 * Restored sessions and rebalance deadlines count from the restore (``restore``), as
@@ -315,13 +315,14 @@ class ConsumerGroup:
     def heartbeat_interval_ms(self, member_id: str, now_ms: int, configured_ms: int) -> int:
         """The heartbeat interval to tell a member: the configured one, but a tenth of it
         (``REBALANCE_HEARTBEAT_DIVISOR``) within one interval of the group's last epoch
-        change, or while the member itself waits to be reconciled, so that a revocation,
+        change, while the member itself waits to be reconciled, or while a regex of the
+        group waits to be resolved (at the next heartbeat), so that a revocation,
         its acknowledgement and the hand-over take a fraction of an interval rather than
         an interval each (Apache always answers the configured one)."""
         member = self._members.get(member_id)
         recent = self._changed_ms is not None and now_ms - self._changed_ms < configured_ms
         waiting = member is not None and not member.reconciled_to(self._assignment_epoch)
-        if recent or waiting:
+        if recent or waiting or self._unresolved():
             return max(1, configured_ms // REBALANCE_HEARTBEAT_DIVISOR)
         return configured_ms
 
@@ -389,17 +390,20 @@ class ConsumerGroup:
 
         # -- no refusal past this point: the group changes
         before = (self._group_epoch, self._assignment_epoch)
+        resolved = self._resolve_pending(image, topic_visible)  # regexes members brought before
         if replaced is not None:
             self._replace_static(replaced, member_id)
         self._put(updated)
-        bump = self._group_epoch == 0 or names_changed or regex_changed
+        # a regex new to the group is resolved at the group's next heartbeat (Apache: shortly
+        # after, off the request path); one already resolved, or none, counts at once
+        bump = self._group_epoch == 0 or names_changed or (regex_changed and (regex is None or regex in self._regexes))
         if regex_changed:
             self._forget_unused_regexes()
-            if regex is not None and regex not in self._regexes:
-                self._regexes[regex] = self._resolve(regex, image, topic_visible)
         if image.version != self._image_version:
-            for r in self._regexes:
+            for r, old_topics in list(self._regexes.items()):
                 self._regexes[r] = self._resolve(r, image, topic_visible)
+                resolved |= self._regexes[r] != old_topics
+        bump = bump or resolved  # a member's topics changed (Apache bumps on any resolution change)
         if bump or self._signature_stale or image.version != self._image_version:
             signature = self._metadata_signature(image)
             if signature != self._signature and not self._signature_stale:
@@ -712,6 +716,19 @@ class ConsumerGroup:
             del self._regexes[r]
         for r in [r for r in self._compiled if r not in used]:
             del self._compiled[r]
+
+    def _resolve_pending(self, image: TopicImage, visible: Callable[[str], bool] | None) -> bool:
+        """Resolve the regexes members subscribe to that are not resolved yet; whether one
+        matched a topic (the members subscribed to it then have new topics)."""
+        pending = {m.subscribed_regex for m in self._members.values()
+                   if m.subscribed_regex is not None and m.subscribed_regex not in self._regexes}
+        for r in pending:
+            self._regexes[r] = self._resolve(r, image, visible)
+        return any(self._regexes[r] for r in pending)
+
+    def _unresolved(self) -> bool:
+        return any(m.subscribed_regex is not None and m.subscribed_regex not in self._regexes
+                   for m in self._members.values())
 
     def _resolve(self, regex: str, image: TopicImage, visible: Callable[[str], bool] | None) -> frozenset[str]:
         compiled = self._compiled.get(regex)
