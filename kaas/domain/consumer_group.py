@@ -32,15 +32,21 @@ member has not left).
 
 Choices where kaas differs from Apache, and why:
 
-* Regular expressions are resolved at once, in the heartbeat that needs them, against the
-  broker's topic image (Apache resolves them off the request path, at most every 10 s):
-  the image is local, so a subscription by regex gets its assignment in its first
-  heartbeat and a new matching topic is seen at the next heartbeat after the broker reads
-  its file.
+* A regex new to the group is resolved at the group's next heartbeat, as Apache resolves
+  it off the request path right after the heartbeat that brought it (so the first answer
+  carries the topics subscribed by name only, as clients expect); regexes are re-resolved
+  against the broker's topic image at the first heartbeat after the topics changed (Apache:
+  at most every 10 s), the image being local.
 * A member that re-joins with epoch 0 under its member id keeps its state (KAFKA-19233):
   earlier Apache versions answer FENCED_MEMBER_EPOCH until its session ends.
 * Restored sessions and rebalance deadlines count from the restore (``restore``), as
   Apache's coordinator does after a load.
+* While a group rebalances, its members are told a tenth of the heartbeat interval
+  (``heartbeat_interval_ms``): a revocation, its acknowledgement and the hand-over each
+  wait for a member's next heartbeat, so at Apache's fixed interval a join of ten members
+  takes two intervals; here it takes a fraction of one.
+* A static member that leaves with epoch -2 is held for a whole session from its leave
+  (Apache counts from its last heartbeat before the leave, which a slow close can eat up).
 
 Invariants:
     - ``group_epoch >= assignment_epoch``; both never fall;
@@ -92,6 +98,9 @@ __all__ = [
 LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = LEFT_STATIC
 SNAPSHOT_FORMAT = 1
+REBALANCE_HEARTBEAT_DIVISOR = 10
+"""While a group rebalances, its members are told to heartbeat this many times as often
+(``ConsumerGroup.heartbeat_interval_ms``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +240,7 @@ class ConsumerGroup:
         self._signature = ""  # of the subscribed topics' metadata, as last seen
         self._signature_stale = False  # recompute without bumping (a member was removed)
         self._image_version: int | None = None
+        self._changed_ms: int | None = None  # when an epoch last moved (not kept on file)
         self._session: dict[str, int] = {}  # member id -> deadline
         self._rebalance: dict[str, tuple[int, int]] = {}  # member id -> (epoch, deadline)
 
@@ -242,6 +252,7 @@ class ConsumerGroup:
         g._members, g._static, g._target = dict(self._members), dict(self._static), dict(self._target)
         g._owners, g._regexes, g._compiled = dict(self._owners), dict(self._regexes), dict(self._compiled)
         g._signature, g._signature_stale, g._image_version = self._signature, self._signature_stale, self._image_version
+        g._changed_ms = self._changed_ms
         g._session, g._rebalance = dict(self._session), dict(self._rebalance)
         return g
 
@@ -302,6 +313,20 @@ class ConsumerGroup:
             out |= self._names_of(m)
         return out
 
+    def heartbeat_interval_ms(self, member_id: str, now_ms: int, configured_ms: int) -> int:
+        """The heartbeat interval to tell a member: the configured one, but a tenth of it
+        (``REBALANCE_HEARTBEAT_DIVISOR``) within one interval of the group's last epoch
+        change, while the member itself waits to be reconciled, or while a regex of the
+        group waits to be resolved (at the next heartbeat), so that a revocation,
+        its acknowledgement and the hand-over take a fraction of an interval rather than
+        an interval each (Apache always answers the configured one)."""
+        member = self._members.get(member_id)
+        recent = self._changed_ms is not None and now_ms - self._changed_ms < configured_ms
+        waiting = member is not None and not member.reconciled_to(self._assignment_epoch)
+        if recent or waiting or self._unresolved():
+            return max(1, configured_ms // REBALANCE_HEARTBEAT_DIVISOR)
+        return configured_ms
+
     def next_deadline(self) -> int | None:
         deadlines = list(self._session.values()) + [d for _, d in self._rebalance.values()]
         return min(deadlines, default=None)
@@ -354,12 +379,17 @@ class ConsumerGroup:
         Returns:
             The reply; on an error the group is unchanged.
         """
+        before = (self._group_epoch, self._assignment_epoch)
         try:
             if hb.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
-                return self._leave(hb)
-            return self._heartbeat(hb, now_ms, image, config, new_member_id, topic_visible, classic)
+                reply = self._leave(hb, now_ms, config)
+            else:
+                reply = self._heartbeat(hb, now_ms, image, config, new_member_id, topic_visible, classic)
         except _Refused as r:
             return HeartbeatReply(r.code, r.message)
+        if (self._group_epoch, self._assignment_epoch) != before:
+            self._changed_ms = now_ms
+        return reply
 
     def _heartbeat(self, hb: Heartbeat, now_ms: int, image: TopicImage, config: GroupConfig,
                    new_member_id: Callable[[], str], topic_visible: Callable[[str], bool] | None,
@@ -393,17 +423,20 @@ class ConsumerGroup:
 
         # -- no refusal past this point: the group changes
         before = (self._group_epoch, self._assignment_epoch)
+        resolved = self._resolve_pending(image, topic_visible)  # regexes members brought before
         if replaced is not None:
             self._replace_static(replaced, member_id)
         self._put(updated)
-        bump = self._group_epoch == 0 or names_changed or regex_changed
+        # a regex new to the group is resolved at the group's next heartbeat (Apache: shortly
+        # after, off the request path); one already resolved, or none, counts at once
+        bump = self._group_epoch == 0 or names_changed or (regex_changed and (regex is None or regex in self._regexes))
         if regex_changed:
             self._forget_unused_regexes()
-            if regex is not None and regex not in self._regexes:
-                self._regexes[regex] = self._resolve(regex, image, topic_visible)
         if image.version != self._image_version:
-            for r in self._regexes:
+            for r, old_topics in list(self._regexes.items()):
                 self._regexes[r] = self._resolve(r, image, topic_visible)
+                resolved |= self._regexes[r] != old_topics
+        bump = bump or resolved  # a member's topics changed (Apache bumps on any resolution change)
         if bump or self._signature_stale or image.version != self._image_version:
             signature = self._metadata_signature(image)
             if signature != self._signature and not self._signature_stale:
@@ -489,7 +522,7 @@ class ConsumerGroup:
                            f"The consumer group member has a smaller member epoch ({got}) than the one known by the "
                            f"group coordinator ({have}). The member must abandon all its partitions and rejoin.")
 
-    def _leave(self, hb: Heartbeat) -> HeartbeatReply:
+    def _leave(self, hb: Heartbeat, now_ms: int, config: GroupConfig) -> HeartbeatReply:
         if hb.instance_id is None:
             if hb.member_id not in self._members:
                 raise _Refused(ErrorCode.unknown_member_id,
@@ -504,10 +537,11 @@ class ConsumerGroup:
                            f"Static member {hb.member_id} with instance id {hb.instance_id} was fenced by member "
                            f"{existing_id}.")
         if hb.member_epoch == LEAVE_STATIC_EPOCH:
-            # kept, its partitions held, until its session ends or its instance comes back
+            # kept, its partitions held, for a session from now or until its instance comes back
             member = self._members[existing_id]
             self._put(dataclasses.replace(member, member_epoch=LEFT_STATIC, pending_revocation={}))
             self._rebalance.pop(existing_id, None)
+            self._session[existing_id] = now_ms + config.session_timeout_ms
         else:
             self._fence(existing_id)
         return HeartbeatReply(ErrorCode.none, None, hb.member_id, hb.member_epoch, None, True)
@@ -517,7 +551,7 @@ class ConsumerGroup:
     def tick(self, now_ms: int) -> list[Fenced]:
         """Fence the members whose session ended or who did not acknowledge a revocation
         within their rebalance timeout."""
-        out = []
+        out: list[Fenced] = []
         for mid, deadline in list(self._session.items()):
             if deadline <= now_ms and mid in self._members:
                 self._fence(mid)
@@ -531,6 +565,8 @@ class ConsumerGroup:
                 out.append(Fenced(mid, "rebalance"))
             else:
                 self._rebalance.pop(mid, None)
+        if out:
+            self._changed_ms = now_ms
         return out
 
     # ------------------------------------------------------------------ offsets, admin
@@ -733,6 +769,19 @@ class ConsumerGroup:
             del self._regexes[r]
         for r in [r for r in self._compiled if r not in used]:
             del self._compiled[r]
+
+    def _resolve_pending(self, image: TopicImage, visible: Callable[[str], bool] | None) -> bool:
+        """Resolve the regexes members subscribe to that are not resolved yet; whether one
+        matched a topic (the members subscribed to it then have new topics)."""
+        pending = {m.subscribed_regex for m in self._members.values()
+                   if m.subscribed_regex is not None and m.subscribed_regex not in self._regexes}
+        for r in pending:
+            self._regexes[r] = self._resolve(r, image, visible)
+        return any(self._regexes[r] for r in pending)
+
+    def _unresolved(self) -> bool:
+        return any(m.subscribed_regex is not None and m.subscribed_regex not in self._regexes
+                   for m in self._members.values())
 
     def _resolve(self, regex: str, image: TopicImage, visible: Callable[[str], bool] | None) -> frozenset[str]:
         compiled = self._compiled.get(regex)

@@ -48,7 +48,8 @@ SESSION, INTERVAL, REBALANCE = 6_000, 1_000, 3_000
 @asynccontextmanager
 async def open_broker(path, clock):
     async with open_broker_in(path, clock=TrioClock(clock), group_consumer_session_timeout_ms=SESSION,
-                              group_consumer_heartbeat_interval_ms=INTERVAL) as (broker, nursery):
+                              group_consumer_heartbeat_interval_ms=INTERVAL,
+                              group_initial_rebalance_delay_ms=0) as (broker, nursery):
         broker.topics.create("t", 4)
         yield broker, nursery
 
@@ -65,7 +66,7 @@ def beat(member: str, epoch: int, owned: set[int] | None, tid: str) -> Heartbeat
 async def send(groups: GroupCoordinator, hb: Heartbeat, group: str = "g"):
     reply, interval = await groups.consumers.heartbeat(group, hb, api_version=1)
     if reply.error_code == E.none:
-        assert interval == INTERVAL
+        assert interval in (INTERVAL, INTERVAL // 10)  # a tenth while the group rebalances
     return reply
 
 
@@ -199,6 +200,32 @@ async def test_a_corrupt_state_file_is_reported_and_refused_never_reset(shm_path
         assert path.read_bytes() == damaged
 
 
+async def test_a_file_written_by_another_coordinator_is_read_back_not_overwritten(shm_path,
+                                                                                  thread_safe_autojump_clock):
+    async with open_broker(shm_path, thread_safe_autojump_clock) as (broker, _):
+        a, b = broker.groups, GroupCoordinator(broker)
+        assert (await send(a, join("m1"))).member_epoch == 1
+        assert (await send(b, join("m2"))).member_epoch == 2  # b read a's file, then wrote
+        with pytest.raises(KaasError) as exc:  # a's copy is stale: not written over b's
+            await send(a, join("m3"))
+        assert exc.value.code == E.not_coordinator
+        assert {m["member_id"] for m in on_file(broker)["members"]} == {"m1", "m2"}
+        assert (await send(a, join("m3"))).member_epoch == 3  # the client's retry: a read the file again
+        assert set(a.groups["g"].consumer.members) == {"m1", "m2", "m3"}
+
+
+async def test_a_classic_group_with_members_is_not_a_consumer_group(shm_path, thread_safe_autojump_clock):
+    async with open_broker(shm_path, thread_safe_autojump_clock) as (broker, _):
+        groups = broker.groups
+        r = await groups.join("g", member_id="", group_instance_id=None, client_id="c", client_host="h",
+                              session_timeout_ms=SESSION, rebalance_timeout_ms=SESSION, protocol_type="consumer",
+                              protocols=[("range", b"")], require_known_member=False)
+        assert r.error_code == E.none
+        reply = await send(groups, join("m1"))
+        assert (reply.error_code, reply.error_message) == (E.group_id_not_found, "Group g is not a consumer group.")
+        assert groups.groups["g"].consumer is None and r.member_id in groups.groups["g"].group.members
+
+
 # --------------------------------------------------------------------------- over the wire
 
 
@@ -230,7 +257,7 @@ async def test_the_apis_over_the_wire(shm_path, thread_safe_autojump_clock):
         tid = broker.topics.get("t").topic_id
         r = await client.call(cg_heartbeat("m1", 0, names=("t",), owned={}, rebalance=REBALANCE))
         assert (r.error_code, r.member_id, r.member_epoch) == (E.none, "m1", 1)
-        assert int(r.heartbeat_interval.total_seconds() * 1000) == INTERVAL
+        assert int(r.heartbeat_interval.total_seconds() * 1000) == INTERVAL // 10  # the group just changed
         assert [(tp.topic_id, tp.partitions) for tp in r.assignment.topic_partitions] == [(tid, (0, 1, 2, 3))]
 
         # bad input: Apache's errors, the group unharmed
@@ -238,11 +265,17 @@ async def test_the_apis_over_the_wire(shm_path, thread_safe_autojump_clock):
         assert r.error_code == E.unsupported_assignor and "uniform, range" in r.error_message
         r = await client.call(cg_heartbeat("m2", 0, regex="(", owned={}, rebalance=REBALANCE))
         assert r.error_code == E.invalid_regular_expression
+        r = await client.call(cg_heartbeat("m2", 0, regex="(", owned={}, rebalance=REBALANCE, group="fresh"))
+        assert r.error_code == E.invalid_regular_expression and "fresh" not in broker.groups.groups  # no trace
         r = await client.call(cg_heartbeat("m2", 0, names=("t",), rebalance=REBALANCE))
         assert r.error_code == E.invalid_request
         assert (await client.call(cg_heartbeat("ghost", 3))).error_code == E.unknown_member_id
         assert (await client.call(cg_heartbeat("m1", 7))).error_code == E.fenced_member_epoch
         assert (await client.call(cg_heartbeat("x", 1, group="nope"))).error_code == E.group_id_not_found
+
+        await trio.sleep(INTERVAL / 1000)  # stable for an interval: the configured interval again
+        r = await client.call(cg_heartbeat("m1", 1))
+        assert (r.error_code, int(r.heartbeat_interval.total_seconds() * 1000)) == (E.none, INTERVAL)
 
         d = (await client.call(ConsumerGroupDescribeRequest(group_ids=("w", "nope"),
                                                             include_authorized_operations=True))).groups

@@ -10,10 +10,10 @@ One broker and one cluster serve the whole module; every test has its own topics
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -49,6 +49,16 @@ kcluster = cluster_fixture(3, scope="module", name="cg3", extra=FLAGS,
 def consumer(bootstrap: str, group: str, **extra) -> Consumer:
     return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
                      "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
+
+
+@contextmanager
+def closing(*consumers: Consumer) -> Iterator[tuple[Consumer, ...]]:
+    """The consumers, each closed (leaving its group) at the end."""
+    try:
+        yield consumers
+    finally:
+        for c in consumers:
+            c.close()
 
 
 def produce(bootstrap: str, topic: str, n: int, partitions: int, tag: str = "v") -> set[bytes]:
@@ -87,6 +97,22 @@ def commit(c: Consumer, m, timeout: float = 30.0) -> None:
         except KafkaException:
             assert time.monotonic() < deadline
             time.sleep(0.2)
+
+
+class Reads:
+    """How often each value was read; ``take`` (a ``poll_until`` sink) counts a message and
+    commits past it before the next, so a partition that moves is read on from there."""
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, int] = {}
+
+    def take(self, c: Consumer, m) -> None:
+        self.seen[m.value()] = self.seen.get(m.value(), 0) + 1
+        commit(c, m)
+
+    def once_each(self, values: set[bytes]) -> bool:
+        """Every value was read, and nothing more than once."""
+        return values <= set(self.seen) and max(self.seen.values()) == 1
 
 
 def assigned(c: Consumer) -> set[tuple[str, int]]:
@@ -155,29 +181,18 @@ def test_two_consumers_split_a_topic_and_nothing_is_lost_or_read_twice(kbroker):
     bs, topic, group = kbroker.bootstrap, uniq("cg-split"), uniq("g-split")
     create_topic(bs, topic, 6)
     sent = produce(bs, topic, 240, 6)
-    seen: dict[bytes, int] = {}
-    lock = threading.Lock()  # (one thread polls; the lock documents the shared journal)
-
-    def take(c: Consumer, m) -> None:
-        with lock:
-            seen[m.value()] = seen.get(m.value(), 0) + 1
-        commit(c, m)  # committed before the next: a partition that moves is read on from here
-
-    a, b = consumer(bs, group), consumer(bs, group)
-    try:
+    reads = Reads()
+    with closing(consumer(bs, group), consumer(bs, group)) as (a, b):
         a.subscribe([topic])
-        poll_until([a], lambda: len(seen) >= 60, sink=take)
+        poll_until([a], lambda: len(reads.seen) >= 60, sink=reads.take)
         b.subscribe([topic])  # joins while a consumes: three partitions move to b
-        poll_until([a, b], lambda: len(seen) == len(sent), sink=take)
-        assert set(seen) == sent and max(seen.values()) == 1
+        poll_until([a, b], lambda: len(reads.seen) == len(sent), sink=reads.take)
+        assert reads.once_each(sent) and set(reads.seen) == sent
         poll_until([a, b], lambda: len(assigned(a)) == 3 and len(assigned(b)) == 3)
         assert assigned(a).isdisjoint(assigned(b))
         more = produce(bs, topic, 30, 6, tag="more")
-        poll_until([a, b], lambda: more <= set(seen), sink=take)
-        assert max(seen.values()) == 1
-    finally:
-        a.close()
-        b.close()
+        poll_until([a, b], lambda: more <= set(reads.seen), sink=reads.take)
+        assert reads.once_each(sent | more)
 
 
 def test_partitions_added_and_a_member_leaving(kbroker):
@@ -328,24 +343,19 @@ def test_the_coordinators_successor_carries_the_group_on(kcluster):
     bs, topic, group = kcluster.bootstrap, uniq("cg-move"), uniq("g-move")
     create_topic(bs, topic, 6)
     a, b = consumer(bs, group), consumer(bs, group)
-    seen: dict[bytes, int] = {}
-
-    def take(c: Consumer, m) -> None:
-        seen[m.value()] = seen.get(m.value(), 0) + 1
-        commit(c, m)
-
+    reads = Reads()
     try:
         a.subscribe([topic])
         b.subscribe([topic])
         poll_until([a, b], lambda: len(assigned(a)) == 3 and len(assigned(b)) == 3)
         first = produce(bs, topic, 120, 6, tag="first")
-        poll_until([a, b], lambda: first <= set(seen), sink=take)
+        poll_until([a, b], lambda: first <= set(reads.seen), sink=reads.take)
         before = describe(bs, group)
         node, _ = coordinator_of(bs, group)
         mine = (assigned(a), assigned(b))
         old_pid = kcluster.kill(node)  # SIGKILL; the supervisor restarts it
         second = produce(bs, topic, 120, 6, tag="second")
-        poll_until([a, b], lambda: second <= set(seen), sink=take, timeout=60)
+        poll_until([a, b], lambda: second <= set(reads.seen), sink=reads.take, timeout=60)
         kcluster.wait_restarted(node, old_pid)
         after = wait_for(lambda: (g := describe(bs, group)).group_state == "Stable" and g, timeout=30)
         # the same members, epochs and partitions: no rebalance
@@ -353,7 +363,7 @@ def test_the_coordinators_successor_carries_the_group_on(kcluster):
         assert {(m.member_id, m.member_epoch) for m in after.members} == \
             {(m.member_id, m.member_epoch) for m in before.members}
         assert (assigned(a), assigned(b)) == mine
-        assert max(seen.values()) == 1 and len(seen) == 240
+        assert reads.once_each(first | second) and len(reads.seen) == 240
     finally:
         a.close()
         b.close()

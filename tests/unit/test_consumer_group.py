@@ -214,15 +214,26 @@ class TestSubscriptions:
         g = ConsumerGroup("g")
         img = image(1, orders=2, other=1)
         r = g.heartbeat(join("m1", None, regex="ord.*"), 0, img, CONFIG)
-        assert parts(r) == {"id-orders": {0, 1}}
+        # a regex new to the group is resolved at its next heartbeat (as Apache, shortly after)
+        assert parts(r) == {} and g.heartbeat_interval_ms("m1", 0, 5000) == 500
+        r = g.heartbeat(beat("m1", 1, {}), 100, img, CONFIG)
+        assert parts(r) == {"id-orders": {0, 1}} and r.member_epoch == 2
         # a matching topic is created: the group epoch rises at the next heartbeat
         img2 = image(2, orders=2, other=1, ordersx=3)
-        r = g.heartbeat(beat("m1", 1, {"id-orders": {0, 1}}), 1, img2, CONFIG)
-        assert g.group_epoch == 2 and parts(r) == {"id-orders": {0, 1}, "id-ordersx": {0, 1, 2}}
+        r = g.heartbeat(beat("m1", 2, {"id-orders": {0, 1}}), 1, img2, CONFIG)
+        assert g.group_epoch == 3 and parts(r) == {"id-orders": {0, 1}, "id-ordersx": {0, 1, 2}}
         # a topic that does not match: nothing moves
         img3 = image(3, orders=2, other=1, ordersx=3, unrelated=5)
-        r = g.heartbeat(beat("m1", 2, {"id-orders": {0, 1}, "id-ordersx": {0, 1, 2}}), 2, img3, CONFIG)
-        assert g.group_epoch == 2 and r.assignment is None
+        r = g.heartbeat(beat("m1", 3, {"id-orders": {0, 1}, "id-ordersx": {0, 1, 2}}), 2, img3, CONFIG)
+        assert g.group_epoch == 3 and r.assignment is None
+
+    def test_a_regex_adding_a_topic_another_member_has_by_name_rebalances(self):
+        g = ConsumerGroup("g")
+        g.heartbeat(join("m1", ("a",)), 0, IMG, CONFIG)
+        g.heartbeat(join("m2", None, regex="a"), 1, IMG, CONFIG)
+        epoch = g.group_epoch
+        g.heartbeat(beat("m1", 1, {"id-a": {0, 1, 2, 3}}), 2, IMG, CONFIG)  # resolves m2's regex
+        assert g.group_epoch == epoch + 1 and g.target("m2") != {}
 
     def test_partitions_added_and_topic_deleted(self):
         g = ConsumerGroup("g")
@@ -247,7 +258,8 @@ class TestSubscriptions:
 
     def test_regex_resolution_sees_only_visible_topics(self):
         g = ConsumerGroup("g")
-        r = g.heartbeat(join("m1", None, regex=".*"), 0, IMG, CONFIG, topic_visible=lambda t: t == "b")
+        g.heartbeat(join("m1", None, regex=".*"), 0, IMG, CONFIG)
+        r = g.heartbeat(beat("m1", 1, {}), 1, IMG, CONFIG, topic_visible=lambda t: t == "b")
         assert parts(r) == {"id-b": {0, 1}}
 
     def test_ten_thousand_names(self):
@@ -291,9 +303,24 @@ class TestStaticMembers:
         g = ConsumerGroup("g")
         g.heartbeat(join("s1", instance="i1"), 0, IMG, CONFIG)
         g.heartbeat(beat("s1", -2, instance="i1"), 100, IMG, CONFIG)
-        assert g.next_deadline() == SESSION  # counted from its last regular heartbeat
-        assert [f.member_id for f in g.tick(SESSION)] == ["s1"]
+        assert g.next_deadline() == 100 + SESSION  # a whole session from its leave
+        assert g.tick(SESSION) == []
+        assert [f.member_id for f in g.tick(100 + SESSION)] == ["s1"]
         assert g.is_empty() and g.owner("id-a", 0) is None
+
+
+def test_members_heartbeat_faster_while_the_group_rebalances():
+    g = ConsumerGroup("g")
+    g.heartbeat(join("m1"), 0, IMG, CONFIG)
+    assert g.heartbeat_interval_ms("m1", 10, 5000) == 500  # the epoch just moved
+    assert g.heartbeat_interval_ms("m1", 5000, 5000) == 5000  # stable for an interval
+    g.heartbeat(join("m2"), 6000, IMG, CONFIG)
+    g.heartbeat(beat("m1", 1, {"id-a": {0, 1, 2, 3}}), 12_000, IMG, CONFIG)  # told to revoke
+    assert g.heartbeat_interval_ms("m1", 20_000, 5000) == 500  # m1 has a revocation to finish
+    assert g.heartbeat_interval_ms("m2", 20_000, 5000) == 500  # m2 waits for its partitions
+    g.heartbeat(beat("m1", 1, {"id-a": set(g.members["m1"].assigned["id-a"])}), 21_000, IMG, CONFIG)
+    g.heartbeat(beat("m2", 2, {}), 21_000, IMG, CONFIG)
+    assert g.state == "Stable" and g.heartbeat_interval_ms("m2", 26_000, 5000) == 5000
 
 
 class TestTimers:

@@ -222,3 +222,28 @@ def test_a_stale_copy_is_not_written_over_another_writers_file(tmp_path):
     b.delete("g")
     with pytest.raises(StaleOffsets):  # deleted under us counts as changed
         a.save(again)
+
+
+def test_a_consumer_groups_state_round_trips_and_older_files_have_none(tmp_path):
+    store = _store(tmp_path)
+    g = store.load("cg")
+    assert g.consumer is None
+    g.consumer = {"format": 1, "group_epoch": 3, "members": []}
+    g.offsets[("t", 0)] = Committed(4)
+    store.save(g)
+    back = store.load("cg")
+    assert back.consumer == g.consumer and back.membership is None
+    copy = back.copy()
+    assert copy.consumer == back.consumer
+    # a file written before the field existed
+    raw = json.loads(store.path("cg").read_text())
+    del raw["consumer"]
+    store.path("cg").write_text(json.dumps(raw))
+    assert store.load("cg").consumer is None
+
+
+def test_a_consumer_field_that_is_not_an_object_is_corrupt(tmp_path):
+    store = _store(tmp_path)
+    store.path("cg").write_text(json.dumps({"format": 1, "group_id": "cg", "consumer": [1, 2]}))
+    with pytest.raises(CorruptState):
+        store.load("cg")

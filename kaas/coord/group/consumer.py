@@ -101,6 +101,8 @@ class GroupCoordinator(Protocol):
 
     async def _save(self, e: _Entry, new: GroupOffsets, *, consumer_write: bool = False) -> None: ...
 
+    def forget(self, group_id: str, e: _Entry) -> None: ...
+
 __all__ = ["ConsumerGroups", "ConsumerSettings"]
 
 
@@ -126,13 +128,18 @@ class ConsumerGroups:
             ("heartbeats", "group_epoch_bumps", "revocations", "members_fenced", "upgrades", "downgrades"), 0)
 
     def settings(self, group_id: str) -> ConsumerSettings:
-        """The one place a consumer group's settings are read (the broker's
-        ``group.consumer.*``; per-group configs plug in here)."""
-        s = self.coord.broker.settings
+        """The one place a consumer group's settings are read: its group configs
+        (``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``) over the
+        broker's ``group.consumer.*``.
+
+        Raises:
+            KaasError: KAFKA_STORAGE_ERROR, the group config file was never readable.
+        """
+        broker = self.coord.broker
+        s, g = broker.settings, broker.group_config(group_id)
         return ConsumerSettings(
-            GroupConfig(s.group_consumer_session_timeout_ms, tuple(s.group_consumer_assignors),
-                        s.group_consumer_max_size),
-            s.group_consumer_heartbeat_interval_ms)
+            GroupConfig(g.consumer_session_timeout_ms, tuple(s.group_consumer_assignors), s.group_consumer_max_size),
+            g.consumer_heartbeat_interval_ms)
 
     def image(self) -> TopicImage:
         """The broker's topics as the groups see them, rebuilt when they changed."""
@@ -148,10 +155,13 @@ class ConsumerGroups:
     def restore(self, e: _Entry, snap: dict[str, Any]) -> None:
         """Make ``e`` the consumer group its file holds (``_load``); a snapshot that does
         not parse is reported once and refuses service for the group (never reset)."""
+        gid = e.group.group_id
         try:
-            e.consumer = ConsumerGroup.restore(e.group.group_id, snap, now_ms=self.coord._now(),
-                                               session_timeout_ms=self.settings(e.group.group_id)
-                                               .config.session_timeout_ms)
+            session_ms = self.settings(gid).config.session_timeout_ms
+        except KaasError:  # no group configs yet: the broker's (the next heartbeat applies the group's)
+            session_ms = self.coord.broker.settings.group_consumer_session_timeout_ms
+        try:
+            e.consumer = ConsumerGroup.restore(gid, snap, now_ms=self.coord._now(), session_timeout_ms=session_ms)
             e.consumer_error = None
             g = e.consumer
             log.info("consumer_group_restored", group=g.group_id, state=g.state, group_epoch=g.group_epoch,
@@ -182,9 +192,26 @@ class ConsumerGroups:
         if refused is not None:
             return refused, 0
         coord.check_owner(group_id)
+        created = group_id not in coord.groups
         e = coord._load(group_id, create=hb.member_epoch == 0)
         if e is None:
             return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), 0
+        try:
+            reply, work = await self._heartbeat(e, hb, settings, topic_visible)
+        finally:
+            if created:  # a refused join of a new group leaves nothing behind
+                coord.forget(group_id, e)
+        if reply.error_code != ErrorCode.none:
+            return reply, 0
+        if reply.changed:
+            coord.timer_wakeup.set()
+        return reply, work.heartbeat_interval_ms(reply.member_id or hb.member_id, coord._now(),
+                                                 settings.heartbeat_interval_ms)
+
+    async def _heartbeat(self, e: _Entry, hb: Heartbeat, settings: ConsumerSettings,
+                         topic_visible: Callable[[str], bool] | None) -> tuple[HeartbeatReply, ConsumerGroup]:
+        """The heartbeat on a copy of the group, written and swapped in when it changed it."""
+        coord, group_id = self.coord, e.group.group_id
         self.check_readable(e)
         await coord._offsets(e)
         async with e.lock:
@@ -193,17 +220,19 @@ class ConsumerGroups:
             g = e.consumer
             upgraded = False
             if e.share is not None or e.share_error is not None:
-                return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group."), 0
+                return HeartbeatReply(ErrorCode.group_id_not_found,
+                                      f"Group {group_id} is not a consumer group."), ConsumerGroup(group_id)
             if g is None:
                 if hb.member_epoch != 0:
-                    return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), 0
+                    return HeartbeatReply(ErrorCode.group_id_not_found,
+                                          f"Group {group_id} not found."), ConsumerGroup(group_id)
                 if e.group.members:
                     # a classic group with members: converted online when the policy allows
                     # (KIP-848 migration, ``classic_members``), else GROUP_ID_NOT_FOUND (Apache)
                     converted = coord.classic.upgrade(e)
                     if converted is None:
                         return HeartbeatReply(ErrorCode.group_id_not_found,
-                                              f"Group {group_id} is not a consumer group."), 0
+                                              f"Group {group_id} is not a consumer group."), ConsumerGroup(group_id)
                     work, upgraded = converted, True
                 else:
                     work = ConsumerGroup(group_id)
@@ -217,10 +246,10 @@ class ConsumerGroups:
             reply = work.heartbeat(hb, coord._now(), self.image(), settings.config, topic_visible=topic_visible)
             self.count(work, before[0], was, reply.member_id)
             if reply.error_code != ErrorCode.none:
-                return reply, 0
+                return reply, work
             if pre is not None and coord.classic.downgrade_due(pre, hb.member_id) \
                     and await coord.classic.downgrade(e, pre, hb.member_id):
-                return reply, settings.heartbeat_interval_ms
+                return reply, work
             if reply.changed or e.consumer_dirty or g is None:
                 await self._save(e, work)
             e.consumer, e.consumer_dirty = work, False
@@ -229,9 +258,7 @@ class ConsumerGroups:
         if before != (work.group_epoch, work.assignment_epoch, work.state):
             log.info("consumer_group_state", group=group_id, state=work.state, group_epoch=work.group_epoch,
                      assignment_epoch=work.assignment_epoch, members=len(work.members))
-        if reply.changed:
-            coord.timer_wakeup.set()
-        return reply, settings.heartbeat_interval_ms
+        return reply, work
 
     def count(self, work: ConsumerGroup, epoch_before: int, was: ConsumerMember | None,
               member_id: str | None) -> None:

@@ -201,11 +201,20 @@ class GroupCoordinator:
             # request's change) is dropped, the client retries, we re-read.
             log.error("group_offsets_stale", group=e.group.group_id, error=str(exc))
             e.offsets = None
+            if (e.consumer is not None or consumer_write) and self.groups.get(e.group.group_id) is e:
+                del self.groups[e.group.group_id]  # a consumer group is read back whole from the file
             raise KaasError(ErrorCode.not_coordinator, "group file changed by another coordinator") from None
         except OSError as exc:
             log.error("group_offsets_write_failed", group=e.group.group_id, error=str(exc))
             raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
         e.offsets = new
+
+    def forget(self, group_id: str, e: _Entry) -> None:
+        """Drop ``e`` if it is the group's entry and holds nothing (no members of either
+        kind, no file): what a refused first request for a new group leaves behind."""
+        if (self.groups.get(group_id) is e and e.consumer is None and not e.group.members
+                and e.group.generation_id == 0 and not self.store.path(group_id).exists()):
+            del self.groups[group_id]
 
     def unload(self, group_id: str) -> None:
         """This broker stopped coordinating the group: answer parked requests, forget it."""
