@@ -5,14 +5,14 @@ only to the topics the member's principal may describe, as Apache."""
 
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.consumer_group import Heartbeat, HeartbeatReply
+from kaas.domain.consumer_group import Heartbeat
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, Op, authorize, enabled
+from kaas.handlers._group_heartbeat import answer, error
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
@@ -26,17 +26,13 @@ API_KEY = 68
 VERSIONS = (0, 1)
 
 
-def _error(code: ErrorCode, message: str | None = None) -> dict[str, object]:
-    return {"throttle_time": 0, "error_code": code, "error_message": message, "member_id": None,
-            "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
-
 
 async def handle(ctx: Context, req: ConsumerGroupHeartbeatRequest) -> dict[str, object]:
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
-        return _error(ErrorCode.group_authorization_failed)
+        return error(ErrorCode.group_authorization_failed)
     names = req.subscribed_topic_names
     if names is not None and enabled(ctx) and any(not authorize(ctx, Op.DESCRIBE, TOPIC, n) for n in set(names)):
-        return _error(ErrorCode.topic_authorization_failed)
+        return error(ErrorCode.topic_authorization_failed)
     owned = None
     if req.topic_partitions is not None:
         owned = tuple((str(tp.topic_id), tuple(tp.partitions)) for tp in req.topic_partitions)
@@ -51,19 +47,9 @@ async def handle(ctx: Context, req: ConsumerGroupHeartbeatRequest) -> dict[str, 
         reply, interval = await ctx.broker.groups.consumers.heartbeat(
             req.group_id, hb, api_version=ctx.api_version, topic_visible=visible)
     except KaasError as exc:
-        return _error(exc.code, exc.message)
+        return error(exc.code, exc.message)
     return answer(reply, interval)
 
-
-def answer(reply: HeartbeatReply, interval_ms: int) -> dict[str, object]:
-    if reply.error_code != ErrorCode.none:
-        return _error(reply.error_code, reply.error_message)
-    assignment = None
-    if reply.assignment is not None:
-        assignment = {"topic_partitions": [{"topic_id": uuid.UUID(tid), "partitions": sorted(ps)}
-                                           for tid, ps in sorted(reply.assignment.items())]}
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "member_id": reply.member_id,
-            "member_epoch": reply.member_epoch, "heartbeat_interval": interval_ms, "assignment": assignment}
 
 
 __all__ = ["API_KEY", "VERSIONS", "handle"]
