@@ -267,7 +267,8 @@ def table(runs: list[Run]) -> str:
 @click.option("--json", "as_json", is_flag=True, help="The results as one JSON document on stdout.")
 @click.option("--list", "list_only", is_flag=True, help="Print the runs and exit.")
 def main(tests_dir: Path, only: tuple[str, ...], group_protocol: str, acl_for_all: bool, sasl_for_all: bool,
-         more_args: tuple[str, ...], kafka_version: str, timeout: float, log_dir: Path | None, as_json: bool, list_only: bool) -> None:
+         more_args: tuple[str, ...], kafka_version: str, timeout: float, log_dir: Path | None, as_json: bool,
+         list_only: bool) -> None:
     """Run librdkafka's tests against 3-broker kaas clusters; print each result."""
     runs = plan(only, acl_for_all, sasl_for_all, group_protocol)
     if list_only:
