@@ -193,16 +193,18 @@ def run_one(run: Run, index: int, tests_dir: Path, cluster: ClusterProcess, conf
     echo(f"{run.name:<52} {run.cluster:<5} {run.result:<8} {run.seconds:>6.1f}s  {run.failure[:150]}")
 
 
-def broker_args(kind: str, group_protocol: str = "classic") -> list[str]:
-    """The ``kaas broker`` options of the cluster of ``kind`` for a run in ``group_protocol``."""
+def broker_args(kind: str, group_protocol: str = "classic", more: tuple[str, ...] = ()) -> list[str]:
+    """The ``kaas broker`` options of the cluster of ``kind`` for a run in ``group_protocol``,
+    then ``more`` (``--broker-arg``)."""
     extra = {"acl": ACL_BROKER_ARGS, "sasl": SASL_BROKER_ARGS}.get(kind, BROKER_ARGS)
-    return [*extra, *CONSUMER_BROKER_ARGS] if group_protocol == "consumer" else list(extra)
+    return [*extra, *(CONSUMER_BROKER_ARGS if group_protocol == "consumer" else ()), *more]
 
 
 @contextmanager
-def open_cluster(kind: str, tmp: Path, echo, group_protocol: str = "classic") -> Iterator[tuple[ClusterProcess, str]]:
+def open_cluster(kind: str, tmp: Path, echo, group_protocol: str = "classic",
+                 more: tuple[str, ...] = ()) -> Iterator[tuple[ClusterProcess, str]]:
     """The cluster of ``kind`` running, with the ``test.conf`` text its clients need."""
-    extra = broker_args(kind, group_protocol)
+    extra = broker_args(kind, group_protocol, more)
     secure = kind == "sasl"
     cluster = ClusterProcess(tmp / f"data-{kind}", 3, extra=extra, secure=secure)
     password = ""
@@ -251,6 +253,10 @@ def table(runs: list[Run]) -> str:
               "(the SASL subtests stay on the SASL cluster).")
 @click.option("--sasl-for-all", is_flag=True, help="Run everything on the SASL cluster (SASL_SSL, a SCRAM user who is "
               "not a super user, allow.everyone.if.no.acl.found), not only 0081's authorised-operations subtest.")
+@click.option("--broker-arg", "more_args", multiple=True, metavar="ARG",
+              help="One more ``kaas broker`` argument for every cluster (repeatable; a value is its own "
+                   "--broker-arg): e.g. --broker-arg=--group-share-min-record-lock-duration-ms --broker-arg=1000 "
+                   "for the share consumer tests.")
 @click.option("--kafka-version", default="4.2.0", show_default=True,
               help="TEST_KAFKA_VERSION: the Apache release whose answers the tests expect (4.2: group configs, "
                    "share groups).")
@@ -261,7 +267,8 @@ def table(runs: list[Run]) -> str:
 @click.option("--json", "as_json", is_flag=True, help="The results as one JSON document on stdout.")
 @click.option("--list", "list_only", is_flag=True, help="Print the runs and exit.")
 def main(tests_dir: Path, only: tuple[str, ...], group_protocol: str, acl_for_all: bool, sasl_for_all: bool,
-         kafka_version: str, timeout: float, log_dir: Path | None, as_json: bool, list_only: bool) -> None:
+         more_args: tuple[str, ...], kafka_version: str, timeout: float, log_dir: Path | None, as_json: bool,
+         list_only: bool) -> None:
     """Run librdkafka's tests against 3-broker kaas clusters; print each result."""
     runs = plan(only, acl_for_all, sasl_for_all, group_protocol)
     if list_only:
@@ -284,7 +291,7 @@ def main(tests_dir: Path, only: tuple[str, ...], group_protocol: str, acl_for_al
             mine = [(i, r) for i, r in enumerate(runs) if r.cluster == kind]
             if not mine:
                 continue
-            with open_cluster(kind, tmp, echo, group_protocol) as (cluster, conf_text):
+            with open_cluster(kind, tmp, echo, group_protocol, more_args) as (cluster, conf_text):
                 conf = tmp / f"test-{kind}.conf"
                 conf.write_text(conf_text)
                 conf.chmod(0o600)  # a password for the sasl cluster

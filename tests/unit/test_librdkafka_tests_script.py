@@ -76,6 +76,11 @@ def test_consumer_protocol_broker_options_are_kaas_settings():
         assert args[: -len(rt.CONSUMER_BROKER_ARGS)] == rt.broker_args(kind)
     fields = {f"--{name.replace('_', '-')}" for name in Settings.__dataclass_fields__}
     assert set(rt.CONSUMER_BROKER_ARGS[::2]) <= fields
+    # --broker-arg: appended after the cluster's and the protocol's own options
+    share = ("--group-share-min-record-lock-duration-ms", "1000")
+    assert rt.broker_args("acl", "consumer", share) == [*rt.ACL_BROKER_ARGS, *rt.CONSUMER_BROKER_ARGS, *share]
+    assert rt.broker_args("plain", "classic", share) == [*rt.BROKER_ARGS, *share]
+    assert share[0] in fields
 
 
 def test_the_runner_gets_the_group_protocol(tmp_path):
