@@ -30,5 +30,8 @@ async def handle(ctx: Context, req: HeartbeatRequest) -> bytes:
             code = ctx.broker.groups.heartbeat(req.group_id, req.member_id,
                                                getattr(req, "group_instance_id", None), req.generation_id)
         except KaasError as exc:
-            code = exc.code
+            # A coordinator still loading the group answers as if the heartbeat were
+            # fine, as Apache does: clients (aiokafka, kafka-python) do not expect
+            # COORDINATOR_LOAD_IN_PROGRESS here and fail the consumer on it.
+            code = ErrorCode.none if exc.code == ErrorCode.coordinator_load_in_progress else exc.code
     return codec.error_body(API_KEY, ctx.api_version, code)

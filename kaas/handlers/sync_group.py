@@ -30,6 +30,10 @@ async def handle(ctx: Context, req: SyncGroupRequest) -> dict[str, object]:
             generation_id=req.generation_id, assignments=[(a.member_id, a.assignment) for a in req.assignments],
             protocol_type=getattr(req, "protocol_type", None), protocol_name=getattr(req, "protocol_name", None))
     except KaasError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "assignment": b""}
+        # A loading coordinator sends the member back to JoinGroup, as Apache does: older
+        # clients do not expect COORDINATOR_LOAD_IN_PROGRESS from SyncGroup.
+        code = (ErrorCode.rebalance_in_progress if exc.code == ErrorCode.coordinator_load_in_progress
+                else exc.code)
+        return {"throttle_time": 0, "error_code": code, "assignment": b""}
     return {"throttle_time": 0, "error_code": r.error_code, "protocol_type": r.protocol_type,
             "protocol_name": r.protocol_name, "assignment": r.assignment}
