@@ -34,9 +34,9 @@ Choices where kaas differs from Apache, and why:
 
 * A regex new to the group is resolved at the group's next heartbeat, as Apache resolves
   it off the request path right after the heartbeat that brought it (so the first answer
-  carries the topics subscribed by name only, as clients expect); regexes are re-resolved
-  against the broker's topic image at the first heartbeat after the topics changed (Apache:
-  at most every 10 s), the image being local.
+  carries the topics subscribed by name only, as clients expect); after the topics change,
+  regexes are resolved again at a heartbeat at least ``REGEX_REFRESH_MIN_INTERVAL_MS``
+  (10 s) after the last resolution, as Apache batches its refreshes.
 * A member that re-joins with epoch 0 under its member id keeps its state (KAFKA-19233):
   earlier Apache versions answer FENCED_MEMBER_EPOCH until its session ends.
 * Restored sessions and rebalance deadlines count from the restore (``restore``), as
@@ -98,6 +98,9 @@ __all__ = [
 LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = LEFT_STATIC
 SNAPSHOT_FORMAT = 1
+REGEX_REFRESH_MIN_INTERVAL_MS = 10_000
+"""A group's regexes are resolved again for changed topics at most this often (Apache's
+``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS``): topics created together land in one rebalance."""
 REBALANCE_HEARTBEAT_DIVISOR = 10
 """While a group rebalances, its members are told to heartbeat this many times as often
 (``ConsumerGroup.heartbeat_interval_ms``)."""
@@ -241,6 +244,8 @@ class ConsumerGroup:
         self._signature_stale = False  # recompute without bumping (a member was removed)
         self._image_version: int | None = None
         self._changed_ms: int | None = None  # when an epoch last moved (not kept on file)
+        self._regex_refresh_ms: int | None = None  # when regexes were last resolved (ditto)
+        self._regex_stale = False  # the topics changed since
         self._session: dict[str, int] = {}  # member id -> deadline
         self._rebalance: dict[str, tuple[int, int]] = {}  # member id -> (epoch, deadline)
 
@@ -252,7 +257,7 @@ class ConsumerGroup:
         g._members, g._static, g._target = dict(self._members), dict(self._static), dict(self._target)
         g._owners, g._regexes, g._compiled = dict(self._owners), dict(self._regexes), dict(self._compiled)
         g._signature, g._signature_stale, g._image_version = self._signature, self._signature_stale, self._image_version
-        g._changed_ms = self._changed_ms
+        g._changed_ms, g._regex_refresh_ms, g._regex_stale = self._changed_ms, self._regex_refresh_ms, self._regex_stale
         g._session, g._rebalance = dict(self._session), dict(self._rebalance)
         return g
 
@@ -423,7 +428,7 @@ class ConsumerGroup:
 
         # -- no refusal past this point: the group changes
         before = (self._group_epoch, self._assignment_epoch)
-        resolved = self._resolve_pending(image, topic_visible)  # regexes members brought before
+        resolved = self._resolve_pending(image, topic_visible, now_ms)  # regexes members brought before
         if replaced is not None:
             self._replace_static(replaced, member_id)
         self._put(updated)
@@ -432,10 +437,13 @@ class ConsumerGroup:
         bump = self._group_epoch == 0 or names_changed or (regex_changed and (regex is None or regex in self._regexes))
         if regex_changed:
             self._forget_unused_regexes()
-        if image.version != self._image_version:
+        self._regex_stale |= image.version != self._image_version
+        if self._regex_stale and self._regexes and (
+                self._regex_refresh_ms is None or now_ms - self._regex_refresh_ms >= REGEX_REFRESH_MIN_INTERVAL_MS):
             for r, old_topics in list(self._regexes.items()):
                 self._regexes[r] = self._resolve(r, image, topic_visible)
                 resolved |= self._regexes[r] != old_topics
+            self._regex_stale, self._regex_refresh_ms = False, now_ms
         bump = bump or resolved  # a member's topics changed (Apache bumps on any resolution change)
         if bump or self._signature_stale or image.version != self._image_version:
             signature = self._metadata_signature(image)
@@ -770,13 +778,15 @@ class ConsumerGroup:
         for r in [r for r in self._compiled if r not in used]:
             del self._compiled[r]
 
-    def _resolve_pending(self, image: TopicImage, visible: Callable[[str], bool] | None) -> bool:
+    def _resolve_pending(self, image: TopicImage, visible: Callable[[str], bool] | None, now_ms: int) -> bool:
         """Resolve the regexes members subscribe to that are not resolved yet; whether one
         matched a topic (the members subscribed to it then have new topics)."""
         pending = {m.subscribed_regex for m in self._members.values()
                    if m.subscribed_regex is not None and m.subscribed_regex not in self._regexes}
         for r in pending:
             self._regexes[r] = self._resolve(r, image, visible)
+        if pending:
+            self._regex_refresh_ms = now_ms
         return any(self._regexes[r] for r in pending)
 
     def _unresolved(self) -> bool:

@@ -218,14 +218,21 @@ class TestSubscriptions:
         assert parts(r) == {} and g.heartbeat_interval_ms("m1", 0, 5000) == 500
         r = g.heartbeat(beat("m1", 1, {}), 100, img, CONFIG)
         assert parts(r) == {"id-orders": {0, 1}} and r.member_epoch == 2
-        # a matching topic is created: the group epoch rises at the next heartbeat
+        # a matching topic is created: resolved again, at most every 10 s (as Apache), so
+        # that topics created together come in one rebalance
         img2 = image(2, orders=2, other=1, ordersx=3)
-        r = g.heartbeat(beat("m1", 2, {"id-orders": {0, 1}}), 1, img2, CONFIG)
+        r = g.heartbeat(beat("m1", 2, {"id-orders": {0, 1}}), 5_000, img2, CONFIG)
+        assert g.group_epoch == 2 and r.assignment is None
+        r = g.heartbeat(beat("m1", 2, {"id-orders": {0, 1}}), 10_100, img2, CONFIG)
         assert g.group_epoch == 3 and parts(r) == {"id-orders": {0, 1}, "id-ordersx": {0, 1, 2}}
         # a topic that does not match: nothing moves
         img3 = image(3, orders=2, other=1, ordersx=3, unrelated=5)
-        r = g.heartbeat(beat("m1", 3, {"id-orders": {0, 1}, "id-ordersx": {0, 1, 2}}), 2, img3, CONFIG)
+        r = g.heartbeat(beat("m1", 3, {"id-orders": {0, 1}, "id-ordersx": {0, 1, 2}}), 30_000, img3, CONFIG)
         assert g.group_epoch == 3 and r.assignment is None
+        # a matched topic deleted: at once (the group's topics changed)
+        img4 = image(4, orders=2, other=1, unrelated=5)
+        r = g.heartbeat(beat("m1", 3, {"id-orders": {0, 1}, "id-ordersx": {0, 1, 2}}), 30_001, img4, CONFIG)
+        assert g.group_epoch == 4 and parts(r) == {"id-orders": {0, 1}}
 
     def test_a_regex_adding_a_topic_another_member_has_by_name_rebalances(self):
         g = ConsumerGroup("g")
