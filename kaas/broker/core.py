@@ -383,6 +383,11 @@ class Broker:
         """
         return self.group_configs.config(self.settings, group_id)
 
+    async def refresh_group_configs(self) -> None:
+        """Read ``__cluster/group_configs.json`` afresh now, not at the next poll (a share
+        partition about to start from ``share.auto.offset.reset``)."""
+        await self.run_io(self.group_configs.reload, True)
+
     def slot_owner(self, slot: int) -> int | None:
         a = self.cluster.assignment
         if a is not None and a.txn_slots:

@@ -21,6 +21,7 @@ from kaas.coord.share import ShareRuntime, runtime
 from kaas.domain.share_group import ShareHeartbeat
 from kaas.net.metrics_http import BrokerCollector
 from kaas.storage import manifest, share_state
+from kaas.tasks import group_configs as tasks_group_configs
 from tests.component.share_calls import ack_req, acquired, call, fetch_req, offsets_in, part_of, produce
 from tests.component.test_connection import open_broker_in, open_client
 from tests.component.test_group_configs import SET, incremental
@@ -359,3 +360,28 @@ async def test_share_auto_offset_reset_by_duration_starts_at_the_first_recent_re
         await produce(broker, "q", 2)  # 3-4, two seconds later
         await trio.sleep(0.5)
         assert acquired(await call(broker, fetch_req("m", 0, tid, group="recent"))) == [(3, 4, 1)]
+
+
+async def test_a_new_share_partition_starts_where_the_group_configs_on_the_volume_say(shm_path,
+                                                                                       thread_safe_autojump_clock,
+                                                                                       monkeypatch):
+    """librdkafka 0172: the group's share.auto.offset.reset=earliest was altered through the
+    controller (another broker) a moment before the first ShareFetch reached the partition's
+    leader, whose poll of group_configs.json had not come round yet. The share partition
+    must still start at the log start, not at the end."""
+    polled = []
+
+    async def never_again(reload, directory, *, inotify, task_status=trio.TASK_STATUS_IGNORED):
+        await reload(True)
+        polled.append(True)
+        task_status.started()
+        await trio.sleep_forever()  # this broker's poll has not come round yet
+
+    monkeypatch.setattr(tasks_group_configs, "keep_current", never_again)
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
+        await produce(broker, "q", 5)
+        store = broker.group_configs
+        store.file.write(store.file.read().with_group("fresh", {"share.auto.offset.reset": "earliest"}))
+        assert polled and store.overrides("fresh") == {}  # not seen by this broker yet
+        assert acquired(await call(broker, fetch_req("m", 0, tid, group="fresh"))) == [(0, 4, 1)]
+        assert store.overrides("fresh") == {"share.auto.offset.reset": "earliest"}

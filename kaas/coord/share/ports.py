@@ -102,6 +102,10 @@ class ShareHost(Protocol):
             KaasError: KAFKA_STORAGE_ERROR, the group config file was never readable.
         """
 
+    async def refresh_group_configs(self) -> None:
+        """Read the group config file afresh (what ``group_config`` answers from may lag
+        the file by a poll period)."""
+
     def get_partition(self, topic: str, index: int) -> SharedLog:
         """The led partition, or KaasError (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
         KAFKA_STORAGE_ERROR)."""

@@ -437,6 +437,12 @@ class ShareRuntime:
             log.warning("share_journal_torn_tail", group=group_id, topic=topic, partition=index, cut=cut)
         fresh = machine is None
         if machine is None:
+            # where it starts follows the group's configs as the file holds them now: an
+            # AlterConfigs answered by the controller a moment ago may not have reached this
+            # broker's poll yet (Apache assigns a partition only once its state was
+            # initialized, a heartbeat after the subscription, so its brokers have long seen it)
+            await self.host.refresh_group_configs()
+            conf = self.settings_of(group_id)
             start = await self.host.run_io(self._start_offset, part, conf)
             machine = SharePartition(conf.limits, start)
         restored = machine.restore()
