@@ -3,7 +3,8 @@ consumer's fetch (KIP-932). Acknowledgements piggybacked on it are applied first
 partition's outcome in ``acknowledge_error_code``); then records are acquired for the
 member from the partitions of its share session, durably, and returned with the
 acquired ranges. A request that acquires nothing waits up to ``max_wait`` for records to
-arrive or be released.
+arrive or be released. ``max_records`` or ``max_bytes`` 0 asks for no records: the answer
+leaves at once with none (Apache's ``SharePartitionManager.processShareFetch``).
 
 Session epochs (``domain.share_sessions``): 0 opens a session (acknowledgements in it:
 INVALID_REQUEST), -1 is the final request (acknowledgements only; the member's other
@@ -80,8 +81,8 @@ async def handle(ctx: Context, req: ShareFetchRequest) -> dict[str, object]:
     if epoch == FINAL_EPOCH:
         await shares.close_session(group, member, session_partitions(answers, session.partitions))
         return answer(lock_ms, answers=answers)
-    if renew or not session.partitions or req.max_records <= 0:
-        return answer(lock_ms, answers=answers)
+    if renew or not session.partitions or req.max_records <= 0 or req.max_bytes <= 0:
+        return answer(lock_ms, answers=answers)  # no records asked for (Apache answers at once)
     await _fetch(ctx, req, group, member, list(session.partitions), answers, ack_defaults)
     return answer(lock_ms, answers=answers)
 
@@ -95,7 +96,7 @@ async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, 
     shift = req.share_session_epoch % len(keys)
     keys = keys[shift:] + keys[:shift]
     deadline = trio.current_time() + max(0, ms(req.max_wait)) / 1000
-    budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    budget = req.max_bytes
     while True:
         left = int(req.max_records)
         taken = 0

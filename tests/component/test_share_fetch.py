@@ -385,3 +385,21 @@ async def test_a_new_share_partition_starts_where_the_group_configs_on_the_volum
         assert polled and store.overrides("fresh") == {}  # not seen by this broker yet
         assert acquired(await call(broker, fetch_req("m", 0, tid, group="fresh"))) == [(0, 4, 1)]
         assert store.overrides("fresh") == {"share.auto.offset.reset": "earliest"}
+
+
+async def test_max_bytes_0_asks_for_no_records_and_acquires_none(shm_path, thread_safe_autojump_clock):
+    """librdkafka 0180 (fetch.max.bytes=0): Apache answers a ShareFetch whose MaxBytes (or
+    MaxRecords) is 0 at once, with no records, and acquires nothing; its acknowledgements
+    still count."""
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
+        await produce(broker, "q", 3)
+        t0 = trio.current_time()
+        assert acquired(await call(broker, fetch_req("m", 0, tid, max_bytes=0, max_wait_ms=5_000))) == []
+        assert acquired(await call(broker, fetch_req("m", 1, tid, max_records=0, max_wait_ms=5_000))) == []
+        assert trio.current_time() - t0 < 1  # not a long poll
+        assert acquired(await call(broker, fetch_req("m", 2, tid, max_records=1))) == [(0, 2, 1)]
+        r = await call(broker, fetch_req("m", 3, tid, max_bytes=0, acks={0: [(0, 2, (ACCEPT,))]}))
+        assert part_of(r).acknowledge_error_code == ErrorCode.none and acquired(r) == []
+        await produce(broker, "q", 1)
+        assert acquired(await call(broker, fetch_req("other", 0, tid, group="other", max_bytes=0))) == []
+        assert acquired(await call(broker, fetch_req("other", 1, tid, group="other"))) == [(0, 3, 1)]
