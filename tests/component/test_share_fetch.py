@@ -19,6 +19,7 @@ from kaas.clock import TrioClock
 from kaas.coord.group.share import ShareGroupMembership
 from kaas.coord.share import ShareRuntime, runtime
 from kaas.domain.share_group import ShareHeartbeat
+from kaas.domain.share_partition import RecordState
 from kaas.net.metrics_http import BrokerCollector
 from kaas.storage import manifest, share_state
 from kaas.tasks import group_configs as tasks_group_configs
@@ -137,7 +138,9 @@ async def test_session_epochs_and_every_bad_input_get_apaches_errors(shm_path, t
         sp = broker.shares.held()[("g", "q", 0)]
         before = sp.snapshot()
         # overlapping, reversed, unknown type, wrong type count, renew in v1
-        assert (await acks([(0, 4, (1,)), (4, 6, (1,))]))[0] == ErrorCode.invalid_request
+        assert (await acks([(0, 4, (1,)), (3, 6, (1,))]))[0] == ErrorCode.invalid_request
+        # one shared offset passes Apache's request check; the partition refuses it whole
+        assert (await acks([(0, 4, (1,)), (4, 6, (2,))]))[0] == ErrorCode.invalid_record_state
         assert (await acks([(6, 2, (1,))]))[0] == ErrorCode.invalid_request
         assert (await acks([(0, 0, (9,))]))[0] == ErrorCode.invalid_request
         assert (await acks([(0, 2, (1, 1))]))[0] == ErrorCode.invalid_request
@@ -403,3 +406,29 @@ async def test_max_bytes_0_asks_for_no_records_and_acquires_none(shm_path, threa
         await produce(broker, "q", 1)
         assert acquired(await call(broker, fetch_req("other", 0, tid, group="other", max_bytes=0))) == []
         assert acquired(await call(broker, fetch_req("other", 1, tid, group="other"))) == [(0, 3, 1)]
+
+
+async def test_a_stale_session_epoch_is_refused_and_changes_nothing(shm_path, thread_safe_autojump_clock):
+    """A ShareFetch or ShareAcknowledge at an epoch the session already passed (a retry of
+    an answered request) is INVALID_SHARE_SESSION_EPOCH as a whole: its acknowledgements
+    are not applied, nothing is acquired, and the session still expects the next epoch."""
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
+        await produce(broker, "q", 4)
+        assert acquired(await call(broker, fetch_req("m", 0, tid, max_records=1))) == [(0, 3, 1)]
+        await produce(broker, "q", 2)
+        assert acquired(await call(broker, fetch_req("m", 1, tid, max_records=1))) == [(4, 5, 1)]
+        sp = broker.shares.held()[("g", "q", 0)]
+        before = sp.runs()
+        for stale in (1, 1):  # twice: a refusal moves nothing on
+            r = await call(broker, fetch_req("m", stale, tid, acks={0: [(0, 3, (ACCEPT,))]}))
+            assert (r.error_code, r.responses) == (ErrorCode.invalid_share_session_epoch, ())
+            r = await call(broker, ack_req("m", stale, tid, {0: [(4, 5, (REJECT,))]}))
+            assert (r.error_code, r.responses) == (ErrorCode.invalid_share_session_epoch, ())
+        assert sp.runs() == before
+        # the session goes on at epoch 2: each acknowledgement applies once
+        r = await call(broker, ack_req("m", 2, tid, {0: [(0, 3, (ACCEPT,)), (4, 5, (REJECT,))]}))
+        assert part_of(r).error_code == ErrorCode.none
+        assert (sp.start, sp.end) == (6, 6)
+        r = await call(broker, ack_req("m", 3, tid, {0: [(0, 3, (ACCEPT,))]}))
+        assert part_of(r).error_code == ErrorCode.none  # below the start: done already, skipped
+        assert (sp.start, sp.end, sp.counts()[RecordState.ACKNOWLEDGED]) == (6, 6, 0)
