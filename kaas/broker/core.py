@@ -23,7 +23,6 @@ from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.clock import SYSTEM, Clock
 from kaas.coord.group import GroupCoordinator
-from kaas.coord.group.share import ShareGroupMembership
 from kaas.coord.share import ShareRuntime
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain import replicas, routing
@@ -117,9 +116,8 @@ class Broker:
         self.connections = 0
         self.txn: TxnCoordinator | None = None  # created by tasks.serve_broker
         self.groups = GroupCoordinator(self)
-        # KIP-932 share partitions this broker leads; the share groups' membership they ask
-        self.shares = ShareRuntime(self, membership=ShareGroupMembership(self.groups))
-        self.groups.shares.on_left = self.shares.member_left
+        # KIP-932 share partitions this broker leads, and the share sessions of its clients
+        self.shares = ShareRuntime(self)
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms, clock)
         self._group_owners: dict[str, int | None] = {}  # group_owner's, for _group_owners_view
         self._group_owners_view: tuple[tuple[int, ...], tuple[int, ...]] | None = None

@@ -153,10 +153,6 @@ class ShareGroup:
     def is_empty(self) -> bool:
         return not self.members
 
-    def is_assigned(self, member_id: str, topic_id: str, partition: int) -> bool:
-        m = self.members.get(member_id)
-        return m is not None and partition in m.assignment.get(topic_id, ())
-
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed}
 

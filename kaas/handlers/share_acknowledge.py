@@ -59,5 +59,5 @@ async def handle(ctx: Context, req: ShareAcknowledgeRequest) -> dict[str, object
     await acknowledge_all(answers, group, member, acks, renew=renew,
                           max_type=4 if ctx.api_version >= 2 else 3, code_field="error_code")
     if epoch == FINAL_EPOCH and session is not None:
-        await shares.close_session(group, member, session_partitions(answers, session.partitions))
+        shares.close_session(group, member, session_partitions(answers, session.partitions))
     return answer(lock_ms, answers=answers)

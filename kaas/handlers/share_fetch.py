@@ -67,7 +67,8 @@ async def handle(ctx: Context, req: ShareFetchRequest) -> dict[str, object]:
     requested, acks = named(req.topics)
     forgotten = [(t.topic_id, int(i)) for t in req.forgotten_topics_data if t.topic_id is not None
                  for i in t.partitions]
-    session = shares.sessions.fetch(group, member, epoch, requested, forgotten, bool(acks), shares.now_ms())
+    session = shares.sessions.fetch(group, member, epoch, requested, forgotten, bool(acks), shares.now_ms(),
+                                    ctx.session.conn_id)
     if session.error != ErrorCode.none:
         return answer(lock_ms, session.error)
 
@@ -79,7 +80,7 @@ async def handle(ctx: Context, req: ShareFetchRequest) -> dict[str, object]:
     await acknowledge_all(answers, group, member, acks, renew=renew, max_type=4 if ctx.api_version >= 2 else 3,
                           code_field="acknowledge_error_code")
     if epoch == FINAL_EPOCH:
-        await shares.close_session(group, member, session_partitions(answers, session.partitions))
+        shares.close_session(group, member, session_partitions(answers, session.partitions))
         return answer(lock_ms, answers=answers)
     if renew or not session.partitions or req.max_records <= 0 or req.max_bytes <= 0:
         return answer(lock_ms, answers=answers)  # no records asked for (Apache answers at once)

@@ -385,7 +385,7 @@ class SharePartitionModel(RuleBasedStateMachine):
             lo = data.draw(st.integers(f, la))
             hi = data.draw(st.integers(lo, la))
         else:  # anything: offsets never acquired, another member's, outside the window
-            lo = data.draw(st.integers(max(0, self.sp.start - 3), self.log_end + 3))
+            lo = data.draw(st.integers(max(0, self.sp.start - 3), max(self.log_end, self.sp.end) + 3))
             hi = data.draw(st.integers(lo, lo + 5))
         types = tuple(data.draw(st.lists(st.sampled_from([0, 1, 2, 3, 4]), min_size=1, max_size=1)))
         if data.draw(st.booleans()):
