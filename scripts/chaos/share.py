@@ -35,11 +35,13 @@ CLIENTS = Path(__file__).resolve().parent / "share_clients.py"
 PARTITIONS = 6
 CONSUMERS = 4
 LOCK_MS = 4000  # the group's share.record.lock.duration.ms
+RELEASE_PCT = 2.0  # the consumers of a releasing run release this share of their deliveries
 DELIVERY_LIMIT = 5  # the brokers' group.share.delivery.count.limit (Apache's default)
 SHARE_SECONDS = 60.0  # default length of the faults
 FAULT_EVERY_S = 5.0
 VOLUME_PAUSE_S = 4.0  # how long the volume stalls...
 VOLUME_PAUSE_MS = 500  # ...as one pause of this long at every write and fsync meanwhile
+STOP_S = 6.0  # a SIGSTOPped leader is resumed this much later (its lease lapses after 3 s)
 CONSUMER_DOWN_S = 3.0  # a SIGKILLed consumer is started again this much later
 IDLE_S = 2 * LOCK_MS / 1000 + 15  # the drain ends after this long without a new delivery...
 DRAIN_S = 180.0  # ...or this long at most
@@ -137,8 +139,10 @@ def set_group_configs(c: Cluster, group: str) -> None:
 
 class Faults:
     """The fault plan, by the clock, in a thread of its own: every ``FAULT_EVERY_S`` the next
-    of kill the group coordinator, kill a partition leader, pause the volume, kill any
-    broker; once, a consumer SIGKILLed and started again ``CONSUMER_DOWN_S`` later."""
+    of: SIGKILL the group coordinator, SIGKILL a partition leader, pause the volume,
+    SIGSTOP a partition leader for ``STOP_S`` (past its lease: a deposed leader that wakes
+    up), SIGKILL any broker; once, a consumer SIGKILLed and started again
+    ``CONSUMER_DOWN_S`` later."""
 
     def __init__(self, c: Cluster, clients: Clients, rnd: random.Random, seconds: float, echo) -> None:
         self.c, self.clients, self.rnd, self.seconds, self.echo = c, clients, rnd, seconds, echo
@@ -181,6 +185,14 @@ class Faults:
                 self._kill(self.rnd.randrange(len(c.brokers)), "random")
             elif kind == "pause-volume":
                 self._pause_volume()
+            elif kind == "stop-leader":
+                p = self.rnd.randrange(PARTITIONS)
+                b = c.leader_of(self.clients.topic, p, timeout=10)
+                pid = b.pause()
+                self.log(f"SIGSTOP broker {b.id} (leader of partition {p}, pid {pid}) for {STOP_S:.0f} s")
+                self.done.wait(STOP_S)
+                b.resume()
+                self.log(f"SIGCONT broker {b.id}")
             elif kind == "kill-consumer":
                 victim = f"c{self.rnd.randrange(CONSUMERS)}"
                 pid = self.clients.kill(victim)
@@ -192,7 +204,7 @@ class Faults:
             self.log(f"{kind}: skipped ({exc})")
 
     def _run(self) -> None:
-        cycle = ["kill-coordinator", "kill-leader", "pause-volume", "kill-any"]
+        cycle = ["kill-coordinator", "kill-leader", "pause-volume", "stop-leader", "kill-any"]
         steps = int(self.seconds / FAULT_EVERY_S) - 1
         plan = [cycle[i % len(cycle)] for i in range(steps)]
         plan.insert(min(len(plan), max(1, steps // 2)), "kill-consumer")
@@ -308,7 +320,7 @@ def drain(clients: Clients, committed: dict[tuple[int, int], str], echo) -> floa
 def run_share(seed: int, seconds: float, echo, release: bool | None = None) -> dict:
     """One run of the scenario; returns the report (``ok`` when no anomaly)."""
     rnd = random.Random(seed)
-    release_pct = (2.0 if rnd.random() < 0.5 else 0.0) if release is None else (2.0 if release else 0.0)
+    release_pct = RELEASE_PCT if (seed % 2 == 1 if release is None else release) else 0.0
     t_start = time.monotonic()
     ctx = cluster(3, broker_args=BROKER_ARGS, keep_data=True)
     c = ctx.start()
@@ -391,7 +403,7 @@ def run_share_runs(seed: int, runs: int, seconds: float, out: Path, echo, releas
     echo(f"{'seed':>11} {'release':>7} {'faults':>6} " + " ".join(f"{c[:12]:>12}" for c in cols)
          + f" {'anomalies':>9} {'drain s':>7} {'secs':>6}  result")
     for r in results:
-        kills = sum(1 for _t, what in r.get("faults", []) if what.startswith(("SIGKILL", "volume paused")))
+        kills = sum(1 for _t, what in r.get("faults", []) if what.startswith(("SIGKILL", "SIGSTOP", "volume paused")))
         echo(f"{r['seed']:>11} {r['release_pct']:>7} {kills:>6} " + " ".join(f"{r['counts'][c]:>12}" for c in cols)
              + f" {sum(r['anomalies'].values()):>9} {r.get('drain_s', '-'):>7} {r['seconds']:>6}  "
              + ("ok" if r["ok"] else "FAILED"))
