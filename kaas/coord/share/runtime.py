@@ -181,6 +181,7 @@ class ShareRuntime:
         h = await self._hold(group_id, topic, index)
         now = self.now_ms()
         self._refresh(h, self.settings_of(group_id), now)
+        start = h.machine.start
         try:
             out = h.machine.acknowledge(member_id, batches, now)
         except ShareError as exc:
@@ -189,8 +190,8 @@ class ShareRuntime:
         if out.delta is None:
             return
         pos = self._append(h, out.delta)
-        if out.acknowledged.get(AckType.RELEASE):
-            self._wake()
+        if out.acknowledged.get(AckType.RELEASE) or h.machine.start > start:
+            self._wake()  # records to hand out again, or room under max.record.locks
         await self._durable(h, pos)
         await self._maybe_roll(h)
 
