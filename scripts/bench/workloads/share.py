@@ -235,21 +235,21 @@ def measure_lock(bootstrap: str, topic: str, lock_ms: int, timeout: float, kaas:
         if not held:
             raise click.ClickException("share-lock: the first consumer got no records")
         t_held = time.monotonic()
+        deadline = t_held + timeout
         b.subscribe([topic])
         got: dict[int, tuple[float, int]] = {}
-        early = 0  # records B got while A held them: none expected
         while len(held.keys() & got.keys()) < len(held) and time.monotonic() < deadline:
             for m in b.poll(0.1):
                 if m.error() is None:
                     got.setdefault(m.offset(), (time.monotonic(), m.delivery_count()))
                     b.acknowledge(m)
         again = [got[o] for o in held if o in got]
-        if len(again) < len(held):
-            raise click.ClickException(f"share-lock: {len(again)} of {len(held)} held records came back "
-                                       f"in {timeout:.0f} s")
-        first, last = min(t for t, _ in again), max(t for t, _ in again)
         early = sum(1 for o, (t, _) in got.items() if o in held and t - t_held < lock_ms / 1000 * 0.5)
-        return {"held": len(held), "first_back_ms": _r((first - t_held) * 1000, 1),
+        if len(again) < len(held):  # (the librdkafka 2.16 mock keeps a live session's locks)
+            return {"held": len(held), "back": len(again), "first_back_ms": None, "all_back_ms": None,
+                    "back_early": early}
+        first, last = min(t for t, _ in again), max(t for t, _ in again)
+        return {"held": len(held), "back": len(again), "first_back_ms": _r((first - t_held) * 1000, 1),
                 "all_back_ms": _r((last - t_held) * 1000, 1),
                 "delivery_counts": sorted({c for _, c in again}), "back_early": early}
     finally:
@@ -287,7 +287,9 @@ def run_share_lock(rounds: int, lock_ms: int, timeout: float, emit: Callable[[di
     return {"bench": "share-lock", "rounds": rounds, "lock_ms": lock_ms, "cpus": os.cpu_count(),
             "seconds": round(time.monotonic() - started, 1), "median_all_back_ms": med,
             "median_first_back_ms": {t: _median(rs, "first_back_ms") for t, rs in runs.items()},
-            "worst_all_back_ms": {t: max(r["all_back_ms"] for r in rs) for t, rs in runs.items() if rs},
+            "worst_all_back_ms": {t: max((r["all_back_ms"] for r in rs), key=lambda v: float("inf") if v is None else v)
+                                  for t, rs in runs.items() if rs},
+            "rounds_not_back": {t: sum(1 for r in rs if r["all_back_ms"] is None) for t, rs in runs.items()},
             "target": {"all_back_ms": f"<= {limit} (lock duration + {LOCK_SLACK_MS} ms)",
                        "met": med.get("kaas") is not None and med["kaas"] <= limit}}
 
@@ -321,7 +323,8 @@ def share(rounds: int, messages: int, size: int, partitions: int, timeout: float
 @click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--lock-ms", type=click.IntRange(min=1000), default=2000, show_default=True,
               help="The group's share.record.lock.duration.ms.")
-@click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per round.")
+@click.option("--timeout", type=float, default=20.0, show_default=True,
+              help="Seconds a round waits for the records to come back.")
 @click.option("--targets", "names", default=",".join(LOCK_TARGETS), show_default=True,
               callback=_target_names(LOCK_TARGETS), help="The targets, comma-separated.")
 def share_lock(rounds: int, lock_ms: int, timeout: float, names: tuple[str, ...]) -> None:
