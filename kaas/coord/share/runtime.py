@@ -94,7 +94,7 @@ class ShareRuntime:
         self._held: dict[Key, _Held] = {}
         self._loading: dict[Key, trio.Event] = {}
         self._corrupt: dict[Key, tuple[SharedLog, str, int]] = {}  # key -> (partition, reason, retry at ms)
-        self._changed = trio.Event()  # set when records became available (release, expiry)
+        self._changed = trio.Event()  # set when records became available (release, expiry, start moved)
         # (a new lock ends no sooner than group.share.record.lock.duration.ms, at least the
         # timer loop's longest wait: it never has to be woken for one)
         self.timer_wakeup = Wakeup()
@@ -224,7 +224,8 @@ class ShareRuntime:
 
     async def wait_for_work(self) -> None:
         """Return when records may have become available: an append to any led partition,
-        or a release or lock expiry of a share partition (the caller bounds the wait)."""
+        a release or lock expiry of a share partition, or an acknowledgement that moved its
+        start offset (room under max.record.locks) (the caller bounds the wait)."""
         async with trio.open_nursery() as nursery:
             async def first(fn: Callable[[], Awaitable[None]]) -> None:
                 await fn()
