@@ -42,7 +42,8 @@ FAULT_EVERY_S = 5.0
 VOLUME_PAUSE_S = 4.0  # how long the volume stalls...
 VOLUME_PAUSE_MS = 500  # ...as one pause of this long at every write and fsync meanwhile
 STOP_S = 6.0  # a SIGSTOPped leader is resumed this much later (its lease lapses after 3 s)
-CONSUMER_DOWN_S = 3.0  # a SIGKILLed consumer is started again this much later
+CONSUMER_DOWN_S = 3.0
+HOLD_MS = 50  # a consumer holds each poll's records up to this long before it commits  # a SIGKILLed consumer is started again this much later
 IDLE_S = 2 * LOCK_MS / 1000 + 15  # the drain ends after this long without a new delivery...
 DRAIN_S = 180.0  # ...or this long at most
 PLAIN_RATE = 100.0  # records/s of the idempotent producer
@@ -85,7 +86,8 @@ class Clients:
         log.close()
 
     def consumer(self, i: int) -> None:
-        self.start("consume", f"c{i}", "--release-pct", str(self.release_pct), "--limit", str(DELIVERY_LIMIT))
+        self.start("consume", f"c{i}", "--release-pct", str(self.release_pct), "--limit", str(DELIVERY_LIMIT),
+                   "--hold-ms", str(HOLD_MS))
 
     def kill(self, name: str) -> int:
         p = self.procs[name]

@@ -9,7 +9,8 @@ torn last line, which the reader skips) and stopping once a ``stop`` file appear
 ``consume``: a confluent-kafka ``ShareConsumer`` with explicit acknowledgement: every record
 a poll returns is reported (``d``: partition, offset, value, delivery count) and accepted,
 or released (``--release-pct`` percent of them, only while the delivery count is at least
-two below ``--limit``, so a release never archives a record); then ``commit_sync``. The
+two below ``--limit``, so a release never archives a record); then, after up to
+``--hold-ms`` of "processing", ``commit_sync``. The
 acknowledgement-commit callback reports each answer (``a``: partition, the offsets with the
 type and delivery count each was acknowledged with, success or the error).
 
@@ -85,6 +86,8 @@ def consume(a: argparse.Namespace, report: Report, stop: Path) -> None:
                 pending[(m.partition(), m.offset())] = (int(kind), dc)
                 acked += 1
             if acked:
+                if a.hold_ms:  # "processing": records stay in flight a while, as faults land
+                    time.sleep(rnd.random() * a.hold_ms / 1000)
                 try:
                     c.commit_sync(15)
                 except KafkaException as exc:
@@ -187,6 +190,8 @@ def main() -> None:
     ap.add_argument("--abort-pct", type=float, default=25.0)
     ap.add_argument("--release-pct", type=float, default=0.0)
     ap.add_argument("--limit", type=int, default=5, help="the group's delivery count limit")
+    ap.add_argument("--hold-ms", type=float, default=0.0,
+                    help="consume: hold each poll's records up to this long before committing")
     a = ap.parse_args()
     report = Report(a.report)
     {"consume": consume, "produce": produce, "txn": txn}[a.role](a, report, Path(a.stop))

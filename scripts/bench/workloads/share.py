@@ -38,7 +38,7 @@ import click
 
 from ..common import CLIENT_COMMON, _emit, _payloads, _r, ensure_topic, producer_conf
 from ..targets import _KaasCluster
-from .groups import _mock_cluster, _nothing, _ratio
+from .groups import _mock_cluster, _nothing, _ratio, _target_names
 
 CONSUMERS = 4
 SHARE_TARGETS = ("kaas-share", "kaas-classic", "mock-share")
@@ -292,15 +292,6 @@ def run_share_lock(rounds: int, lock_ms: int, timeout: float, emit: Callable[[di
             "rounds_not_back": {t: sum(1 for r in rs if r["all_back_ms"] is None) for t, rs in runs.items()},
             "target": {"all_back_ms": f"<= {limit} (lock duration + {LOCK_SLACK_MS} ms)",
                        "met": med.get("kaas") is not None and med["kaas"] <= limit}}
-
-
-def _target_names(allowed: tuple[str, ...]) -> Callable[[object, object, str], tuple[str, ...]]:
-    def check(_ctx: object, _param: object, value: str) -> tuple[str, ...]:
-        names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
-        if not names or set(names) - set(allowed):
-            raise click.BadParameter(f"a comma-separated choice of {', '.join(allowed)}")
-        return names
-    return check
 
 
 @click.command("share")
