@@ -45,10 +45,12 @@ SHARE_TARGETS = ("kaas-share", "kaas-classic", "mock-share")
 LOCK_TARGETS = ("kaas", "mock")
 TARGET_VS_CLASSIC = 0.5
 TARGET_VS_MOCK = 0.5
+SETTLE_S = 3.0  # --start joined: the share group's 3 heartbeats to form (classic: until all are assigned)
 LOCK_SLACK_MS = 1000  # share-lock: the second consumer gets the records within lock + this
 KAAS_SHARE_ARGS = ["--group-share-heartbeat-interval-ms", "1000", "--group-share-min-heartbeat-interval-ms", "500",
                    "--group-share-min-record-lock-duration-ms", "1000"]
-MOCK_SHARE_ARGS = ("--share-auto-offset-reset", "earliest", "--share-heartbeat-ms", "1000")
+MOCK_SHARE_ARGS = ("--share-auto-offset-reset", "earliest", "--share-heartbeat-ms", "1000",
+                   "--share-isolation-level", "read_committed")
 
 
 def _group_configs(bootstrap: str, group: str, **configs: str) -> None:
@@ -61,11 +63,18 @@ def _group_configs(bootstrap: str, group: str, **configs: str) -> None:
     admin.incremental_alter_configs([res])[res].result(30)
 
 
-def _fill(bootstrap: str, topic: str, messages: int, size: int, partitions: int) -> None:
-    """``messages`` records, round robin (the mock trims a partition past ~5 MB)."""
+def _fill(bootstrap: str, topic: str, messages: int, size: int, partitions: int, txn: bool = False):
+    """``messages`` records, round robin (the mock trims a partition past ~5 MB). With
+    ``txn``, in one transaction left open: returns the producer, to commit it."""
     from confluent_kafka import Producer
 
-    p = Producer(producer_conf(bootstrap))
+    conf = producer_conf(bootstrap)
+    if txn:
+        conf = {**conf, "transactional.id": f"bench-share-{uuid.uuid4().hex[:8]}", "transaction.timeout.ms": 120_000}
+    p = Producer(conf)
+    if txn:
+        p.init_transactions(30)
+        p.begin_transaction()
     values = _payloads(size)
     for i in range(messages):
         while True:
@@ -77,6 +86,7 @@ def _fill(bootstrap: str, topic: str, messages: int, size: int, partitions: int)
         p.poll(0)
     if p.flush(120):
         raise click.ClickException(f"could not fill {topic}")
+    return p
 
 
 class _Reader:
@@ -90,11 +100,12 @@ class _Reader:
         self.kind = kind
         self.client = (ShareConsumer({**conf, "share.acknowledgement.mode": "explicit"}) if kind == "share"
                        else Consumer({**conf, "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                      "enable.partition.eof": False}))
+                                      "enable.partition.eof": False, "isolation.level": "read_committed"}))
         self.client.subscribe([topic])
         self.want, self.seen, self.lock, self.done = want, seen, lock, done
         self.first: float | None = None
         self.finished: float | None = None
+        self.assigned = False  # classic: it holds partitions
         self.errors: list[str] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -110,6 +121,8 @@ class _Reader:
                 if self.kind == "share":
                     self.client.acknowledge(m)
                 got.append((m.partition(), m.offset()))
+            if self.kind == "classic" and not self.assigned:
+                self.assigned = bool(self.client.assignment())
             if got:
                 self.first = self.first or now
                 with self.lock:
@@ -126,8 +139,11 @@ class _Reader:
         self.client.close()
 
 
-def measure_share(bootstrap: str, topic: str, kind: str, messages: int, timeout: float, group: str) -> dict:
-    """A group of CONSUMERS ``kind`` (share, classic) consumers reads the topic once."""
+def measure_share(bootstrap: str, topic: str, kind: str, messages: int, timeout: float, group: str,
+                  gate=None) -> dict:
+    """A group of CONSUMERS ``kind`` (share, classic) consumers reads the ``messages``
+    records of the topic. ``gate``: a producer whose open transaction holds them, committed
+    once the group formed (share: ``SETTLE_S``; classic: every member assigned)."""
     seen: set = set()
     lock, done = threading.Lock(), threading.Event()
     conf = {"bootstrap.servers": bootstrap, "group.id": group, **CLIENT_COMMON}
@@ -136,7 +152,15 @@ def measure_share(bootstrap: str, topic: str, kind: str, messages: int, timeout:
     t0 = time.monotonic()
     for r in readers:
         r.thread.start()
+    opened = t0
     try:
+        if gate is not None:
+            deadline = t0 + timeout
+            time.sleep(SETTLE_S)
+            while kind == "classic" and not all(r.assigned for r in readers) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            gate.commit_transaction(60)
+            opened = time.monotonic()
         if not done.wait(timeout):
             raise click.ClickException(f"{kind}: {len(seen)} of {messages} records in {timeout:.0f} s; "
                                        f"errors {sorted({e for r in readers for e in r.errors})[:3]}")
@@ -147,25 +171,26 @@ def measure_share(bootstrap: str, topic: str, kind: str, messages: int, timeout:
     end = max(r.finished or time.monotonic() for r in readers)
     busy = sum(1 for r in readers if r.first is not None)
     return {"records": len(seen), "records_per_s": round(messages / (end - first), 1),
-            "first_record_s": _r(first - t0), "consumers_with_records": busy}
+            "first_record_s": _r(first - opened), "formed_s": _r(opened - t0) if gate is not None else None,
+            "consumers_with_records": busy}
 
 
 @contextmanager
-def _share_targets(names: tuple[str, ...], topic: str, partitions: int, messages: int,
-                   size: int) -> Iterator[dict[str, tuple[str, str]]]:
-    """target -> (bootstrap, consumer kind), the kaas cluster and the mock running as
-    needed, the topic filled on each."""
+def _share_targets(names: tuple[str, ...], topics: list[str], partitions: int) -> Iterator[dict[str, tuple[str, str]]]:
+    """target -> (bootstrap, consumer kind): the kaas cluster and the mock running as
+    needed, ``topics`` made on each."""
     cluster = None
     try:
         where: dict[str, tuple[str, str]] = {}
         if any(n.startswith("kaas-") for n in names):
             cluster = _KaasCluster(3, KAAS_SHARE_ARGS)
-            ensure_topic(cluster.bootstrap, topic, partitions)
-            _fill(cluster.bootstrap, topic, messages, size, partitions)
+            for topic in topics:
+                ensure_topic(cluster.bootstrap, topic, partitions)
             where.update({"kaas-share": (cluster.bootstrap, "share"), "kaas-classic": (cluster.bootstrap, "classic")})
-        with _mock_cluster(topic, partitions, extra=MOCK_SHARE_ARGS) if "mock-share" in names else _nothing() as mock:
+        more = tuple(a for t in topics[1:] for a in ("--topic", f"{t}:{partitions}"))
+        with _mock_cluster(topics[0], partitions, extra=(*more, *MOCK_SHARE_ARGS)) \
+                if "mock-share" in names else _nothing() as mock:
             if mock is not None:
-                _fill(mock, topic, messages, size, partitions)
                 where["mock-share"] = (mock, "share")
             yield {n: where[n] for n in names}
     finally:
@@ -179,36 +204,36 @@ def _median(runs: list[dict], key: str) -> float | None:
 
 
 def run_share(rounds: int, messages: int, size: int, partitions: int, timeout: float, emit: Callable[[dict], None],
-              names: tuple[str, ...] = SHARE_TARGETS) -> dict:
+              names: tuple[str, ...] = SHARE_TARGETS, start: str = "joined") -> dict:
     started = time.monotonic()
-    topic = f"bench-share-{uuid.uuid4().hex[:8]}"
+    base = f"bench-share-{uuid.uuid4().hex[:8]}"
+    topics = [f"{base}-{i}" for i in range(rounds * len(names))]  # one per run: every group reads it all
+    gated = start == "joined"
     runs: dict[str, list[dict]] = {t: [] for t in SHARE_TARGETS}
-    with _share_targets(names, topic, partitions, messages, size) as targets:
+    with _share_targets(names, topics, partitions) as targets:
         for rnd in range(rounds):
-            for name, (bootstrap, kind) in targets.items():
-                res = {"bench": "share", "target": name, "round": rnd, "consumers": CONSUMERS,
+            for i, (name, (bootstrap, kind)) in enumerate(targets.items()):
+                topic = topics[rnd * len(names) + i]
+                group = f"bench-share-{uuid.uuid4().hex[:8]}"
+                if name == "kaas-share":
+                    _group_configs(bootstrap, group, share_auto_offset_reset="earliest",
+                                   share_isolation_level="read_committed")
+                gate = _fill(bootstrap, topic, messages, size, partitions, txn=gated)
+                res = {"bench": "share", "target": name, "round": rnd, "start": start, "consumers": CONSUMERS,
                        "partitions": partitions, "size": size,
-                       **_measure_on(name, bootstrap, topic, kind, messages, timeout)}
+                       **measure_share(bootstrap, topic, kind, messages, timeout, group, gate if gated else None)}
                 runs[name].append(res)
                 emit(res)
     med = {t: _median(rs, "records_per_s") for t, rs in runs.items()}
     vs_classic = _ratio(med["kaas-share"], med["kaas-classic"])
     vs_mock = _ratio(med["kaas-share"], med["mock-share"])
-    return {"bench": "share", "rounds": rounds, "messages": messages, "size": size, "partitions": partitions,
-            "consumers": CONSUMERS, "cpus": os.cpu_count(), "seconds": round(time.monotonic() - started, 1),
+    return {"bench": "share", "rounds": rounds, "start": start, "messages": messages, "size": size,
+            "partitions": partitions, "consumers": CONSUMERS, "cpus": os.cpu_count(),
+            "seconds": round(time.monotonic() - started, 1),
             "median_records_per_s": med, "share_over_classic": vs_classic, "share_over_mock": vs_mock,
             "target": {"share_over_classic": f">= {TARGET_VS_CLASSIC:g}", "share_over_mock": f">= {TARGET_VS_MOCK:g}",
                        "met": vs_classic is not None and vs_mock is not None
                        and vs_classic >= TARGET_VS_CLASSIC and vs_mock >= TARGET_VS_MOCK}}
-
-
-def _measure_on(name: str, bootstrap: str, topic: str, kind: str, messages: int, timeout: float) -> dict:
-    """One pass by a fresh group; on kaas a share group first gets
-    ``share.auto.offset.reset=earliest``."""
-    group = f"bench-share-{uuid.uuid4().hex[:8]}"
-    if name == "kaas-share":
-        _group_configs(bootstrap, group, share_auto_offset_reset="earliest")
-    return measure_share(bootstrap, topic, kind, messages, timeout, group)
 
 
 def measure_lock(bootstrap: str, topic: str, lock_ms: int, timeout: float, kaas: bool) -> dict:
@@ -295,7 +320,7 @@ def run_share_lock(rounds: int, lock_ms: int, timeout: float, emit: Callable[[di
 
 
 @click.command("share")
-@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--messages", type=click.IntRange(min=1), default=16_000, show_default=True,
               help="Records in the topic (the librdkafka mock keeps only ~5 MB per partition).")
 @click.option("--size", type=click.IntRange(min=1), default=1024, show_default=True)
@@ -303,11 +328,15 @@ def run_share_lock(rounds: int, lock_ms: int, timeout: float, emit: Callable[[di
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per pass.")
 @click.option("--targets", "names", default=",".join(SHARE_TARGETS), show_default=True,
               callback=_target_names(SHARE_TARGETS), help="The targets, comma-separated.")
-def share(rounds: int, messages: int, size: int, partitions: int, timeout: float, names: tuple[str, ...]) -> None:
+@click.option("--start", type=click.Choice(["joined", "backlog"]), default="joined", show_default=True,
+              help="joined: the records are one open transaction, committed once the group formed; "
+                   "backlog: a fresh group meets them committed.")
+def share(rounds: int, messages: int, size: int, partitions: int, timeout: float, names: tuple[str, ...],
+          start: str) -> None:
     """Issue 34: 4 share consumers (explicit acknowledgement) read a 1 KiB-record topic: kaas,
     a classic group of 4 on kaas, the mock's share groups, A B C A B C; records/s; the
     targets: kaas share >= 0.5x classic and >= 0.5x the mock."""
-    _emit(run_share(rounds, messages, size, partitions, timeout, _emit, names))
+    _emit(run_share(rounds, messages, size, partitions, timeout, _emit, names, start))
 
 
 @click.command("share-lock")
