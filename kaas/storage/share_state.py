@@ -46,7 +46,8 @@ from kaas.errors import CorruptState
 from kaas.storage import atomic, fs
 from kaas.storage.paths import encode_name
 
-__all__ = ["DIR", "FORMAT", "ROLL_BYTES", "Loaded", "ShareJournal", "load", "load_window"]
+__all__ = ["DIR", "FORMAT", "ROLL_BYTES", "Loaded", "NewerWriter", "ShareJournal", "groups", "has_state", "load",
+           "load_window", "remove"]
 
 DIR = "share"
 FORMAT = 1
@@ -89,6 +90,54 @@ def journals(directory: Path, group: str) -> list[tuple[int, int]]:
         if m and m.group("group") == enc:
             out.append((int(m.group("epoch")), int(m.group("seq"))))
     return sorted(out)
+
+
+def has_state(directory: Path, group: str) -> bool:
+    """``group`` has a share partition here: a snapshot or a journal of it exists."""
+    enc = encode_name(group)
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return False
+    return any(n == f"{enc}.snapshot" or ((m := _JOURNAL.match(n)) is not None and m.group("group") == enc)
+               for n in names)
+
+
+def groups(directory: Path) -> list[str]:
+    """The encoded names of the groups with a snapshot in ``directory`` (``kaas inspect``)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(n[:-len(".snapshot")] for n in names if n.endswith(".snapshot"))
+
+
+class NewerWriter(Exception):
+    """A later leader of the partition has written the share state: ours is not to touch."""
+
+
+def remove(directory: Path, group: str, epoch: int, *, fsync: bool = True) -> None:
+    """Remove ``group`` 's share state (its journals, then its snapshot), as the leader of
+    ``epoch``. A crash part-way leaves the snapshot, which a retry removes.
+
+    Raises:
+        NewerWriter: a journal of a later epoch exists (nothing is removed).
+        OSError: a removal failed; what is left is still a consistent state.
+    """
+    found = journals(directory, group)
+    if any(e > epoch for e, _ in found):
+        raise NewerWriter(f"{directory}: a journal of an epoch after {epoch}")
+    for e, s in found:
+        try:
+            os.unlink(journal_path(directory, group, e, s))
+        except FileNotFoundError:
+            pass
+    try:
+        os.unlink(snapshot_path(directory, group))
+    except FileNotFoundError:
+        return
+    if fsync:
+        atomic.fsync_dir(directory, point="state.fsync")
 
 
 def load(directory: Path, group: str) -> Loaded:

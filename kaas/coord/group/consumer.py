@@ -31,6 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas.aio import Wakeup
 from kaas.coord.group.entry import GroupEntry as _Entry
+from kaas.coord.group.entry import typed_entry
 from kaas.coord.ports import GroupBroker
 from kaas.domain.consumer_group import (
     LEAVE_EPOCH,
@@ -337,16 +338,8 @@ class ConsumerGroups:
             KaasError: NOT_COORDINATOR and the like; GROUP_ID_NOT_FOUND for no group or a
                 classic one; UNKNOWN_SERVER_ERROR for a corrupt state file.
         """
-        coord = self.coord
-        coord.check_owner(group_id)
-        e = coord._loaded(group_id)
-        if e is not None:
-            self.check_readable(e)
-        if e is None or e.consumer is None:
-            if e is not None or coord.store.path(group_id).exists():
-                raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
-            raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
-        d = e.consumer.describe(self.settings(group_id).config.assignors)
+        _e, g = typed_entry(self.coord, group_id, "consumer", lambda e: e.consumer, lambda e: e.consumer_error)
+        d = g.describe(self.settings(group_id).config.assignors)
         by_id = self.image().by_id
         for m in d["members"]:
             for key in ("assignment", "target_assignment", "pending_revocation"):

@@ -415,6 +415,10 @@ class GroupCoordinator:
             if code != ErrorCode.none and not (code == ErrorCode.group_id_not_found and exists_on_disk):
                 return code
             async with e.lock:  # not while a write of this group is under way
+                if e.share is not None or e.share_error is not None:  # its share partitions' state first
+                    code = await self.shares.drop_state(e)
+                    if code != ErrorCode.none:
+                        return code
                 self._deliver(e.group.mark_dead(self._now(), ErrorCode.coordinator_not_available))
                 if self.groups.get(group_id) is e:
                     del self.groups[group_id]
