@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 import trio
 from kio.schema.alter_share_group_offsets.v0 import request as alter0
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
@@ -26,7 +27,9 @@ from kio.schema.read_share_group_state.v0 import request as rs
 
 from kaas.broker import Broker
 from kaas.domain.share_group import ShareHeartbeat
+from kaas.errors import KaasError
 from kaas.storage import share_state
+from kaas.storage.offset_store import Committed
 from tests.component.share_calls import acquired, call, fetch_req, produce
 from tests.component.test_connection import Client, open_client
 from tests.component.test_group_configs import configs_of
@@ -211,3 +214,16 @@ async def test_a_corrupt_share_state_is_described_unknown_and_repaired_by_alter(
         # an operator's new start offset replaces it
         assert codes(await client.call(alter("g", {"q": {0: 1}}))) == {("q", 0): E.none}
         assert acquired(await call(broker, fetch_req("m2", 0, tid))) == [(1, 2, 1)]
+
+
+async def test_a_share_group_has_no_committed_offsets(shm_path, thread_safe_autojump_clock):
+    async with admin(shm_path, thread_safe_autojump_clock) as (broker, tid, client):
+        await call(broker, fetch_req("m1", 0, tid))  # "g" is a share group with a member
+        groups = broker.groups
+        assert await groups.commit("g", member_id="", group_instance_id=None, generation_id=-1,
+                                   offsets={("q", 0): Committed(1)}) == E.group_id_not_found
+        with pytest.raises(KaasError) as err:
+            await groups.fetch("g", [("q", 0)], False)
+        assert err.value.code == E.group_id_not_found
+        assert (await groups.delete_offsets("g", [("q", 0)]))[0] == E.group_id_not_found
+        assert groups.groups["g"].offsets is None or not groups.groups["g"].offsets.offsets
