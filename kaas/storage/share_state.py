@@ -44,7 +44,7 @@ import msgpack
 from kaas.domain.share_partition import Delta, Persisted, ShareLimits, SharePartition
 from kaas.errors import CorruptState
 from kaas.storage import atomic, fs
-from kaas.storage.paths import encode_name
+from kaas.storage.paths import decode_name, encode_name, is_digest_name
 
 __all__ = ["DIR", "FORMAT", "ROLL_BYTES", "Loaded", "NewerWriter", "ShareJournal", "groups", "has_state", "load",
            "load_window", "remove"]
@@ -104,12 +104,27 @@ def has_state(directory: Path, group: str) -> bool:
 
 
 def groups(directory: Path) -> list[str]:
-    """The encoded names of the groups with a snapshot in ``directory`` (``kaas inspect``)."""
+    """The ids of the groups with a share state in ``directory`` (``kaas inspect``):
+    decoded from the file names, or, for a name too long to be reversible, read from its
+    snapshot (a digest name whose snapshot cannot be read is given as it is)."""
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
         return []
-    return sorted(n[:-len(".snapshot")] for n in names if n.endswith(".snapshot"))
+    encoded = {n[:-len(".snapshot")] for n in names if n.endswith(".snapshot")}
+    encoded |= {m.group("group") for n in names if (m := _JOURNAL.match(n)) is not None}
+    out = []
+    for enc in encoded:
+        group = enc if is_digest_name(enc) else decode_name(enc)
+        if is_digest_name(enc):
+            try:
+                data = (Path(directory) / f"{enc}.snapshot").read_bytes()
+                obj = msgpack.unpackb(data[8:]) if data[:4] == _MAGIC else None
+                group = obj["group"] if isinstance(obj, dict) and isinstance(obj.get("group"), str) else enc
+            except (OSError, ValueError, msgpack.UnpackException):
+                pass
+        out.append(group)
+    return sorted(out)
 
 
 class NewerWriter(Exception):
