@@ -153,8 +153,8 @@ def _window_counts(c: Cluster, group: str, tps: list[TP]) -> dict[TP, dict[int, 
             continue
         for res in r.results:
             for p in res.partitions:
-                if p.error_code != ErrorCode.none or res.topic_id not in names:
-                    continue
+                if p.error_code != ErrorCode.none or p.start_offset < 0 or res.topic_id not in names:
+                    continue  # not asked, or no state yet
                 counts = dict.fromkeys((AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED), 0)
                 for b in p.state_batches:
                     counts[int(b.delivery_state)] = counts.get(int(b.delivery_state), 0) + \
