@@ -60,7 +60,7 @@ def offsets(resp: Any) -> dict[tuple[str, int], tuple[int, ...]]:
     """(topic, partition) -> (start offset, leader epoch[, lag]) of the only group."""
     (g,) = resp.groups
     assert g.error_code == E.none, g
-    return {(t.topic_name, p.partition_index): (p.start_offset, p.leader_epoch, *((p.lag,) if hasattr(p, "lag") else ()))
+    return {(t.topic_name, p.partition_index): (p.start_offset, p.leader_epoch, *([p.lag] if hasattr(p, "lag") else []))
             for t in g.topics for p in t.partitions if p.error_code == E.none}
 
 
