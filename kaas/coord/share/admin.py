@@ -9,8 +9,9 @@ DeleteShareGroupState).
 
 Only the leader writes a partition's share files (design section 11): a change drops the
 machine held here (``ShareRuntime.locked``: the next ShareFetch reads the files again),
-writes as the leader of the partition's epoch after checking the lease, and is answered
-only once the manifest still carries that epoch, as an acknowledgement is.
+writes as the leader of the partition's epoch after checking the lease and the manifest's
+epoch (``check_before_ack``), and is answered only once the manifest still carries that
+epoch, as an acknowledgement is.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ class ShareStateAdmin:
             return
         rt = self.runtime
         async with rt.locked(group_id, topic, index, forget=True) as (part, _):
-            _check_epoch(part)
+            rt.host.check_before_ack(part)
             journal = ShareJournal(part.log.path / share_state.DIR, group_id, part.epoch,
                                    fsync=rt.host.settings.fsync)
             try:
@@ -129,7 +130,7 @@ class ShareStateAdmin:
                 raise KaasError(ErrorCode.kafka_storage_error, str(exc)) from None
             finally:
                 journal.close()
-            _check_epoch(part)
+            rt.host.check_before_ack(part)
         log.info("share_partition_reset", group=group_id, topic=topic, partition=index, start=start,
                  epoch=part.epoch)
 
@@ -141,7 +142,7 @@ class ShareStateAdmin:
         """
         rt = self.runtime
         async with rt.locked(group_id, topic, index, forget=True) as (part, _):
-            _check_epoch(part)
+            rt.host.check_before_ack(part)
             try:
                 await rt.host.run_io(partial(share_state.remove, fsync=rt.host.settings.fsync),
                                      part.log.path / share_state.DIR, group_id, part.epoch)
@@ -150,17 +151,5 @@ class ShareStateAdmin:
             except OSError as exc:
                 log.error("share_state_remove_failed", group=group_id, topic=topic, partition=index, error=str(exc))
                 raise KaasError(ErrorCode.kafka_storage_error, str(exc)) from None
-            _check_epoch(part)
+            rt.host.check_before_ack(part)
         log.info("share_partition_deleted", group=group_id, topic=topic, partition=index, epoch=part.epoch)
-
-
-def _check_epoch(part: SharedLog) -> None:
-    """The partition is still ours (lease, not closed) and its manifest carries our epoch:
-    checked before a change of its share files and again before it is answered."""
-    part.check_open()
-    try:
-        epoch = part.log.manifest_epoch()
-    except (OSError, CorruptState):
-        epoch = -1
-    if epoch != part.epoch:
-        raise KaasError(ErrorCode.not_leader_or_follower, "partition taken over")
