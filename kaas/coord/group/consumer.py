@@ -31,7 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas.aio import Wakeup
 from kaas.coord.group.entry import GroupEntry as _Entry
-from kaas.coord.group.entry import typed_entry
+from kaas.coord.group.entry import owned_groups, refuse_unreadable, typed_entry
 from kaas.coord.ports import GroupBroker
 from kaas.domain.consumer_group import (
     LEAVE_EPOCH,
@@ -174,8 +174,7 @@ class ConsumerGroups:
     @staticmethod
     def check_readable(e: _Entry) -> None:
         """Raises KaasError(UNKNOWN_SERVER_ERROR) while the group's state on file is corrupt."""
-        if e.consumer_error is not None:
-            raise KaasError(ErrorCode.unknown_server_error, f"group state unreadable: {e.consumer_error}")
+        refuse_unreadable(e.consumer_error)
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -290,10 +289,7 @@ class ConsumerGroups:
         """Fence the members whose session or revocation deadline passed, and write the
         groups whose state is ahead of their file."""
         coord = self.coord
-        for gid, e in list(coord.groups.items()):
-            g = e.consumer
-            if g is None or not coord.broker.owns_group(gid):
-                continue
+        for gid, e, g in owned_groups(coord, lambda e: e.consumer):
             d = g.next_deadline()
             due = d is not None and d <= now
             if not due and not e.consumer_dirty:

@@ -5,7 +5,7 @@ and the lock serialising its writes. Shared by ``coordinator``, ``consumer`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -19,7 +19,7 @@ from kaas.domain.share_group import ShareGroup
 from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 
-__all__ = ["GroupEntry", "typed_entry"]
+__all__ = ["GroupEntry", "owned_groups", "refuse_unreadable", "typed_entry"]
 
 M = TypeVar("M")
 
@@ -47,13 +47,30 @@ class _Store(Protocol):
     def path(self, group_id: str) -> Path: ...
 
 
+class _Owner(Protocol):
+    def owns_group(self, group_id: str) -> bool: ...
+
+
 class _Coordinator(Protocol):
     @property
     def store(self) -> _Store: ...
 
+    @property
+    def broker(self) -> _Owner: ...
+
+    @property
+    def groups(self) -> Mapping[str, GroupEntry]: ...
+
     def check_owner(self, group_id: str) -> None: ...
 
     def _loaded(self, group_id: str) -> GroupEntry | None: ...
+
+
+def refuse_unreadable(reason: str | None) -> None:
+    """Raises KaasError(UNKNOWN_SERVER_ERROR) while a group's state on file is unreadable
+    (``reason``: why; None: it is readable)."""
+    if reason is not None:
+        raise KaasError(ErrorCode.unknown_server_error, f"group state unreadable: {reason}")
 
 
 def typed_entry(coord: _Coordinator, group_id: str, kind: str, machine: Callable[[GroupEntry], M | None],
@@ -67,11 +84,20 @@ def typed_entry(coord: _Coordinator, group_id: str, kind: str, machine: Callable
     """
     coord.check_owner(group_id)
     e = coord._loaded(group_id)
-    if e is not None and (reason := error(e)) is not None:
-        raise KaasError(ErrorCode.unknown_server_error, f"group state unreadable: {reason}")
+    if e is not None:
+        refuse_unreadable(error(e))
     g = machine(e) if e is not None else None
     if e is None or g is None:
         if e is not None or coord.store.path(group_id).exists():
             raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} is not a {kind} group.")
         raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
     return e, g
+
+
+def owned_groups(coord: _Coordinator, machine: Callable[[GroupEntry], M | None]) -> Iterator[tuple[str, GroupEntry, M]]:
+    """(group id, entry, ``machine``) of the loaded groups of one kind this broker still
+    coordinates (the timer loops'; a snapshot of the groups, so the caller may await)."""
+    for gid, e in list(coord.groups.items()):
+        g = machine(e)
+        if g is not None and coord.broker.owns_group(gid):
+            yield gid, e, g

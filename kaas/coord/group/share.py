@@ -26,7 +26,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.coord.group.consumer import GroupCoordinator
-from kaas.coord.group.entry import GroupEntry, typed_entry
+from kaas.coord.group.entry import GroupEntry, owned_groups, refuse_unreadable, typed_entry
 from kaas.domain.share_group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
 from kaas.errors import CorruptState, KaasError
 
@@ -77,8 +77,8 @@ class ShareGroups:
 
     @staticmethod
     def check_readable(e: GroupEntry) -> None:
-        if e.share_error is not None:
-            raise KaasError(ErrorCode.unknown_server_error, f"group state unreadable: {e.share_error}")
+        """Raises KaasError(UNKNOWN_SERVER_ERROR) while the group's state on file is corrupt."""
+        refuse_unreadable(e.share_error)
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -146,10 +146,7 @@ class ShareGroups:
     async def fire_timers(self, now: int) -> None:
         """Fence the members whose session ended; write the groups ahead of their file."""
         coord = self.coord
-        for gid, e in list(coord.groups.items()):
-            g = e.share
-            if g is None or not coord.broker.owns_group(gid):
-                continue
+        for gid, e, g in owned_groups(coord, lambda e: e.share):
             d = g.next_deadline()
             if (d is None or d > now) and not e.share_dirty:
                 continue
