@@ -227,3 +227,38 @@ async def test_a_share_group_has_no_committed_offsets(shm_path, thread_safe_auto
         assert err.value.code == E.group_id_not_found
         assert (await groups.delete_offsets("g", [("q", 0)]))[0] == E.group_id_not_found
         assert groups.groups["g"].offsets is None or not groups.groups["g"].offsets.offsets
+
+
+async def test_authorisation_of_the_share_admin_apis(tmp_path):
+    """Apache's operations: DESCRIBE on the group and topics (90), READ (91), DELETE on the
+    group and READ on topics (92), CLUSTER_ACTION for the share-state RPCs."""
+    from kaas.domain.acl import Operation as Op
+    from tests.component.test_acls import ADMIN, ALICE, G, creation, grant, open_broker
+    from tests.component.test_acls import open_client as client_as
+
+    async with open_broker(tmp_path) as (broker, nursery), client_as(broker, nursery, ADMIN) as root, \
+            client_as(broker, nursery, ALICE) as alice:
+        meta, (err, _m) = await broker.admin.create_topic("q", 1, {})
+        assert err == E.none and meta is not None
+        (g,) = (await alice.call(describe("g", {"q": [0]}))).groups
+        assert g.error_code == E.group_authorization_failed
+        assert (await alice.call(alter("g", {"q": {0: 1}}))).error_code == E.group_authorization_failed
+        assert (await alice.call(delete_offsets("g", "q"))).error_code == E.group_authorization_failed
+        await grant(root, creation(G, "g", Op.DESCRIBE), creation(G, "g", Op.READ), creation(G, "g", Op.DELETE))
+        (g,) = (await alice.call(describe("g", {"q": [0]}))).groups
+        assert [(p.error_code, p.start_offset) for t in g.topics for p in t.partitions] == \
+            [(E.topic_authorization_failed, -1)]
+        # the group's own answer comes first (no such share group): only the top-level error (Apache)
+        assert (await alice.call(alter("g", {"q": {0: 1}}))).error_code == E.group_id_not_found
+        reply, _ = await broker.groups.shares.heartbeat("g", ShareHeartbeat("m", 0, subscribed_topic_names=("q",)))
+        await leave(broker, "g", reply.member_id or "")
+        r = await alice.call(alter("g", {"q": {0: 1}}))
+        assert (r.error_code, codes(r)) == (E.none, {("q", 0): E.topic_authorization_failed})
+        r = await alice.call(delete_offsets("g", "q"))
+        assert [(t.topic_name, t.error_code) for t in r.responses] == [("q", E.topic_authorization_failed)]
+        r = await alice.call(rs.ReadShareGroupStateRequest(group_id="g", topics=(rs.ReadStateData(
+            topic_id=meta.topic_id, partitions=(rs.PartitionData(partition=0, leader_epoch=-1),)),)))
+        assert r.results[0].partitions[0].error_code == E.cluster_authorization_failed
+        r = await root.call(rs.ReadShareGroupStateRequest(group_id="g", topics=(rs.ReadStateData(
+            topic_id=meta.topic_id, partitions=(rs.PartitionData(partition=0, leader_epoch=-1),)),)))
+        assert (r.results[0].partitions[0].error_code, r.results[0].partitions[0].start_offset) == (E.none, -1)
