@@ -27,6 +27,7 @@ from kio.schema.read_share_group_state.v0 import request as rs
 
 from kaas.broker import Broker
 from kaas.domain.share_group import ShareHeartbeat
+from kaas.domain.share_partition import Persisted, ShareLimits
 from kaas.errors import KaasError
 from kaas.storage import share_state
 from kaas.storage.offset_store import Committed
@@ -262,3 +263,30 @@ async def test_authorisation_of_the_share_admin_apis(tmp_path):
         r = await root.call(rs.ReadShareGroupStateRequest(group_id="g", topics=(rs.ReadStateData(
             topic_id=meta.topic_id, partitions=(rs.PartitionData(partition=0, leader_epoch=-1),)),)))
         assert (r.results[0].partitions[0].error_code, r.results[0].partitions[0].start_offset) == (E.none, -1)
+
+
+def test_removing_a_share_state_as_a_leader_of_an_epoch(tmp_path):
+    """``share_state.remove``: journals then snapshot; refused (nothing removed) when a later
+    leader wrote a journal; a crash after the journals leaves the snapshot alone, a
+    consistent older state a retry removes. ``groups`` names every group with state."""
+    from kaas.storage.share_state import NewerWriter, ShareJournal, journal_path, snapshot_path
+
+    d = tmp_path / "share"
+    long_id = "g" * 300  # too long for a file name: a digest name, the id read from the snapshot
+    for group, start in (("a/1", 3), (long_id, 5)):
+        j = ShareJournal(d, group, 4, fsync=False)
+        j.begin(Persisted(start, start))
+        j.close()
+    assert share_state.groups(d) == sorted(["a/1", long_id])
+    later = journal_path(d, "a/1", 7, 0)
+    later.write_bytes(b"")
+    with pytest.raises(NewerWriter):
+        share_state.remove(d, "a/1", 4, fsync=False)
+    assert share_state.has_state(d, "a/1") and snapshot_path(d, "a/1").exists()
+    later.unlink()
+    journal_path(d, "a/1", 4, 0).unlink()  # as if a crash came between the two steps
+    loaded, _ = share_state.load_window(d, "a/1", ShareLimits())
+    assert loaded is not None and (loaded.start, loaded.end) == (3, 3)
+    share_state.remove(d, "a/1", 4, fsync=False)
+    assert not share_state.has_state(d, "a/1") and share_state.groups(d) == [long_id]
+    share_state.remove(d, "a/1", 4, fsync=False)  # nothing left: no error
