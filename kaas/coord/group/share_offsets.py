@@ -37,11 +37,10 @@ from kio.static.primitive import i8, i32, i64
 
 from kaas.coord.group.coordinator import GroupCoordinator
 from kaas.coord.group.entry import GroupEntry
-from kaas.coord.ports import TopicCatalog
+from kaas.coord.ports import Host, TopicCatalog
 from kaas.coord.share.admin import ShareStateAdmin, share_lag
 from kaas.errors import KaasError, PeerUnavailable
 from kaas.storage import share_state
-from kaas.storage.paths import Layout
 from kaas.storage.topics import TopicMeta
 
 __all__ = ["Described", "ShareOffsets", "ShareOffsetsHost"]
@@ -60,14 +59,11 @@ class Forwarder(Protocol):
         """A peer's decoded response to ``body``; raises ``PeerUnavailable`` (LinkFailed)."""
 
 
-class ShareOffsetsHost(Protocol):
-    """The broker as the share-group admin sees it."""
+class ShareOffsetsHost(Host, Protocol):
+    """The broker as the share-group admin sees it (besides ``Host`` 's layout and file work)."""
 
     @property
     def id(self) -> int: ...
-
-    @property
-    def layout(self) -> Layout: ...
 
     @property
     def topics(self) -> TopicCatalog: ...
@@ -84,8 +80,6 @@ class ShareOffsetsHost(Protocol):
 
     def leader(self, topic: str, index: int) -> tuple[int, int]:
         """(leader id, epoch); (-1, epoch) without a live leader."""
-
-    async def run_io(self, fn: Callable[..., T], *args: Any) -> T: ...
 
 
 @dataclass(frozen=True, slots=True)
