@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import structlog
@@ -264,6 +265,34 @@ class ShareRuntime:
     def held(self) -> dict[Key, SharePartition]:
         """The machines of the share partitions held now (tests, operator views)."""
         return {k: h.machine for k, h in self._held.items() if h.failed is None}
+
+    @asynccontextmanager
+    async def locked(self, group_id: str, topic: str, index: int, *,
+                     forget: bool = False) -> AsyncIterator[tuple[SharedLog, SharePartition | None]]:
+        """One share partition for an operator's call (``coord.share.admin``): the led
+        partition and the machine held here (None: its files are the whole state), with
+        loads of it kept out meanwhile. ``forget``: the machine is dropped first, because
+        the caller changes the files (the next request reads them again).
+
+        Raises:
+            KaasError: the partition is not led here (as ``get_partition``).
+        """
+        key = (group_id, topic, index)
+        while (loading := self._loading.get(key)) is not None:
+            await loading.wait()
+        part = self.host.get_partition(topic, index)
+        done = self._loading[key] = trio.Event()
+        try:
+            h = self._held.get(key)
+            if h is not None and (forget or h.part is not part or h.failed is not None or part.closed):
+                self._drop(h, None)
+                h = None
+            if forget:
+                self._corrupt.pop(key, None)
+            yield part, h.machine if h is not None else None
+        finally:
+            del self._loading[key]
+            done.set()
 
     # ------------------------------------------------------------------ internals
 
