@@ -27,7 +27,6 @@ minimum lowered to 1 s; share groups start at the earliest offset (the group con
 from __future__ import annotations
 
 import os
-import statistics
 import threading
 import time
 import uuid
@@ -38,7 +37,7 @@ import click
 
 from ..common import CLIENT_COMMON, _emit, _payloads, _r, ensure_topic, producer_conf
 from ..targets import _KaasCluster
-from .groups import _mock_cluster, _nothing, _ratio, _target_names
+from .groups import _median, _mock_cluster, _nothing, _ratio, _target_names
 
 CONSUMERS = 4
 SHARE_TARGETS = ("kaas-share", "kaas-classic", "mock-share")
@@ -196,11 +195,6 @@ def _share_targets(names: tuple[str, ...], topics: list[str], partitions: int) -
     finally:
         if cluster is not None:
             cluster.close()
-
-
-def _median(runs: list[dict], key: str) -> float | None:
-    values = [r[key] for r in runs if r.get(key) is not None]
-    return _r(statistics.median(values), 1) if values else None
 
 
 def run_share(rounds: int, messages: int, size: int, partitions: int, timeout: float, emit: Callable[[dict], None],
