@@ -80,14 +80,16 @@ eos: $(STAMP) $(QUIX_STAMP)
 	$(BIN)/python scripts/quix_harness.py run --brokers 3 --messages 6000 --quix-python $(QUIX_VENV)/bin/python
 
 # every scenario, then one on kaas cluster --secure (the clients as least-privilege SCRAM users),
-# random-kills and continuous with KIP-848 copiers (group.protocol=consumer), and a rolling
-# upgrade of the copiers from the classic to the consumer protocol under load
+# random-kills and continuous with KIP-848 copiers (group.protocol=consumer), a rolling
+# upgrade of the copiers from the classic to the consumer protocol under load, and share
+# groups (KIP-932) under kills and volume pauses, two runs (one releasing, one not)
 chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario all
 	$(BIN)/python scripts/chaos run --scenario random-kills --secure
 	$(BIN)/python scripts/chaos run --scenario random-kills --group-protocol consumer
 	$(BIN)/python scripts/chaos run --scenario continuous --group-protocol consumer
 	$(BIN)/python scripts/chaos run --scenario rolling-upgrade
+	$(BIN)/python scripts/chaos run --scenario share --runs 2
 
 # The container image (Containerfile, docs/deploy.rst). podman runs with the repo's
 # containers.conf (runc; nofile/nproc limits this kind of machine allows), nothing

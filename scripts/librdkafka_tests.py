@@ -192,21 +192,27 @@ def judge(run: Run, rc: int | None, out: str) -> None:
 
 
 def run_one(run: Run, index: int, tests_dir: Path, cluster: ClusterProcess, conf: Path, log_dir: Path,
-            kafka_version: str, timeout: float, echo, group_protocol: str = "classic") -> None:
+            kafka_version: str, timeout: float, echo, group_protocol: str = "classic", as_ci: bool = False,
+            subtests: str | None = None) -> None:
     env = {**os.environ, "TESTS": run.test, "TEST_KAFKA_VERSION": kafka_version,
            "RDKAFKA_TEST_CONF": str(conf), "KAFKA_PATH": str(ROOT / "tests"), "BROKERS": cluster.bootstrap,
            "TEST_CONSUMER_GROUP_PROTOCOL": group_protocol}
+    if as_ci or is_share(run.test):
+        # librdkafka's framework: every test timeout x3, at most 3 tests at once. The share
+        # consumer tests always run so, as librdkafka's CI runs them (semaphore.yml sets
+        # CI=true, run-in-docker.sh passes it on). 0170 cannot pass without: one subtest
+        # resets the test's deadline to 60 s, and the waits the later ones make by design
+        # (rd_sleep, polls of 2 s that expect nothing) add up to over 90 s.
+        env["CI"] = "true"
+    else:
+        env.pop("CI", None)
     kaas = Path(sys.executable).parent / "kaas"  # this checkout's, for tests/bin/kafka-topics.sh
     if kaas.exists():
         env["KAAS"] = str(kaas)
-    if is_share(run.test):
-        # as librdkafka's CI runs them (semaphore.yml sets CI=true, run-in-docker.sh passes
-        # it on): its test framework then triples every timeout. 0170 cannot pass without:
-        # one subtest resets the test's deadline to 60 s, and the waits the later ones make
-        # by design (rd_sleep, polls of 2 s that expect nothing) add up to over 90 s.
-        env.setdefault("CI", "true")
     if run.subtest:
         env["SUBTESTS"] = f"do_test_{run.subtest}:"
+    elif subtests:
+        env["SUBTESTS"] = subtests
     else:
         env.pop("SUBTESTS", None)
     log = log_dir / f"{index:02d}-{run.name.replace('/', '-')}.log"  # a test named twice runs twice
@@ -295,13 +301,18 @@ def table(runs: list[Run]) -> str:
                    "share groups).")
 @click.option("--timeout", default=1800.0, show_default=True,
               help="Seconds per run (0113 alone takes over 10 minutes).")
+@click.option("--ci", "as_ci", is_flag=True,
+              help="Run the tests as librdkafka's CI does (CI=true): its framework then triples every test's "
+                   "timeout. 0113's t_max_poll_interval_exceeded needs it under the consumer protocol: the member "
+                   "that stops polling is removed after the 45 s session timeout, past the subtest's 30 s.")
+@click.option("--subtests", metavar="TEXT", help="SUBTESTS: run only the subtests whose name holds TEXT.")
 @click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where each run's output goes (default: a new temporary directory, kept).")
 @click.option("--json", "as_json", is_flag=True, help="The results as one JSON document on stdout.")
 @click.option("--list", "list_only", is_flag=True, help="Print the runs and exit.")
 def main(tests_dir: Path, only: tuple[str, ...], group_protocol: str, acl_for_all: bool, sasl_for_all: bool,
-         more_args: tuple[str, ...], kafka_version: str, timeout: float, log_dir: Path | None, as_json: bool,
-         list_only: bool) -> None:
+         more_args: tuple[str, ...], kafka_version: str, timeout: float, as_ci: bool, subtests: str | None,
+         log_dir: Path | None, as_json: bool, list_only: bool) -> None:
     """Run librdkafka's tests against 3-broker kaas clusters; print each result."""
     runs = plan(only, acl_for_all, sasl_for_all, group_protocol)
     if list_only:
@@ -330,7 +341,8 @@ def main(tests_dir: Path, only: tuple[str, ...], group_protocol: str, acl_for_al
                 conf.write_text(conf_text)
                 conf.chmod(0o600)  # a password for the sasl cluster
                 for i, r in mine:
-                    run_one(r, i, tests_dir, cluster, conf, log_dir, kafka_version, timeout, echo, group_protocol)
+                    run_one(r, i, tests_dir, cluster, conf, log_dir, kafka_version, timeout, echo, group_protocol,
+                            as_ci, subtests)
                 (log_dir / f"cluster-{kind}").mkdir(exist_ok=True)
                 for f in (cluster.data / "run").glob("*.log"):
                     (log_dir / f"cluster-{kind}" / f.name).write_bytes(f.read_bytes())

@@ -23,7 +23,9 @@ from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.clock import SYSTEM, Clock
 from kaas.coord.group import GroupCoordinator
+from kaas.coord.group.share_offsets import ShareOffsets
 from kaas.coord.share import ShareRuntime
+from kaas.coord.share.admin import ShareStateAdmin
 from kaas.coord.txn import TxnCoordinator
 from kaas.domain import replicas, routing
 from kaas.domain.group_configs import GroupConfig
@@ -138,6 +140,14 @@ class Broker:
         # SCRAM users (__cluster/security/scram-credentials.json), re-read by tasks.credentials
         self.credentials = CredentialStore(self.layout.scram_credentials, fsync=settings.fsync)
         self.credentials_lock = trio.Lock()  # AlterUserScramCredentials: one read-alter-write at a time
+        # the share groups' admin (KIP-932 offsets): at their coordinator, and as partition leader
+        self.share_offsets = ShareOffsets(self)
+        self.groups.shares.on_delete = self.share_offsets.delete_all
+
+    @property
+    def share_state(self) -> ShareStateAdmin:
+        """This broker's share-state calls as partition leader (of the current ``shares``)."""
+        return ShareStateAdmin(self.shares)
 
     # ------------------------------------------------------------------ lifecycle
 

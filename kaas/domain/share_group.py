@@ -5,7 +5,7 @@ A share group has no revocation phase: partitions are shared, so a member takes 
 target assignment of the group epoch on its next heartbeat (its member epoch becomes the
 group epoch). The group epoch rises when a member joins, leaves, is fenced, changes its
 subscription, or a subscribed topic changes (created, deleted, grown); the assignment is
-then computed again by the ``simple`` assignor (``simple_assign``), as Apache's.
+then computed again by the ``simple`` assignor (``domain.share_assignor``), as Apache's.
 
 No I/O and no clock: times are handed in (``now_ms``). The runtime
 (``kaas.coord.group.share``) writes ``snapshot()`` into the group's file before it
@@ -21,14 +21,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kaas.domain.consumer_group import TopicImage
+from kaas.domain.share_assignor import Assignment, simple_assign
 
 __all__ = ["LEAVE_EPOCH", "ShareConfig", "ShareGroup", "ShareHeartbeat", "ShareMember", "ShareReply",
-           "java_string_hash", "simple_assign"]
+           "simple_assign"]
 
 LEAVE_EPOCH = -1
 MAX_MEMBER_ID = 36 * 4  # Apache refuses longer member ids (INVALID_REQUEST)
-
-Assignment = dict[str, frozenset[int]]  # topic id -> partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,64 +74,6 @@ class ShareMember:
         return {"member_id": self.member_id, "member_epoch": self.member_epoch, "subscribed": list(self.subscribed),
                 "rack_id": self.rack_id, "client_id": self.client_id, "client_host": self.client_host,
                 "assignment": {t: sorted(ps) for t, ps in sorted(self.assignment.items())}}
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (a signed 32-bit int over UTF-16 code units), which
-    Apache's assignor hashes member ids with."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def simple_assign(members: Mapping[str, tuple[str, ...]], current: Mapping[str, Assignment],
-                  image: TopicImage) -> dict[str, Assignment]:
-    """Apache's share ``simple`` assignor: each member takes the partition its id hashes to
-    among the partitions of its subscribed topics; partitions nobody holds then go round
-    robin to the topic's subscribers; a member keeps what it held of topics it still
-    subscribes to. Partitions may go to several members (they share them)."""
-    targets: dict[str, list[tuple[str, int]]] = {}
-    subscribers: dict[str, list[str]] = {}
-    for mid in sorted(members):
-        tps: list[tuple[str, int]] = []
-        for name in sorted(set(members[mid])):
-            t = image.by_name.get(name)
-            if t is None:
-                continue
-            tps.extend((t.topic_id, p) for p in range(t.partitions))
-            subscribers.setdefault(t.topic_id, []).append(mid)
-        targets[mid] = tps
-    held: dict[tuple[str, int], list[str]] = {}
-    for mid in sorted(current):
-        for tid, ps in current[mid].items():
-            for p in ps:
-                held.setdefault((tid, p), []).append(mid)
-    new: dict[tuple[str, int], list[str]] = {}
-    for mid, tps in targets.items():
-        if tps:
-            new.setdefault(tps[abs(java_string_hash(mid)) % len(tps)], []).append(mid)
-    unassigned: dict[str, list[tuple[str, int]]] = {}
-    seen: set[tuple[str, int]] = set()
-    for tps in targets.values():
-        for tp in tps:
-            if tp not in seen and tp not in new and tp not in held:
-                unassigned.setdefault(tp[0], []).append(tp)
-            seen.add(tp)
-    for tid, tps in unassigned.items():
-        subs = subscribers[tid]
-        for i, tp in enumerate(tps):
-            new.setdefault(tp, []).append(subs[i % len(subs)])
-    out: dict[str, dict[str, set[int]]] = {mid: {} for mid in members}
-    for (tid, p), mids in held.items():
-        for mid in mids:
-            if mid in members and mid in subscribers.get(tid, ()) and (tid, p) in seen:
-                out[mid].setdefault(tid, set()).add(p)
-    for (tid, p), mids in new.items():
-        for mid in mids:
-            out[mid].setdefault(tid, set()).add(p)
-    return {mid: {tid: frozenset(ps) for tid, ps in a.items()} for mid, a in out.items()}
 
 
 @dataclass(slots=True)

@@ -44,9 +44,10 @@ import msgpack
 from kaas.domain.share_partition import Delta, Persisted, ShareLimits, SharePartition
 from kaas.errors import CorruptState
 from kaas.storage import atomic, fs
-from kaas.storage.paths import encode_name
+from kaas.storage.paths import decode_name, encode_name, is_digest_name
 
-__all__ = ["DIR", "FORMAT", "ROLL_BYTES", "Loaded", "ShareJournal", "load", "load_window"]
+__all__ = ["DIR", "FORMAT", "ROLL_BYTES", "Loaded", "NewerWriter", "ShareJournal", "groups", "has_state", "load",
+           "load_window", "remove"]
 
 DIR = "share"
 FORMAT = 1
@@ -89,6 +90,69 @@ def journals(directory: Path, group: str) -> list[tuple[int, int]]:
         if m and m.group("group") == enc:
             out.append((int(m.group("epoch")), int(m.group("seq"))))
     return sorted(out)
+
+
+def has_state(directory: Path, group: str) -> bool:
+    """``group`` has a share partition here: a snapshot or a journal of it exists."""
+    enc = encode_name(group)
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return False
+    return any(n == f"{enc}.snapshot" or ((m := _JOURNAL.match(n)) is not None and m.group("group") == enc)
+               for n in names)
+
+
+def groups(directory: Path) -> list[str]:
+    """The ids of the groups with a share state in ``directory`` (``kaas inspect``):
+    decoded from the file names, or, for a name too long to be reversible, read from its
+    snapshot (a digest name whose snapshot cannot be read is given as it is)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    encoded = {n[:-len(".snapshot")] for n in names if n.endswith(".snapshot")}
+    encoded |= {m.group("group") for n in names if (m := _JOURNAL.match(n)) is not None}
+    out = []
+    for enc in encoded:
+        group = enc if is_digest_name(enc) else decode_name(enc)
+        if is_digest_name(enc):
+            try:
+                data = (Path(directory) / f"{enc}.snapshot").read_bytes()
+                obj = msgpack.unpackb(data[8:]) if data[:4] == _MAGIC else None
+                group = obj["group"] if isinstance(obj, dict) and isinstance(obj.get("group"), str) else enc
+            except (OSError, ValueError, msgpack.UnpackException):
+                pass
+        out.append(group)
+    return sorted(out)
+
+
+class NewerWriter(Exception):
+    """A later leader of the partition has written the share state: ours is not to touch."""
+
+
+def remove(directory: Path, group: str, epoch: int, *, fsync: bool = True) -> None:
+    """Remove ``group`` 's share state (its journals, then its snapshot), as the leader of
+    ``epoch``. A crash part-way leaves the snapshot, which a retry removes.
+
+    Raises:
+        NewerWriter: a journal of a later epoch exists (nothing is removed).
+        OSError: a removal failed; what is left is still a consistent state.
+    """
+    found = journals(directory, group)
+    if any(e > epoch for e, _ in found):
+        raise NewerWriter(f"{directory}: a journal of an epoch after {epoch}")
+    for e, s in found:
+        try:
+            os.unlink(journal_path(directory, group, e, s))
+        except FileNotFoundError:
+            pass
+    try:
+        os.unlink(snapshot_path(directory, group))
+    except FileNotFoundError:
+        return
+    if fsync:
+        atomic.fsync_dir(directory, point="state.fsync")
 
 
 def load(directory: Path, group: str) -> Loaded:

@@ -21,8 +21,6 @@ from kio.schema.describe_groups.v5.response import DescribedGroup, DescribeGroup
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.list_groups.v5.response import ListGroupsResponse
-from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from kio.schema.list_offsets.v7.response import ListOffsetsResponse
 from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -31,9 +29,10 @@ from kio.schema.offset_commit.v8.request import (
 from kio.schema.offset_commit.v8.response import OffsetCommitResponse
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest
 from kio.schema.offset_fetch.v7.response import OffsetFetchResponse
-from kio.schema.types import BrokerId, GroupId, TopicName
-from kio.static.primitive import i8, i32, i64
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32, i64
 
+from kaas.tools._offsets import LATEST, Reset, list_offsets, plan_reset
 from kaas.tools._wire import (
     RETRIABLE,
     Cluster,
@@ -47,8 +46,8 @@ from kaas.tools._wire import (
 )
 from kaas.tools.modern_groups import ModernMember, describe_consumer_group, member_rows
 from kaas.tools.output import emit, table
+from kaas.tools.share_groups import describe_share_group, reset_share_offsets, share_group
 
-EARLIEST, LATEST = -2, -1
 INACTIVE = ("Empty", "Dead")
 
 
@@ -65,18 +64,6 @@ class _Member(TypedDict):
     client_id: str
     client_host: str
     assignment: list[_Partition] | None
-
-
-class _Reset(TypedDict):
-    """A partition of ``reset-offsets``' plan."""
-
-    group: str
-    topic: str
-    partition: int
-    current_offset: int | None
-    new_offset: int
-    log_start_offset: int
-    log_end_offset: int
 
 
 def decode_assignment(data: bytes) -> list[tuple[str, int]] | None:
@@ -135,68 +122,6 @@ def _committed(c: Cluster, coord: int, group: str) -> dict[tuple[str, int], int]
     return retry(attempt)
 
 
-def _leaders(c: Cluster, topics: list[str]) -> dict[tuple[str, int], int]:
-    out: dict[tuple[str, int], int] = {}
-    if not topics:
-        return out
-    md = c.metadata(sorted(set(topics)))
-    for t in md.topics:
-        if t.name is None:  # (v12 names every topic asked for by name)
-            continue
-        for p in t.partitions:
-            out[(t.name, p.partition_index)] = p.leader_id
-    return out
-
-
-def _list_offsets(c: Cluster, partitions: list[tuple[str, int]], spec: int,
-                  strict: bool = True) -> dict[tuple[str, int], int | None]:
-    """ListOffsets (earliest -2 or latest -1, read_uncommitted) for each partition at its
-    leader. A partition of an unknown topic, or with a non-retriable error, maps to None;
-    one still without a leader after the retries fails the command, or maps to None when
-    not ``strict``."""
-    out: dict[tuple[str, int], int | None] = dict.fromkeys(partitions)
-    todo = set(partitions)
-
-    def attempt() -> None:
-        leaders = _leaders(c, sorted({t for t, _ in todo}))
-        by_leader: dict[int, list[tuple[str, int]]] = {}
-        for tp in sorted(todo):
-            leader = leaders.get(tp, -1)
-            if leader is None or leader < 0:
-                if tp not in leaders:
-                    todo.discard(tp)  # unknown topic or partition: no log end
-                    continue
-                raise RetriableError(ErrorCode.leader_not_available, f"{tp[0]}-{tp[1]}")
-            by_leader.setdefault(leader, []).append(tp)
-        retriable = None
-        for leader, tps in by_leader.items():
-            topics: dict[str, list[ListOffsetsPartition]] = {}
-            for t, p in tps:
-                topics.setdefault(t, []).append(ListOffsetsPartition(
-                    partition_index=i32(p), current_leader_epoch=i32(-1), timestamp=i64(spec)))
-            r: ListOffsetsResponse = c.call(leader, ListOffsetsRequest(
-                replica_id=BrokerId(-1), isolation_level=i8(0), topics=tuple(
-                    ListOffsetsTopic(name=TopicName(t), partitions=tuple(ps)) for t, ps in topics.items())))
-            for rt in r.topics:
-                for rp in rt.partitions:
-                    tp = (rt.name, rp.partition_index)
-                    if rp.error_code == ErrorCode.none:
-                        out[tp] = rp.offset
-                        todo.discard(tp)
-                    elif rp.error_code in RETRIABLE:
-                        retriable = RetriableError(rp.error_code, f"ListOffsets {tp[0]}-{tp[1]}")
-                    else:
-                        todo.discard(tp)
-        if retriable is not None:
-            raise retriable
-    try:
-        retry(attempt, timeout=15.0 if strict else 5.0)
-    except click.ClickException:
-        if strict:
-            raise
-    return out
-
-
 @click.group("groups")
 def groups() -> None:
     """List and describe consumer groups, reset their offsets (over the wire protocol)."""
@@ -238,9 +163,14 @@ def list_(states: tuple[str, ...], types: tuple[str, ...], bootstrap: str, comma
 def describe(group: str, bootstrap: str, command_config: Path | None, as_json: bool) -> None:
     """Members, assignment, committed offset, log end and lag per partition of GROUP; for a
     group of the consumer protocol (KIP-848) also the group and member epochs, each member's
-    target assignment and the partitions still being revoked."""
+    target assignment and the partitions still being revoked; for a share group (KIP-932)
+    each share partition's start offset, lag and the records in its window by state."""
     with open_cluster(bootstrap, command_config) as c:
         modern = describe_consumer_group(c, group)
+        shared = describe_share_group(c, group) if modern is None else None
+        if shared is not None:
+            emit(shared[0], as_json, shared[1])
+            return
         owner: dict[tuple[str, int], tuple[str, str, str]] = {}  # -> member id, host, client id
         out: dict[str, object]
         members_out: list[ModernMember] | list[_Member]
@@ -279,7 +209,7 @@ def describe(group: str, bootstrap: str, command_config: Path | None, as_json: b
                              "assignment"])
         committed = _committed(c, coord, group)
         tps = sorted(set(committed) | set(owner))
-        log_end = _list_offsets(c, tps, LATEST, strict=False)
+        log_end = list_offsets(c, tps, LATEST, strict=False)
         addr = c.brokers.get(coord, ("", -1))
     offsets: list[dict[str, object]] = []
     for tp in tps:
@@ -318,6 +248,51 @@ def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
         raise click.BadParameter(f"{spec!r} is not TOPIC or TOPIC:P,P", param_hint="--topic") from None
 
 
+def _wanted(c: Cluster, topic_specs: tuple[str, ...]) -> set[tuple[str, int]]:
+    """The partitions ``--topic`` names (every partition of a topic given without any)."""
+    wanted = [_parse_topic(s) for s in topic_specs]
+    md = c.metadata(sorted({t for t, _ in wanted}))
+    counts: dict[str | None, int] = {}
+    for t in md.topics:
+        if t.error_code != ErrorCode.none:
+            raise click.ClickException(f"topic {t.name}: {code_name(t.error_code)}")
+        counts[t.name] = len(t.partitions)
+    tps: set[tuple[str, int]] = set()
+    for topic, parts in wanted:
+        for p in parts if parts is not None else range(counts[topic]):
+            if not 0 <= p < counts[topic]:
+                raise click.ClickException(f"topic {topic} has no partition {p}")
+            tps.add((topic, p))
+    return tps
+
+
+def _commit(c: Cluster, group: str, plan: list[Reset]) -> None:
+    """Commit the plan's offsets (OffsetCommit at generation -1: the group must be Empty)."""
+    topics: dict[str, list[OffsetCommitRequestPartition]] = {}
+    for r in plan:
+        topics.setdefault(r["topic"], []).append(OffsetCommitRequestPartition(
+            partition_index=i32(r["partition"]), committed_offset=i64(r["new_offset"]),
+            committed_leader_epoch=i32(-1), committed_metadata=""))
+    req = OffsetCommitRequest(group_id=GroupId(group), generation_id_or_member_epoch=i32(-1), member_id="",
+                              group_instance_id=None, topics=tuple(
+                                  OffsetCommitRequestTopic(name=TopicName(t), partitions=tuple(ps))
+                                  for t, ps in topics.items()))
+
+    def commit() -> dict[tuple[str, int], ErrorCode]:
+        node = c.group_coordinator(group)
+        r: OffsetCommitResponse = c.call(node, req)
+        errors: dict[tuple[str, int], ErrorCode] = {
+            (t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions
+            if p.error_code != ErrorCode.none}
+        if any(code in RETRIABLE for code in errors.values()):
+            raise RetriableError(next(iter(errors.values())), f"OffsetCommit({group})")
+        return errors
+    errors = retry(commit)
+    if errors:
+        detail = ", ".join(f"{t}-{p}: {code_name(code)}" for (t, p), code in sorted(errors.items()))
+        raise click.ClickException(f"OffsetCommit({group}) failed: {detail}")
+
+
 @groups.command("reset-offsets")
 @click.argument("group")
 @click.option("--topic", "topic_specs", multiple=True, metavar="TOPIC[:P,P...]",
@@ -335,7 +310,8 @@ def _parse_topic(spec: str) -> tuple[str, list[int] | None]:
 def reset_offsets(group: str, topic_specs: tuple[str, ...], all_topics: bool, to_earliest: bool, to_latest: bool,
                   to_offset: int | None, shift_by: int | None, execute: bool, dry_run: bool, bootstrap: str,
                   command_config: Path | None, as_json: bool) -> None:
-    """Reset GROUP's committed offsets; the group must have no members (Empty or Dead)."""
+    """Reset GROUP's committed offsets (a share group's share-partition start offsets); the
+    group must have no members (Empty or Dead)."""
     modes = {"earliest": to_earliest, "latest": to_latest, "offset": to_offset is not None,
              "shift": shift_by is not None}
     chosen = [m for m, on in modes.items() if on]
@@ -347,74 +323,23 @@ def reset_offsets(group: str, topic_specs: tuple[str, ...], all_topics: bool, to
         raise click.UsageError("--execute and --dry-run exclude each other")
     how = chosen[0]
     with open_cluster(bootstrap, command_config) as c:
-        coord, g = _describe_group(c, group)
-        if g.group_state not in INACTIVE:
-            raise click.ClickException(f"Assignments can only be reset if the group '{group}' is inactive, "
-                                       f"but the current state is {g.group_state}.")
-        committed = _committed(c, coord, group)
-        tps: set[tuple[str, int]] = set()
-        if all_topics:
-            tps = set(committed)
+        sg = share_group(c, group)
+        tps = None if all_topics else _wanted(c, topic_specs)
+        if sg is not None:  # a share group: its share partitions' start offsets (KIP-932)
+            plan = reset_share_offsets(c, group, sg, tps, how, to_offset, execute)
+            state = sg["state"]
         else:
-            wanted = [_parse_topic(s) for s in topic_specs]
-            md = c.metadata(sorted({t for t, _ in wanted}))
-            counts: dict[str | None, int] = {}
-            for t in md.topics:
-                if t.error_code != ErrorCode.none:
-                    raise click.ClickException(f"topic {t.name}: {code_name(t.error_code)}")
-                counts[t.name] = len(t.partitions)
-            for topic, parts in wanted:
-                for p in parts if parts is not None else range(counts[topic]):
-                    if not 0 <= p < counts[topic]:
-                        raise click.ClickException(f"topic {topic} has no partition {p}")
-                    tps.add((topic, p))
-        order = sorted(tps)
-        earliest = _list_offsets(c, order, EARLIEST)
-        latest = _list_offsets(c, order, LATEST)
-        plan: list[_Reset] = []
-        for tp in order:
-            lo, hi, cur = earliest.get(tp), latest.get(tp), committed.get(tp)
-            if lo is None or hi is None:
-                raise click.ClickException(f"no offsets for {tp[0]}-{tp[1]} (no leader?)")
-            if how == "earliest":
-                new = lo
-            elif how == "latest":
-                new = hi
-            elif to_offset is not None:  # --to-offset (exactly one mode is given)
-                new = min(max(to_offset, lo), hi)
-            elif shift_by is not None:
-                if cur is None:
-                    raise click.ClickException(f"--shift-by: {tp[0]}-{tp[1]} has no committed offset")
-                new = min(max(cur + shift_by, lo), hi)
-            else:
-                raise AssertionError(how)
-            plan.append({"group": group, "topic": tp[0], "partition": tp[1], "current_offset": cur,
-                         "new_offset": new, "log_start_offset": lo, "log_end_offset": hi})
-        if execute and plan:
-            topics: dict[str, list[OffsetCommitRequestPartition]] = {}
-            for r in plan:
-                topics.setdefault(r["topic"], []).append(OffsetCommitRequestPartition(
-                    partition_index=i32(r["partition"]), committed_offset=i64(r["new_offset"]),
-                    committed_leader_epoch=i32(-1), committed_metadata=""))
-            req = OffsetCommitRequest(group_id=GroupId(group), generation_id_or_member_epoch=i32(-1), member_id="",
-                                      group_instance_id=None, topics=tuple(
-                                          OffsetCommitRequestTopic(name=TopicName(t), partitions=tuple(ps))
-                                          for t, ps in topics.items()))
-
-            def commit() -> dict[tuple[str, int], ErrorCode]:
-                node = c.group_coordinator(group)
-                r: OffsetCommitResponse = c.call(node, req)
-                errors: dict[tuple[str, int], ErrorCode] = {
-                    (t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions
-                    if p.error_code != ErrorCode.none}
-                if any(code in RETRIABLE for code in errors.values()):
-                    raise RetriableError(next(iter(errors.values())), f"OffsetCommit({group})")
-                return errors
-            errors = retry(commit)
-            if errors:
-                detail = ", ".join(f"{t}-{p}: {code_name(code)}" for (t, p), code in sorted(errors.items()))
-                raise click.ClickException(f"OffsetCommit({group}) failed: {detail}")
-    out = {"group_id": group, "state": g.group_state, "executed": bool(execute), "offsets": plan}
+            coord, g = _describe_group(c, group)
+            if g.group_state not in INACTIVE:
+                raise click.ClickException(f"Assignments can only be reset if the group '{group}' is inactive, "
+                                           f"but the current state is {g.group_state}.")
+            committed = _committed(c, coord, group)
+            plan = plan_reset(c, group, committed if tps is None else tps, committed, how, to_offset, shift_by)
+            if execute and plan:
+                _commit(c, group, plan)
+            state = g.group_state
+    out = {"group_id": group, "state": state, "group_protocol": "share" if sg is not None else "classic",
+           "executed": bool(execute), "offsets": plan}
 
     def human() -> list[str]:
         lines = [table(plan, ["group", "topic", "partition", "current_offset", "new_offset"])]

@@ -22,6 +22,7 @@ from .workloads.recompress import run_recompress
 from .workloads.roundtrip import run_roundtrip
 from .workloads.scale import run_scale
 from .workloads.security import run_security
+from .workloads.share import COMMANDS as SHARE_COMMANDS
 from .workloads.startup import startup
 from .workloads.throughput import run_consume, run_fetch, run_idempotence, run_produce
 from .workloads.txn import run_eos, run_txn
@@ -341,6 +342,6 @@ def roundtrip(rounds, requests) -> None:
     _emit(run_roundtrip(rounds, requests, _emit))
 
 
-for _command in GROUP_COMMANDS:  # group-join, group-add (issue 33): defined with their workload
-    cli.add_command(_command)
+for _command in (*GROUP_COMMANDS, *SHARE_COMMANDS):  # group-join, group-add (issue 33), share,
+    cli.add_command(_command)  # share-lock (issue 34): defined with their workload
 cli.add_command(startup)

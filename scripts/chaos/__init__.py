@@ -41,6 +41,23 @@ Scenarios (each reproducible from its seed, printed on failure):
                      which librdkafka retries quietly, and copies nothing until the last
                      classic copier has left)
 
+  share              not the EOS copy but KIP-932 share groups (``share``, ``share_clients``,
+                     ``share_verdict``): 4 ShareConsumer processes (explicit acknowledgement,
+                     every record accepted; odd seeds also release 2%) over a 6-partition
+                     topic written by an idempotent producer and 2 transactional ones that
+                     abort a quarter of their transactions, the group on
+                     share.isolation.level=read_committed (IncrementalAlterConfigs on the
+                     GROUP resource); for 60 s (--duration) every 5 s one of: SIGKILL the
+                     group's coordinator, SIGKILL a partition leader, pause the volume (every
+                     write and fsync of every broker stalls 0.5 s for 4 s), SIGSTOP a leader
+                     for 6 s, SIGKILL any broker; once a consumer SIGKILLed and restarted.
+                     Then the producers stop, the topic is read back read_committed, the
+                     consumers drain it, the share-state files are read, and each record is
+                     judged: delivered, accepted (never lost), not accepted twice nor
+                     delivered after an accept answered success, delivery counts within the
+                     limit, nothing of an aborted transaction delivered. ``--runs N`` runs
+                     seeds SEED..SEED+N-1 (report: share-seedN.json; not part of ``all``)
+
 ``--group-protocol consumer`` runs the copiers with ``group.protocol=consumer`` (KIP-848) and
 starts the brokers with the copiers' 4 s session timeout and 1 s heartbeat interval for
 consumer-protocol groups (``eos_harness.consumer_broker_args``). ``make chaos`` runs
@@ -74,5 +91,8 @@ Modules, by concern (none imports ``cli``; ``cli`` is the only one that knows cl
     secure     --secure: the bystander before the harness, the cluster read back after
     runner     one scenario on a fresh cluster: scratch volume, cluster, chaos, harness
     report     recovery figures, the JSON report and the SVG timeline
+    share      the share scenario: its cluster, clients, faults, read-back and verdict
+    share_clients  its client processes (share consumer, producer, transactional producer)
+    share_verdict  its per-record verdict (pure)
     cli        the click group and ``run``; ``__main__`` runs it
 """

@@ -13,6 +13,7 @@ from .report import REPORT_DIR, write_report
 from .rolling import ROLLING_DURATION_S
 from .runner import run_scenario
 from .scenarios import CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, EXTRA_SCENARIOS, SCENARIOS
+from .share import SHARE_SECONDS, run_share_runs
 
 TARGET_STRETCH_S = 5.0  # issue 19: continuous's longest stretch without a commit
 TARGET_RATE_RATIO = 0.5  # issue 19: continuous's copy rate against the fault-free run
@@ -27,8 +28,8 @@ SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "commit_times
 
 
 @cli.command()
-@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "none", "all"]), default="all",
-              show_default=True)
+@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "share", "none", "all"]),
+              default="all", show_default=True)
 @click.option("--seed", type=int, default=None, help="Random seed (printed; reuse it to replay).")
 @click.option("--messages", type=int, default=None,
               help=f"Messages to copy [4000; continuous and its baseline: {CONT_MESSAGES}].")
@@ -48,10 +49,18 @@ SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "commit_times
 @click.option("--group-protocol", type=click.Choice(["classic", "consumer"]), default="classic", show_default=True,
               help="The copiers' group.protocol (consumer: KIP-848; the brokers get the copiers' 4 s session "
                    "timeout). rolling-upgrade starts them classic and moves them to consumer whatever this says.")
+@click.option("--runs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="share: this many runs, seeds SEED, SEED+1, ...")
+@click.option("--release/--no-release", default=None,
+              help="share: consumers release 2%% of their deliveries (default: every other seed).")
 def run(scenario: str, seed: int | None, messages: int | None, copiers: int, duration: float | None,
-        timeout: float | None, baseline: bool, out: Path, secure: bool, group_protocol: str) -> None:
+        timeout: float | None, baseline: bool, out: Path, secure: bool, group_protocol: str, runs: int,
+        release: bool | None) -> None:
     """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
+    if scenario == "share":  # its own harness: share consumers, not the EOS copiers
+        ok = run_share_runs(seed, runs, duration if duration is not None else SHARE_SECONDS, out, click.echo, release)
+        sys.exit(0 if ok else 1)
     names = SCENARIOS if scenario == "all" else (scenario,)
     results = []
 

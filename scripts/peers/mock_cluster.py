@@ -8,7 +8,10 @@ transactions. ``scripts/bench`` runs kaas beside it on the same workload.
     .venv/bin/python scripts/peers/mock_cluster.py --brokers 3 [--topic NAME:PARTITIONS ...]
 
 The first line on stdout is the bootstrap string. The mock does not serve CreateTopics; a
-topic it creates on first use has 4 partitions, so ``--topic`` makes others up front.
+topic it creates on first use has 4 partitions, so ``--topic`` makes others up front. Nor
+does it serve group configs: ``--share-auto-offset-reset``, ``--share-record-lock-ms`` and
+``--share-heartbeat-ms`` and ``--share-isolation-level`` set its share groups'
+(``rd_kafka_mock_sharegroup_set_*``).
 SIGTERM or SIGINT stops it.
 """
 
@@ -43,6 +46,10 @@ def librdkafka() -> ctypes.CDLL:
         ("rd_kafka_mock_cluster_new", vp, [vp, ci]),
         ("rd_kafka_mock_cluster_bootstraps", cp, [vp]),
         ("rd_kafka_mock_topic_create", ci, [vp, cp, ci, ci]),
+        ("rd_kafka_mock_sharegroup_set_auto_offset_reset", None, [vp, ci]),
+        ("rd_kafka_mock_sharegroup_set_record_lock_duration", None, [vp, ci]),
+        ("rd_kafka_mock_sharegroup_set_heartbeat_interval", None, [vp, ci]),
+        ("rd_kafka_mock_sharegroup_set_isolation_level", None, [vp, ci]),
     ):
         fn = getattr(lib, name)
         fn.restype = res
@@ -70,9 +77,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brokers", type=int, default=3)
     ap.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS")
+    ap.add_argument("--share-auto-offset-reset", choices=("latest", "earliest"), default="latest",
+                    help="Where a share group's partitions start (the mock has no group configs).")
+    ap.add_argument("--share-record-lock-ms", type=int, default=0,
+                    help="Share groups' record lock duration (the mock's default: 30000).")
+    ap.add_argument("--share-heartbeat-ms", type=int, default=0,
+                    help="Share groups' heartbeat interval (the mock's default: 5000).")
+    ap.add_argument("--share-isolation-level", choices=("read_uncommitted", "read_committed"),
+                    default="read_uncommitted", help="Share groups' isolation level.")
     args = ap.parse_args()
     lib = librdkafka()
     cluster = start(lib, args.brokers)
+    if args.share_auto_offset_reset == "earliest":
+        lib.rd_kafka_mock_sharegroup_set_auto_offset_reset(cluster, 1)
+    if args.share_record_lock_ms:
+        lib.rd_kafka_mock_sharegroup_set_record_lock_duration(cluster, args.share_record_lock_ms)
+    if args.share_isolation_level == "read_committed":
+        lib.rd_kafka_mock_sharegroup_set_isolation_level(cluster, 1)
+    if args.share_heartbeat_ms:
+        lib.rd_kafka_mock_sharegroup_set_heartbeat_interval(cluster, args.share_heartbeat_ms)
     for spec in args.topic:
         name, _, parts = spec.partition(":")
         rc = lib.rd_kafka_mock_topic_create(cluster, name.encode(), int(parts or 1), 1)

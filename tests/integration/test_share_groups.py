@@ -1,6 +1,7 @@
 """KIP-932 share groups with confluent-kafka's ``ShareConsumer`` against one real kaas
 broker: two consumers share one partition's records (each delivered once and accepted),
-an explicit release is delivered again, the records of a consumer SIGKILLed mid-batch are
+an explicit release is delivered again, a rejected record never is and a record released
+at every delivery is archived at the delivery-count limit, the records of a consumer SIGKILLed mid-batch are
 delivered again once their lock ends, and read_committed skips aborted transactions; the
 group is listed with type ``share``, described, and refused deletion while it has members.
 
@@ -127,6 +128,46 @@ def test_release_is_redelivered_and_delete_refused_while_members(sbroker):
     finally:
         c.close()
     wait_for(lambda: admin.delete_consumer_groups([group])[group].exception(15) is None, 20, "deleted once empty")
+
+
+def test_reject_is_final_and_a_poison_record_is_archived_at_the_limit(sbroker):
+    """Explicit acknowledgement: a rejected record is never delivered again; a record
+    released at every delivery comes back with delivery counts 1..5 (the broker's
+    group.share.delivery.count.limit) and then never again: it is archived, and the share
+    partition's start offset moves past it with the rest."""
+    bs, topic, group = sbroker.bootstrap, uniq("sh-poison"), uniq("g-poison")
+    create_topic(bs, topic)
+    group_configs(bs, group, share_auto_offset_reset="earliest")
+    rejected, poison = b"v0", b"v1"
+    sent = produce(bs, topic, 4)
+    c = share_consumer(bs, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    deliveries: dict[bytes, list[int]] = {v: [] for v in sent}
+
+    def take(seconds: float, until_all_came: bool) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for m in c.poll(0.3):
+                assert m.error() is None, m.error()
+                deliveries[m.value()].append(m.delivery_count())
+                kind = {rejected: AcknowledgeType.REJECT, poison: AcknowledgeType.RELEASE}.get(
+                    m.value(), AcknowledgeType.ACCEPT)
+                c.acknowledge(m, kind)
+            c.commit_sync(10)
+            if until_all_came and len(deliveries[poison]) >= 5 and all(deliveries[v] for v in sent):
+                return
+
+    try:
+        take(30, until_all_came=True)
+        assert deliveries[poison] == [1, 2, 3, 4, 5], deliveries
+        take(3, until_all_came=False)  # a while longer: nothing comes back
+        assert deliveries == {rejected: [1], poison: [1, 2, 3, 4, 5], b"v2": [1], b"v3": [1]}
+    finally:
+        c.close()
+    with wire(bs) as w:
+        body = w.call(90, 0, {"groups": [{"group_id": group,
+                                          "topics": [{"topic_name": topic, "partitions": [0]}]}]})
+    (part,) = [p for g in body.groups for t in g.topics for p in t.partitions]
+    assert (part.error_code, part.start_offset) == (E.none, 4), part
 
 
 KILLED = textwrap.dedent("""

@@ -118,3 +118,22 @@ def test_share_tests_run_as_librdkafkas_ci_runs_them(tmp_path, monkeypatch):
         run = rt.Run(test, None, "plain")
         rt.run_one(run, 0, tmp_path, cluster, tmp_path / "test.conf", tmp_path, "4.2.0", 30, lambda _line: None)
         assert f"CI={ci} TESTS={test}" in Path(run.log).read_text()
+
+
+def test_ci_and_subtests_reach_the_runner(tmp_path, monkeypatch):
+    """``--ci`` sets CI for the runner (librdkafka's framework then triples its timeouts) and
+    otherwise keeps the caller's CI out; ``--subtests`` becomes SUBTESTS for a plain test."""
+    runner = tmp_path / "run-test.sh"
+    runner.write_text('#!/bin/sh\necho "CI=[$CI] SUBTESTS=[$SUBTESTS]"\n')
+    runner.chmod(0o755)
+    cluster = ClusterProcess(tmp_path / "data", 3)
+    monkeypatch.setenv("CI", "true")  # this suite's own CI must not leak into the runner
+    monkeypatch.setenv("SUBTESTS", "stray")
+    seen = []
+    for as_ci, subtests in ((False, None), (True, "t_max_poll_interval_exceeded")):
+        run = rt.Run("0113", None, "plain")
+        rt.run_one(run, 0, tmp_path, cluster, tmp_path / "test.conf", tmp_path, "4.2.0", 30, lambda _line: None,
+                   "consumer", as_ci, subtests)
+        assert run.result == "PASS"
+        seen.append(Path(run.log).read_text().strip().splitlines()[-1])
+    assert seen == ["CI=[] SUBTESTS=[]", "CI=[true] SUBTESTS=[t_max_poll_interval_exceeded]"]

@@ -1,15 +1,13 @@
 """The pure share-group machine (``kaas.domain.share_group``): joins, leaves, epochs,
-fencing, the session timer, the group's maximum size, snapshots, and Apache's ``simple``
-assignor's rules as properties."""
+fencing, the session timer, the group's maximum size and snapshots (the ``simple`` assignor:
+test_share_assignor.py)."""
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode as E
 
 from kaas.domain.consumer_group import TopicImage, TopicInfo
-from kaas.domain.share_group import ShareConfig, ShareGroup, ShareHeartbeat, java_string_hash, simple_assign
+from kaas.domain.share_group import ShareConfig, ShareGroup, ShareHeartbeat
 
 IMAGE = TopicImage.of(1, [TopicInfo("id-a", "a", 3), TopicInfo("id-b", "b", 1)])
 CFG = ShareConfig(session_timeout_ms=45_000, max_size=3)
@@ -17,12 +15,6 @@ CFG = ShareConfig(session_timeout_ms=45_000, max_size=3)
 
 def join(g: ShareGroup, mid: str, topics=("a",), now: int = 0, image: TopicImage = IMAGE):
     return g.heartbeat(ShareHeartbeat(mid, 0, subscribed_topic_names=tuple(topics)), now, image, CFG)
-
-
-def test_java_string_hash_matches_java():
-    assert java_string_hash("") == 0
-    assert java_string_hash("hello") == 99162322
-    assert java_string_hash("polygenelubricants") == -2147483648  # Integer.MIN_VALUE
 
 
 def test_join_heartbeat_leave_and_epochs():
@@ -75,32 +67,3 @@ def test_snapshot_round_trips():
     join(g, "m2", topics=("a", "b"))
     back = ShareGroup.restore("g", g.snapshot(), now_ms=100, session_timeout_ms=1000)
     assert back.snapshot() == g.snapshot() and back.next_deadline() == 1100
-
-
-members_st = st.dictionaries(st.text("abcdef0123", min_size=1, max_size=6),
-                             st.lists(st.sampled_from(["a", "b", "gone"]), min_size=1, max_size=3).map(tuple),
-                             min_size=1, max_size=6)
-
-
-@given(members_st)
-def test_simple_assignor_covers_every_subscribed_partition_and_only_those(members):
-    out = simple_assign(members, {}, IMAGE)
-    assert set(out) == set(members)
-    for mid, a in out.items():
-        for tid in a:
-            assert IMAGE.by_id[tid].name in members[mid]  # only what the member subscribes to
-    subscribed = {(IMAGE.by_name[t].topic_id, p) for ts in members.values() for t in ts if t in IMAGE.by_name
-                  for p in range(IMAGE.by_name[t].partitions)}
-    assigned = {(tid, p) for a in out.values() for tid, ps in a.items() for p in ps}
-    assert assigned == subscribed
-    every = {mid for mid, ts in members.items() if any(t in IMAGE.by_name for t in ts)}
-    assert all(out[mid] for mid in every)  # each member with a topic gets a partition
-
-
-@given(members_st)
-def test_simple_assignor_keeps_current_partitions(members):
-    first = simple_assign(members, {}, IMAGE)
-    again = simple_assign(members, first, IMAGE)
-    for mid, a in first.items():
-        for tid, ps in a.items():
-            assert ps <= again[mid].get(tid, frozenset())

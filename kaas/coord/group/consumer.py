@@ -31,6 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas.aio import Wakeup
 from kaas.coord.group.entry import GroupEntry as _Entry
+from kaas.coord.group.entry import owned_groups, refuse_unreadable, typed_entry
 from kaas.coord.ports import GroupBroker
 from kaas.domain.consumer_group import (
     LEAVE_EPOCH,
@@ -173,8 +174,7 @@ class ConsumerGroups:
     @staticmethod
     def check_readable(e: _Entry) -> None:
         """Raises KaasError(UNKNOWN_SERVER_ERROR) while the group's state on file is corrupt."""
-        if e.consumer_error is not None:
-            raise KaasError(ErrorCode.unknown_server_error, f"group state unreadable: {e.consumer_error}")
+        refuse_unreadable(e.consumer_error)
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -289,10 +289,7 @@ class ConsumerGroups:
         """Fence the members whose session or revocation deadline passed, and write the
         groups whose state is ahead of their file."""
         coord = self.coord
-        for gid, e in list(coord.groups.items()):
-            g = e.consumer
-            if g is None or not coord.broker.owns_group(gid):
-                continue
+        for gid, e, g in owned_groups(coord, lambda e: e.consumer):
             d = g.next_deadline()
             due = d is not None and d <= now
             if not due and not e.consumer_dirty:
@@ -337,16 +334,8 @@ class ConsumerGroups:
             KaasError: NOT_COORDINATOR and the like; GROUP_ID_NOT_FOUND for no group or a
                 classic one; UNKNOWN_SERVER_ERROR for a corrupt state file.
         """
-        coord = self.coord
-        coord.check_owner(group_id)
-        e = coord._loaded(group_id)
-        if e is not None:
-            self.check_readable(e)
-        if e is None or e.consumer is None:
-            if e is not None or coord.store.path(group_id).exists():
-                raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
-            raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
-        d = e.consumer.describe(self.settings(group_id).config.assignors)
+        _e, g = typed_entry(self.coord, group_id, "consumer", lambda e: e.consumer, lambda e: e.consumer_error)
+        d = g.describe(self.settings(group_id).config.assignors)
         by_id = self.image().by_id
         for m in d["members"]:
             for key in ("assignment", "target_assignment", "pending_revocation"):

@@ -415,6 +415,10 @@ class GroupCoordinator:
             if code != ErrorCode.none and not (code == ErrorCode.group_id_not_found and exists_on_disk):
                 return code
             async with e.lock:  # not while a write of this group is under way
+                if e.share is not None or e.share_error is not None:  # its share partitions' state first
+                    code = await self.shares.drop_state(e)
+                    if code != ErrorCode.none:
+                        return code
                 self._deliver(e.group.mark_dead(self._now(), ErrorCode.coordinator_not_available))
                 if self.groups.get(group_id) is e:
                     del self.groups[group_id]
@@ -433,6 +437,8 @@ class GroupCoordinator:
         """OffsetCommit; ``generation_id`` is the member epoch for a consumer group."""
         self.check_owner(group_id)
         e = self._entry(group_id)
+        if _is_share(e):
+            return ErrorCode.group_id_not_found
         if e.consumer is not None or e.consumer_error is not None:
             self.consumers.check_readable(e)
             assert e.consumer is not None
@@ -453,6 +459,8 @@ class GroupCoordinator:
         """TxnOffsetCommit: stage offsets under the producer id; invisible until COMMIT."""
         self.check_owner(group_id)
         e = self._entry(group_id)
+        if _is_share(e):
+            return ErrorCode.group_id_not_found
         if e.consumer is not None or e.consumer_error is not None:
             # KIP-447 fencing by member epoch: a stale one is ILLEGAL_GENERATION (Apache)
             self.consumers.check_readable(e)
@@ -496,6 +504,8 @@ class GroupCoordinator:
         """
         self.check_owner(group_id)
         e = self._loaded(group_id)
+        if _is_share(e):
+            raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if e is not None and (e.consumer is not None or e.consumer_error is not None):
             self.consumers.check_readable(e)
             assert e.consumer is not None
@@ -522,6 +532,8 @@ class GroupCoordinator:
         if group_id not in self.groups and not self.store.path(group_id).exists():
             return ErrorCode.group_id_not_found, {}
         e = self._entry(group_id)
+        if _is_share(e):
+            return ErrorCode.group_id_not_found, {}
         await self._offsets(e)
         subscribed = set()
         if e.consumer is not None:
@@ -552,6 +564,12 @@ class GroupCoordinator:
             meta = m.metadata_for(group.protocol_name)
             topics.update(_subscription_topics(meta))
         return topics
+
+
+def _is_share(e: _Entry | None) -> bool:
+    """A share group keeps no committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch
+    and OffsetDelete answer GROUP_ID_NOT_FOUND for it, as Apache."""
+    return e is not None and (e.share is not None or e.share_error is not None)
 
 
 def _subscription_topics(meta: bytes) -> list[str]:

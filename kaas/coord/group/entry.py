@@ -1,19 +1,27 @@
 """A group as its coordinator holds it in memory (``GroupEntry``): the classic machine, the
 KIP-848 consumer machine when the group is a consumer group, the offsets file's content
-and the lock serialising its writes. Shared by ``coordinator`` and ``consumer``."""
+and the lock serialising its writes. Shared by ``coordinator``, ``consumer`` and ``share``;
+``typed_entry`` is how the consumer and share runtimes find their kind of group."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, TypeVar
 
 import trio
+from kio.schema.errors import ErrorCode
 
 from kaas.domain.consumer_group import ConsumerGroup
 from kaas.domain.group import Group
 from kaas.domain.share_group import ShareGroup
+from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 
-__all__ = ["GroupEntry"]
+__all__ = ["GroupEntry", "owned_groups", "refuse_unreadable", "typed_entry"]
+
+M = TypeVar("M")
 
 
 @dataclass
@@ -33,3 +41,63 @@ class GroupEntry:
     share: ShareGroup | None = None
     share_error: str | None = None
     share_dirty: bool = False
+
+
+class _Store(Protocol):
+    def path(self, group_id: str) -> Path: ...
+
+
+class _Owner(Protocol):
+    def owns_group(self, group_id: str) -> bool: ...
+
+
+class _Coordinator(Protocol):
+    @property
+    def store(self) -> _Store: ...
+
+    @property
+    def broker(self) -> _Owner: ...
+
+    @property
+    def groups(self) -> Mapping[str, GroupEntry]: ...
+
+    def check_owner(self, group_id: str) -> None: ...
+
+    def _loaded(self, group_id: str) -> GroupEntry | None: ...
+
+
+def refuse_unreadable(reason: str | None) -> None:
+    """Raises KaasError(UNKNOWN_SERVER_ERROR) while a group's state on file is unreadable
+    (``reason``: why; None: it is readable)."""
+    if reason is not None:
+        raise KaasError(ErrorCode.unknown_server_error, f"group state unreadable: {reason}")
+
+
+def typed_entry(coord: _Coordinator, group_id: str, kind: str, machine: Callable[[GroupEntry], M | None],
+                error: Callable[[GroupEntry], str | None]) -> tuple[GroupEntry, M]:
+    """The group and its ``machine`` (a ``consumer`` or ``share`` one, ``kind`` naming it),
+    as the describe and admin calls want it.
+
+    Raises:
+        KaasError: NOT_COORDINATOR and the like; UNKNOWN_SERVER_ERROR while its state on file
+            is unreadable (``error``); GROUP_ID_NOT_FOUND for no group, or one of another kind.
+    """
+    coord.check_owner(group_id)
+    e = coord._loaded(group_id)
+    if e is not None:
+        refuse_unreadable(error(e))
+    g = machine(e) if e is not None else None
+    if e is None or g is None:
+        if e is not None or coord.store.path(group_id).exists():
+            raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} is not a {kind} group.")
+        raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+    return e, g
+
+
+def owned_groups(coord: _Coordinator, machine: Callable[[GroupEntry], M | None]) -> Iterator[tuple[str, GroupEntry, M]]:
+    """(group id, entry, ``machine``) of the loaded groups of one kind this broker still
+    coordinates (the timer loops'; a snapshot of the groups, so the caller may await)."""
+    for gid, e in list(coord.groups.items()):
+        g = machine(e)
+        if g is not None and coord.broker.owns_group(gid):
+            yield gid, e, g

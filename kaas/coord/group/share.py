@@ -17,13 +17,14 @@ or their connection's end (``domain.share_sessions``), and its records their loc
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.coord.group.consumer import GroupCoordinator
-from kaas.coord.group.entry import GroupEntry
+from kaas.coord.group.entry import GroupEntry, owned_groups, refuse_unreadable, typed_entry
 from kaas.domain.share_group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
 from kaas.errors import KaasError
 
@@ -37,6 +38,8 @@ class ShareGroups:
 
     def __init__(self, coord: GroupCoordinator) -> None:
         self.coord = coord
+        # the share partitions' state goes with a deleted group (``ShareOffsets.delete_all``)
+        self.on_delete: Callable[[str], Awaitable[tuple[ErrorCode, str | None]]] | None = None
         self.stats: dict[str, int] = dict.fromkeys(("heartbeats", "group_epoch_bumps", "members_fenced"), 0)
 
     def config(self, group_id: str) -> tuple[ShareConfig, int]:
@@ -65,8 +68,8 @@ class ShareGroups:
 
     @staticmethod
     def check_readable(e: GroupEntry) -> None:
-        if e.share_error is not None:
-            raise KaasError(ErrorCode.unknown_server_error, f"group state unreadable: {e.share_error}")
+        """Raises KaasError(UNKNOWN_SERVER_ERROR) while the group's state on file is corrupt."""
+        refuse_unreadable(e.share_error)
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -125,10 +128,7 @@ class ShareGroups:
     async def fire_timers(self, now: int) -> None:
         """Fence the members whose session ended; write the groups ahead of their file."""
         coord = self.coord
-        for gid, e in list(coord.groups.items()):
-            g = e.share
-            if g is None or not coord.broker.owns_group(gid):
-                continue
+        for gid, e, g in owned_groups(coord, lambda e: e.share):
             d = g.next_deadline()
             if (d is None or d > now) and not e.share_dirty:
                 continue
@@ -151,24 +151,37 @@ class ShareGroups:
 
     # ------------------------------------------------------------------ admin
 
-    def describe(self, group_id: str) -> dict[str, Any]:
-        """ShareGroupDescribe's view, topic ids named (topics gone are left out).
+    async def drop_state(self, e: GroupEntry) -> ErrorCode:
+        """DeleteGroups of a share group (``e.lock`` held): NON_EMPTY_GROUP while it has
+        members (one may have joined since the first check), else the state of each of its
+        share partitions removed at the partition's leader; the first failure keeps the
+        group (as Apache), to be deleted again."""
+        if e.share is not None and not e.share.is_empty():
+            return ErrorCode.non_empty_group
+        if self.on_delete is None:
+            return ErrorCode.none
+        code, message = await self.on_delete(e.group.group_id)
+        if code != ErrorCode.none:
+            log.warning("share_group_state_not_deleted", group=e.group.group_id, error=code.name, detail=message)
+        return code
+
+    def entry(self, group_id: str) -> tuple[GroupEntry, ShareGroup]:
+        """The share group's entry and machine (loaded from its file when need be).
 
         Raises:
             KaasError: NOT_COORDINATOR and the like; GROUP_ID_NOT_FOUND for no group or one
                 of another type; UNKNOWN_SERVER_ERROR for a corrupt state file.
         """
-        coord = self.coord
-        coord.check_owner(group_id)
-        e = coord._loaded(group_id)
-        if e is not None:
-            self.check_readable(e)
-        if e is None or e.share is None:
-            if e is not None or coord.store.path(group_id).exists():
-                raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")
-            raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
-        d = e.share.describe()
-        by_id = coord.consumers.image().by_id
+        return typed_entry(self.coord, group_id, "share", lambda e: e.share, lambda e: e.share_error)
+
+    def describe(self, group_id: str) -> dict[str, Any]:
+        """ShareGroupDescribe's view, topic ids named (topics gone are left out).
+
+        Raises:
+            KaasError: as ``entry``.
+        """
+        d = self.entry(group_id)[1].describe()
+        by_id = self.coord.consumers.image().by_id
         for m in d["members"]:
             m["assignment"] = {by_id[tid].name: (tid, sorted(ps)) for tid, ps in m["assignment"].items()
                                if tid in by_id}

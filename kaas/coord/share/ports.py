@@ -104,6 +104,11 @@ class ShareHost(Protocol):
         """Read the group config file afresh (what ``group_config`` answers from may lag
         the file by a poll period)."""
 
+    def check_before_ack(self, part: Any) -> None:
+        """``part`` (a ``SharedLog`` of this broker) is still open and its manifest still
+        carries its epoch; else KaasError (NOT_LEADER_OR_FOLLOWER, the partition given up).
+        (``Any``: the broker's own partition class, which satisfies ``SharedLog``.)"""
+
     def get_partition(self, topic: str, index: int) -> SharedLog:
         """The led partition, or KaasError (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
         KAFKA_STORAGE_ERROR)."""

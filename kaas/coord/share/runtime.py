@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import structlog
@@ -91,7 +92,7 @@ class ShareRuntime:
         self._held: dict[Key, _Held] = {}
         self._loading: dict[Key, trio.Event] = {}
         self._corrupt: dict[Key, tuple[SharedLog, str, int]] = {}  # key -> (partition, reason, retry at ms)
-        self._changed = trio.Event()  # set when records became available (release, expiry)
+        self._changed = trio.Event()  # set when records became available (release, expiry, start moved)
         # (a new lock ends no sooner than group.share.record.lock.duration.ms, at least the
         # timer loop's longest wait: it never has to be woken for one)
         self.timer_wakeup = Wakeup()
@@ -178,6 +179,7 @@ class ShareRuntime:
         h = await self._hold(group_id, topic, index)
         now = self.now_ms()
         self._refresh(h, self.settings_of(group_id), now)
+        start = h.machine.start
         try:
             out = h.machine.acknowledge(member_id, batches, now)
         except ShareError as exc:
@@ -186,8 +188,8 @@ class ShareRuntime:
         if out.delta is None:
             return
         pos = self._append(h, out.delta)
-        if out.acknowledged.get(AckType.RELEASE):
-            self._wake()
+        if out.acknowledged.get(AckType.RELEASE) or h.machine.start > start:
+            self._wake()  # records to hand out again, or room under max.record.locks
         await self._durable(h, pos)
         await self._maybe_roll(h)
 
@@ -222,7 +224,8 @@ class ShareRuntime:
 
     async def wait_for_work(self) -> None:
         """Return when records may have become available: an append to any led partition,
-        or a release or lock expiry of a share partition (the caller bounds the wait)."""
+        a release or lock expiry of a share partition, or an acknowledgement that moved its
+        start offset (room under max.record.locks) (the caller bounds the wait)."""
         async with trio.open_nursery() as nursery:
             async def first(fn: Callable[[], Awaitable[None]]) -> None:
                 await fn()
@@ -261,6 +264,34 @@ class ShareRuntime:
     def held(self) -> dict[Key, SharePartition]:
         """The machines of the share partitions held now (tests, operator views)."""
         return {k: h.machine for k, h in self._held.items() if h.failed is None}
+
+    @asynccontextmanager
+    async def locked(self, group_id: str, topic: str, index: int, *,
+                     forget: bool = False) -> AsyncIterator[tuple[SharedLog, SharePartition | None]]:
+        """One share partition for an operator's call (``coord.share.admin``): the led
+        partition and the machine held here (None: its files are the whole state), with
+        loads of it kept out meanwhile. ``forget``: the machine is dropped first, because
+        the caller changes the files (the next request reads them again).
+
+        Raises:
+            KaasError: the partition is not led here (as ``get_partition``).
+        """
+        key = (group_id, topic, index)
+        while (loading := self._loading.get(key)) is not None:
+            await loading.wait()
+        part = self.host.get_partition(topic, index)
+        done = self._loading[key] = trio.Event()
+        try:
+            h = self._held.get(key)
+            if h is not None and (forget or h.part is not part or h.failed is not None or part.closed):
+                self._drop(h, None)
+                h = None
+            if forget:
+                self._corrupt.pop(key, None)
+            yield part, h.machine if h is not None else None
+        finally:
+            del self._loading[key]
+            done.set()
 
     # ------------------------------------------------------------------ internals
 

@@ -12,7 +12,8 @@ import click
 from kaas.tools.inspect_data._cluster import cluster_view
 from kaas.tools.inspect_data._coordinators import slots_view
 from kaas.tools.inspect_data._log import log_view
-from kaas.tools.inspect_data._render import cluster_lines, log_lines, slots_lines
+from kaas.tools.inspect_data._render import cluster_lines, log_lines, shares_lines, slots_lines
+from kaas.tools.inspect_data._shares import shares_view
 from kaas.tools.output import emit
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,7 +30,8 @@ def _json_option(f: F) -> F:
 
 @click.group("inspect")
 def inspect() -> None:
-    """Read a data directory offline (never writes it): logs, txn slots, cluster state."""
+    """Read a data directory offline (never writes it): logs, share-group state, txn slots,
+    cluster state."""
 
 
 @inspect.command("log")
@@ -45,6 +47,21 @@ def log_(topic: str, partition: int, data: Path, start_offset: int, limit: int |
     transactional/control flags (COMMIT/ABORT), CRC check, segment and its epoch."""
     view = log_view(data, topic, partition, start_offset, limit)
     emit(view, as_json, lambda: log_lines(view, limit))
+
+
+@inspect.command("shares")
+@click.argument("topic")
+@click.argument("partition", type=int)
+@_data_option
+@click.option("--group", default=None, help="Only this share group.")
+@click.option("--ranges", "show_ranges", is_flag=True, help="Also every (first, last, state, delivery count) range.")
+@_json_option
+def shares(topic: str, partition: int, data: Path, group: str | None, show_ranges: bool, as_json: bool) -> None:
+    """Every share group's state of TOPIC PARTITION (KIP-932): its snapshot and journals,
+    the share-partition start and end offsets, the offsets per state (available, acquired,
+    acknowledged, archived), torn journal tails; files that do not parse as corrupt."""
+    view = shares_view(data, topic, partition, group)
+    emit(view, as_json, lambda: shares_lines(view, show_ranges))
 
 
 @inspect.command("slots")

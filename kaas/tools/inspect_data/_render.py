@@ -11,6 +11,7 @@ from kaas.tools.inspect_data._cluster import ClusterView, kv
 from kaas.tools.inspect_data._coordinators import SlotsView
 from kaas.tools.inspect_data._files import utc
 from kaas.tools.inspect_data._log import BatchRow, LogView
+from kaas.tools.inspect_data._shares import SharesView
 from kaas.tools.output import cell, section, table
 
 Rows = Sequence[Mapping[str, object]]
@@ -123,4 +124,27 @@ def cluster_lines(v: ClusterView) -> list[str]:
                    f"({len(c['epoch_files'])} epoch files)"]
     for title, rows, cols in blocks:
         lines += ["", section(title, table(rows, cols))]
+    return lines
+
+
+def shares_lines(v: SharesView, show_ranges: bool) -> list[str]:
+    """``kaas inspect shares``: one block per share group of the partition."""
+    lines = [f"Partition: {v['topic']}-{v['partition']}\tDir: {v['directory']}"]
+    if not v["groups"]:
+        lines.append("(no share group has state here)")
+    for g in v["groups"]:
+        lines += ["", f"Group: {g['group']}\tSnapshot: {g['snapshot'] or '(none)'}\t"
+                      f"Journals: {', '.join(str(j['file']) for j in g['journals']) or '(none)'}"]
+        if g["error"]:
+            lines.append(f"CORRUPT: {g['error']}")
+            continue
+        start, end = g["start"], g["end"]
+        if start is None or end is None:
+            lines.append("(no state: the next ShareFetch starts where share.auto.offset.reset says)")
+            continue
+        counts = "  ".join(f"{k.lower()} {n}" for k, n in g["counts"].items())
+        lines.append(f"Start offset: {start}\tEnd offset: {end}\tIn flight: {end - start}\t{counts}")
+        lines += [f"Torn tail left out: {c}" for c in g["cuts"]]
+        if show_ranges and g["ranges"]:
+            lines.append(table(g["ranges"], ["first", "last", "state", "delivery_count"]))
     return lines

@@ -172,10 +172,10 @@ def measure_join(bootstrap: str, topic: str, protocol: str, consumers: int = CON
 
 
 @contextmanager
-def _mock_cluster(topic: str, partitions: int, brokers: int = 3) -> Iterator[str]:
-    """scripts/peers/mock_cluster.py with ``topic`` made: its bootstrap."""
+def _mock_cluster(topic: str, partitions: int, brokers: int = 3, extra: tuple[str, ...] = ()) -> Iterator[str]:
+    """scripts/peers/mock_cluster.py with ``topic`` made (and ``extra`` options): its bootstrap."""
     proc = subprocess.Popen([sys.executable, str(MOCK_CLUSTER), "--brokers", str(brokers), "--topic",
-                             f"{topic}:{partitions}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             f"{topic}:{partitions}", *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             stdin=subprocess.DEVNULL, text=True)
     try:
         bootstrap = proc.stdout.readline().strip() if proc.stdout else ""

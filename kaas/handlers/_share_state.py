@@ -1,0 +1,66 @@
+"""What the share-state RPCs (InitializeShareGroupState 83, ReadShareGroupState 84,
+DeleteShareGroupState 86, ReadShareGroupStateSummary 87) share. Apache's brokers send
+them to their share coordinator; in kaas a share group's state of a partition is kept by
+the partition's leader (design section 11), so they go to the leader: a group's
+coordinator sends them to each partition leader for the admin APIs
+(``coord.group.share_offsets``), and ``kaas groups describe`` asks the leaders for what is
+in flight. CLUSTER_ACTION on the cluster, as Apache (brokers, super users or by ACL):
+else every partition is answered CLUSTER_AUTHORIZATION_FAILED."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from kaas.errors import KaasError
+from kaas.handlers._auth import CLUSTER, Op, authorize
+
+if TYPE_CHECKING:
+    from kaas.handlers import Context
+
+__all__ = ["serve"]
+
+One = Callable[[str, str, Any], Awaitable[Mapping[str, object]]]
+
+
+class _Topic(Protocol):
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+
+    @property
+    def partitions(self) -> Iterable[Any]: ...
+
+
+async def serve(ctx: Context, group_id: str, topics: Iterable[_Topic], one: One,
+                failed: Mapping[str, object]) -> dict[str, object]:
+    """The response: ``one(group, topic name, request partition)`` 's fields for each
+    partition (its ``partition`` and error code added), or ``failed`` 's with the error.
+
+    Args:
+        one: the leader's call for one partition; raises KaasError (NOT_LEADER_OR_FOLLOWER,
+            KAFKA_STORAGE_ERROR, ...), answered for that partition.
+        failed: the fields of a partition that failed (besides its error).
+    """
+    allowed = authorize(ctx, Op.CLUSTER_ACTION, CLUSTER)
+    by_id = {m.topic_id: m for m in ctx.broker.topics.topics.values()}
+    results = []
+    for t in topics:
+        meta = by_id.get(t.topic_id) if t.topic_id is not None else None
+        parts = []
+        for p in t.partitions:
+            code, message = ErrorCode.cluster_authorization_failed, None
+            if allowed and (meta is None or not 0 <= p.partition < meta.partitions):
+                code = ErrorCode.unknown_topic_or_partition
+            elif allowed and meta is not None:
+                try:
+                    parts.append({"partition": p.partition, "error_code": ErrorCode.none,
+                                  **await one(group_id, meta.name, p)})
+                    continue
+                except KaasError as exc:
+                    code, message = exc.code, exc.message
+            parts.append({**failed, "partition": p.partition, "error_code": code, "error_message": message})
+        results.append({"topic_id": t.topic_id, "partitions": parts})
+    return {"results": results}

@@ -1,0 +1,27 @@
+"""DeleteShareGroupState (86, v0): remove a share group's state of partitions this broker
+leads (none is no error). Sent by the group's coordinator for DeleteShareGroupOffsets and
+DeleteGroups (``handlers._share_state``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kaas.handlers._share_state import serve
+
+if TYPE_CHECKING:
+    from kio.schema.delete_share_group_state.v0 import DeleteShareGroupStateRequest
+
+    from kaas.handlers import Context
+
+API_KEY = 86
+VERSIONS = (0, 0)
+
+
+async def handle(ctx: Context, req: DeleteShareGroupStateRequest) -> dict[str, object]:
+    async def one(group_id: str, topic: str, p: Any) -> dict[str, object]:
+        await ctx.broker.share_state.delete(group_id, topic, p.partition)
+        return {}
+    return await serve(ctx, req.group_id, req.topics, one, {})
+
+
+__all__ = ["API_KEY", "VERSIONS", "handle"]
