@@ -6,6 +6,7 @@ a leader takeover resuming from the persisted state."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -495,3 +496,22 @@ async def test_the_final_acknowledgements_of_a_closing_consumer_count_after_it_l
         sp = broker.shares.held()[("g", "q", 0)]
         assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(2, 3, "AVAILABLE", 0)]
         assert broker.shares.sessions.get("g", "m") is None
+
+
+async def test_a_new_groups_partitions_are_assigned_once_initialized(shm_path, thread_safe_autojump_clock):
+    """librdkafka 0172 (mixed_ack_mode_same_group): two share consumers join a new group a
+    moment apart. As in Apache 4.1+, the first heartbeat assigns nothing: the coordinator
+    writes the subscribed partitions as initializing, then initialized; the next heartbeat
+    assigns them. So the first member never holds every partition alone (and drains them
+    all before the second gets any)."""
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock, partitions=2) as (broker, tid):
+        shares = broker.groups.shares
+        r1, _ = await shares.heartbeat("g", ShareHeartbeat("m1", 0, subscribed_topic_names=("q",)))
+        assert (r1.error_code, r1.assignment) == (ErrorCode.none, {})
+        on_file = json.loads(broker.groups.store.path("g").read_bytes())["share"]
+        assert (on_file["initialized"], on_file["initializing"]) == ({str(tid): [0, 1]}, {})
+        r2, _ = await shares.heartbeat("g", ShareHeartbeat("m2", 0, subscribed_topic_names=("q",)))
+        r1, _ = await shares.heartbeat("g", ShareHeartbeat("m1", r1.member_epoch))
+        assert r1.assignment is not None and r2.assignment is not None
+        got = [ps for r in (r1, r2) for ps in r.assignment.values()]
+        assert sorted(map(sorted, got)) == [[0], [1]]  # one partition each
