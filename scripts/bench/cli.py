@@ -11,6 +11,7 @@ from .common import _emit
 from .metering import BrokerPids
 from .suite import run_compare, run_suite, suite_benches
 from .targets import _cluster_or, serve_mock_peer
+from .workloads.cpu import cpu
 from .workloads.create import run_create
 from .workloads.failover import run_failover
 from .workloads.groups import COMMANDS as GROUP_COMMANDS
@@ -345,3 +346,4 @@ def roundtrip(rounds, requests) -> None:
 for _command in (*GROUP_COMMANDS, *SHARE_COMMANDS):  # group-join, group-add (issue 33), share,
     cli.add_command(_command)  # share-lock (issue 34): defined with their workload
 cli.add_command(startup)
+cli.add_command(cpu)
