@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -51,9 +52,8 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True
         points: the failpoints of the steps (the broker's state writes by default; the
             supervisor names its own).
     """
-    directory, name = os.path.split(os.fspath(path))
-    tmp = os.path.join(directory, f".{name}.{_writer_id()}.tmp")
     dst = os.fspath(path)
+    directory, tmp = _tmp_names(dst, os.getpid(), threading.get_ident())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
@@ -68,6 +68,14 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True
         raise
     if fsync:
         fsync_dir(directory or ".", point=points.fsync)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tmp_names(dst: str, pid: int, thread: int) -> tuple[str, str]:
+    """(directory, tmp file) of a write of ``dst`` by this writer (the slot and manifest
+    files are written again and again: the names are made once)."""
+    directory, name = os.path.split(dst)
+    return directory, os.path.join(directory, f".{name}.{pid}-{thread}.tmp")
 
 
 def _unlink_quietly(path: str) -> None:

@@ -69,6 +69,7 @@ class Slots:
         """Drop every cached slot (our lease lapsed: another broker may have written)."""
         self.cache.clear()
         self.unwritten.clear()
+        self.store.encoder.forget_all()
 
     def drop_unowned(self) -> None:
         """Forget slots that are not ours any more, so a slot that comes back is read
@@ -76,6 +77,7 @@ class Slots:
         for slot in [s for s in self.cache if not self.broker.owns_slot(s)]:
             del self.cache[slot]
             self.unwritten.discard(slot)
+            self.store.encoder.forget(slot)
 
     def cached(self, slot: int) -> SlotState | None:
         """The slot's state in memory while this broker owns it (the file's content)."""
