@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.txn import SLOT_FORMAT, SlotState, TxnMetadata
+from kaas.domain.txn import SLOT_FORMAT, SlotState, TxnMetadata, TxnState
 from kaas.errors import CorruptState, KaasError
 from kaas.storage import atomic
 
@@ -37,14 +37,17 @@ def entry_json(meta: TxnMetadata) -> str:
     """``meta.to_json()`` as canonical JSON (``atomic.json_bytes``: keys sorted, no spaces,
     non-ASCII escaped), without building the dict: the slot write of every transactional
     request encodes one."""
-    partitions = ",".join(f"[{_json_str(t)},{p}]" for t, p in sorted(meta.partitions))
-    groups = ",".join(_json_str(g) for g in sorted(meta.groups))
+    partitions = ",".join([f"[{_json_str(t)},{p}]" for t, p in sorted(meta.partitions)]) if meta.partitions else ""
+    groups = ",".join([_json_str(g) for g in sorted(meta.groups)]) if meta.groups else ""
     return (f'{{"groups":[{groups}],"last_producer_epoch":{meta.last_producer_epoch},'
             f'"last_producer_id":{meta.last_producer_id},"last_update_ms":{meta.last_update_ms},'
             f'"ongoing_since_ms":{meta.ongoing_since_ms},"partitions":[{partitions}],'
             f'"producer_epoch":{meta.producer_epoch},"producer_id":{meta.producer_id},'
-            f'"state":{_json_str(meta.state.value)},"timeout_ms":{meta.timeout_ms},'
+            f'"state":{_STATE_JSON[meta.state]},"timeout_ms":{meta.timeout_ms},'
             f'"transactional_id":{_json_str(meta.transactional_id)},"txn_seq":{meta.txn_seq}}}')
+
+
+_STATE_JSON = {state: _json_str(state.value) for state in TxnState}
 
 
 class SlotEncoder:

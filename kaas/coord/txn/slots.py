@@ -1,7 +1,7 @@
 """The transaction slots: files ``txn_state/slot-N.json`` (``storage.txn_store``), written
 only by the slot's owner (``broker.owns_slot``), served from memory while it owns them.
 
-Concurrency: one ``trio.Lock`` per transactional id serialises every operation on that id
+Concurrency: one lock (``aio.Lock``) per transactional id serialises every operation on that id
 (handlers, reaper, reconcile); a lock per slot serialises the read-modify-write of a slot
 file, which replaces only the entry of the id being changed.
 """
@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-import trio
 from kio.schema.errors import ErrorCode
 
-from kaas.aio import acquire, held
+from kaas.aio import Lock, acquire, held
 from kaas.coord.ports import TxnBroker
 from kaas.coord.txn._common import Unreadable, hit
 from kaas.domain.routing import TXN_SLOTS, txn_slot
@@ -35,7 +34,7 @@ class Slots:
         self.store = store
         self.unreadable = unreadable
         self._id_locks: dict[str, list[Any]] = {}
-        self._slot_locks = [trio.Lock() for _ in range(TXN_SLOTS)]
+        self._slot_locks = [Lock() for _ in range(TXN_SLOTS)]
         self.cache: dict[int, SlotState] = {}
         self.unwritten: set[int] = set()  # slots whose cached state is newer than the file
 
@@ -162,7 +161,7 @@ class Slots:
     async def flush(self) -> None:
         """Write the slots whose last change (a Complete*) is only in memory."""
         for slot in sorted(self.unwritten):
-            async with self._slot_locks[slot]:
+            async with held(self._slot_locks[slot]):
                 state = self.cache.get(slot)
                 if slot not in self.unwritten or state is None or not self.broker.owns_slot(slot):
                     self.unwritten.discard(slot)
@@ -190,7 +189,7 @@ class IdLock:
     async def __aenter__(self) -> None:
         holder = self.locks.get(self.transactional_id)
         if holder is None:
-            holder = self.locks[self.transactional_id] = [trio.Lock(), 0]
+            holder = self.locks[self.transactional_id] = [Lock(), 0]
         holder[1] += 1
         self.holder = holder
         try:
