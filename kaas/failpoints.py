@@ -49,6 +49,9 @@ NAMES = (
     "append.after_write_before_fsync",
     "snapshot.before_write",
     "slot.before_write",
+    # after a slot file's write and before any request whose change it carried is
+    # answered (context: entries, the number of transactional ids it carried)
+    "slot.after_write",
     "takeover.after_manifest",
     "marker.before_append",
     "marker.before_send",
@@ -160,11 +163,11 @@ def hit(name: str, **context) -> bool:
     return spec.get("action") == "drop"
 
 
-async def hit_async(name: str) -> None:
+async def hit_async(name: str, **context) -> None:
     """Fire the failpoint ``name`` if armed (trio code: a pause does not block the loop)."""
     if not _armed:
         return
-    spec = _take(name, {})
+    spec = _take(name, context)
     if spec is None:
         return
     _fire(name, spec)

@@ -280,6 +280,17 @@ class SlotState:
         entries[meta.transactional_id] = meta
         return SlotState(entries)
 
+    def with_changes(self, changes: Mapping[str, TxnMetadata | None]) -> SlotState:
+        """A copy with each entry of ``changes`` inserted or replaced, and each id mapped to
+        None dropped (the changes one slot write carries)."""
+        entries = dict(self.entries)
+        for transactional_id, meta in changes.items():
+            if meta is None:
+                entries.pop(transactional_id, None)
+            else:
+                entries[transactional_id] = meta
+        return SlotState(entries)
+
     def without(self, transactional_id: str) -> SlotState:
         """A copy without the entry of ``transactional_id`` (an expired id)."""
         entries = dict(self.entries)

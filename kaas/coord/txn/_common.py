@@ -22,14 +22,15 @@ def new_stats() -> Stats:
     return {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
             "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0,
             "answered_before_markers": 0, "offset_hooks_sent": 0, "offset_hooks_applied": 0,
-            "offset_hooks_beside_markers": 0, "expired_ids": 0}
+            "offset_hooks_beside_markers": 0, "expired_ids": 0, "slot_writes_shared": 0}
 
 
-async def hit(name: str) -> None:
-    """Fire a named failpoint (design section 9); an ``error`` action becomes the retriable
-    COORDINATOR_NOT_AVAILABLE, like a failing disk would."""
+async def hit(name: str, **context: object) -> None:
+    """Fire a named failpoint (design section 9; ``context`` for its ``match``); an
+    ``error`` action becomes the retriable COORDINATOR_NOT_AVAILABLE, like a failing disk
+    would."""
     try:
-        await failpoints.hit_async(name)
+        await failpoints.hit_async(name, **context)
     except OSError as exc:
         raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
 

@@ -64,7 +64,7 @@ class TxnCoordinator:
         self.fence_log = FenceLog(layout.fence_log(broker.id), fsync=s.fsync)
         self.stats = new_stats()
         unreadable = Unreadable()
-        self.slots = Slots(broker, self.store, unreadable)
+        self.slots = Slots(broker, self.store, unreadable, self.stats)
         self.verifier = Verifier(broker, self.slots)
         self.fencing = Fencing(broker, self.fence_log, self.verifier, self.stats)
         self.markers = MarkerWriter(broker, self.verifier, self.stats)

@@ -2,8 +2,9 @@
 only by the slot's owner (``broker.owns_slot``), served from memory while it owns them.
 
 Concurrency: one lock (``aio.Lock``) per transactional id serialises every operation on that id
-(handlers, reaper, reconcile); a lock per slot serialises the read-modify-write of a slot
-file, which replaces only the entry of the id being changed.
+(handlers, reaper, reconcile). The writes of one slot file go out one at a time, each
+carrying every change that came while the one before it ran (group commit,
+``Slots._commit``): each change replaces only its own id's entry.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
+import trio
 from kio.schema.errors import ErrorCode
 
-from kaas.aio import Lock, acquire, held
+from kaas.aio import Lock, acquire
 from kaas.coord.ports import TxnBroker
-from kaas.coord.txn._common import Unreadable, hit
-from kaas.domain.routing import TXN_SLOTS, txn_slot
+from kaas.coord.txn._common import Stats, Unreadable, hit
+from kaas.domain.routing import txn_slot
 from kaas.domain.txn import SlotState, TxnMetadata
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.txn_store import TxnStore
@@ -29,12 +31,14 @@ log = structlog.get_logger()
 class Slots:
     """The slot files of one coordinator, their in-memory copies and the locks."""
 
-    def __init__(self, broker: TxnBroker, store: TxnStore, unreadable: Unreadable) -> None:
+    def __init__(self, broker: TxnBroker, store: TxnStore, unreadable: Unreadable, stats: Stats) -> None:
         self.broker = broker
+        self.stats = stats
         self.store = store
         self.unreadable = unreadable
         self._id_locks: dict[str, list[Any]] = {}
-        self._slot_locks = [Lock() for _ in range(TXN_SLOTS)]
+        self._pending: dict[int, _Batch] = {}  # slot -> changes waiting for its next write
+        self._writing: dict[int, trio.Event] = {}  # slot -> set when its write in progress ends
         self.cache: dict[int, SlotState] = {}
         self.unwritten: set[int] = set()  # slots whose cached state is newer than the file
 
@@ -109,7 +113,8 @@ class Slots:
         return (await self.load(slot)).get(transactional_id)
 
     async def persist(self, slot: int, meta: TxnMetadata, *, deferred: bool = False) -> None:
-        """Write ``meta`` into its slot file (tmp + fsync + rename).
+        """Write ``meta`` into its slot file (tmp + fsync + rename); returns once it is
+        durable (``_commit``: concurrent writes of one slot share a file write).
 
         ``deferred`` (only for the Complete* transition): update the owner's in-memory slot
         and leave the file write to the next write of the slot (normally the producer's
@@ -117,61 +122,120 @@ class Slots:
         before the Complete* reaches the file leaves Prepare*, which the next owner
         finishes again in the same direction (markers and the offset hook are idempotent),
         so the outcome the client was told cannot change. One file write per transaction
-        saved."""
-        async with held(self._slot_locks[slot]):
+        saved.
+
+        Raises:
+            KaasError: COORDINATOR_NOT_AVAILABLE (the write failed, or a failpoint after
+                it), NOT_COORDINATOR (the slot moved).
+        """
+        if deferred:
             state = await self.load(slot, fill_cache=True)
-            new_state = state.with_entry(meta)
-            if deferred and slot in self.cache and self.broker.owns_slot(slot):
-                self.cache[slot] = new_state
+            if slot in self.cache and self.broker.owns_slot(slot):
+                self.cache[slot] = state.with_changes({meta.transactional_id: meta})
                 self.unwritten.add(slot)
                 return
-            await self._save(slot, new_state)
+        await self._commit(slot, {meta.transactional_id: meta})
         log.debug("txn_state", transactional_id=meta.transactional_id, state=meta.state.value,
                   producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, txn_seq=meta.txn_seq)
 
     async def remove(self, slot: int, transactional_id: str) -> None:
         """Drop the entry of ``transactional_id`` from its slot file (tmp + fsync + rename);
         the caller holds the id's lock (an expired id: ``domain.txn.expired``)."""
-        async with held(self._slot_locks[slot]):
-            state = await self.load(slot, fill_cache=True)
-            if transactional_id in state.entries:
-                await self._save(slot, state.without(transactional_id))
+        state = await self.load(slot, fill_cache=True)
+        if transactional_id in state.entries:
+            await self._commit(slot, {transactional_id: None})
 
-    async def _save(self, slot: int, new_state: SlotState) -> None:
-        """Write the slot file with ``new_state``; the caller holds the slot lock.
+    async def _commit(self, slot: int, changes: dict[str, TxnMetadata | None]) -> None:
+        """Group commit: put ``changes`` into the slot's pending batch and return once a
+        write holding them is durable.
+
+        One write of a slot at a time. A caller that finds none in progress writes the
+        pending batch itself; one that finds a write in progress waits for its end, then
+        finds its own batch written by the caller that started the next write, or starts
+        it. So the changes of every request that came while a write ran (EndTxn and
+        AddPartitionsToTxn of other ids of the slot) go out in the next tmp + fsync +
+        rename together, and each caller returns (its request is answered) only once the
+        write that held its changes succeeded. The file keeps one writer, this broker,
+        and ``TxnStore.save`` checks ownership right before each write.
 
         Raises:
-            KaasError: COORDINATOR_NOT_AVAILABLE when the write failed.
+            KaasError: the write of the batch failed (every caller of the batch gets it).
         """
-        await hit("slot.before_write")
+        batch = self._pending.get(slot)
+        if batch is None:
+            batch = self._pending[slot] = _Batch()
+        batch.changes.update(changes)
+        while not batch.written:
+            ending = self._writing.get(slot)
+            if ending is None:
+                # the pending batch is this caller's: not written, and no write runs
+                assert self._pending.get(slot) is batch
+                del self._pending[slot]
+                await self._write(slot, batch)
+            else:
+                await ending.wait()
+        if batch.error is not None:
+            raise KaasError(batch.error.code, batch.error.message)
+
+    async def _write(self, slot: int, batch: _Batch) -> None:
+        """Write ``batch`` into the slot file: the slot's state with its changes."""
+        ending = self._writing[slot] = trio.Event()
         try:
-            await self.broker.run_io(self.store.save, slot, new_state)
-        except OSError as exc:
-            self.cache.pop(slot, None)
-            self.unwritten.discard(slot)
-            log.error("txn_slot_write_failed", slot=slot, error=str(exc))
-            raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+            state = await self.load(slot, fill_cache=True)
+            new_state = state.with_changes(batch.changes)
+            await hit("slot.before_write")
+            try:
+                await self.broker.run_io(self.store.save, slot, new_state)
+            except OSError as exc:
+                self.cache.pop(slot, None)
+                self.unwritten.discard(slot)
+                log.error("txn_slot_write_failed", slot=slot, error=str(exc))
+                raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
+            except BaseException:
+                self.cache.pop(slot, None)  # unknown whether the file changed
+                self.unwritten.discard(slot)
+                raise
+            current = self.cache.get(slot)
+            if current is state:
+                self.cache[slot] = new_state
+                self.unwritten.discard(slot)
+            elif current is not None:  # a deferred Complete* came meanwhile: keep it, unwritten
+                self.cache[slot] = current.with_changes(batch.changes)
+            if len(batch.changes) > 1:
+                self.stats["slot_writes_shared"] += 1
+            await hit("slot.after_write", entries=len(batch.changes))  # written, nobody answered yet
+        except KaasError as exc:
+            batch.error = exc
         except BaseException:
-            self.cache.pop(slot, None)  # unknown whether the file changed
-            self.unwritten.discard(slot)
+            batch.error = KaasError(ErrorCode.coordinator_not_available, f"transaction slot {slot} write interrupted")
             raise
-        self.cache[slot] = new_state
-        self.unwritten.discard(slot)
+        finally:
+            batch.written = True
+            del self._writing[slot]
+            ending.set()
 
     async def flush(self) -> None:
         """Write the slots whose last change (a Complete*) is only in memory."""
         for slot in sorted(self.unwritten):
-            async with held(self._slot_locks[slot]):
-                state = self.cache.get(slot)
-                if slot not in self.unwritten or state is None or not self.broker.owns_slot(slot):
-                    self.unwritten.discard(slot)
-                    continue
-                try:
-                    await self.broker.run_io(self.store.save, slot, state)
-                except (OSError, KaasError) as exc:
-                    log.warning("txn_slot_flush_failed", slot=slot, error=str(exc))
-                    continue
+            if slot not in self.unwritten or slot not in self.cache or not self.broker.owns_slot(slot):
                 self.unwritten.discard(slot)
+                continue
+            try:
+                await self._commit(slot, {})
+            except KaasError as exc:
+                log.warning("txn_slot_flush_failed", slot=slot, error=str(exc))
+
+
+class _Batch:
+    """The changes to one slot file that go out in one write (``Slots._commit``): an entry
+    per transactional id, None to drop the id."""
+
+    __slots__ = ("changes", "written", "error")
+
+    def __init__(self) -> None:
+        self.changes: dict[str, TxnMetadata | None] = {}
+        self.written = False
+        self.error: KaasError | None = None
 
 
 class IdLock:
