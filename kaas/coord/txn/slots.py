@@ -38,7 +38,8 @@ class Slots:
         self.unreadable = unreadable
         self._id_locks: dict[str, list[Any]] = {}
         self._pending: dict[int, _Batch] = {}  # slot -> changes waiting for its next write
-        self._writing: dict[int, trio.Event] = {}  # slot -> set when its write in progress ends
+        # slot -> set when its write in progress ends (made by the first caller to wait)
+        self._writing: dict[int, trio.Event | None] = {}
         self.cache: dict[int, SlotState] = {}
         self.unwritten: set[int] = set()  # slots whose cached state is newer than the file
 
@@ -166,20 +167,22 @@ class Slots:
             batch = self._pending[slot] = _Batch()
         batch.changes.update(changes)
         while not batch.written:
-            ending = self._writing.get(slot)
-            if ending is None:
+            if slot not in self._writing:
                 # the pending batch is this caller's: not written, and no write runs
                 assert self._pending.get(slot) is batch
                 del self._pending[slot]
                 await self._write(slot, batch)
             else:
+                ending = self._writing[slot]
+                if ending is None:  # the first to wait for this write makes its event
+                    ending = self._writing[slot] = trio.Event()
                 await ending.wait()
         if batch.error is not None:
             raise KaasError(batch.error.code, batch.error.message)
 
     async def _write(self, slot: int, batch: _Batch) -> None:
         """Write ``batch`` into the slot file: the slot's state with its changes."""
-        ending = self._writing[slot] = trio.Event()
+        self._writing[slot] = None
         try:
             state = await self.load(slot, fill_cache=True)
             new_state = state.with_changes(batch.changes)
@@ -211,8 +214,9 @@ class Slots:
             raise
         finally:
             batch.written = True
-            del self._writing[slot]
-            ending.set()
+            ending = self._writing.pop(slot)
+            if ending is not None:
+                ending.set()
 
     async def flush(self) -> None:
         """Write the slots whose last change (a Complete*) is only in memory."""
