@@ -653,3 +653,37 @@ def test_sweep_interval_env(monkeypatch):
     assert txn_tasks.sweep_interval_ms() == 250
     monkeypatch.setenv(txn_tasks.SWEEP_ENV, "nope")
     assert txn_tasks.sweep_interval_ms() == 10_000
+
+
+async def test_the_begin_guard_reads_the_queues_only_while_an_entry_may_be_there(cluster, monkeypatch):
+    """The begin guard's look at the marker queues (``QueueApplier.pending_for``): once the
+    queues held nothing of a producer id, its next transactions begin without reading them,
+    until this coordinator queues an entry of that id again, or a slot of it moves."""
+    world, (b0, b1, _b2) = cluster
+    b0.lead("t", 0)
+    p1 = b1.lead("t", 1)
+    reads = []
+    pending_for_pid = b0.txn.queue.pending_for_pid
+    monkeypatch.setattr(b0.txn.queue, "pending_for_pid", lambda pid: reads.append(pid) or pending_for_pid(pid))
+    pid, epoch = await begin(b0.txn, "q", [("t", 0), ("t", 1)])
+    await produce(p1, "q", pid, epoch)
+    assert await b0.txn.end_txn("q", pid, epoch, True, V) == ErrorCode.none  # t-1's marker is queued
+    assert await b0.txn.add_partitions("q", pid, epoch, [("t", 0)], V) == ErrorCode.concurrent_transactions
+    await b1.txn.apply_queue()
+    assert await b0.txn.add_partitions("q", pid, epoch, [("t", 0)], V) == ErrorCode.none
+    n = len(reads)
+    assert await b0.txn.end_txn("q", pid, epoch, True, V) == ErrorCode.none  # t-0 only: nothing queued
+    assert await b0.txn.add_partitions("q", pid, epoch, [("t", 0)], V) == ErrorCode.none
+    assert len(reads) == n  # known empty: not read
+    b0.txn.forget_cache()  # (a lapsed lease)
+    assert await b0.txn.end_txn("q", pid, epoch, True, V) == ErrorCode.none
+    assert await b0.txn.add_partitions("q", pid, epoch, [("t", 1)], V) == ErrorCode.none
+    assert len(reads) == n + 1  # read again
+    await produce(p1, "q", pid, epoch, seq=2)
+    assert await b0.txn.end_txn("q", pid, epoch, True, V) == ErrorCode.none  # queued again
+    assert await b0.txn.add_partitions("q", pid, epoch, [("t", 0)], V) == ErrorCode.concurrent_transactions
+    assert len(reads) > n + 1
+    await b1.txn.apply_queue()
+    world.slot_owner = 1  # the slot moves away: what this broker knew of its ids is dropped
+    b0.txn.drop_unowned_slots()
+    assert b0.txn.inbox.clear_slots == set()

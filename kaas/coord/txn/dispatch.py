@@ -35,12 +35,14 @@ class Dispatch:
     """Markers and offset hooks of this coordinator's prepared transactions."""
 
     def __init__(self, broker: TxnBroker, writer: MarkerWriter, queue: MarkerQueue,
-                 wake_markers: Callable[[], None], stats: Stats) -> None:
+                 wake_markers: Callable[[], None], stats: Stats,
+                 queueing: Callable[[int], None] = lambda producer_id: None) -> None:
         self.broker = broker
         self.writer = writer
         self.queue = queue
         self.wake_markers = wake_markers  # after an entry went to this broker's own queue
         self.stats = stats
+        self.queueing = queueing  # before an entry of a producer id is written (QueueApplier.queueing)
 
     def _links(self) -> MarkerLinks | None:
         """The peer links, when markers go over them (``--marker-rpc``)."""
@@ -153,6 +155,7 @@ class Dispatch:
         for broker_id, partitions in sorted(owed.items()):
             entry = MarkerEntry(wm.transactional_id, wm.producer_id, wm.producer_epoch, wm.commit,
                                 coordinator_epoch(self.broker), frozenset(partitions), frozenset(), wm.txn_seq)
+            self.queueing(wm.producer_id)
             try:
                 await self.broker.run_io(self.queue.enqueue, broker_id, entry)
             except OSError as exc:
@@ -215,6 +218,7 @@ class Dispatch:
         for broker_id, groups in sorted((await self._send_offset_hooks(hook, wm, remote)).items()):
             entry = MarkerEntry(wm.transactional_id, hook.producer_id, wm.producer_epoch, hook.commit,
                                 coordinator_epoch(self.broker), frozenset(), frozenset(groups), wm.txn_seq)
+            self.queueing(hook.producer_id)
             try:
                 await self.broker.run_io(self.queue.enqueue_groups, broker_id, entry)
             except OSError as exc:
