@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -27,8 +26,9 @@ if TYPE_CHECKING:
 NEVER = 2**63 - 1  # flush.messages / flush.ms left at their defaults
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
+class ProduceResult(NamedTuple):
+    """A produced batch's place (a named tuple: one per batch)."""
+
     base_offset: int
     next_offset: int
     duplicate: bool

@@ -36,15 +36,15 @@ def write_all(fd: int, buffers: list[Buffer] | tuple[Buffer, ...], *, point: str
     Raises:
         OSError: the write failed; an unknown prefix of the bytes may be on the file.
     """
-    fraction = failpoints.io_fault(point, path=path)
-    if fraction is not None:
-        _write_prefix(fd, buffers, fraction)
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
-    views = [memoryview(b) for b in buffers]
-    total = sum(len(v) for v in views)
-    n = os.writev(fd, views)
-    if n == total:
+    if failpoints.ARMED:
+        fraction = failpoints.io_fault(point, path=path)
+        if fraction is not None:
+            _write_prefix(fd, buffers, fraction)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+    n = os.writev(fd, buffers)
+    if n == sum(map(len, buffers)):
         return
+    views = [memoryview(b).cast("B") for b in buffers]
     for view in views:  # a short write: finish the rest byte-exactly
         if n >= len(view):
             n -= len(view)
@@ -61,7 +61,8 @@ def fsync(fd: int, *, point: str, path: str) -> None:
     Raises:
         OSError: the fsync failed; the file's durable content is unknown.
     """
-    failpoints.io_fault(point, path=path)
+    if failpoints.ARMED:
+        failpoints.io_fault(point, path=path)
     os.fsync(fd)
 
 
@@ -72,7 +73,8 @@ def replace(src: str, dst: str, *, point: str = "state.rename") -> None:
     Raises:
         OSError: the rename failed; ``dst`` is as it was.
     """
-    failpoints.io_fault(point, path=dst)
+    if failpoints.ARMED:
+        failpoints.io_fault(point, path=dst)
     os.replace(src, dst)
 
 

@@ -39,9 +39,8 @@ import bisect
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -58,8 +57,9 @@ __all__ = ["RECOVERY_FILE", "AppendResult", "LogConfig", "PartitionLog", "ReadRe
 
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """Where an appended batch landed (a named tuple: one per append)."""
+
     base_offset: int
     next_offset: int
     position: int

@@ -10,9 +10,8 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -32,8 +31,9 @@ class DecodeError(Exception):
         self.correlation_id = correlation_id
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
+    """A decoded request (a named tuple: one per request)."""
+
     api_key: int
     api_version: int
     correlation_id: int

@@ -323,7 +323,7 @@ async def test_end_txn_answers_after_prepare_and_finishes_in_the_background(clus
     pid, epoch = await begin(b0.txn, "x", [("t", 0), ("t", 1)])
     await produce(p0, "x", pid, epoch)
     await produce(p1, "x", pid, epoch)
-    monkeypatch.setattr(failpoints, "_armed", {"endtxn.after_enqueue": {"action": "error", "count": 1}})
+    monkeypatch.setattr(failpoints, "ARMED", {"endtxn.after_enqueue": {"action": "error", "count": 1}})
     async with trio.open_nursery() as nursery:
         b0.txn.finisher.nursery = nursery
         assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
@@ -331,7 +331,7 @@ async def test_end_txn_answers_after_prepare_and_finishes_in_the_background(clus
         assert open_txn(p0)  # no marker before the answer, not even a self-led one
         assert await b0.txn.finisher.settled("x", 5)
         assert not open_txn(p0)
-        assert failpoints._armed["endtxn.after_enqueue"]["count"] == 0  # the first hand-over failed
+        assert failpoints.ARMED["endtxn.after_enqueue"]["count"] == 0  # the first hand-over failed
         assert state_of(b0, "x").state is TxnState.CompleteCommit  # retried and completed
         assert [p.name for p in b0.txn.queue.list(1)] == [f"{pid}-{epoch}-1.json"]
         await b1.txn.apply_queue()
@@ -472,7 +472,7 @@ async def test_deposed_while_parked_answers_not_coordinator_and_writes_nothing(c
     p0 = b0.lead("t", 0)
     pid, epoch = await begin(b0.txn, "x", [("t", 0)])
     await produce(p0, "x", pid, epoch)
-    monkeypatch.setattr(failpoints, "_armed", {"endtxn.after_local_markers": {"action": "pause", "ms": 600}})
+    monkeypatch.setattr(failpoints, "ARMED", {"endtxn.after_local_markers": {"action": "pause", "ms": 600}})
     outcome: dict[str, object] = {}
 
     async def add_next() -> None:
