@@ -158,9 +158,7 @@ def _int(obj: Mapping[str, Any], key: str) -> int:
 class TxnMetadata(NamedTuple):
     """The coordinator's entry for one transactional id (one row of a slot file).
 
-    A named tuple (immutable, as the frozen dataclasses around it): every transactional
-    request makes one, and a frozen dataclass of twelve fields cost six times as much to
-    build. Change one with ``_replace``.
+    A named tuple (see ``_same_type_eq`` below); change one with ``_replace``.
 
     Attributes:
         transactional_id: the client's ``transactional.id``.
@@ -337,15 +335,13 @@ class SlotState:
 # --- effects ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Persist:
+class Persist(NamedTuple):
     """Write the slot file with ``meta`` durably before carrying out the next effect."""
 
     meta: TxnMetadata
 
 
-@dataclass(frozen=True, slots=True)
-class WriteMarkers:
+class WriteMarkers(NamedTuple):
     """Write COMMIT/ABORT control markers: the dispatch set of a Prepare* entry.
 
     Attributes:
@@ -367,8 +363,7 @@ class WriteMarkers:
     txn_seq: int
 
 
-@dataclass(frozen=True, slots=True)
-class Fence:
+class Fence(NamedTuple):
     """Fence every epoch below ``producer_epoch`` of ``producer_id`` on every partition and
     broker (local walk + fence-log broadcast). Idempotent."""
 
@@ -376,8 +371,7 @@ class Fence:
     producer_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetHook:
+class OffsetHook(NamedTuple):
     """Commit (``commit``) or discard the pending offsets of ``(group, producer_id)`` for
     each group. Idempotent."""
 
@@ -386,8 +380,7 @@ class OffsetHook:
     commit: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(NamedTuple):
     """The response may go out now with these fields (pid/epoch only for InitProducerId)."""
 
     error_code: ErrorCode
@@ -398,8 +391,7 @@ class Reply:
 Effect: TypeAlias = Persist | WriteMarkers | Fence | OffsetHook | Reply
 
 
-@dataclass(frozen=True, slots=True)
-class TxnResult:
+class TxnResult(NamedTuple):
     """Outcome of one operation.
 
     Attributes:
@@ -428,6 +420,23 @@ class TxnResult:
             if isinstance(effect, WriteMarkers):
                 return effect
         return None
+
+
+def _same_type_eq(self: tuple[Any, ...], other: object) -> bool:
+    return type(self) is type(other) and tuple.__eq__(self, other)
+
+
+def _same_type_ne(self: tuple[Any, ...], other: object) -> bool:
+    return not _same_type_eq(self, other)
+
+
+# The entry and the effects are named tuples: every transactional request makes several,
+# and a frozen dataclass cost four to six times as much to build. Equal only to their own
+# kind, as dataclasses are (a Fence is never equal to an OffsetHook of the same values).
+for _kind in (TxnMetadata, Persist, WriteMarkers, Fence, OffsetHook, Reply, TxnResult):
+    setattr(_kind, "__eq__", _same_type_eq)
+    setattr(_kind, "__ne__", _same_type_ne)
+    setattr(_kind, "__hash__", tuple.__hash__)
 
 
 def _error(code: ErrorCode) -> TxnResult:
