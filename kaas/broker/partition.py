@@ -122,7 +122,8 @@ class Partition:
             end, fds = self.log.take_dirty()
             self._syncing = True
             try:
-                await failpoints.hit_async("append.after_write_before_fsync")
+                if failpoints.ARMED:
+                    await failpoints.hit_async("append.after_write_before_fsync")
                 if self.log.config.fsync and fds:
                     t0 = time.perf_counter()
                     if self.broker.memory_backed:

@@ -24,6 +24,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas import log as klog
 from kaas.aio import Wakeup
 from kaas.coord.ports import MarkerResult, TxnBroker
 from kaas.coord.txn._common import Unreadable, coordinator_epoch, hit, new_stats
@@ -307,8 +308,9 @@ class TxnCoordinator:
             meta = await self.slots.get(slot, transactional_id)
             res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, self.broker.clock.wall_ms(), version)
             if res.meta is not None:
-                log.debug("txn_prepared", transactional_id=transactional_id, state=res.meta.state.value,
-                          partitions=len(res.meta.partitions), groups=len(res.meta.groups))
+                if klog.DEBUG:
+                    log.debug("txn_prepared", transactional_id=transactional_id, state=res.meta.state.value,
+                              partitions=len(res.meta.partitions), groups=len(res.meta.groups))
             return await self._carry_out(slot, res, answer_early=True)
 
     async def check_txn_offset_commit(self, transactional_id: str, producer_id: int,

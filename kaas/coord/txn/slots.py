@@ -15,6 +15,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas import log as klog
 from kaas.aio import Lock, acquire
 from kaas.coord.ports import TxnBroker
 from kaas.coord.txn._common import Stats, Unreadable, hit
@@ -136,8 +137,9 @@ class Slots:
                 self.unwritten.add(slot)
                 return
         await self._commit(slot, {meta.transactional_id: meta})
-        log.debug("txn_state", transactional_id=meta.transactional_id, state=meta.state.value,
-                  producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, txn_seq=meta.txn_seq)
+        if klog.DEBUG:
+            log.debug("txn_state", transactional_id=meta.transactional_id, state=meta.state.value,
+                      producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, txn_seq=meta.txn_seq)
 
     async def remove(self, slot: int, transactional_id: str) -> None:
         """Drop the entry of ``transactional_id`` from its slot file (tmp + fsync + rename);
