@@ -51,6 +51,11 @@ def quiet() -> None:
     kaas.net.server.serve_broker = serve_quietly
 
 
+# As ``kaas broker`` does before anything imports kio (``kaas.cli._without_test_libraries``):
+# kio imports hypothesis when it can, and trio then makes its scheduler deterministic (a
+# sort and a shuffle of every batch of runnable tasks) as it does under hypothesis tests.
+sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+
 args = sys.argv[1:]
 if args[:1] == ["--pyframes"]:
     sys.path.insert(0, args[1])
