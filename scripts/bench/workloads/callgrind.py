@@ -96,7 +96,8 @@ def build_hook(cache: Path) -> Path | None:
 class CallgrindBroker:
     """One ``kaas broker`` under callgrind, instrumentation off until ``measure``."""
 
-    def __init__(self, out_dir: Path, data: Path, listen: str, profile_dir: Path | None, quiet: bool = True) -> None:
+    def __init__(self, out_dir: Path, data: Path, listen: str, profile_dir: Path | None, quiet: bool = True,
+                 broker_id: int = 0) -> None:
         self.out = out_dir / ("callgrind.profile.out" if profile_dir else "callgrind.out")
         self.map = out_dir / "pyframes.tsv"
         argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={self.out}"]
@@ -110,7 +111,8 @@ class CallgrindBroker:
         # everything while it is instrumented (and, quiet, outlives the hourly heartbeat).
         self.log = open(out_dir / ("broker.profile.log" if profile_dir else "broker.log"), "wb")
         self.proc = subprocess.Popen(
-            [*argv, *launch, "broker", "--data", str(data), "--listen", listen, "--log-level", "warning",
+            [*argv, *launch, "broker", "--id", str(broker_id), "--data", str(data), "--listen", listen,
+             "--log-level", "warning",
              *(QUIET_ARGS if quiet else ["--session-timeout-ms", "600000"])],
             cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.parts = 0

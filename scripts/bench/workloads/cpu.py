@@ -72,25 +72,25 @@ def _errors(obj: object) -> list[ErrorCode]:
     return out
 
 
-def wait_idle(pid: int | None, polls: int = 3, every_s: float = 0.001, timeout_s: float = 10.0) -> None:
-    """Wait until process ``pid`` has been asleep (``S`` in /proc/PID/stat: the broker's
-    trio loop blocked in epoll) for ``polls`` looks in a row.
+def wait_idle(pids: list[int], polls: int = 3, every_s: float = 0.001, timeout_s: float = 10.0) -> None:
+    """Wait until every process of ``pids`` has been asleep (``S`` in /proc/PID/stat: a
+    broker's trio loop blocked in epoll) for ``polls`` looks in a row.
 
     Natively the broker is idle again long before a client's next request arrives; under
     callgrind it runs ~50 times slower than this client, so without the wait a request
     would often find it still busy (EndTxn's background half unfinished, the socket read
     again before blocking), and the count would depend on the machine's load."""
-    if pid is None:
-        return
     deadline = time.monotonic() + timeout_s
     asleep = 0
-    while asleep < polls and time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rpartition(")")[2].split()[0]
-        except OSError:
-            return
-        asleep = asleep + 1 if state == "S" else 0
+    while pids and asleep < polls and time.monotonic() < deadline:
+        states = []
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    states.append(f.read().rpartition(")")[2].split()[0])
+            except OSError:
+                return
+        asleep = asleep + 1 if all(state == "S" for state in states) else 0
         time.sleep(every_s)
 
 
@@ -98,7 +98,7 @@ class Frame:
     """One request encoded once; ``call`` patches its correlation id, sends it and checks
     the answer (a retriable error raises ``Retriable``, any other fails the run)."""
 
-    quiesce: int | None = None  # the broker's pid: wait until it is idle before each request
+    quiesce: list[int] = []  # the brokers' pids: wait until they are idle before each request
 
     def __init__(self, api: tuple[int, int], body: dict) -> None:
         self.api = api
@@ -199,13 +199,13 @@ def measure(out_dir: Path, count: int, records: int, idle_s: float, warmup: int,
                 txn.one()
                 plain.one()
             warm_retries = txn.retries + plain.retries
-            Frame.quiesce = broker.proc.pid
+            Frame.quiesce = [broker.proc.pid]
             idle, idle_elapsed = _window(broker, lambda: time.sleep(idle_s))
             txns, txn_elapsed = _window(broker, lambda: [txn.one() for _ in range(count)])
             prods, prod_elapsed = _window(broker, lambda: [plain.one() for _ in range(count)])
             retries = txn.retries + plain.retries - warm_retries
     finally:
-        Frame.quiesce = None
+        Frame.quiesce = []
         broker.close()
         shutil.rmtree(data, ignore_errors=True)
     windows = {"idle": (idle, idle_elapsed), "txn": (txns, txn_elapsed), "produce": (prods, prod_elapsed)}
@@ -234,9 +234,10 @@ def measure(out_dir: Path, count: int, records: int, idle_s: float, warmup: int,
 
 
 def run_cpu(count: int, records: int, idle_s: float, warmup: int, runs: int, profile: bool | None,
-            out_dir: Path | None) -> dict:
+            out_dir: Path | None, brokers: int = 1, partitions: int = 8, txn_records: int = 10) -> dict:
     """``runs`` plain measurements (the figures; their spread) and, with ``profile``, one
-    with the Python frames visible (the split by layer)."""
+    with the Python frames visible (the split by layer). ``brokers`` > 1: the cluster
+    measure of ``cpu_cluster`` (transactions of ``txn_records`` over ``partitions``)."""
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise click.ClickException("valgrind is not installed (Debian: apt-get install valgrind)")
     out_dir = out_dir or Path(tempfile.mkdtemp(prefix="kaas-callgrind-"))
@@ -247,6 +248,8 @@ def run_cpu(count: int, records: int, idle_s: float, warmup: int, runs: int, pro
         if hook is None and profile:
             raise click.ClickException("--profile needs a C compiler and Python's headers")
     started = time.monotonic()
+    if brokers > 1:
+        return _run_cluster(out_dir, brokers, count, partitions, txn_records, idle_s, warmup, runs, hook, started)
     plain = []
     for i in range(runs):
         run_dir = out_dir / f"run-{i}" if runs > 1 else out_dir
@@ -269,6 +272,26 @@ def run_cpu(count: int, records: int, idle_s: float, warmup: int, runs: int, pro
     return res
 
 
+def _run_cluster(out_dir: Path, brokers: int, count: int, partitions: int, txn_records: int, idle_s: float,
+                 warmup: int, runs: int, hook: Path | None, started: float) -> dict:
+    from .cpu_cluster import measure_cluster
+
+    plain = []
+    for i in range(runs):
+        run_dir = out_dir / f"run-{i}"
+        plain.append(measure_cluster(run_dir, brokers, count, partitions, txn_records, idle_s, warmup, None))
+    values = [p["ir_per_txn"] for p in plain]
+    res: dict = {"bench": "cpu", "brokers": brokers, "partitions": partitions, "txn_records": txn_records,
+                 "transactions": count, "ir_per_txn": sorted(values)[len(values) // 2], "ir_per_txn_runs": values,
+                 "ir_per_txn_spread": _r((max(values) - min(values)) / min(values), 4), "plain": plain}
+    if hook is not None:
+        res["profile"] = measure_cluster(out_dir / "profile", brokers, count, partitions, txn_records, idle_s,
+                                         warmup, hook)
+    res["out_dir"] = str(out_dir)
+    res["seconds"] = round(time.monotonic() - started, 1)
+    return res
+
+
 @click.command()
 @click.option("--count", type=click.IntRange(min=1), default=200, show_default=True,
               help="Transactions, and produce requests, per window.")
@@ -283,9 +306,14 @@ def run_cpu(count: int, records: int, idle_s: float, warmup: int, runs: int, pro
               help="Also a run with the Python frames visible: the split by layer (default: where cc exists).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Where the callgrind.out files go (default: a new temporary directory).")
-def cpu(count, records, idle_seconds, warmup, runs, profile, out_dir) -> None:
+@click.option("--brokers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="More than 1: a cluster, transactions of --txn-records over --partitions (no produce window).")
+@click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True, help="With --brokers.")
+@click.option("--txn-records", type=click.IntRange(min=1), default=10, show_default=True, help="With --brokers.")
+def cpu(count, records, idle_seconds, warmup, runs, profile, out_dir, brokers, partitions, txn_records) -> None:
     """Issue 35: instructions per single-message transaction and per keyless produce
-    request of one broker under callgrind, split by layer; one JSON line."""
+    request of one broker under callgrind, split by layer (with --brokers N: per
+    transaction of txn-many's shape, summed over a cluster); one JSON line."""
     from ..common import _emit
 
-    _emit(run_cpu(count, records, idle_seconds, warmup, runs, profile, out_dir))
+    _emit(run_cpu(count, records, idle_seconds, warmup, runs, profile, out_dir, brokers, partitions, txn_records))
