@@ -37,7 +37,7 @@ def entry_json(meta: TxnMetadata) -> str:
     """``meta.to_json()`` as canonical JSON (``atomic.json_bytes``: keys sorted, no spaces,
     non-ASCII escaped), without building the dict: the slot write of every transactional
     request encodes one."""
-    partitions = ",".join([f"[{_json_str(t)},{p}]" for t, p in sorted(meta.partitions)]) if meta.partitions else ""
+    partitions = _partitions_json(meta.partitions) if meta.partitions else ""
     groups = ",".join([_json_str(g) for g in sorted(meta.groups)]) if meta.groups else ""
     return (f'{{"groups":[{groups}],"last_producer_epoch":{meta.last_producer_epoch},'
             f'"last_producer_id":{meta.last_producer_id},"last_update_ms":{meta.last_update_ms},'
@@ -48,6 +48,21 @@ def entry_json(meta: TxnMetadata) -> str:
 
 
 _STATE_JSON = {state: _json_str(state.value) for state in TxnState}
+_PARTITIONS_KEPT = 4096
+_partitions: dict[frozenset[tuple[str, int]], str] = {}
+
+
+def _partitions_json(partitions: frozenset[tuple[str, int]]) -> str:
+    """The JSON of a transaction's partitions list (sorted ``[topic, partition]`` pairs), made
+    once per set: an entry is written Ongoing and again Prepare* with the same partitions,
+    and a producer's next transactions have the same ones."""
+    out = _partitions.get(partitions)
+    if out is None:
+        out = ",".join([f"[{_json_str(t)},{p}]" for t, p in sorted(partitions)])
+        if len(_partitions) >= _PARTITIONS_KEPT:
+            _partitions.clear()
+        _partitions[partitions] = out
+    return out
 
 
 class SlotEncoder:
