@@ -148,13 +148,6 @@ class TxnState(enum.Enum):
 # --- metadata --------------------------------------------------------------------------
 
 
-def _int(obj: Mapping[str, Any], key: str) -> int:
-    value = obj[key]
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{key} must be an int, got {value!r}")
-    return value
-
-
 class TxnMetadata(NamedTuple):
     """The coordinator's entry for one transactional id (one row of a slot file).
 
@@ -231,31 +224,31 @@ class TxnMetadata(NamedTuple):
             txn_id = obj["transactional_id"]
             if not isinstance(txn_id, str):
                 raise ValueError(f"transactional_id must be a str, got {txn_id!r}")
-            partitions: set[TopicPartition] = set()
+            partitions: list[TopicPartition] = []
             for item in obj["partitions"]:
                 topic, partition = item
                 if not isinstance(topic, str) or not isinstance(partition, int):
                     raise ValueError(f"bad partition {item!r}")
-                partitions.add((topic, partition))
+                partitions.append((topic, partition))
             groups = obj["groups"]
             if not all(isinstance(g, str) for g in groups):
                 raise ValueError(f"bad groups {groups!r}")
-            return cls(
-                transactional_id=txn_id,
-                producer_id=_int(obj, "producer_id"),
-                producer_epoch=_int(obj, "producer_epoch"),
-                last_producer_id=_int(obj, "last_producer_id"),
-                last_producer_epoch=_int(obj, "last_producer_epoch"),
-                timeout_ms=_int(obj, "timeout_ms"),
-                state=TxnState(obj["state"]),
-                partitions=frozenset(partitions),
-                groups=frozenset(groups),
-                ongoing_since_ms=_int(obj, "ongoing_since_ms"),
-                last_update_ms=_int(obj, "last_update_ms"),
-                txn_seq=_int(obj, "txn_seq") if "txn_seq" in obj else 0,
-            )
+            numbers = (obj["producer_id"], obj["producer_epoch"], obj["last_producer_id"], obj["last_producer_epoch"],
+                       obj["timeout_ms"], obj["ongoing_since_ms"], obj["last_update_ms"], obj.get("txn_seq", 0))
+            for value in numbers:  # (JSON gives int or bool: an int subclass other than bool is rare)
+                if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
+                    raise ValueError(f"an int field holds {value!r}")
+            state = _STATE_OF.get(obj["state"])
+            if state is None:
+                raise ValueError(f"{obj['state']!r} is not a TxnState")
+            producer_id, producer_epoch, last_producer_id, last_producer_epoch, timeout_ms, since, update, seq = numbers
+            return cls(txn_id, producer_id, producer_epoch, last_producer_id, last_producer_epoch, timeout_ms, state,
+                       frozenset(partitions), frozenset(groups), since, update, seq)
         except (KeyError, TypeError) as exc:
             raise ValueError(f"bad transaction entry: {exc!r}") from exc
+
+
+_STATE_OF = {state.value: state for state in TxnState}
 
 
 @dataclass(frozen=True, slots=True)

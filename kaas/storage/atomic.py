@@ -149,6 +149,9 @@ def write_json(path: str | os.PathLike[str], obj: dict[str, Any], *, fsync: bool
     write_bytes(path, json_bytes(obj), fsync=fsync)
 
 
+READ_CHUNK = 1 << 20
+
+
 def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """Read a JSON state file afresh (close-to-open). None when it does not exist.
 
@@ -156,11 +159,16 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         CorruptState: the file exists but does not parse as a JSON object with a format.
     """
     try:
-        with open(path, "rb", buffering=0) as f:
-            data = f.readall()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
-    return parse_json(path, data)
+    try:  # (os calls: a file object's layers cost more than reading a small state file)
+        chunks = []
+        while chunk := os.read(fd, READ_CHUNK):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return parse_json(path, chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
 
 def parse_json(path: str | os.PathLike[str], data: bytes) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,3 +53,22 @@ def test_a_transition_keeps_the_producer_fields(meta, state, partitions, groups,
     assert _moved(meta, state, partitions, groups, since, now, seq) == meta._replace(
         state=state, partitions=partitions, groups=groups, ongoing_since_ms=since, last_update_ms=now,
         txn_seq=seq)
+
+
+@given(entries)
+def test_an_entry_reads_back_from_its_json(meta):
+    assert TxnMetadata.from_json(json.loads(entry_json(meta))) == meta
+
+
+@given(entries, st.sampled_from(["producer_id", "producer_epoch", "last_producer_id", "last_producer_epoch",
+                                 "timeout_ms", "ongoing_since_ms", "last_update_ms", "txn_seq"]),
+       st.sampled_from([True, "7", 7.0, None, [7]]))
+def test_a_field_of_another_type_is_refused(meta, field, value):
+    obj = json.loads(entry_json(meta))
+    obj[field] = value
+    with pytest.raises(ValueError):
+        TxnMetadata.from_json(obj)
+    obj = json.loads(entry_json(meta))
+    obj["state"] = "Prepared"
+    with pytest.raises(ValueError):
+        TxnMetadata.from_json(obj)
