@@ -44,7 +44,7 @@ class Partition:
         self.log = plog
         self.broker = broker
         self._syncing = False
-        self._sync_done = trio.Event()
+        self._sync_done: trio.Event | None = None  # made by the first to wait for a running fsync
         self.closed = False
         self.offline: str | None = None  # why the log failed (KAFKA_STORAGE_ERROR until reopened)
         self._abandon_after_sync = False
@@ -117,6 +117,8 @@ class Partition:
         while self.log.durable_offset < offset:
             self.check_open()
             if self._syncing:
+                if self._sync_done is None:
+                    self._sync_done = trio.Event()
                 await self._sync_done.wait()
                 continue
             end, fds = self.log.take_dirty()
@@ -142,8 +144,9 @@ class Partition:
                 raise KaasError(ErrorCode.kafka_storage_error, str(exc)) from None
             finally:
                 self._syncing = False
-                done, self._sync_done = self._sync_done, trio.Event()
-                done.set()
+                done, self._sync_done = self._sync_done, None
+                if done is not None:
+                    done.set()
                 if self._abandon_after_sync:
                     self._abandon_after_sync = False
                     self.log.abandon()

@@ -23,7 +23,7 @@ __all__ = ["write_all", "fsync", "replace"]
 Buffer = bytes | bytearray | memoryview
 
 
-def write_all(fd: int, buffers: list[Buffer] | tuple[Buffer, ...], *, point: str, path: str) -> None:
+def write_all(fd: int, buffers: list[Buffer] | tuple[Buffer, ...], *, point: str, path: str | os.PathLike[str]) -> None:
     """Write ``buffers`` in order to ``fd`` (one writev in the usual case), finishing
     short writes.
 
@@ -31,7 +31,8 @@ def write_all(fd: int, buffers: list[Buffer] | tuple[Buffer, ...], *, point: str
         fd: an open file descriptor.
         buffers: the pieces, written back to back.
         point: the failpoint name (``append.write`` or ``state.write``).
-        path: the file's path (the failpoint's context, and the error's filename).
+        path: the file's path (the failpoint's context, and the error's filename; made a
+            string only then).
 
     Raises:
         OSError: the write failed; an unknown prefix of the bytes may be on the file.
@@ -55,7 +56,7 @@ def write_all(fd: int, buffers: list[Buffer] | tuple[Buffer, ...], *, point: str
             view = view[os.write(fd, view):]
 
 
-def fsync(fd: int, *, point: str, path: str) -> None:
+def fsync(fd: int, *, point: str, path: str | os.PathLike[str]) -> None:
     """``os.fsync`` behind the failpoint ``point`` (``append.fsync`` or ``state.fsync``).
 
     Raises:

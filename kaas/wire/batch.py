@@ -101,6 +101,9 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) % (2**31)
 
 
+_tuple_new = tuple.__new__
+
+
 def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
     """Read the fixed header of the batch starting at ``pos``.
 
@@ -109,7 +112,7 @@ def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
     """
     if len(buf) - pos < HEADER_SIZE:
         raise BatchError(CORRUPT_MESSAGE, "truncated batch header")
-    return BatchHeader(*HEADER.unpack_from(buf, pos))
+    return _tuple_new(BatchHeader, HEADER.unpack_from(buf, pos))  # (no Python __new__: one per batch)
 
 
 def crc_ok(buf: bytes | memoryview, pos: int, header: BatchHeader) -> bool:
