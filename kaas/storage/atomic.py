@@ -53,7 +53,7 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True
             supervisor names its own).
     """
     dst = os.fspath(path)
-    directory, tmp = _tmp_names(dst, os.getpid(), threading.get_ident())
+    directory, tmp = _tmp_names(dst, incarnation.current(), threading.get_ident())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
@@ -71,11 +71,12 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True
 
 
 @functools.lru_cache(maxsize=4096)
-def _tmp_names(dst: str, pid: int, thread: int) -> tuple[str, str]:
-    """(directory, tmp file) of a write of ``dst`` by this writer (the slot and manifest
-    files are written again and again: the names are made once)."""
+def _tmp_names(dst: str, writer: str, thread: int) -> tuple[str, str]:
+    """(directory, tmp file) of a write of ``dst`` by this writer (its incarnation and
+    thread, as ``_writer_id``; the slot and manifest files are written again and again:
+    the names are made once)."""
     directory, name = os.path.split(dst)
-    return directory, os.path.join(directory, f".{name}.{pid}-{thread}.tmp")
+    return directory, os.path.join(directory, f".{name}.{writer}-{thread}.tmp")
 
 
 def _unlink_quietly(path: str) -> None:
