@@ -192,13 +192,11 @@ class Slots:
             try:
                 await self.broker.run_io(self.store.save, slot, new_state)
             except OSError as exc:
-                self.cache.pop(slot, None)
-                self.unwritten.discard(slot)
+                self._failed(slot, batch)
                 log.error("txn_slot_write_failed", slot=slot, error=str(exc))
                 raise KaasError(ErrorCode.coordinator_not_available, str(exc)) from None
             except BaseException:
-                self.cache.pop(slot, None)  # unknown whether the file changed
-                self.unwritten.discard(slot)
+                self._failed(slot, batch)
                 raise
             current = self.cache.get(slot)
             if current is state:
@@ -219,6 +217,16 @@ class Slots:
             ending = self._writing.pop(slot)
             if ending is not None:
                 ending.set()
+
+    def _failed(self, slot: int, batch: _Batch) -> None:
+        """A write of ``batch`` failed: the file is the old one, or (a failure after the
+        rename) the new one. With changes, the slot is read afresh next time (the memory
+        must not run ahead of the file: Complete* states kept only in memory go with it,
+        and the sweep finishes their Prepare* again). Without (a flush of the memory), the
+        memory is the newer of the two either way: kept, still to be written."""
+        if batch.changes:
+            self.cache.pop(slot, None)
+            self.unwritten.discard(slot)
 
     async def flush(self) -> None:
         """Write the slots whose last change (a Complete*) is only in memory."""
