@@ -5,8 +5,6 @@ only once that write succeeded."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import trio
 import trio.testing
@@ -18,16 +16,7 @@ from kaas.domain.routing import txn_slot
 from kaas.domain.txn import TxnState
 from kaas.errors import KaasError
 from tests.component.test_txn_coordinator import FakeBroker, V, World, begin, produce, state_on_file
-
-
-def ids_in_one_slot(n: int) -> list[str]:
-    by_slot: dict[int, list[str]] = {}
-    for i in itertools.count():
-        ids = by_slot.setdefault(txn_slot(f"gc-{i}"), [])
-        ids.append(f"gc-{i}")
-        if len(ids) == n:
-            return ids
-    raise AssertionError
+from tests.kafka import ids_in_one_slot
 
 
 class GatedBroker(FakeBroker):
@@ -65,7 +54,7 @@ def coordinator(tmp_path):
 async def two_open_and_a_third(b0: GatedBroker) -> tuple[list[str], dict[str, tuple[int, int]]]:
     """Transactions of ids A and B open (a record each on t-0), C initialised."""
     part = b0.lead("t", 0)
-    ids = ids_in_one_slot(3)
+    ids = ids_in_one_slot(3, "gc")
     producers = {}
     for txn_id in ids[:2]:
         producers[txn_id] = pid, epoch = await begin(b0.txn, txn_id, [("t", 0)])

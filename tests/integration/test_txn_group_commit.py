@@ -4,7 +4,6 @@ volume, and after the restart both transactions commit and become visible."""
 
 from __future__ import annotations
 
-import itertools
 import struct
 import time
 
@@ -20,21 +19,13 @@ from kaas.wire import batch as wb
 from kaas.wire import codec
 from kaas.wire.build import build
 from tests.fixtures import broker_fixture
-from tests.kafka import SWEEP_ENV, create_topic, read_to_end
+from tests.kafka import SWEEP_ENV, create_topic, ids_in_one_slot, read_to_end
 
 pytestmark = pytest.mark.slow
 
 fresh_broker = broker_fixture(env=SWEEP_ENV, doc="A broker of its own: the test kills it.")
 
 
-def ids_in_one_slot(n: int) -> list[str]:
-    by_slot: dict[int, list[str]] = {}
-    for i in itertools.count():
-        ids = by_slot.setdefault(txn_slot(f"shared-{i}"), [])
-        ids.append(f"shared-{i}")
-        if len(ids) == n:
-            return ids
-    raise AssertionError
 
 
 def send(wc: WireClient, api: tuple[int, int], body: dict) -> None:
@@ -52,7 +43,7 @@ def test_a_kill_after_the_shared_write_answers_neither_and_loses_neither(fresh_b
     b = fresh_broker
     topic = "group-commit"
     create_topic(b.bootstrap, topic, 1)
-    a, b_id, c = ids_in_one_slot(3)
+    a, b_id, c = ids_in_one_slot(3, "shared")
     clients = {t: WireClient("127.0.0.1", b.port) for t in (a, b_id, c)}
     producers = {}
     for txn_id, wc in clients.items():
