@@ -5,6 +5,8 @@ only once that write succeeded."""
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 import trio
 import trio.testing
@@ -21,7 +23,8 @@ from tests.kafka import ids_in_one_slot
 
 class GatedBroker(FakeBroker):
     """Slot writes wait for ``gate`` while it is set, and are recorded (the ids whose
-    entries each write carried, by state)."""
+    entries each write carried, by state); the writes numbered in ``failing`` (counted
+    from 1 over every attempt) fail as a failing disk does."""
 
     def __init__(self, *args) -> None:
         super().__init__(*args)
@@ -29,12 +32,17 @@ class GatedBroker(FakeBroker):
         self.at_gate = trio.Event()  # a write waits at the gate
         self.writes: list[dict[str, str]] = []
         self.events: list[str] = []
+        self.attempts = 0
+        self.failing: set[int] = set()
 
     async def run_io(self, fn, *args):
         if getattr(fn, "__name__", "") == "save":
             if self.gate is not None:
                 self.at_gate.set()
                 await self.gate.wait()
+            self.attempts += 1
+            if self.attempts in self.failing:
+                raise OSError(errno.EIO, "Input/output error", "slot file (test)")
             slot, state = args
             self.writes.append({k: m.state.value for k, m in state.entries.items()})
             self.events.append(f"write {len(self.writes)}")
@@ -139,3 +147,43 @@ async def test_a_failure_after_the_shared_write_answers_neither(coordinator):
     for txn_id in (a, b):  # the clients retry: the prepared transactions are finished
         assert await b0.txn.end_txn(txn_id, *producers[txn_id], True, V) == ErrorCode.none
         assert b0.txn.slots.cache[txn_slot(txn_id)].get(txn_id).state is TxnState.CompleteCommit
+
+
+async def test_a_failed_shared_write_refuses_every_request_it_carried(coordinator):
+    """A flush of A's memory-only Complete* is being written; B's EndTxn and C's
+    AddPartitionsToTxn meanwhile share the next write, which fails: both are refused, the
+    memory does not run ahead of the file, and both retries go through."""
+    b0 = coordinator
+    (a, b, c), producers = await two_open_and_a_third(b0)
+    assert await b0.txn.end_txn(a, *producers[a], True, V) == ErrorCode.none
+    slot = txn_slot(a)
+    assert slot in b0.txn.slots.unwritten  # A's Complete* is only in memory
+    b0.gate = trio.Event()
+    b0.attempts = len(b0.writes)
+    b0.failing = {b0.attempts + 2}  # the flush's write succeeds, the shared one fails
+    codes = {}
+
+    async def call(txn_id: str, request) -> None:
+        try:
+            codes[txn_id] = await request
+        except KaasError as exc:  # the handler answers its code
+            codes[txn_id] = exc.code
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(b0.txn.flush_slots)  # its write waits at the gate
+        await b0.at_gate.wait()
+        nursery.start_soon(call, b, b0.txn.end_txn(b, *producers[b], True, V))
+        nursery.start_soon(call, c, b0.txn.add_partitions(c, *producers[c], [("t", 0)], V))
+        await until(lambda: pending(b0, b) == {b, c})
+        b0.gate.set()
+    assert codes == {b: ErrorCode.coordinator_not_available, c: ErrorCode.coordinator_not_available}
+    assert state_on_file(b0, a).state is TxnState.CompleteCommit  # the flush's write
+    assert state_on_file(b0, b).state is TxnState.Ongoing
+    assert state_on_file(b0, c).partitions == frozenset()
+    assert slot not in b0.txn.slots.cache and slot not in b0.txn.slots.unwritten  # read afresh next
+    b0.gate = None
+    assert await b0.txn.end_txn(b, *producers[b], True, V) == ErrorCode.none  # the clients retry
+    assert state_on_file(b0, b).state is TxnState.PrepareCommit  # its Complete* in memory
+    assert await b0.txn.add_partitions(c, *producers[c], [("t", 0)], V) == ErrorCode.none
+    assert state_on_file(b0, b).state is TxnState.CompleteCommit  # written with C's change
+    assert state_on_file(b0, c).partitions == frozenset({("t", 0)})

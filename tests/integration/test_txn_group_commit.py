@@ -26,8 +26,6 @@ pytestmark = pytest.mark.slow
 fresh_broker = broker_fixture(env=SWEEP_ENV, doc="A broker of its own: the test kills it.")
 
 
-
-
 def send(wc: WireClient, api: tuple[int, int], body: dict) -> None:
     """Send a request without waiting for its answer."""
     wc.corr += 1
