@@ -593,7 +593,7 @@ class ProducerStateTable:
         }
 
     @classmethod
-    def from_snapshot(cls, d: dict[str, Any], *, now_ms: int) -> ProducerStateTable:
+    def from_snapshot(cls, d: object, *, now_ms: int) -> ProducerStateTable:
         """Rebuild a table from ``to_snapshot`` output.
 
         Idle times: an entry keeps its ``last_append_ms``, capped at ``now_ms`` (a clock
@@ -614,9 +614,10 @@ class ProducerStateTable:
             ValueError: unknown format or malformed content (the storage caller maps it to
                 CorruptState; never silently reset producer state).
         """
-        if not isinstance(d, dict) or d.get("format") != SNAPSHOT_FORMAT:
-            fmt = d.get("format") if isinstance(d, dict) else type(d).__name__
-            raise ValueError(f"unsupported producer state snapshot format {fmt!r}")
+        if not isinstance(d, dict):
+            raise ValueError(f"unsupported producer state snapshot format {type(d).__name__!r}")
+        if d.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"unsupported producer state snapshot format {d.get('format')!r}")
         table = cls()
         broker_clock = d.get("clock") == "broker"
         try:

@@ -74,6 +74,8 @@ from typing import Any, NamedTuple, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
+from kaas.domain.kinds import same_kind
+
 __all__ = [
     "EPOCH_EXHAUSTED",
     "I16_MAX",
@@ -151,7 +153,7 @@ class TxnState(enum.Enum):
 class TxnMetadata(NamedTuple):
     """The coordinator's entry for one transactional id (one row of a slot file).
 
-    A named tuple (see ``_same_type_eq`` below); change one with ``_replace``.
+    A named tuple (equal only to its own kind: ``kinds.same_kind``); change one with ``_replace``.
 
     Attributes:
         transactional_id: the client's ``transactional.id``.
@@ -415,21 +417,10 @@ class TxnResult(NamedTuple):
         return None
 
 
-def _same_type_eq(self: tuple[Any, ...], other: object) -> bool:
-    return type(self) is type(other) and tuple.__eq__(self, other)
-
-
-def _same_type_ne(self: tuple[Any, ...], other: object) -> bool:
-    return not _same_type_eq(self, other)
-
-
 # The entry and the effects are named tuples: every transactional request makes several,
 # and a frozen dataclass cost four to six times as much to build. Equal only to their own
 # kind, as dataclasses are (a Fence is never equal to an OffsetHook of the same values).
-for _kind in (TxnMetadata, Persist, WriteMarkers, Fence, OffsetHook, Reply, TxnResult):
-    setattr(_kind, "__eq__", _same_type_eq)
-    setattr(_kind, "__ne__", _same_type_ne)
-    setattr(_kind, "__hash__", tuple.__hash__)
+same_kind(TxnMetadata, Persist, WriteMarkers, Fence, OffsetHook, Reply, TxnResult)
 
 
 def _error(code: ErrorCode) -> TxnResult:

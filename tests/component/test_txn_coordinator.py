@@ -531,8 +531,14 @@ async def test_kip890_one_slot_read_per_transaction_and_leader(cluster, monkeypa
     b0.lead("t", 0)
     p1, p2 = b1.lead("t", 1), b1.lead("t", 2)
     reads = []
-    load = b1.txn.slots.store.load
-    monkeypatch.setattr(b1.txn.slots.store, "load", lambda slot: reads.append(slot) or load(slot))
+    run_io, load = b1.run_io, b1.txn.slots.store.load
+
+    async def counted_io(fn, *args):  # (TxnStore may be compiled: its methods cannot be patched)
+        if fn == load:
+            reads.append(args[0])
+        return await run_io(fn, *args)
+
+    monkeypatch.setattr(b1, "run_io", counted_io)
     pid, epoch = await begin(b0.txn, "x", [("t", 0), ("t", 1), ("t", 2)])
     await produce(p1, "x", pid, epoch)
     await produce(p2, "x", pid, epoch)
