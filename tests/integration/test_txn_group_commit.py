@@ -67,13 +67,15 @@ def test_a_kill_after_the_shared_write_answers_neither_and_loses_neither(fresh_b
                            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
         assert answer(wc, (0, 10)).responses[0].partition_responses[0].error_code == ErrorCode.none
 
-    # C's AddPartitions write pauses (after its batch was taken); the two EndTxn requests
-    # meanwhile wait for the next write, which carries both; the broker dies right after it
+    # C's AddPartitions write pauses (after its batch was taken); the two EndTxn requests,
+    # sent once it waits there, meanwhile wait for the next write, which carries both; the
+    # broker dies right after it
     failpoints.arm(b.data / "run", b.broker_id, {
         "slot.before_write": {"action": "pause", "ms": 3000, "count": 1},
         "slot.after_write": {"action": "crash", "match": {"entries": 2}}})
     wait_for(lambda: "failpoints_armed" in b.log_text(), 10, "the failpoints read")
     send(clients[c], (24, 0), add(c))
+    wait_for(lambda: "failpoint_hit" in b.log_text(), 10, "C's write paused")
     for txn_id in (a, b_id):
         pid, epoch = producers[txn_id]
         send(clients[txn_id], (26, 1), {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
