@@ -124,6 +124,8 @@ def run_once(target, producers: int, txn_size: int, partitions: int, seconds: fl
             "txns": txns, "seconds": _r(elapsed), "txn_per_s": round(txns / elapsed, 1),
             "commit_p50_ms": _r(_pct(commits, 0.5)), "commit_p99_ms": _r(_pct(commits, 0.99)),
             "cpu_s": _r(cpu_s), "cpu_s_per_1k_txn": _r(cpu_s / txns * 1000) if cpu_s is not None and txns else None,
+            # the kernel's part (stime): system calls, which callgrind's counts (bench cpu) leave out
+            "cpu_sys_s_per_1k_txn": _r(meter.system / txns * 1000) if meter.system is not None and txns else None,
             "per_producer_txns": sorted(r["txns"] for r in results)}
 
 
@@ -160,7 +162,8 @@ def run_txn_many(producer_counts: list[int], rounds: int, seconds: float, txn_si
             t.close()
     summary: dict[str, dict] = {}
     for n, by_target in runs.items():
-        med = {name: {k: _median(rs, k) for k in ("txn_per_s", "commit_p50_ms", "commit_p99_ms", "cpu_s_per_1k_txn")}
+        med = {name: {k: _median(rs, k) for k in ("txn_per_s", "commit_p50_ms", "commit_p99_ms", "cpu_s_per_1k_txn",
+                                                        "cpu_sys_s_per_1k_txn")}
                for name, rs in by_target.items()}
         k = med.get("kaas", {}).get("txn_per_s")
         for other in ("mock", "tansu"):
