@@ -23,6 +23,10 @@ own integration tests; the session timeout stays Kafka's 45 s, as in librdkafka'
 without ``--only``, runs issue 33's set (``kip848``). ``--only kip848`` (or ``classic``)
 names a whole set, in either protocol.
 
+``--only share`` runs the share consumer tests (KIP-932, issue 34's set) as librdkafka's own
+CI runs them against Apache: the brokers allow record locks down to 1 s
+(``SHARE_BROKER_ARGS``) and each runs with ``CI=true`` (its test framework's timeouts ×3).
+
 Prints one line per run as it ends, then a table (or ``--json``) of every result with the
 first failure message; each run's whole output is kept under ``--log-dir``. Exits 1 when any
 run failed.
@@ -30,6 +34,7 @@ run failed.
     python scripts/librdkafka_tests.py --rdkafka-tests /path/to/librdkafka/tests
     python scripts/librdkafka_tests.py --rdkafka-tests DIR --only 0077 --only 0081/ListOffsets
     python scripts/librdkafka_tests.py --rdkafka-tests DIR --group-protocol consumer
+    python scripts/librdkafka_tests.py --rdkafka-tests DIR --only share
     python scripts/librdkafka_tests.py --rdkafka-tests DIR --only kip848      # the same set, classic
 """
 
@@ -63,8 +68,12 @@ CLASSIC = ["0103", "0129", "0090", "0094", "0076", "0030", "0102", "0018", "0029
 #: the tests issue 33 holds kaas to with group.protocol=consumer (KIP-848), and in classic mode
 KIP848 = ["0018", "0029", "0030", "0031", "0033", "0034", "0042", "0045", "0050", "0051", "0056", "0069",
           "0089", "0091", "0102", "0103", "0113", "0118", "0122", "0130", "0132", "0137"]
+#: the share consumer tests (KIP-932) issue 34 holds kaas to: 0182, 0183 and 0186 run only
+#: against librdkafka's mock cluster (the runner skips them on a real one)
+SHARE = ["0170", "0171", "0172", "0173", "0174", "0175", "0176", "0177", "0178", "0179", "0180", "0181",
+         "0184", "0185"]
 #: names for ``--only``
-SETS = {"classic": CLASSIC, "kip848": KIP848}
+SETS = {"classic": CLASSIC, "kip848": KIP848, "share": SHARE}
 GROUP_PROTOCOLS = ("classic", "consumer")
 #: 0081's subtest functions in the order do_test_apis() runs them (librdkafka 2.15)
 SUBTESTS_0081 = [
@@ -93,6 +102,11 @@ SASL_BROKER_ARGS = [*BROKER_ARGS, "--allow-everyone-if-no-acl-found"]
 #: minimum so); the session timeout stays Kafka's default (45 s), as in librdkafka's CI
 CONSUMER_BROKER_ARGS = ["--group-consumer-heartbeat-interval-ms", "500",
                         "--group-consumer-min-heartbeat-interval-ms", "500"]
+#: added to each cluster's options when share consumer tests run: 0173 and 0176 set the
+#: group config share.record.lock.duration.ms=3000, below Apache's default minimum of 15 s;
+#: librdkafka's CI starts its Apache cluster with group.share.min.record.lock.duration.ms=1000
+#: (packaging/tools/run-share-consumer-tests.sh)
+SHARE_BROKER_ARGS = ["--group-share-min-record-lock-duration-ms", "1000"]
 #: the SCRAM user the tests connect as on the sasl cluster (not a super user)
 SASL_TEST_USER = "rdkafka"
 _FAILED = re.compile(r'### Test "(?P<test>[^"]*)" failed at (?P<where>\S+) at [^#]*###\s*\n(?P<msg>[^\n]*)')
@@ -142,6 +156,19 @@ def plan(only: tuple[str, ...], acl_for_all: bool, sasl_for_all: bool = False,
     return runs
 
 
+def is_share(test: str) -> bool:
+    """A share consumer test (0170 to 0186)."""
+    return test.isdigit() and 170 <= int(test) <= 186
+
+
+def share_args(runs: list[Run], more: tuple[str, ...]) -> tuple[str, ...]:
+    """``more`` (``--broker-arg``), with ``SHARE_BROKER_ARGS`` before it when a share
+    consumer test runs and ``more`` does not set that option itself."""
+    if any(is_share(r.test) for r in runs) and SHARE_BROKER_ARGS[0] not in more:
+        return (*SHARE_BROKER_ARGS, *more)
+    return more
+
+
 def judge(run: Run, rc: int | None, out: str) -> None:
     """Set ``run.result`` and ``run.failure`` from the runner's exit code and output."""
     text = _ANSI.sub("", out)
@@ -170,8 +197,13 @@ def run_one(run: Run, index: int, tests_dir: Path, cluster: ClusterProcess, conf
     env = {**os.environ, "TESTS": run.test, "TEST_KAFKA_VERSION": kafka_version,
            "RDKAFKA_TEST_CONF": str(conf), "KAFKA_PATH": str(ROOT / "tests"), "BROKERS": cluster.bootstrap,
            "TEST_CONSUMER_GROUP_PROTOCOL": group_protocol}
-    if as_ci:
-        env["CI"] = "true"  # librdkafka's framework: every test timeout x3, at most 3 tests at once
+    if as_ci or is_share(run.test):
+        # librdkafka's framework: every test timeout x3, at most 3 tests at once. The share
+        # consumer tests always run so, as librdkafka's CI runs them (semaphore.yml sets
+        # CI=true, run-in-docker.sh passes it on). 0170 cannot pass without: one subtest
+        # resets the test's deadline to 60 s, and the waits the later ones make by design
+        # (rd_sleep, polls of 2 s that expect nothing) add up to over 90 s.
+        env["CI"] = "true"
     else:
         env.pop("CI", None)
     kaas = Path(sys.executable).parent / "kaas"  # this checkout's, for tests/bin/kafka-topics.sh
@@ -251,8 +283,8 @@ def table(runs: list[Run]) -> str:
               help="librdkafka's tests/ directory, already built (test-runner in it).")
 @click.option("--only", multiple=True, metavar="TEST[/SUBTEST]|SET",
               help="Run this only (repeatable): 0077, 0081, 0081/ListOffsets, or a set: kip848 (issue 33's "
-                   "22 tests), classic (issue 31's ten). Default: the ten classic tests, 0077 and each 0081 "
-                   "subtest; with --group-protocol consumer, kip848.")
+                   "22 tests), classic (issue 31's ten), share (issue 34's 14 share consumer tests). Default: "
+                   "the ten classic tests, 0077 and each 0081 subtest; with --group-protocol consumer, kip848.")
 @click.option("--group-protocol", type=click.Choice(GROUP_PROTOCOLS), default="classic", show_default=True,
               help="TEST_CONSUMER_GROUP_PROTOCOL: consumer runs the tests' consumers with KIP-848 and gives the "
                    "brokers a 500 ms consumer-group heartbeat interval.")
@@ -262,8 +294,8 @@ def table(runs: list[Run]) -> str:
               "not a super user, allow.everyone.if.no.acl.found), not only 0081's authorised-operations subtest.")
 @click.option("--broker-arg", "more_args", multiple=True, metavar="ARG",
               help="One more ``kaas broker`` argument for every cluster (repeatable; a value is its own "
-                   "--broker-arg): e.g. --broker-arg=--group-share-min-record-lock-duration-ms --broker-arg=1000 "
-                   "for the share consumer tests.")
+                   "--broker-arg), e.g. --broker-arg=--group-consumer-max-size --broker-arg=10. Share consumer "
+                   "tests add --group-share-min-record-lock-duration-ms 1000 unless given here.")
 @click.option("--kafka-version", default="4.2.0", show_default=True,
               help="TEST_KAFKA_VERSION: the Apache release whose answers the tests expect (4.2: group configs, "
                    "share groups).")
@@ -287,6 +319,7 @@ def main(tests_dir: Path, only: tuple[str, ...], group_protocol: str, acl_for_al
         for r in runs:
             click.echo(f"{r.name} ({r.cluster})")
         return
+    more_args = share_args(runs, more_args)
     tests_dir = tests_dir.resolve()
     if not (tests_dir / "test-runner").exists() or not (tests_dir / "run-test.sh").exists():
         raise click.UsageError(f"{tests_dir} holds no built test-runner (make -C tests build)")

@@ -23,7 +23,6 @@ from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.clock import SYSTEM, Clock
 from kaas.coord.group import GroupCoordinator
-from kaas.coord.group.share import ShareGroupMembership
 from kaas.coord.group.share_offsets import ShareOffsets
 from kaas.coord.share import ShareRuntime
 from kaas.coord.share.admin import ShareStateAdmin
@@ -119,9 +118,8 @@ class Broker:
         self.connections = 0
         self.txn: TxnCoordinator | None = None  # created by tasks.serve_broker
         self.groups = GroupCoordinator(self)
-        # KIP-932 share partitions this broker leads; the share groups' membership they ask
-        self.shares = ShareRuntime(self, membership=ShareGroupMembership(self.groups))
-        self.groups.shares.on_left = self.shares.member_left
+        # KIP-932 share partitions this broker leads, and the share sessions of its clients
+        self.shares = ShareRuntime(self)
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms, clock)
         self._group_owners: dict[str, int | None] = {}  # group_owner's, for _group_owners_view
         self._group_owners_view: tuple[tuple[int, ...], tuple[int, ...]] | None = None
@@ -392,6 +390,11 @@ class Broker:
             KaasError: KAFKA_STORAGE_ERROR, the group config file was never readable.
         """
         return self.group_configs.config(self.settings, group_id)
+
+    async def refresh_group_configs(self) -> None:
+        """Read ``__cluster/group_configs.json`` afresh now, not at the next poll (a share
+        partition about to start from ``share.auto.offset.reset``)."""
+        await self.run_io(self.group_configs.reload, True)
 
     def slot_owner(self, slot: int) -> int | None:
         a = self.cluster.assignment

@@ -35,9 +35,11 @@ TP = tuple[str, int]  # (topic id, partition)
 
 
 def simple_assign(members: Mapping[str, Sequence[str]], current: Mapping[str, Assignment],
-                  image: TopicImage) -> dict[str, Assignment]:
+                  image: TopicImage, assignable: Mapping[str, frozenset[int]] | None = None) -> dict[str, Assignment]:
     """The target assignment of every member (``members``: id -> subscribed topic names;
-    ``current``: what each holds now, topic id -> partitions)."""
+    ``current``: what each holds now, topic id -> partitions; ``assignable``: the only
+    partitions to hand out, topic id -> partitions, as Apache's share groups assign only
+    partitions whose share state is initialized; None: every one)."""
     subs = {mid: tuple(sorted({image.by_name[n].topic_id for n in names if n in image.by_name}))
             for mid, names in members.items()}
     out: dict[str, set[TP]] = {mid: set() for mid in members}
@@ -48,7 +50,8 @@ def simple_assign(members: Mapping[str, Sequence[str]], current: Mapping[str, As
         groups = [((tid,), sorted(m for m in members if tid in subs[m]))
                   for tid in sorted({t for ts in kinds for t in ts})]
     for topics, mids in groups:
-        parts = [(tid, p) for tid in topics for p in range(image.by_id[tid].partitions)]
+        parts = [(tid, p) for tid in topics for p in range(image.by_id[tid].partitions)
+                 if assignable is None or p in assignable.get(tid, ())]
         held = {m: {(tid, p) for tid in topics for p in current.get(m, {}).get(tid, ())} for m in mids}
         for m, got in _balance(parts, mids, held).items():
             out[m] |= got

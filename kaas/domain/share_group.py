@@ -7,6 +7,16 @@ group epoch). The group epoch rises when a member joins, leaves, is fenced, chan
 subscription, or a subscribed topic changes (created, deleted, grown); the assignment is
 then computed again by the ``simple`` assignor (``domain.share_assignor``), as Apache's.
 
+As Apache's ``GroupMetadataManager`` (4.1 and later), only partitions whose share state
+the group *initialized* are assigned. A heartbeat that finds subscribed partitions
+neither initialized nor initializing (or initializing for longer than
+``INITIALIZE_RETRY_MS``) marks them initializing and names them in its reply
+(``ShareReply.initialize``); the runtime initializes them once the group's file holds
+that, then ``mark_initialized``; the next heartbeat finds initialized partitions no one
+is assigned, bumps the group epoch and assigns them. So a new group's first member gets
+its partitions on its second heartbeat, not its first (Apache initializes through its
+share coordinator after answering the first). A deleted topic leaves both sets.
+
 No I/O and no clock: times are handed in (``now_ms``). The runtime
 (``kaas.coord.group.share``) writes ``snapshot()`` into the group's file before it
 answers a heartbeat that changed the group, and a successor ``restore``s it.
@@ -28,6 +38,7 @@ __all__ = ["LEAVE_EPOCH", "ShareConfig", "ShareGroup", "ShareHeartbeat", "ShareM
 
 LEAVE_EPOCH = -1
 MAX_MEMBER_ID = 36 * 4  # Apache refuses longer member ids (INVALID_REQUEST)
+INITIALIZE_RETRY_MS = 30_000  # Apache's group.share.initialize.retry.interval.ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +68,7 @@ class ShareReply:
     member_epoch: int = 0
     assignment: Assignment | None = None  # None: unchanged since the member's last answer
     changed: bool = False  # the group's state changed (write it before answering)
+    initialize: Assignment | None = None  # partitions to initialize once the file says so
 
 
 @dataclass(slots=True)
@@ -84,6 +96,10 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     # the subscribed topics as the last assignment saw them: name -> (topic id, partitions)
     metadata: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # partitions whose share state the group initialized: topic id -> partitions
+    initialized: dict[str, frozenset[int]] = field(default_factory=dict)
+    # ... and those being initialized: topic id -> (partitions, since when, ms)
+    initializing: dict[str, tuple[frozenset[int], int]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ queries
 
@@ -94,10 +110,6 @@ class ShareGroup:
     def is_empty(self) -> bool:
         return not self.members
 
-    def is_assigned(self, member_id: str, topic_id: str, partition: int) -> bool:
-        m = self.members.get(member_id)
-        return m is not None and partition in m.assignment.get(topic_id, ())
-
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed}
 
@@ -106,7 +118,8 @@ class ShareGroup:
 
     def copy(self) -> ShareGroup:
         return ShareGroup(self.group_id, self.group_epoch, self.assignment_epoch,
-                          {k: replace(m) for k, m in self.members.items()}, dict(self.metadata))
+                          {k: replace(m) for k, m in self.members.items()}, dict(self.metadata),
+                          dict(self.initialized), dict(self.initializing))
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -148,8 +161,10 @@ class ShareGroup:
             m.subscribed = tuple(sorted(set(hb.subscribed_topic_names)))
             changed = True
             self.group_epoch += 1
-        if self._metadata(image) != self.metadata and self.assignment_epoch == self.group_epoch:
-            self.group_epoch += 1  # a subscribed topic changed (one bump per heartbeat)
+        changed |= self._forget_deleted(image)
+        if self.assignment_epoch == self.group_epoch and (self._metadata(image) != self.metadata
+                                                          or self._initialized_unassigned(image)):
+            self.group_epoch += 1  # a subscribed topic changed, or partitions were initialized (one bump)
             changed = True
         if self.assignment_epoch != self.group_epoch:
             self._assign(image)
@@ -160,7 +175,29 @@ class ShareGroup:
             m.member_epoch = self.assignment_epoch
             send = dict(m.assignment)
             changed = True
-        return ShareReply(ErrorCode.none, None, m.member_id, m.member_epoch, send, changed)
+        init = self._start_initializing(image, now_ms)
+        return ShareReply(ErrorCode.none, None, m.member_id, m.member_epoch, send, changed or bool(init),
+                          init or None)
+
+    def mark_initialized(self, partitions: Mapping[str, frozenset[int]]) -> bool:
+        """The share state of ``partitions`` (topic id -> partitions) was initialized: they
+        become assignable (Apache's ``initializeShareGroupState``; the group epoch moves at
+        the next heartbeat). True when the group changed."""
+        changed = False
+        for tid, ps in partitions.items():
+            done = self.initialized.get(tid, frozenset())
+            if not ps <= done:
+                self.initialized[tid] = done | ps
+                changed = True
+            busy = self.initializing.get(tid)
+            if busy is not None and busy[0] & ps:
+                rest = busy[0] - ps
+                if rest:
+                    self.initializing[tid] = (rest, busy[1])
+                else:
+                    del self.initializing[tid]
+                changed = True
+        return changed
 
     def remove(self, member_id: str, image: TopicImage) -> None:
         """The member leaves (or is fenced): the group epoch rises, the rest is reassigned."""
@@ -183,9 +220,48 @@ class ShareGroup:
                 out[name] = (t.topic_id, t.partitions)
         return out
 
+    def _initialized_unassigned(self, image: TopicImage) -> bool:
+        """Apache's ``initializedAssignmentPending``: the initialized partitions of a
+        subscribed topic are not what the members hold of it."""
+        if not self.members or not self.initialized:
+            return False
+        for name in self.subscribed_topics():
+            t = image.by_name.get(name)
+            done = self.initialized.get(t.topic_id) if t is not None else None
+            if t is not None and done is not None and \
+                    frozenset().union(*(m.assignment.get(t.topic_id, ()) for m in self.members.values())) != done:
+                return True
+        return False
+
+    def _start_initializing(self, image: TopicImage, now_ms: int) -> Assignment:
+        """Apache's ``subscribedTopicsChangeMap``: the subscribed partitions neither
+        initialized nor initializing since less than ``INITIALIZE_RETRY_MS``, now
+        initializing."""
+        out: Assignment = {}
+        for name in sorted(self.subscribed_topics()):
+            t = image.by_name.get(name)
+            if t is None:
+                continue
+            busy = self.initializing.get(t.topic_id)
+            recent = busy[0] if busy is not None and now_ms - busy[1] < INITIALIZE_RETRY_MS else frozenset()
+            todo = frozenset(range(t.partitions)) - self.initialized.get(t.topic_id, frozenset()) - recent
+            if todo:
+                out[t.topic_id] = todo
+                self.initializing[t.topic_id] = ((busy[0] if busy is not None else frozenset()) | todo, now_ms)
+        return out
+
+    def _forget_deleted(self, image: TopicImage) -> bool:
+        """Drop the initialized and initializing partitions of topics gone (a topic made
+        again has a new id). True when something was dropped."""
+        gone = [t for t in (*self.initialized, *self.initializing) if t not in image.by_id]
+        for t in gone:
+            self.initialized.pop(t, None)
+            self.initializing.pop(t, None)
+        return bool(gone)
+
     def _assign(self, image: TopicImage) -> None:
         target = simple_assign({mid: m.subscribed for mid, m in self.members.items()},
-                               {mid: m.assignment for mid, m in self.members.items()}, image)
+                               {mid: m.assignment for mid, m in self.members.items()}, image, self.initialized)
         for mid, m in self.members.items():
             m.assignment = target[mid]
         self.metadata = self._metadata(image)
@@ -207,11 +283,15 @@ class ShareGroup:
     def snapshot(self) -> dict[str, Any]:
         return {"group_epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
                 "metadata": {n: [tid, p] for n, (tid, p) in sorted(self.metadata.items())},
-                "members": [m.to_json() for m in sorted(self.members.values(), key=lambda m: m.member_id)]}
+                "members": [m.to_json() for m in sorted(self.members.values(), key=lambda m: m.member_id)],
+                "initialized": {t: sorted(ps) for t, ps in sorted(self.initialized.items())},
+                "initializing": {t: sorted(ps) for t, (ps, _since) in sorted(self.initializing.items())}}
 
     @classmethod
     def restore(cls, group_id: str, snap: Mapping[str, Any], *, now_ms: int, session_timeout_ms: int) -> ShareGroup:
-        """The group a snapshot holds; each member gets a fresh session from ``now_ms``.
+        """The group a snapshot holds; each member gets a fresh session from ``now_ms``, and
+        what was initializing counts from ``now_ms`` (as Apache's replay stamps it). A
+        snapshot from before initialization was kept holds as initialized what was assigned.
 
         Raises:
             ValueError: the snapshot does not parse.
@@ -225,7 +305,17 @@ class ShareGroup:
                                 now_ms + session_timeout_ms)
                 members[m.member_id] = m
             metadata = {str(n): (str(v[0]), int(v[1])) for n, v in snap.get("metadata", {}).items()}
-            return cls(group_id, int(snap["group_epoch"]), int(snap["assignment_epoch"]), members, metadata)
+            if "initialized" in snap:
+                initialized = {str(t): frozenset(int(p) for p in ps) for t, ps in snap["initialized"].items()}
+            else:
+                initialized = {}
+                for m in members.values():
+                    for t, ps in m.assignment.items():
+                        initialized[t] = initialized.get(t, frozenset()) | ps
+            initializing = {str(t): (frozenset(int(p) for p in ps), now_ms)
+                            for t, ps in snap.get("initializing", {}).items()}
+            return cls(group_id, int(snap["group_epoch"]), int(snap["assignment_epoch"]), members, metadata,
+                       initialized, initializing)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise ValueError(f"bad share group state: {exc!r}") from None
 

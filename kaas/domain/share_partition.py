@@ -206,7 +206,7 @@ def check_ack_batches(batches: Sequence[AckBatch], *, renew: bool, max_type: int
     for b in batches:
         if b.first > b.last:
             return f"acknowledgement batch {b.first}-{b.last} is reversed"
-        if b.first <= prev_last:
+        if b.first < prev_last:  # (one shared offset passes here, as in Apache: ``acknowledge`` refuses it)
             return f"acknowledgement batch {b.first}-{b.last} overlaps or precedes the one before"
         if not b.types:
             return f"acknowledgement batch {b.first}-{b.last} has no acknowledge type"
@@ -518,12 +518,21 @@ class SharePartition:
 
         Raises:
             ShareError: INVALID_RECORD_STATE for an offset not ACQUIRED, or acquired by
-                another member, or when nothing is in flight; INVALID_REQUEST for offsets
-                past the acquired ones.
+                another member, or when nothing is in flight, or acknowledged by two
+                batches (a batch may begin at the offset the one before ends at, as
+                Apache's request check lets through: its first acknowledgement leaves
+                the offset ACQUIRED only when it was a RENEW); INVALID_REQUEST for
+                offsets past the acquired ones.
         """
+        prev: tuple[int, int] | None = None  # (last offset, its type) of the batch before
         for b in batches:
             if b.last < self.start:
+                prev = None
                 continue
+            if prev is not None and b.first == prev[0] and prev[1] != AckType.RENEW:
+                raise ShareError(ErrorCode.invalid_record_state,
+                                 f"offset {b.first} is acknowledged by two batches")
+            prev = (b.last, b.types[-1])
             if self.end == self.start:
                 raise ShareError(ErrorCode.invalid_record_state,
                                  f"offsets {b.first}-{b.last} are not in flight (nothing is)")

@@ -22,9 +22,14 @@ ShareAcknowledge -1         the session must exist; the caller closes it after t
 ShareAcknowledge n > 0      as ShareFetch n, without changing the partitions
 ==========================  ==============================================================
 
-Apache ends a session when its client's connection closes; kaas instead lets a full cache
-evict the session idle the longest once it has been idle for ``idle_ms`` (the share
-session timeout): a consumer that died without a word cannot hold its place forever.
+As Apache's cache, a session belongs to the connection that opened it (epoch 0): when that
+connection closes, the session ends (``connection_closed``; the caller releases the
+member's records, Apache's ``ShareGroupListener.onMemberLeave``). A later request of the
+session may come over another connection; a session opened again (epoch 0) belongs to
+the new one. Group membership plays no part: a member that left its share group keeps
+its sessions until their final request or their connection's end, as in Apache. Beyond
+Apache, a full cache evicts the session idle the longest once it has been idle for
+``idle_ms`` (the share session timeout).
 
 Pure: no I/O, no clock (times come in as ``now_ms``). Sessions live in the broker's memory
 only, as in Apache.
@@ -64,6 +69,7 @@ class ShareSession(Generic[K]):
     epoch: int
     partitions: dict[K, None] = field(default_factory=dict)
     last_used_ms: int = 0
+    connection: int = 0  # the connection that opened it (0: none to follow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +96,7 @@ class ShareSessions(Generic[K]):
         self.max_sessions = max_sessions
         self.idle_ms = idle_ms
         self._sessions: dict[tuple[str, str], ShareSession[K]] = {}
+        self._by_connection: dict[int, set[tuple[str, str]]] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -101,8 +108,9 @@ class ShareSessions(Generic[K]):
         return [s for (g, _), s in self._sessions.items() if g == group_id]
 
     def fetch(self, group_id: str, member_id: str, epoch: int, requested: Iterable[K], forgotten: Iterable[K],
-              acknowledges: bool, now_ms: int = 0) -> FetchContext[K]:
-        """Check a ShareFetch against the member's session and update the session."""
+              acknowledges: bool, now_ms: int = 0, connection: int = 0) -> FetchContext[K]:
+        """Check a ShareFetch against the member's session and update the session
+        (``connection``: the request's connection, which a session opened now belongs to)."""
         key = (group_id, member_id)
         if epoch == FINAL_EPOCH:
             s = self._sessions.get(key)
@@ -112,11 +120,13 @@ class ShareSessions(Generic[K]):
         if epoch == INITIAL_EPOCH:
             if acknowledges:
                 return FetchContext(ErrorCode.invalid_request)
-            self._sessions.pop(key, None)
+            self.close(group_id, member_id)
             if len(self._sessions) >= self.max_sessions and not self._evict(now_ms):
                 return FetchContext(ErrorCode.share_session_limit_reached)
             parts = dict.fromkeys(requested)
-            self._sessions[key] = ShareSession(group_id, member_id, next_epoch(epoch), parts, now_ms)
+            self._sessions[key] = ShareSession(group_id, member_id, next_epoch(epoch), parts, now_ms, connection)
+            if connection:
+                self._by_connection.setdefault(connection, set()).add(key)
             return FetchContext(ErrorCode.none, tuple(parts), True)
         s = self._sessions.get(key)
         if s is None:
@@ -151,9 +161,21 @@ class ShareSessions(Generic[K]):
         oldest = min(self._sessions.values(), key=lambda s: s.last_used_ms, default=None)
         if oldest is None or now_ms - oldest.last_used_ms < self.idle_ms:
             return False
-        del self._sessions[(oldest.group_id, oldest.member_id)]
+        self.close(oldest.group_id, oldest.member_id)
         return True
 
     def close(self, group_id: str, member_id: str) -> ShareSession[K] | None:
         """End the member's session; the session it had, if any."""
-        return self._sessions.pop((group_id, member_id), None)
+        s = self._sessions.pop((group_id, member_id), None)
+        if s is not None and s.connection:
+            keys = self._by_connection.get(s.connection)
+            if keys is not None:
+                keys.discard((group_id, member_id))
+                if not keys:
+                    del self._by_connection[s.connection]
+        return s
+
+    def connection_closed(self, connection: int) -> list[ShareSession[K]]:
+        """The connection ``connection`` closed: end the sessions it opened; those sessions."""
+        keys = self._by_connection.pop(connection, set()) if connection else set()
+        return [s for k in sorted(keys) if (s := self._sessions.pop(k, None)) is not None]

@@ -54,6 +54,22 @@ class WireTopic(Protocol):
     def partitions(self) -> Sequence[WirePartition]: ...
 
 
+class WireRequest(Protocol):
+    """What ShareFetch and ShareAcknowledge requests have in common."""
+
+    @property
+    def group_id(self) -> str | None: ...
+
+    @property
+    def member_id(self) -> str | None: ...
+
+    @property
+    def share_session_epoch(self) -> int: ...
+
+    @property
+    def topics(self) -> Sequence[WireTopic]: ...
+
+
 def named(topics: Iterable[WireTopic]) -> tuple[list[Key], dict[Key, tuple[WireAckBatch, ...]]]:
     """The partitions a request names, in order, and the acknowledgements of each that has
     some (a partition named twice has them joined: librdkafka may split a topic)."""
@@ -91,19 +107,13 @@ def answer(lock_ms: int, code: ErrorCode = ErrorCode.none, message: str | None =
 
 def refusal(ctx: Context, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None] | None:
     """Why the request is refused as a whole, or None: the group's READ permission
-    (GROUP_AUTHORIZATION_FAILED), its ids (INVALID_REQUEST), and whether the member is in
-    the share group (SHARE_SESSION_NOT_FOUND: Apache releases a departed member's session;
-    its session here ends)."""
-    group, member = group_id or "", member_id or ""
-    if not authorize(ctx, Op.READ, GROUP, group):
+    (GROUP_AUTHORIZATION_FAILED) and its ids (INVALID_REQUEST). As in Apache, whether the
+    member is in the share group is not asked: its share session decides."""
+    if not authorize(ctx, Op.READ, GROUP, group_id or ""):
         return ErrorCode.group_authorization_failed, None
     problem = bad_ids(group_id, member_id)
     if problem is not None:
         return ErrorCode.invalid_request, problem
-    shares = ctx.broker.shares
-    if not shares.membership.is_member(group, member):
-        shares.sessions.close(group, member)
-        return ErrorCode.share_session_not_found, "the member is not in the share group"
     return None
 
 
@@ -154,6 +164,50 @@ class Answers:
             if info is not None:
                 out.append({"node_id": info.node_id, "host": info.host, "port": info.port, "rack": info.rack})
         return out
+
+
+@dataclass(slots=True)
+class Call:
+    """One ShareFetch or ShareAcknowledge being served: who asks, the partitions it names
+    and their acknowledgements, and the answers so far."""
+
+    ctx: Context
+    group: str
+    member: str
+    epoch: int
+    lock_ms: int  # the group's record lock duration (acquisition_lock_timeout)
+    renew: bool  # v2's is_renew_ack
+    requested: list[Key]
+    acks: dict[Key, tuple[WireAckBatch, ...]]
+    answers: Answers
+
+    @classmethod
+    def open(cls, ctx: Context, req: WireRequest, *, renew: bool) -> Call | dict[str, object]:
+        """The call, or the answer that refuses the request as a whole (``refusal``)."""
+        group, member = req.group_id or "", req.member_id or ""
+        lock_ms = ctx.broker.shares.lock_ms(group) if group else 0
+        refused = refusal(ctx, req.group_id, req.member_id)
+        if refused is not None:
+            return answer(lock_ms, *refused)
+        requested, acks = named(req.topics)
+        return cls(ctx, group, member, req.share_session_epoch, lock_ms, renew, requested, acks,
+                   Answers(ctx, topic_names(ctx)))
+
+    def reply(self, code: ErrorCode = ErrorCode.none, message: str | None = None) -> dict[str, object]:
+        """The response: the partitions' answers, or ``code`` for the whole request."""
+        return answer(self.lock_ms, code, message, self.answers if code == ErrorCode.none else None)
+
+    async def acknowledge(self, code_field: str) -> None:
+        """Apply the request's acknowledgements (``acknowledge_all``); RENEW (4) is a type
+        from v2 on."""
+        await acknowledge_all(self.answers, self.group, self.member, self.acks, renew=self.renew,
+                              max_type=4 if self.ctx.api_version >= 2 else 3, code_field=code_field)
+
+    def close(self, partitions: Iterable[Key]) -> None:
+        """The final epoch was served: end the session, releasing what the member still
+        holds of ``partitions`` (the session's)."""
+        self.ctx.broker.shares.close_session(self.group, self.member,
+                                             session_partitions(self.answers, partitions))
 
 
 async def acknowledge_all(answers: Answers, group_id: str, member_id: str, acks: Mapping[Key, Sequence[WireAckBatch]],

@@ -29,6 +29,7 @@ class Session:
     raw_tokens: bool = False  # SaslHandshake v0 chose the mechanism: its tokens come unframed
     reauth_deadline: float | None = None  # KIP-368: trio time the session must re-authenticate by
     close_reason: str | None = None  # set by a handler: close the connection after this response
+    conn_id: int = 0  # the connection's number in this process (0: no connection, as in tests)
 
     @property
     def awaiting_raw_token(self) -> bool:

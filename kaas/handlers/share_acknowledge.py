@@ -18,15 +18,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest as ShareAcknowledgeV2
 
 from kaas.domain.share_sessions import FINAL_EPOCH
-from kaas.handlers._share import (
-    Answers,
-    acknowledge_all,
-    answer,
-    named,
-    refusal,
-    session_partitions,
-    topic_names,
-)
+from kaas.handlers._share import Call
 
 if TYPE_CHECKING:
     from kio.schema.share_acknowledge import v1, v2
@@ -40,24 +32,17 @@ VERSIONS = (1, 2)
 
 
 async def handle(ctx: Context, req: ShareAcknowledgeRequest) -> dict[str, object]:
+    call = Call.open(ctx, req, renew=isinstance(req, ShareAcknowledgeV2) and req.is_renew_ack)
+    if not isinstance(call, Call):
+        return call
     shares = ctx.broker.shares
-    group, member, epoch = req.group_id or "", req.member_id or "", req.share_session_epoch
-    lock_ms = shares.lock_ms(group) if group else 0
-    refused = refusal(ctx, req.group_id, req.member_id)
-    if refused is not None:
-        return answer(lock_ms, *refused)
-    code = shares.sessions.acknowledge(group, member, epoch, shares.now_ms())
+    code = shares.sessions.acknowledge(call.group, call.member, call.epoch, shares.now_ms())
     if code != ErrorCode.none:
-        return answer(lock_ms, code)
-    session = shares.sessions.get(group, member)
-
-    requested, acks = named(req.topics)
-    answers = Answers(ctx, topic_names(ctx))
-    for key in requested:
-        answers.entry(key)
-    renew = isinstance(req, ShareAcknowledgeV2) and req.is_renew_ack
-    await acknowledge_all(answers, group, member, acks, renew=renew,
-                          max_type=4 if ctx.api_version >= 2 else 3, code_field="error_code")
-    if epoch == FINAL_EPOCH and session is not None:
-        await shares.close_session(group, member, session_partitions(answers, session.partitions))
-    return answer(lock_ms, answers=answers)
+        return call.reply(code)
+    session = shares.sessions.get(call.group, call.member)
+    for key in call.requested:
+        call.answers.entry(key)
+    await call.acknowledge("error_code")
+    if call.epoch == FINAL_EPOCH and session is not None:
+        call.close(session.partitions)
+    return call.reply()

@@ -3,7 +3,8 @@ consumer's fetch (KIP-932). Acknowledgements piggybacked on it are applied first
 partition's outcome in ``acknowledge_error_code``); then records are acquired for the
 member from the partitions of its share session, durably, and returned with the
 acquired ranges. A request that acquires nothing waits up to ``max_wait`` for records to
-arrive or be released.
+arrive or be released. ``max_records`` or ``max_bytes`` 0 asks for no records: the answer
+leaves at once with none (Apache's ``SharePartitionManager.processShareFetch``).
 
 Session epochs (``domain.share_sessions``): 0 opens a session (acknowledgements in it:
 INVALID_REQUEST), -1 is the final request (acknowledgements only; the member's other
@@ -27,16 +28,7 @@ from kio.schema.share_fetch.v2.request import ShareFetchRequest as ShareFetchV2
 from kaas.domain.share_sessions import FINAL_EPOCH
 from kaas.errors import KaasError
 from kaas.handlers._auth import TOPIC, Op, authorize
-from kaas.handlers._share import (
-    Answers,
-    Key,
-    acknowledge_all,
-    answer,
-    named,
-    refusal,
-    session_partitions,
-    topic_names,
-)
+from kaas.handlers._share import Answers, Call, Key
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
@@ -49,45 +41,38 @@ if TYPE_CHECKING:
 API_KEY = 78
 VERSIONS = (1, 2)
 RECORD_LIMIT = 1  # share_acquire_mode: record_limit
+#: a partition's entry before anything was acknowledged or acquired
+EMPTY: dict[str, object] = {"acknowledge_error_code": ErrorCode.none, "acknowledge_error_message": None,
+                            "records": b"", "acquired_records": []}
 
 
 async def handle(ctx: Context, req: ShareFetchRequest) -> dict[str, object]:
+    call = Call.open(ctx, req, renew=isinstance(req, ShareFetchV2) and req.is_renew_ack)
+    if not isinstance(call, Call):
+        return call
+    if call.renew and (req.max_bytes or req.min_bytes or req.max_records or ms(req.max_wait)):
+        return call.reply(ErrorCode.invalid_request, "a renew request fetches nothing: its max_bytes, min_bytes,"
+                          " max_records and max_wait must be 0")
     shares = ctx.broker.shares
-    group, member, epoch = req.group_id or "", req.member_id or "", req.share_session_epoch
-    lock_ms = shares.lock_ms(group) if group else 0
-    refused = refusal(ctx, req.group_id, req.member_id)
-    if refused is not None:
-        return answer(lock_ms, *refused)
-    renew = isinstance(req, ShareFetchV2) and req.is_renew_ack
-    if renew and (req.max_bytes or req.min_bytes or req.max_records or ms(req.max_wait)):
-        return answer(lock_ms, ErrorCode.invalid_request,
-                      "a renew request fetches nothing: its max_bytes, min_bytes, max_records and max_wait must be 0")
-
-    requested, acks = named(req.topics)
     forgotten = [(t.topic_id, int(i)) for t in req.forgotten_topics_data if t.topic_id is not None
                  for i in t.partitions]
-    session = shares.sessions.fetch(group, member, epoch, requested, forgotten, bool(acks), shares.now_ms())
+    session = shares.sessions.fetch(call.group, call.member, call.epoch, call.requested, forgotten, bool(call.acks),
+                                    shares.now_ms(), ctx.session.conn_id)
     if session.error != ErrorCode.none:
-        return answer(lock_ms, session.error)
-
-    answers = Answers(ctx, topic_names(ctx))
-    ack_defaults: dict[str, object] = {"acknowledge_error_code": ErrorCode.none, "acknowledge_error_message": None,
-                    "records": b"", "acquired_records": []}
-    for key in requested if session.full else acks:
-        answers.entry(key, **ack_defaults)
-    await acknowledge_all(answers, group, member, acks, renew=renew, max_type=4 if ctx.api_version >= 2 else 3,
-                          code_field="acknowledge_error_code")
-    if epoch == FINAL_EPOCH:
-        await shares.close_session(group, member, session_partitions(answers, session.partitions))
-        return answer(lock_ms, answers=answers)
-    if renew or not session.partitions or req.max_records <= 0:
-        return answer(lock_ms, answers=answers)
-    await _fetch(ctx, req, group, member, list(session.partitions), answers, ack_defaults)
-    return answer(lock_ms, answers=answers)
+        return call.reply(session.error)
+    for key in call.requested if session.full else call.acks:
+        call.answers.entry(key, **EMPTY)
+    await call.acknowledge("acknowledge_error_code")
+    if call.epoch == FINAL_EPOCH:
+        call.close(session.partitions)
+    elif not call.renew and session.partitions and req.max_records > 0 and req.max_bytes > 0:
+        # (no records asked for: Apache answers at once)
+        await _fetch(ctx, req, call.group, call.member, list(session.partitions), call.answers)
+    return call.reply()
 
 
-async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, keys: list[Key], answers: Answers,
-                 defaults: dict[str, object]) -> None:
+async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, keys: list[Key],
+                 answers: Answers) -> None:
     """Acquire from ``keys`` (rotated by the session's epoch, as Apache rotates them) until
     something was acquired, a partition failed, or ``max_wait`` passed."""
     shares = ctx.broker.shares
@@ -95,7 +80,7 @@ async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, 
     shift = req.share_session_epoch % len(keys)
     keys = keys[shift:] + keys[:shift]
     deadline = trio.current_time() + max(0, ms(req.max_wait)) / 1000
-    budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    budget = req.max_bytes
     while True:
         left = int(req.max_records)
         taken = 0
@@ -105,25 +90,25 @@ async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, 
                 break
             name = answers.names.get(key[0])
             if name is None:
-                answers.entry(key, **defaults)["error_code"] = ErrorCode.unknown_topic_id
+                answers.entry(key, **EMPTY)["error_code"] = ErrorCode.unknown_topic_id
                 failed = True
                 continue
             if not authorize(ctx, Op.READ, TOPIC, name):
-                answers.entry(key, **defaults)["error_code"] = ErrorCode.topic_authorization_failed
+                answers.entry(key, **EMPTY)["error_code"] = ErrorCode.topic_authorization_failed
                 failed = True
                 continue
             try:
                 got = await shares.acquire(group, member, name, key[1], max_records=left, max_bytes=budget - taken,
                                            min_one=taken == 0, record_limit=record_limit)
             except KaasError as exc:
-                entry = answers.entry(key, **defaults)
+                entry = answers.entry(key, **EMPTY)
                 entry["error_code"], entry["error_message"] = exc.code, exc.message
                 if exc.code == ErrorCode.not_leader_or_follower:
                     answers.not_here(entry, name, key[1])
                 failed = True
                 continue
             if got.acquired:
-                entry = answers.entry(key, **defaults)
+                entry = answers.entry(key, **EMPTY)
                 entry["records"] = got.records
                 entry["acquired_records"] = [{"first_offset": f, "last_offset": la, "delivery_count": c}
                                              for f, la, c in got.acquired]

@@ -119,6 +119,7 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
     if session is None:
         session = Session()
     session.peer_host = peer.rsplit(":", 1)[0]
+    session.conn_id = conn_id
     max_frame = broker.settings.max_request_size
     decoder = FrameDecoder(max_frame if session.authenticated else min(max_frame, UNAUTHENTICATED_MAX_FRAME))
     receiver = _Receiver(stream, fd, decoder)
@@ -251,6 +252,7 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
             nursery.cancel_scope.cancel()
     finally:
         broker.connections -= 1
+        broker.shares.connection_closed(conn_id)  # its share sessions end (KIP-932)
         with trio.CancelScope(shield=True):
             with trio.move_on_after(1):
                 await stream.aclose()

@@ -17,7 +17,9 @@ from kio.schema.share_fetch.v2 import request as fetch2
 
 from kaas.broker import Broker
 from kaas.domain.share_group import ShareHeartbeat
+from kaas.errors import KaasError
 from kaas.handlers import Context, share_acknowledge, share_fetch
+from kaas.handlers.session import Session
 from kaas.wire import batch as wb
 from kaas.wire import codec
 from kaas.wire.build import build
@@ -52,14 +54,15 @@ def ack_req(member: str, epoch: int, topic_id: uuid.UUID | None, acks: Acks, *, 
                                      topics=(m.AcknowledgeTopic(topic_id=topic_id, partitions=parts),), **v2)
 
 
-async def call(broker: Broker, req: Any, *, join: bool = True) -> Any:
-    """Encode ``req``, decode it as the broker would, handle it, and decode the answer."""
+async def call(broker: Broker, req: Any, *, join: bool = True, connection: int = 0) -> Any:
+    """Encode ``req``, decode it as the broker would, handle it, and decode the answer
+    (``connection``: the number of the connection it came over; 0, none)."""
     key, version = req.__api_key__, req.__version__
     if join:
         await joined(broker, req.group_id, req.member_id)
     frame = codec.encode_request(key, version, 7, "share-test", req)
     decoded = codec.decode_request(memoryview(frame)[4:]).body
-    ctx = Context(broker, key, version, 7, "share-test", "127.0.0.1:9")
+    ctx = Context(broker, key, version, 7, "share-test", "127.0.0.1:9", session=Session(conn_id=connection))
     handler = share_fetch if key == share_fetch.API_KEY else share_acknowledge
     answer = await handler.handle(ctx, decoded)
     wire = bytes(codec.encode_response(key, version, 7, build(codec.response_class(key, version), answer)))
@@ -68,10 +71,19 @@ async def call(broker: Broker, req: Any, *, join: bool = True) -> Any:
     return resp
 
 
+def is_member(broker: Broker, group: str, member: str) -> bool:
+    """``member`` is in the share group ``group`` (as its coordinator, this broker, says)."""
+    try:
+        return member in {m["member_id"] for m in broker.groups.shares.describe(group)["members"]}
+    except KaasError:
+        return False
+
+
 async def joined(broker: Broker, group: str, member: str) -> None:
     """Make ``member`` a member of the share group ``group`` (ShareGroupHeartbeat, epoch 0,
-    subscribed to every topic) unless it is one: the handlers serve only members."""
-    if group and member and not broker.shares.membership.is_member(group, member):
+    subscribed to every topic) unless it is one, as a share consumer joins before it
+    fetches (the handlers themselves do not ask, as in Apache)."""
+    if group and member and not is_member(broker, group, member):
         hb = ShareHeartbeat(member, 0, subscribed_topic_names=tuple(m.name for m in broker.topics.topics.values()))
         reply, _ = await broker.groups.shares.heartbeat(group, hb)
         assert reply.error_code == ErrorCode.none, reply

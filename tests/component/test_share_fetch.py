@@ -6,6 +6,7 @@ a leader takeover resuming from the persisted state."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,12 +17,23 @@ from kio.schema.errors import ErrorCode
 from kaas import counters
 from kaas.broker import Broker
 from kaas.clock import TrioClock
-from kaas.coord.group.share import ShareGroupMembership
 from kaas.coord.share import ShareRuntime, runtime
 from kaas.domain.share_group import ShareHeartbeat
+from kaas.domain.share_partition import RecordState
 from kaas.net.metrics_http import BrokerCollector
 from kaas.storage import manifest, share_state
-from tests.component.share_calls import ack_req, acquired, call, fetch_req, offsets_in, part_of, produce
+from kaas.tasks import group_configs as tasks_group_configs
+from tests.component.share_calls import (
+    ack_req,
+    acquired,
+    call,
+    fetch_req,
+    is_member,
+    joined,
+    offsets_in,
+    part_of,
+    produce,
+)
 from tests.component.test_connection import open_broker_in, open_client
 from tests.component.test_group_configs import SET, incremental
 
@@ -56,7 +68,7 @@ async def group_configs(broker: Broker, nursery: trio.Nursery, group: str, confi
 
 def new_leader_memory(broker: Broker) -> None:
     """The share runtime of a new leader: nothing in memory, the files to read."""
-    broker.shares = ShareRuntime(broker, membership=ShareGroupMembership(broker.groups))
+    broker.shares = ShareRuntime(broker)
 
 
 async def test_share_consumers_acquire_acknowledge_and_accepted_records_stay_done(shm_path, thread_safe_autojump_clock):
@@ -115,7 +127,7 @@ async def test_session_epochs_and_every_bad_input_get_apaches_errors(shm_path, t
         # acknowledgements in the request that opens a session
         r = await call(broker, fetch_req("m", 0, tid, acks={0: [(0, 0, (1,))]}))
         assert r.error_code == ErrorCode.invalid_request
-        assert acquired(await call(broker, fetch_req("m", 0, tid, max_records=5))) == [(0, 9, 1)]
+        assert acquired(await call(broker, fetch_req("m", 0, tid, max_records=5), connection=1)) == [(0, 9, 1)]
         # a stale epoch (and a future one)
         assert (await call(broker, fetch_req("m", 0 + 5, tid))).error_code == ErrorCode.invalid_share_session_epoch
         assert (await call(broker, ack_req("m", 7, tid, {0: [(0, 0, (1,))]}))).error_code \
@@ -136,7 +148,9 @@ async def test_session_epochs_and_every_bad_input_get_apaches_errors(shm_path, t
         sp = broker.shares.held()[("g", "q", 0)]
         before = sp.snapshot()
         # overlapping, reversed, unknown type, wrong type count, renew in v1
-        assert (await acks([(0, 4, (1,)), (4, 6, (1,))]))[0] == ErrorCode.invalid_request
+        assert (await acks([(0, 4, (1,)), (3, 6, (1,))]))[0] == ErrorCode.invalid_request
+        # one shared offset passes Apache's request check; the partition refuses it whole
+        assert (await acks([(0, 4, (1,)), (4, 6, (2,))]))[0] == ErrorCode.invalid_record_state
         assert (await acks([(6, 2, (1,))]))[0] == ErrorCode.invalid_request
         assert (await acks([(0, 0, (9,))]))[0] == ErrorCode.invalid_request
         assert (await acks([(0, 2, (1, 1))]))[0] == ErrorCode.invalid_request
@@ -157,23 +171,33 @@ async def test_session_epochs_and_every_bad_input_get_apaches_errors(shm_path, t
         # bad ids
         assert (await call(broker, fetch_req("", 0, tid))).error_code == ErrorCode.invalid_request
         assert (await call(broker, fetch_req("m" * 37, 0, tid))).error_code == ErrorCode.invalid_request
-        # the member leaves the group: its session and its records go
+        # the member leaves the group: as in Apache, the partition's leader does not ask the
+        # coordinator; the member's share session stays and its acknowledgements count
         epoch_m = broker.groups.shares.describe("g")["group_epoch"]
         left, _ = await broker.groups.shares.heartbeat("g", ShareHeartbeat("m", -1))
-        assert (left.error_code, left.member_epoch, broker.shares.membership.is_member("g", "m")) == \
-            (ErrorCode.none, -1, False)
+        assert (left.error_code, left.member_epoch, is_member(broker, "g", "m")) == (ErrorCode.none, -1, False)
         assert broker.groups.shares.describe("g")["group_epoch"] == epoch_m + 1
         r = await call(broker, ack_req("m", epoch, tid, {0: [(0, 2, (1,))]}), join=False)
+        assert (r.error_code, part_of(r).error_code) == (ErrorCode.none, ErrorCode.none)
+        epoch += 1
+        assert sp.start == 3
+        # until the connection that opened the session closes: the session ends and the
+        # member's records are available at once (their deliveries taken back)
+        broker.shares.connection_closed(2)  # another connection: nothing happens
+        assert [(f, la, s.name) for f, la, s, _c, _m, _d in sp.runs()] == [(3, 3, "AVAILABLE"), (4, 9, "ACQUIRED")]
+        broker.shares.connection_closed(1)
+        r = await call(broker, ack_req("m", epoch, tid, {0: [(4, 4, (1,))]}), join=False)
         assert r.error_code == ErrorCode.share_session_not_found
-        assert [(f, la, s.name) for f, la, s, _c, _m, _d in sp.runs()][:2] == [(0, 2, "AVAILABLE"), (3, 3, "AVAILABLE")]
+        assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(3, 3, "AVAILABLE", 1),
+                                                                           (4, 9, "AVAILABLE", 0)]
         # the final epoch closes the session and releases what is still held
         # (their deliveries were taken back: they never reached the application)
-        assert acquired(await call(broker, fetch_req("n", 0, tid, max_records=1))) == [(0, 0, 1)]
-        r = await call(broker, fetch_req("n", -1, tid, acks={0: [(0, 0, (1,))]}))
+        assert acquired(await call(broker, fetch_req("n", 0, tid, max_records=1))) == [(3, 3, 2)]
+        assert acquired(await call(broker, fetch_req("n", 1, tid))) == [(4, 9, 1)]
+        r = await call(broker, fetch_req("n", -1, tid, acks={0: [(3, 5, (1,))]}))
         assert r.error_code == ErrorCode.none and part_of(r).acknowledge_error_code == ErrorCode.none
         assert (await call(broker, fetch_req("n", 2, tid))).error_code == ErrorCode.share_session_not_found
-        assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()][:2] == [(1, 2, "AVAILABLE", 0),
-                                                                               (3, 3, "AVAILABLE", 1)]
+        assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(6, 9, "AVAILABLE", 0)]
 
 
 async def test_locks_expire_and_renew_on_the_injected_clock(shm_path, thread_safe_autojump_clock):
@@ -359,3 +383,135 @@ async def test_share_auto_offset_reset_by_duration_starts_at_the_first_recent_re
         await produce(broker, "q", 2)  # 3-4, two seconds later
         await trio.sleep(0.5)
         assert acquired(await call(broker, fetch_req("m", 0, tid, group="recent"))) == [(3, 4, 1)]
+
+
+async def test_a_new_share_partition_starts_where_the_group_configs_on_the_volume_say(shm_path,
+                                                                                       thread_safe_autojump_clock,
+                                                                                       monkeypatch):
+    """librdkafka 0172: the group's share.auto.offset.reset=earliest was altered through the
+    controller (another broker) a moment before the first ShareFetch reached the partition's
+    leader, whose poll of group_configs.json had not come round yet. The share partition
+    must still start at the log start, not at the end."""
+    polled = []
+
+    async def never_again(reload, directory, *, inotify, task_status=trio.TASK_STATUS_IGNORED):
+        await reload(True)
+        polled.append(True)
+        task_status.started()
+        await trio.sleep_forever()  # this broker's poll has not come round yet
+
+    monkeypatch.setattr(tasks_group_configs, "keep_current", never_again)
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
+        await produce(broker, "q", 5)
+        store = broker.group_configs
+        store.file.write(store.file.read().with_group("fresh", {"share.auto.offset.reset": "earliest"}))
+        assert polled and store.overrides("fresh") == {}  # not seen by this broker yet
+        assert acquired(await call(broker, fetch_req("m", 0, tid, group="fresh"))) == [(0, 4, 1)]
+        assert store.overrides("fresh") == {"share.auto.offset.reset": "earliest"}
+
+
+async def test_max_bytes_0_asks_for_no_records_and_acquires_none(shm_path, thread_safe_autojump_clock):
+    """librdkafka 0180 (fetch.max.bytes=0): Apache answers a ShareFetch whose MaxBytes (or
+    MaxRecords) is 0 at once, with no records, and acquires nothing; its acknowledgements
+    still count."""
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
+        await produce(broker, "q", 3)
+        t0 = trio.current_time()
+        assert acquired(await call(broker, fetch_req("m", 0, tid, max_bytes=0, max_wait_ms=5_000))) == []
+        assert acquired(await call(broker, fetch_req("m", 1, tid, max_records=0, max_wait_ms=5_000))) == []
+        assert trio.current_time() - t0 < 1  # not a long poll
+        assert acquired(await call(broker, fetch_req("m", 2, tid, max_records=1))) == [(0, 2, 1)]
+        r = await call(broker, fetch_req("m", 3, tid, max_bytes=0, acks={0: [(0, 2, (ACCEPT,))]}))
+        assert part_of(r).acknowledge_error_code == ErrorCode.none and acquired(r) == []
+        await produce(broker, "q", 1)
+        assert acquired(await call(broker, fetch_req("other", 0, tid, group="other", max_bytes=0))) == []
+        assert acquired(await call(broker, fetch_req("other", 1, tid, group="other"))) == [(0, 3, 1)]
+
+
+async def test_a_stale_session_epoch_is_refused_and_changes_nothing(shm_path, thread_safe_autojump_clock):
+    """A ShareFetch or ShareAcknowledge at an epoch the session already passed (a retry of
+    an answered request) is INVALID_SHARE_SESSION_EPOCH as a whole: its acknowledgements
+    are not applied, nothing is acquired, and the session still expects the next epoch."""
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
+        await produce(broker, "q", 4)
+        assert acquired(await call(broker, fetch_req("m", 0, tid, max_records=1))) == [(0, 3, 1)]
+        await produce(broker, "q", 2)
+        assert acquired(await call(broker, fetch_req("m", 1, tid, max_records=1))) == [(4, 5, 1)]
+        sp = broker.shares.held()[("g", "q", 0)]
+        before = sp.runs()
+        for stale in (1, 1):  # twice: a refusal moves nothing on
+            r = await call(broker, fetch_req("m", stale, tid, acks={0: [(0, 3, (ACCEPT,))]}))
+            assert (r.error_code, r.responses) == (ErrorCode.invalid_share_session_epoch, ())
+            r = await call(broker, ack_req("m", stale, tid, {0: [(4, 5, (REJECT,))]}))
+            assert (r.error_code, r.responses) == (ErrorCode.invalid_share_session_epoch, ())
+        assert sp.runs() == before
+        # the session goes on at epoch 2: each acknowledgement applies once
+        r = await call(broker, ack_req("m", 2, tid, {0: [(0, 3, (ACCEPT,)), (4, 5, (REJECT,))]}))
+        assert part_of(r).error_code == ErrorCode.none
+        assert (sp.start, sp.end) == (6, 6)
+        r = await call(broker, ack_req("m", 3, tid, {0: [(0, 3, (ACCEPT,))]}))
+        assert part_of(r).error_code == ErrorCode.none  # below the start: done already, skipped
+        assert (sp.start, sp.end, sp.counts()[RecordState.ACKNOWLEDGED]) == (6, 6, 0)
+
+
+async def test_a_closed_connection_ends_the_share_sessions_it_opened(shm_path, thread_safe_autojump_clock):
+    """Apache's ShareSessionCache: a client connection that closes ends the share sessions
+    it opened, and their members' records are available again at once (not at their lock's
+    end); a session of another connection, still open, goes on."""
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
+        await produce(broker, "q", 3)
+        await produce(broker, "q", 3)
+        await joined(broker, "g", "m1")
+        await joined(broker, "g", "m2")
+        async with trio.open_nursery() as nursery:
+            async with open_client(broker, nursery) as c1, open_client(broker, nursery) as c2:
+                assert acquired(await c1.call(fetch_req("m1", 0, tid, max_records=1))) == [(0, 2, 1)]
+                assert acquired(await c2.call(fetch_req("m2", 0, tid, max_records=1))) == [(3, 5, 1)]
+                open_now = broker.connections
+                await c1.stream.aclose()
+                while broker.connections == open_now:
+                    await trio.sleep(0.01)
+                sp = broker.shares.held()[("g", "q", 0)]
+                assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(0, 2, "AVAILABLE", 0),
+                                                                                   (3, 5, "ACQUIRED", 1)]
+                assert broker.shares.sessions.get("g", "m1") is None
+                r = await c2.call(ack_req("m2", 1, tid, {0: [(3, 5, (ACCEPT,))]}))
+                assert part_of(r).error_code == ErrorCode.none
+                assert acquired(await c2.call(fetch_req("m2", 2, tid))) == [(0, 2, 1)]
+
+
+async def test_the_final_acknowledgements_of_a_closing_consumer_count_after_it_left(shm_path,
+                                                                                    thread_safe_autojump_clock):
+    """librdkafka 0179 (destroy_with_explicit_ack): a closing share consumer sends its last
+    acknowledgements (ShareAcknowledge, epoch -1) to each leader at the same moment as its
+    leave heartbeat; the leave may reach the coordinator first. Apache's leaders never ask
+    the coordinator, so the acknowledgements count (NONE), and the rest is released."""
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
+        await produce(broker, "q", 4)
+        assert acquired(await call(broker, fetch_req("m", 0, tid))) == [(0, 3, 1)]
+        left, _ = await broker.groups.shares.heartbeat("g", ShareHeartbeat("m", -1))
+        assert left.error_code == ErrorCode.none and not is_member(broker, "g", "m")
+        r = await call(broker, ack_req("m", -1, tid, {0: [(0, 1, (ACCEPT,))]}), join=False)
+        assert (r.error_code, part_of(r).error_code) == (ErrorCode.none, ErrorCode.none)
+        sp = broker.shares.held()[("g", "q", 0)]
+        assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(2, 3, "AVAILABLE", 0)]
+        assert broker.shares.sessions.get("g", "m") is None
+
+
+async def test_a_new_groups_partitions_are_assigned_once_initialized(shm_path, thread_safe_autojump_clock):
+    """librdkafka 0172 (mixed_ack_mode_same_group): two share consumers join a new group a
+    moment apart. As in Apache 4.1+, the first heartbeat assigns nothing: the coordinator
+    writes the subscribed partitions as initializing, then initialized; the next heartbeat
+    assigns them. So the first member never holds every partition alone (and drains them
+    all before the second gets any)."""
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock, partitions=2) as (broker, tid):
+        shares = broker.groups.shares
+        r1, _ = await shares.heartbeat("g", ShareHeartbeat("m1", 0, subscribed_topic_names=("q",)))
+        assert (r1.error_code, r1.assignment) == (ErrorCode.none, {})
+        on_file = json.loads(broker.groups.store.path("g").read_bytes())["share"]
+        assert (on_file["initialized"], on_file["initializing"]) == ({str(tid): [0, 1]}, {})
+        r2, _ = await shares.heartbeat("g", ShareHeartbeat("m2", 0, subscribed_topic_names=("q",)))
+        r1, _ = await shares.heartbeat("g", ShareHeartbeat("m1", r1.member_epoch))
+        assert r1.assignment is not None and r2.assignment is not None
+        got = [ps for r in (r1, r2) for ps in r.assignment.values()]
+        assert sorted(map(sorted, got)) == [[0], [1]]  # one partition each

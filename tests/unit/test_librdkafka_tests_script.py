@@ -98,6 +98,28 @@ def test_the_runner_gets_the_group_protocol(tmp_path):
         assert f"TEST_CONSUMER_GROUP_PROTOCOL={protocol} TESTS=0030" in Path(run.log).read_text()
 
 
+def test_share_tests_run_as_librdkafkas_ci_runs_them(tmp_path, monkeypatch):
+    """--only share: issue 34's 14 tests, on brokers that allow 1 s record locks (unless
+    --broker-arg sets it), each with CI=true (librdkafka's CI: timeouts ×3); other tests
+    get neither."""
+    runs = rt.plan(("share",), acl_for_all=False)
+    assert [r.name for r in runs] == rt.SHARE and {r.cluster for r in runs} == {"plain"}
+    assert rt.share_args(runs, ()) == tuple(rt.SHARE_BROKER_ARGS)
+    assert rt.share_args(runs, ("--x", "1")) == (*rt.SHARE_BROKER_ARGS, "--x", "1")
+    own = (rt.SHARE_BROKER_ARGS[0], "2000")
+    assert rt.share_args(runs, own) == own
+    assert rt.share_args(rt.plan(("0077",), acl_for_all=False), ()) == ()
+    monkeypatch.delenv("CI", raising=False)
+    runner = tmp_path / "run-test.sh"
+    runner.write_text("#!/bin/sh\necho CI=$CI TESTS=$TESTS\n")
+    runner.chmod(0o755)
+    cluster = ClusterProcess(tmp_path / "data", 3)
+    for test, ci in (("0170", "true"), ("0030", "")):
+        run = rt.Run(test, None, "plain")
+        rt.run_one(run, 0, tmp_path, cluster, tmp_path / "test.conf", tmp_path, "4.2.0", 30, lambda _line: None)
+        assert f"CI={ci} TESTS={test}" in Path(run.log).read_text()
+
+
 def test_ci_and_subtests_reach_the_runner(tmp_path, monkeypatch):
     """``--ci`` sets CI for the runner (librdkafka's framework then triples its timeouts) and
     otherwise keeps the caller's CI out; ``--subtests`` becomes SUBTESTS for a plain test."""

@@ -1,5 +1,6 @@
 """The pure share-group machine (``kaas.domain.share_group``): joins, leaves, epochs,
-fencing, the session timer, the group's maximum size and snapshots (the ``simple`` assignor:
+fencing, the session timer, the group's maximum size, the initialization of share
+partitions before they are assigned (Apache 4.1+), and snapshots (the ``simple`` assignor:
 test_share_assignor.py)."""
 
 from __future__ import annotations
@@ -7,31 +8,72 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode as E
 
 from kaas.domain.consumer_group import TopicImage, TopicInfo
-from kaas.domain.share_group import ShareConfig, ShareGroup, ShareHeartbeat
+from kaas.domain.share_group import INITIALIZE_RETRY_MS, ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
 
 IMAGE = TopicImage.of(1, [TopicInfo("id-a", "a", 3), TopicInfo("id-b", "b", 1)])
 CFG = ShareConfig(session_timeout_ms=45_000, max_size=3)
 
 
+def settled(g: ShareGroup, r: ShareReply) -> ShareReply:
+    """What the runtime does after a heartbeat: initialize what it names."""
+    if r.initialize:
+        assert g.mark_initialized(r.initialize)
+    return r
+
+
 def join(g: ShareGroup, mid: str, topics=("a",), now: int = 0, image: TopicImage = IMAGE):
-    return g.heartbeat(ShareHeartbeat(mid, 0, subscribed_topic_names=tuple(topics)), now, image, CFG)
+    return settled(g, g.heartbeat(ShareHeartbeat(mid, 0, subscribed_topic_names=tuple(topics)), now, image, CFG))
+
+
+def beat(g: ShareGroup, mid: str, epoch: int, now: int = 0, image: TopicImage = IMAGE):
+    return settled(g, g.heartbeat(ShareHeartbeat(mid, epoch), now, image, CFG))
+
+
+def test_partitions_are_assigned_once_initialized():
+    """Apache 4.1+: the first heartbeat of a new group assigns nothing and starts the
+    initialization of the subscribed partitions; once initialized, the next heartbeat
+    bumps the group epoch and assigns them."""
+    g = ShareGroup("g")
+    r = g.heartbeat(ShareHeartbeat("m1", 0, subscribed_topic_names=("a",)), 0, IMAGE, CFG)
+    assert (r.error_code, r.member_epoch, r.assignment, r.changed) == (E.none, 1, {}, True)
+    assert r.initialize == {"id-a": frozenset({0, 1, 2})}
+    # not initialized yet (the runtime has not written it): nothing more to do
+    r = g.heartbeat(ShareHeartbeat("m1", 1), 10, IMAGE, CFG)
+    assert (r.member_epoch, r.assignment, r.initialize, r.changed) == (1, None, None, False)
+    assert g.mark_initialized({"id-a": frozenset({0, 1, 2})}) and not g.initializing
+    assert not g.mark_initialized({"id-a": frozenset({0, 1})})  # nothing new
+    r = g.heartbeat(ShareHeartbeat("m1", 1), 20, IMAGE, CFG)
+    assert (r.member_epoch, r.assignment, r.initialize) == (2, {"id-a": frozenset({0, 1, 2})}, None)
+    # a second member joining later gets its share at once
+    r = join(g, "m2")
+    assert r.member_epoch == 3 and r.assignment and r.initialize is None
+
+
+def test_an_initialization_not_done_is_tried_again_after_the_retry_interval():
+    g = ShareGroup("g")
+    r = g.heartbeat(ShareHeartbeat("m1", 0, subscribed_topic_names=("a",)), 0, IMAGE, CFG)
+    assert r.initialize == {"id-a": frozenset({0, 1, 2})}
+    assert g.heartbeat(ShareHeartbeat("m1", 1), INITIALIZE_RETRY_MS - 1, IMAGE, CFG).initialize is None
+    r = g.heartbeat(ShareHeartbeat("m1", 1), INITIALIZE_RETRY_MS, IMAGE, CFG)
+    assert r.initialize == {"id-a": frozenset({0, 1, 2})} and r.changed
 
 
 def test_join_heartbeat_leave_and_epochs():
     g = ShareGroup("g")
-    r = join(g, "m1")
-    assert (r.error_code, r.member_epoch, r.changed) == (E.none, 1, True)
+    join(g, "m1")
+    r = beat(g, "m1", 1)
+    assert (r.error_code, r.member_epoch) == (E.none, 2)
     assert r.assignment == {"id-a": frozenset({0, 1, 2})}
-    r = g.heartbeat(ShareHeartbeat("m1", 1), 10, IMAGE, CFG)
-    assert (r.error_code, r.member_epoch, r.assignment, r.changed) == (E.none, 1, None, False)
+    r = beat(g, "m1", 2, 10)
+    assert (r.error_code, r.member_epoch, r.assignment, r.changed) == (E.none, 2, None, False)
     r2 = join(g, "m2")
-    assert r2.member_epoch == 2 and g.group_epoch == 2
-    r = g.heartbeat(ShareHeartbeat("m1", 1), 20, IMAGE, CFG)
-    assert r.member_epoch == 2 and r.assignment is not None  # takes the new epoch at once
-    assert g.heartbeat(ShareHeartbeat("m1", 1), 20, IMAGE, CFG).error_code == E.fenced_member_epoch
-    assert g.heartbeat(ShareHeartbeat("zz", 2), 20, IMAGE, CFG).error_code == E.unknown_member_id
-    r = g.heartbeat(ShareHeartbeat("m2", -1), 30, IMAGE, CFG)
-    assert (r.member_epoch, set(g.members), g.group_epoch) == (-1, {"m1"}, 3)
+    assert r2.member_epoch == 3 and g.group_epoch == 3
+    r = beat(g, "m1", 2, 20)
+    assert r.member_epoch == 3 and r.assignment is not None  # takes the new epoch at once
+    assert beat(g, "m1", 2, 20).error_code == E.fenced_member_epoch
+    assert beat(g, "zz", 3, 20).error_code == E.unknown_member_id
+    r = beat(g, "m2", -1, 30)
+    assert (r.member_epoch, set(g.members), g.group_epoch) == (-1, {"m1"}, 4)
 
 
 def test_bad_requests_and_max_size():
@@ -53,17 +95,33 @@ def test_session_timer_fences_and_reassigns():
     assert set(g.members) == {"m2"} and g.members["m2"].assignment == {"id-a": frozenset({0, 1, 2})}
 
 
-def test_topic_growth_bumps_the_epoch():
+def test_topic_growth_and_deletion():
     g = ShareGroup("g")
     join(g, "m1")
+    beat(g, "m1", 1)
     grown = TopicImage.of(2, [TopicInfo("id-a", "a", 5), TopicInfo("id-b", "b", 1)])
-    r = g.heartbeat(ShareHeartbeat("m1", 1), 5, grown, CFG)
-    assert r.member_epoch == 2 and r.assignment == {"id-a": frozenset(range(5))}
+    r = beat(g, "m1", 2, 5, grown)  # the new partitions are initialized first
+    assert r.member_epoch == 3 and r.assignment == {"id-a": frozenset(range(3))}
+    r = beat(g, "m1", 3, 6, grown)
+    assert r.member_epoch == 4 and r.assignment == {"id-a": frozenset(range(5))}
+    # the topic is deleted and made again (a new id): initialized afresh
+    again = TopicImage.of(3, [TopicInfo("id-a2", "a", 2)])
+    r = beat(g, "m1", 4, 7, again)
+    assert r.assignment == {} and g.initialized == {"id-a2": frozenset({0, 1})}
+    assert beat(g, "m1", 5, 8, again).assignment == {"id-a2": frozenset({0, 1})}
 
 
 def test_snapshot_round_trips():
     g = ShareGroup("g")
     join(g, "m1")
     join(g, "m2", topics=("a", "b"))
+    g.heartbeat(ShareHeartbeat("m3", 0, subscribed_topic_names=("b", "c")), 0,
+                TopicImage.of(2, [*IMAGE.by_id.values(), TopicInfo("id-c", "c", 2)]), CFG)  # c initializing
     back = ShareGroup.restore("g", g.snapshot(), now_ms=100, session_timeout_ms=1000)
     assert back.snapshot() == g.snapshot() and back.next_deadline() == 1100
+    assert back.initializing == {"id-c": (frozenset({0, 1}), 100)}
+    # a file written before initialization was kept: what was assigned was initialized
+    old = g.snapshot()
+    del old["initialized"], old["initializing"]
+    assert ShareGroup.restore("g", old, now_ms=0, session_timeout_ms=1).initialized == \
+        {"id-a": frozenset({0, 1, 2}), "id-b": frozenset({0})}

@@ -173,7 +173,6 @@ def test_offsets_below_the_start_are_skipped():
 @pytest.mark.parametrize(("batches", "renew", "max_type", "why"), [
     ([AckBatch(5, 4, (1,))], False, 3, "reversed"),
     ([AckBatch(0, 4, (1,)), AckBatch(3, 6, (1,))], False, 3, "overlaps"),
-    ([AckBatch(0, 4, (1,)), AckBatch(4, 6, (1,))], False, 3, "overlaps"),
     ([AckBatch(5, 6, (1,)), AckBatch(0, 1, (1,))], False, 3, "overlaps or precedes"),
     ([AckBatch(0, 4, ())], False, 3, "no acknowledge type"),
     ([AckBatch(0, 4, (1, 1))], False, 3, "2 types for 5 offsets"),
@@ -189,6 +188,29 @@ def test_malformed_acknowledgement_batches_are_invalid_request(batches, renew, m
 
 def test_well_formed_acknowledgement_batches_pass():
     assert check_ack_batches([AckBatch(0, 2, (1, 0, 2)), AckBatch(3, 3, (4,))], renew=True, max_type=4) is None
+    # one shared offset passes Apache's request check (first < the last before refuses);
+    # the partition refuses it (below)
+    assert check_ack_batches([AckBatch(0, 4, (1,)), AckBatch(4, 6, (1,))], renew=False, max_type=3) is None
+
+
+def test_an_offset_acknowledged_by_two_batches_is_invalid_record_state():
+    """Apache applies the batches in order: the second finds the shared offset no longer
+    ACQUIRED (INVALID_RECORD_STATE) and everything rolls back; after a RENEW it is still
+    ACQUIRED and the second batch settles it."""
+    sp = acquired_0_9()
+    for first_type in (ACCEPT, RELEASE, REJECT, GAP):
+        refused(ErrorCode.invalid_record_state, sp, "m",
+                [AckBatch(0, 4, (first_type,)), AckBatch(4, 6, (RELEASE,))])
+    refused(ErrorCode.invalid_record_state, sp, "m",
+            [AckBatch(0, 2, (ACCEPT, ACCEPT, REJECT)), AckBatch(2, 2, (ACCEPT,))])
+    out = sp.acknowledge("m", [AckBatch(0, 4, (RENEW,)), AckBatch(4, 6, (ACCEPT,))], 500)
+    assert out.acknowledged == {RENEW: 5, ACCEPT: 3}
+    assert [(f, la, s) for f, la, s, _c, _m in states(sp)] == [(0, 3, Q), (4, 6, K), (7, 9, Q)]
+    # batches wholly below the start are skipped before they can share an offset
+    sp = acquired_0_9()
+    ack(sp, "m", 0, 4, ACCEPT)
+    sp.acknowledge("m", [AckBatch(2, 4, (ACCEPT,)), AckBatch(4, 6, (ACCEPT,))], 0)
+    assert sp.start == 7
 
 
 # ---------------------------------------------------------------- locks and the delivery-count limit
@@ -363,24 +385,34 @@ class SharePartitionModel(RuleBasedStateMachine):
             lo = data.draw(st.integers(f, la))
             hi = data.draw(st.integers(lo, la))
         else:  # anything: offsets never acquired, another member's, outside the window
-            lo = data.draw(st.integers(max(0, self.sp.start - 3), self.log_end + 3))
+            lo = data.draw(st.integers(max(0, self.sp.start - 3), max(self.log_end, self.sp.end) + 3))
             hi = data.draw(st.integers(lo, lo + 5))
         types = tuple(data.draw(st.lists(st.sampled_from([0, 1, 2, 3, 4]), min_size=1, max_size=1)))
         if data.draw(st.booleans()):
             types = tuple(data.draw(st.lists(st.sampled_from([0, 1, 2, 3]), min_size=hi - lo + 1,
                                              max_size=hi - lo + 1)))
+        batches = [AckBatch(lo, hi, types)]
+        if data.draw(st.booleans()):  # a second batch from the first one's last offset on
+            hi2 = data.draw(st.integers(hi, hi + 3))
+            batches.append(AckBatch(hi, hi2, (data.draw(st.sampled_from([0, 1, 2, 3, 4])),)))
+        if check_ack_batches(batches, renew=True, max_type=4) is not None:
+            return
         before = self.sp.snapshot()
         try:
-            out = self.sp.acknowledge(member, [AckBatch(lo, hi, types)], self.now)
+            out = self.sp.acknowledge(member, batches, self.now)
         except ShareError as exc:
             assert exc.code in (ErrorCode.invalid_record_state, ErrorCode.invalid_request)
             assert self.sp.snapshot() == before
             return
         self._persist(out.delta)
-        for off in range(max(lo, before.start), hi + 1):
-            t = types[0] if len(types) == 1 else types[off - lo]
-            if t == ACCEPT:
-                self.accepted.add(off)
+        done = {}  # offset -> the type that settled it (a RENEW settles nothing)
+        for b in batches:
+            for off in range(max(b.first, before.start), b.last + 1):
+                t = b.types[0] if len(b.types) == 1 else b.types[off - b.first]
+                assert off not in done, "an offset was acknowledged twice"
+                if t != RENEW:
+                    done[off] = t
+        self.accepted |= {off for off, t in done.items() if t == ACCEPT}
 
     @rule(ms=st.integers(0, 2 * LOCK))
     def time_passes(self, ms):

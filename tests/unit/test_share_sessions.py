@@ -61,3 +61,22 @@ def test_a_full_cache_evicts_the_session_idle_the_longest():
     assert s.fetch("g", "c", 0, [], [], False, now_ms=1400).error == ErrorCode.share_session_limit_reached
     assert s.fetch("g", "c", 0, [], [], False, now_ms=1500).error == NONE  # b idle for 1000 ms: evicted
     assert s.get("g", "b") is None and s.get("g", "a") is not None
+
+
+def test_a_session_ends_with_the_connection_that_opened_it():
+    """Apache's ShareSessionCache: the connection that opened a session (epoch 0) ends it
+    when it closes; another connection's close, or none, leaves it alone."""
+    s: ShareSessions[str] = ShareSessions()
+    assert s.fetch("g", "a", 0, ["p"], [], False, connection=7).error == NONE
+    assert s.fetch("g", "b", 0, ["p"], [], False, connection=7).error == NONE
+    assert s.fetch("h", "a", 0, ["p"], [], False, connection=8).error == NONE
+    assert s.fetch("g", "c", 0, ["p"], [], False).error == NONE  # no connection to follow
+    assert s.fetch("g", "a", 1, [], [], False, connection=9).error == NONE  # continued elsewhere: still 7's
+    assert s.connection_closed(9) == [] and s.connection_closed(0) == []
+    assert [(x.group_id, x.member_id) for x in s.connection_closed(7)] == [("g", "a"), ("g", "b")]
+    assert s.get("g", "a") is None and s.get("g", "b") is None and len(s) == 2
+    assert s.connection_closed(7) == []
+    # reopened on another connection, it belongs to that one; a final request ends it first
+    assert s.fetch("h", "a", 0, ["p"], [], False, connection=10).error == NONE
+    assert s.connection_closed(8) == [] and s.get("h", "a") is not None
+    assert s.close("h", "a") is not None and s.connection_closed(10) == []

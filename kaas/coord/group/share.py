@@ -1,7 +1,6 @@
 """The runtime of KIP-932 share groups inside the group coordinator: ShareGroupHeartbeat
-and ShareGroupDescribe over the pure ``domain.share_group`` machine, its session timer,
-its state on file, and the membership the share partitions ask (``ShareGroupMembership``,
-the ``coord.share.ports.ShareMembership`` port).
+and ShareGroupDescribe over the pure ``domain.share_group`` machine, its session timer
+and its state on file.
 
 State on file: ``ShareGroup.snapshot()`` in the ``share`` field of the group's file
 (``storage.offset_store``), written by the group's coordinator alone (tmp + fsync +
@@ -11,10 +10,9 @@ or a partition the file does not hold. A member fenced by its session timer is d
 in memory first and written when the lease allows (``dirty``). A successor restores the
 group from the file, each member with a fresh session.
 
-Membership as the share partitions see it: the group's coordinator answers from memory;
-another broker (leading a partition of a group coordinated elsewhere) reads the group's
-file, at most every ``VIEW_TTL_MS`` per group, and again at once for a member it does not
-know (the coordinator wrote the member before it answered the member's join).
+As in Apache, the share partitions do not follow the membership: a member that leaves or
+is fenced keeps its share sessions on the partitions' leaders until their final request
+or their connection's end (``domain.share_sessions``), and its records their locks.
 """
 
 from __future__ import annotations
@@ -27,17 +25,13 @@ from kio.schema.errors import ErrorCode
 
 from kaas.coord.group.consumer import GroupCoordinator
 from kaas.coord.group.entry import GroupEntry, owned_groups, refuse_unreadable, typed_entry
+from kaas.domain.share_assignor import Assignment
 from kaas.domain.share_group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
-from kaas.errors import CorruptState, KaasError
+from kaas.errors import KaasError
 
 log = structlog.get_logger()
 
-__all__ = ["ShareGroupMembership", "ShareGroups"]
-
-VIEW_TTL_MS = 1_000  # how long a non-coordinator trusts a group file it read
-VIEW_RETRY_MS = 100  # at most this often re-read for an unknown member
-
-Left = Callable[[str, str], Awaitable[None]]
+__all__ = ["ShareGroups"]
 
 
 class ShareGroups:
@@ -45,8 +39,6 @@ class ShareGroups:
 
     def __init__(self, coord: GroupCoordinator) -> None:
         self.coord = coord
-        # the share partitions' runtime is told of members that left (``ShareRuntime.member_left``)
-        self.on_left: Left | None = None
         # the share partitions' state goes with a deleted group (``ShareOffsets.delete_all``)
         self.on_delete: Callable[[str], Awaitable[tuple[ErrorCode, str | None]]] | None = None
         self.stats: dict[str, int] = dict.fromkeys(("heartbeats", "group_epoch_bumps", "members_fenced"), 0)
@@ -97,7 +89,6 @@ class ShareGroups:
             return ShareReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), 0
         self.check_readable(e)
         await coord._offsets(e)
-        left: list[str] = []
         async with e.lock:
             if coord.groups.get(group_id) is not e:
                 raise KaasError(ErrorCode.not_coordinator, "group moved")
@@ -116,20 +107,32 @@ class ShareGroups:
             if reply.changed or e.share is None:
                 await self._save(e, work)
             e.share = work
-            if hb.member_epoch == -1:
-                left.append(hb.member_id)
+            if reply.initialize:
+                await self._initialize(e, reply.initialize)
         self.stats["group_epoch_bumps"] += work.group_epoch - before
         if work.group_epoch != before:
             log.info("share_group_state", group=group_id, state=work.state, group_epoch=work.group_epoch,
                      members=len(work.members))
             coord.timer_wakeup.set()
-        await self._tell_left(group_id, left)
         return reply, interval
 
-    async def _tell_left(self, group_id: str, members: list[str]) -> None:
-        if self.on_left is not None:
-            for mid in members:
-                await self.on_left(group_id, mid)
+    async def _initialize(self, e: GroupEntry, partitions: Assignment) -> None:
+        """Initialize the share state of ``partitions`` (topic id -> partitions), which the
+        group's file now names initializing, and record them initialized: Apache's persister
+        call, then its ``initializeShareGroupState`` write; a later heartbeat assigns them.
+        Here a share partition's state lives with the partition's leader and, where it has
+        no file, starts at its first fetch from ``share.auto.offset.reset``, as Apache's does
+        from state initialized without a start offset: nothing is written there. A failed
+        write leaves them initializing, tried again after ``INITIALIZE_RETRY_MS``."""
+        done = e.share.copy() if e.share is not None else None
+        if done is None or not done.mark_initialized(partitions):
+            return
+        try:
+            await self._save(e, done)
+        except KaasError as exc:
+            log.warning("share_partitions_not_initialized", group=done.group_id, error=exc.code.name)
+            return
+        e.share = done
 
     async def _save(self, e: GroupEntry, work: ShareGroup) -> None:
         new = (await self.coord._offsets(e)).copy()
@@ -166,7 +169,6 @@ class ShareGroups:
                         e.share_dirty = False
                     except KaasError as exc:
                         log.warning("share_group_not_saved", group=gid, error=exc.code.name)
-            await self._tell_left(gid, fenced)
 
     # ------------------------------------------------------------------ admin
 
@@ -206,41 +208,3 @@ class ShareGroups:
                                if tid in by_id}
         return d
 
-
-class ShareGroupMembership:
-    """``coord.share.ports.ShareMembership``: the group's coordinator answers from memory,
-    any other broker from the group's file (see the module docstring)."""
-
-    def __init__(self, coord: GroupCoordinator) -> None:
-        self.coord = coord
-        self._views: dict[str, tuple[int, ShareGroup | None]] = {}  # group -> (read at ms, group)
-
-    def _group(self, group_id: str, member_id: str) -> ShareGroup | None:
-        coord = self.coord
-        if coord.broker.owns_group(group_id):
-            e = coord.groups.get(group_id) or coord._loaded(group_id)
-            return e.share if e is not None else None
-        now = coord._now()
-        seen = self._views.get(group_id)
-        if seen is not None:
-            at, g = seen
-            fresh = now - at < VIEW_TTL_MS
-            if fresh and (g is not None and member_id in g.members or now - at < VIEW_RETRY_MS):
-                return g
-        g = None
-        try:
-            snap = coord.store.load(group_id).share
-            if snap is not None:
-                g = ShareGroup.restore(group_id, snap, now_ms=now, session_timeout_ms=0)
-        except (CorruptState, OSError, ValueError) as exc:
-            log.warning("share_group_file_unreadable", group=group_id, error=str(exc))
-        self._views[group_id] = (now, g)
-        return g
-
-    def is_member(self, group_id: str, member_id: str) -> bool:
-        g = self._group(group_id, member_id)
-        return g is not None and member_id in g.members
-
-    def is_assigned(self, group_id: str, member_id: str, topic_id: str, partition: int) -> bool:
-        g = self._group(group_id, member_id)
-        return g is not None and g.is_assigned(member_id, topic_id, partition)

@@ -1,10 +1,8 @@
-"""What the share-partition runtime needs from the broker and from the share-group
-membership, as ``typing.Protocol`` classes (the runtime never imports ``kaas.broker``).
+"""What the share-partition runtime needs from the broker, as ``typing.Protocol`` classes
+(the runtime never imports ``kaas.broker``).
 
 ``kaas.broker.Broker`` satisfies ``ShareHost`` structurally, its ``Partition`` satisfies
 ``SharedLog``; mypy checks it where the broker hands itself over (``ShareRuntime(self)``).
-``ShareMembership`` is the seam to the share-group coordinator (ShareGroupHeartbeat),
-implemented by ``kaas.coord.group.share.ShareGroupMembership``.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from kaas.domain.group_configs import GroupConfig
 from kaas.settings import Settings
 from kaas.storage.segment import ReadResult
 
-__all__ = ["LogView", "ShareHost", "ShareMembership", "SharedLog"]
+__all__ = ["LogView", "ShareHost", "SharedLog"]
 
 T = TypeVar("T")
 
@@ -102,6 +100,10 @@ class ShareHost(Protocol):
             KaasError: KAFKA_STORAGE_ERROR, the group config file was never readable.
         """
 
+    async def refresh_group_configs(self) -> None:
+        """Read the group config file afresh (what ``group_config`` answers from may lag
+        the file by a poll period)."""
+
     def check_before_ack(self, part: Any) -> None:
         """``part`` (a ``SharedLog`` of this broker) is still open and its manifest still
         carries its epoch; else KaasError (NOT_LEADER_OR_FOLLOWER, the partition given up).
@@ -116,14 +118,3 @@ class ShareHost(Protocol):
 
     async def wait_for_data(self) -> None:
         """Return after the next append to any led partition."""
-
-
-class ShareMembership(Protocol):
-    """The share groups' membership, as the data plane asks it (the share-group
-    coordinator implements it; ShareFetch and ShareAcknowledge consult it)."""
-
-    def is_member(self, group_id: str, member_id: str) -> bool:
-        """``member_id`` is a member of the share group ``group_id`` now."""
-
-    def is_assigned(self, group_id: str, member_id: str, topic_id: str, partition: int) -> bool:
-        """The member's assignment holds the partition (``topic_id`` as a string)."""

@@ -31,7 +31,7 @@ from kio.schema.errors import ErrorCode
 from kaas import counters
 from kaas.aio import Wakeup
 from kaas.coord.share.configs import GroupShareConfigs, ShareConfigSource, ShareGroupSettings
-from kaas.coord.share.ports import SharedLog, ShareHost, ShareMembership
+from kaas.coord.share.ports import SharedLog, ShareHost
 from kaas.domain.share_partition import AckBatch, AckType, Delta, Outcome, ShareError, SharePartition, spans_of
 from kaas.domain.share_sessions import ShareSessions
 from kaas.errors import CorruptState, KaasError
@@ -80,14 +80,11 @@ class ShareRuntime:
 
     Args:
         host: the broker.
-        membership: who is in which share group (``coord.group.share.ShareGroupMembership``).
         configs: each group's share settings (default: its group configs, ``broker.group_config``).
     """
 
-    def __init__(self, host: ShareHost, membership: ShareMembership,
-                 configs: ShareConfigSource | None = None) -> None:
+    def __init__(self, host: ShareHost, configs: ShareConfigSource | None = None) -> None:
         self.host = host
-        self.membership = membership
         self.configs: ShareConfigSource = (configs if configs is not None
                                            else GroupShareConfigs(host.group_config, lambda: host.settings))
         self.sessions: ShareSessions[tuple[uuid.UUID, int]] = ShareSessions(
@@ -196,7 +193,7 @@ class ShareRuntime:
         await self._durable(h, pos)
         await self._maybe_roll(h)
 
-    async def release(self, group_id: str, member_id: str, partitions: Iterable[tuple[str, int]]) -> None:
+    def release(self, group_id: str, member_id: str, partitions: Iterable[tuple[str, int]]) -> None:
         """The member's share session ended: its acquired records of those partitions are
         available again at once (Apache's ``releaseSession``). Partitions no longer led
         here are skipped (their next leader released everything when it loaded)."""
@@ -212,16 +209,18 @@ class ShareRuntime:
                     continue
                 self._wake()
 
-    async def member_left(self, group_id: str, member_id: str) -> None:
-        """The share-group coordinator saw ``member_id`` leave ``group_id`` (or time out):
-        its session here ends and its records are released."""
-        self.sessions.close(group_id, member_id)
-        await self.release(group_id, member_id, [(t, i) for g, t, i in self._held if g == group_id])
-
-    async def close_session(self, group_id: str, member_id: str, partitions: Iterable[tuple[str, int]]) -> None:
+    def close_session(self, group_id: str, member_id: str, partitions: Iterable[tuple[str, int]]) -> None:
         """A final-epoch request was served: release and forget the session."""
         self.sessions.close(group_id, member_id)
-        await self.release(group_id, member_id, partitions)
+        self.release(group_id, member_id, partitions)
+
+    def connection_closed(self, connection: int) -> None:
+        """A client connection closed: the share sessions it opened end and their members'
+        records here are available again at once (Apache's ``ShareSessionCache`` tells
+        ``SharePartitionManager.releaseSession`` on a disconnect)."""
+        for s in self.sessions.connection_closed(connection):
+            log.info("share_session_closed_with_connection", group=s.group_id, member=s.member_id)
+            self.release(s.group_id, s.member_id, [(t, i) for g, t, i in self._held if g == s.group_id])
 
     async def wait_for_work(self) -> None:
         """Return when records may have become available: an append to any led partition,
@@ -468,6 +467,12 @@ class ShareRuntime:
             log.warning("share_journal_torn_tail", group=group_id, topic=topic, partition=index, cut=cut)
         fresh = machine is None
         if machine is None:
+            # where it starts follows the group's configs as the file holds them now: an
+            # AlterConfigs answered by the controller a moment ago may not have reached this
+            # broker's poll yet (Apache assigns a partition only once its state was
+            # initialized, a heartbeat after the subscription, so its brokers have long seen it)
+            await self.host.refresh_group_configs()
+            conf = self.settings_of(group_id)
             start = await self.host.run_io(self._start_offset, part, conf)
             machine = SharePartition(conf.limits, start)
         restored = machine.restore()
