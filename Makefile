@@ -13,9 +13,9 @@ QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 
 .PHONY: install cluster lint test test-unit test-int compat bench eos chaos docs clean $(QUIX_VENV) \
-	wheels image-base image image-test deploy-check multihost
+	wheels image-base image image-test deploy-check multihost native pure test-pure
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
@@ -43,7 +43,7 @@ cluster: $(STAMP)
 # pure, storage and codec layers and the modules this wave added).
 lint: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/ruff check kaas cluster tests scripts examples deploy
+	$(BIN)/ruff check kaas cluster tests scripts examples deploy setup.py
 	$(BIN)/mypy
 
 # WORKERS=1: one process, as before pytest-xdist (a failing test's output is easier to read);
@@ -51,6 +51,27 @@ lint: $(STAMP)
 WORKERS ?= auto
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -x -p no:cacheprovider $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile) tests examples/eos-app/tests
+
+# The compiled build (setup.py, kaas/_native.py; docs/performance.rst): mypyc compiles the
+# hot typed modules into C extension modules next to their sources, which Python imports in
+# their place. make install alone is pure Python (so are runs with KAAS_PURE=1, and every
+# run after a compiled module's source changed, until the next make native); pip install .
+# compiles where a C compiler exists. make pure removes the build. CI tests it compiled.
+native: $(STAMP)
+	KAAS_COMPILE=1 $(BIN)/python setup.py -q build_ext --inplace
+
+pure:
+	find kaas -name '*.so' -delete
+
+# The hypothesis suites of the codec and the machines (the compiled modules' property
+# tests), as built and then pure Python, with one seed: the same examples, the same results
+NATIVE_SUITES := tests/unit/test_batch.py tests/unit/test_validate.py tests/unit/test_framing.py \
+	tests/unit/test_records.py tests/unit/test_codec.py tests/unit/test_txn.py tests/unit/test_producer_state.py \
+	tests/unit/test_slot_encoding.py
+SEED ?= 35
+test-pure: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m hypothesis --hypothesis-seed=$(SEED) $(NATIVE_SUITES)
+	KAAS_PURE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m hypothesis --hypothesis-seed=$(SEED) $(NATIVE_SUITES)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

@@ -36,7 +36,9 @@ import structlog
 
 log = structlog.get_logger()
 
-_armed: dict[str, dict] = {}
+ARMED: dict[str, dict] = {}
+"""The armed failpoints by name, changed in place only: hot I/O paths test ``if
+failpoints.ARMED:`` before calling in (a call costs more than the I/O wrapper itself)."""
 _path: Path | None = None
 _stamp: tuple[int, int] | None = None
 
@@ -49,6 +51,9 @@ NAMES = (
     "append.after_write_before_fsync",
     "snapshot.before_write",
     "slot.before_write",
+    # after a slot file's write and before any request whose change it carried is
+    # answered (context: entries, the number of transactional ids it carried)
+    "slot.after_write",
     "takeover.after_manifest",
     "marker.before_append",
     "marker.before_send",
@@ -77,15 +82,16 @@ def configure(run_dir: Path, broker_id: int | str) -> None:
 
 def reload() -> None:
     """Re-read the failpoint file if it changed (called from a poll loop)."""
-    global _armed, _stamp
+    global _stamp
     if _path is None:
         return
     try:
         st = os.stat(_path)
     except FileNotFoundError:
-        if _armed:
+        if ARMED:
             log.info("failpoints_cleared")
-        _armed, _stamp = {}, None
+        ARMED.clear()
+        _stamp = None
         return
     stamp = (st.st_mtime_ns, st.st_size)
     if stamp == _stamp:
@@ -95,14 +101,16 @@ def reload() -> None:
         obj = json.loads(_path.read_text())
         if not isinstance(obj, dict):
             raise ValueError("not an object")
-        _armed = {str(k): dict(v) for k, v in obj.items()}
-        log.warning("failpoints_armed", names=sorted(_armed))
+        armed = {str(k): dict(v) for k, v in obj.items()}
+        ARMED.clear()
+        ARMED.update(armed)
+        log.warning("failpoints_armed", names=sorted(ARMED))
     except (OSError, ValueError, TypeError) as exc:
         log.error("failpoints_unreadable", path=str(_path), error=str(exc))
 
 
 def _take(name: str, context: dict) -> dict | None:
-    spec = _armed.get(name)
+    spec = ARMED.get(name)
     if spec is None:
         return None
     match = spec.get("match")
@@ -127,7 +135,7 @@ def io_fault(name: str, **context) -> float | None:
     Raises:
         OSError: an ``error`` action.
     """
-    if not _armed:
+    if not ARMED:
         return None
     spec = _take(name, context)
     if spec is None:
@@ -149,7 +157,7 @@ def oserror(code: int | str, what: str) -> OSError:
 
 def hit(name: str, **context) -> bool:
     """Fire the failpoint ``name`` if armed (synchronous code). True: drop the operation."""
-    if not _armed:
+    if not ARMED:
         return False
     spec = _take(name, context)
     if spec is None:
@@ -160,11 +168,11 @@ def hit(name: str, **context) -> bool:
     return spec.get("action") == "drop"
 
 
-async def hit_async(name: str) -> None:
+async def hit_async(name: str, **context) -> None:
     """Fire the failpoint ``name`` if armed (trio code: a pause does not block the loop)."""
-    if not _armed:
+    if not ARMED:
         return
-    spec = _take(name, {})
+    spec = _take(name, context)
     if spec is None:
         return
     _fire(name, spec)
@@ -200,8 +208,9 @@ def arm(run_dir: Path, broker_id: int, specs: dict[str, dict]) -> Path:
 def set_in_process(specs: dict[str, dict]) -> None:
     """Arm ``specs`` in this process at once, replacing what is armed (component tests
     that drive storage directly, many times a second; brokers read their file instead)."""
-    global _armed
-    _armed = {str(k): dict(v) for k, v in specs.items()}
+    armed = {str(k): dict(v) for k, v in specs.items()}
+    ARMED.clear()
+    ARMED.update(armed)
 
 
 def disarm(run_dir: Path, broker_id: int) -> None:

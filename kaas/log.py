@@ -101,6 +101,12 @@ class LineLogger:
         return True
 
 
+DEBUG = True
+"""Whether debug events are written (``configure``'s level; structlog's default writes
+them): the transactional request path tests it before building a debug event's fields,
+which cost more than the event is worth when it is dropped."""
+
+
 def configure(*, json: bool = False, level: str = "info", stream: IO | None = None, **bind: object) -> None:
     """Configure structlog for this process: key-value console output, or JSON lines.
 
@@ -110,6 +116,8 @@ def configure(*, json: bool = False, level: str = "info", stream: IO | None = No
         stream: where lines go (default: stderr), through a ``LineLogger``.
         bind: context variables bound for every event (``broker_id``).
     """
+    global DEBUG
+    DEBUG = _LEVELS.get(level, logging.INFO) <= logging.DEBUG
     renderer: structlog.typing.Processor
     if json:
         renderer = structlog.processors.JSONRenderer()

@@ -38,7 +38,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas.aio import SocketReader, send_now
+from kaas.aio import Lock, SocketReader, held, send_now
 from kaas.client import SaslConfig, SaslFailed, ScramClient
 from kaas.errors import PeerUnavailable
 from kaas.wire import codec
@@ -51,6 +51,7 @@ log = structlog.get_logger()
 
 WRITE_TXN_MARKERS = 27
 MARKERS_VERSION = 1
+BODIES_MAX = 1024  # encoded WriteTxnMarkers bodies a link keeps (then it starts over)
 CONNECT_TIMEOUT_S = 2.0
 LIVENESS_CHECK_S = 0.5  # how often a waiting request looks whether its peer was declared dead
 # A marker request unanswered this long fails although the peer is alive: the network
@@ -160,15 +161,16 @@ class _Link:
         # trio time after which this connection is replaced before its next request: its SASL
         # session's lifetime (KIP-368, the peer's connections.max.reauth.ms) is nearly over
         self.renew_at: float | None = None
-        self.lock = trio.Lock()
+        self.lock = Lock()
         self.pending: list[_Ask] = []
         self.corr = 0
         self.silent_until = 0.0  # trio time: the peer did not answer; the queue until then
+        self._bodies: dict[tuple[int, ...], tuple[tuple[Any, ...], bytes]] = {}  # ``_body``'s
 
     async def ask(self, markers: Sequence[Any]) -> list[MarkerResult] | None:
         ask = _Ask(markers)
         self.pending.append(ask)
-        async with self.lock:
+        async with held(self.lock):
             if ask.done:  # sent with an earlier caller's request
                 return ask.results
             batch, self.pending = self.pending, []
@@ -217,10 +219,9 @@ class _Link:
             await self._connect()
         assert self.stream is not None and self.decoder is not None
         self.corr += 1
-        req = codec.request_class(WRITE_TXN_MARKERS, MARKERS_VERSION)(markers=tuple(markers))
         # straight to the socket (a plain link; TLS through trio): the lock is held
         await send_now(self.stream, self.fd, codec.encode_request(WRITE_TXN_MARKERS, MARKERS_VERSION, self.corr,
-                                                                  self.links.client_id, req))
+                                                                  self.links.client_id, self._body(markers)))
         payload = await self._receive()
         corr, body = codec.decode_response(WRITE_TXN_MARKERS, MARKERS_VERSION, payload)
         if corr != self.corr or len(body.markers) != len(markers):
@@ -231,6 +232,21 @@ class _Link:
                 raise LinkFailed(f"result for producer {got.producer_id}, expected {sent.producer_id}")
             out.append({(t.name, p.partition_index): p.error_code for t in got.topics for p in t.partitions})
         return out
+
+    def _body(self, markers: list[Any]) -> bytes:
+        """The encoded body of a WriteTxnMarkers request of ``markers``: encoded once per
+        list of marker objects (``Dispatch`` keeps one object per producer, epoch,
+        outcome and partitions, so a producer's next transactions send the same)."""
+        key = tuple(map(id, markers))
+        hit = self._bodies.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], markers, strict=True)):
+            return hit[1]
+        req = codec.request_class(WRITE_TXN_MARKERS, MARKERS_VERSION)(markers=tuple(markers))
+        body = codec.encode_request_body(WRITE_TXN_MARKERS, MARKERS_VERSION, req)
+        if len(self._bodies) >= BODIES_MAX:
+            self._bodies.clear()
+        self._bodies[key] = (tuple(markers), body)
+        return body
 
     async def _receive(self) -> bytes | memoryview:
         """The next response frame; waits as long as the peer is alive, at most

@@ -7,6 +7,7 @@ producer. Module-specific clients stay in their modules.
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 
@@ -15,6 +16,20 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 # The transaction reaper/reconcile tick shortened (KAAS_TXN_SWEEP_MS) so it fits a test.
 SWEEP_ENV = {"KAAS_TXN_SWEEP_MS": "500"}
+
+
+def ids_in_one_slot(n: int, prefix: str) -> list[str]:
+    """``n`` transactional ids ``<prefix>-<i>`` of one transaction slot (one slot file,
+    one coordinator)."""
+    from kaas.domain.routing import txn_slot
+
+    by_slot: dict[int, list[str]] = {}
+    for i in itertools.count():
+        ids = by_slot.setdefault(txn_slot(f"{prefix}-{i}"), [])
+        ids.append(f"{prefix}-{i}")
+        if len(ids) == n:
+            return ids
+    raise AssertionError("unreachable")
 
 
 def uniq(prefix: str) -> str:

@@ -410,6 +410,11 @@ class Broker:
         owner and holds a write lease. A broker resumed after a pause answers requests
         from its socket backlog before it applies the new assignment; without the lease
         check it could write a slot file its successor already owns."""
+        a = self.cluster.assignment
+        if a is not None and a.txn_slots and a.txn_slots.get(slot, -1) == self.id:
+            # assigned here (and this broker is alive to itself): ``slot_owner`` is this
+            # broker; every transactional request asks several times
+            return self.cluster.lease_valid()
         return self.slot_owner(slot) == self.id and self.cluster.lease_valid()
 
     def txn_owner(self, transactional_id: str) -> int | None:

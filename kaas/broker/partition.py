@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import trio
 from kio.schema.errors import ErrorCode
@@ -27,8 +26,9 @@ if TYPE_CHECKING:
 NEVER = 2**63 - 1  # flush.messages / flush.ms left at their defaults
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
+class ProduceResult(NamedTuple):
+    """A produced batch's place (a named tuple: one per batch)."""
+
     base_offset: int
     next_offset: int
     duplicate: bool
@@ -44,7 +44,7 @@ class Partition:
         self.log = plog
         self.broker = broker
         self._syncing = False
-        self._sync_done = trio.Event()
+        self._sync_done: trio.Event | None = None  # made by the first to wait for a running fsync
         self.closed = False
         self.offline: str | None = None  # why the log failed (KAFKA_STORAGE_ERROR until reopened)
         self._abandon_after_sync = False
@@ -117,12 +117,15 @@ class Partition:
         while self.log.durable_offset < offset:
             self.check_open()
             if self._syncing:
+                if self._sync_done is None:
+                    self._sync_done = trio.Event()
                 await self._sync_done.wait()
                 continue
             end, fds = self.log.take_dirty()
             self._syncing = True
             try:
-                await failpoints.hit_async("append.after_write_before_fsync")
+                if failpoints.ARMED:
+                    await failpoints.hit_async("append.after_write_before_fsync")
                 if self.log.config.fsync and fds:
                     t0 = time.perf_counter()
                     if self.broker.memory_backed:
@@ -141,8 +144,9 @@ class Partition:
                 raise KaasError(ErrorCode.kafka_storage_error, str(exc)) from None
             finally:
                 self._syncing = False
-                done, self._sync_done = self._sync_done, trio.Event()
-                done.set()
+                done, self._sync_done = self._sync_done, None
+                if done is not None:
+                    done.set()
                 if self._abandon_after_sync:
                     self._abandon_after_sync = False
                     self.log.abandon()

@@ -45,7 +45,7 @@ import heapq
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
@@ -138,9 +138,9 @@ _APPEND = Append()
 # --- state -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMeta:
-    """What the dedupe ring remembers of one appended batch.
+class BatchMeta(NamedTuple):
+    """What the dedupe ring remembers of one appended batch (a named tuple: one per
+    appended batch of an idempotent producer).
 
     Attributes:
         first_seq: the batch's base sequence.
@@ -367,13 +367,8 @@ class ProducerStateTable:
             entry._raise_epoch(epoch)
         if epoch == entry.epoch:
             entry.batches.append(
-                BatchMeta(
-                    first_seq=base_sequence,
-                    last_seq=last_sequence(base_sequence, record_count),
-                    base_offset=base_offset,
-                    last_offset=base_offset + record_count - 1,
-                    timestamp=timestamp,
-                )
+                BatchMeta(base_sequence, last_sequence(base_sequence, record_count), base_offset,
+                          base_offset + record_count - 1, timestamp)
             )
         entry.last_append_ms = max(entry.last_append_ms, now_ms)
         if is_transactional and entry.txn_first_offset is None:
@@ -598,7 +593,7 @@ class ProducerStateTable:
         }
 
     @classmethod
-    def from_snapshot(cls, d: dict[str, Any], *, now_ms: int) -> ProducerStateTable:
+    def from_snapshot(cls, d: object, *, now_ms: int) -> ProducerStateTable:
         """Rebuild a table from ``to_snapshot`` output.
 
         Idle times: an entry keeps its ``last_append_ms``, capped at ``now_ms`` (a clock
@@ -619,9 +614,10 @@ class ProducerStateTable:
             ValueError: unknown format or malformed content (the storage caller maps it to
                 CorruptState; never silently reset producer state).
         """
-        if not isinstance(d, dict) or d.get("format") != SNAPSHOT_FORMAT:
-            fmt = d.get("format") if isinstance(d, dict) else type(d).__name__
-            raise ValueError(f"unsupported producer state snapshot format {fmt!r}")
+        if not isinstance(d, dict):
+            raise ValueError(f"unsupported producer state snapshot format {type(d).__name__!r}")
+        if d.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"unsupported producer state snapshot format {d.get('format')!r}")
         table = cls()
         broker_clock = d.get("clock") == "broker"
         try:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from kaas.broker.partition import Partition
     from kaas.domain.replicas import View
     from kaas.handlers import Context
+    from kaas.settings import Settings
     from kaas.storage.topics import TopicMeta
 
     ProduceRequest: TypeAlias = (v3.ProduceRequest | v4.ProduceRequest | v5.ProduceRequest | v6.ProduceRequest
@@ -84,6 +85,28 @@ def _policy(broker: Broker, meta: TopicMeta | None, log_append_time: bool) -> wv
         compact="compact" in _topic_config(broker, meta, "cleanup.policy").split(","),
         before_max_ms=number(BEFORE_MAX), after_max_ms=number(AFTER_MAX),
         codec=codec, level=number(LEVEL_OF[codec]) if codec in LEVEL_OF else None)
+
+
+_RULES_MAX = 10_000  # topics whose rules are kept (then the cache starts over)
+_rules: dict[str, tuple[TopicMeta | None, Settings, bool, wv.Policy, int]] = {}
+
+
+def _topic_rules(broker: Broker, name: str, meta: TopicMeta | None) -> tuple[bool, wv.Policy, int]:
+    """(log_append_time, the batch policy, min.insync.replicas) of a topic: made once per
+    version of its configs and of the broker's (a topic's ``TopicMeta`` and the broker's
+    ``Settings`` are replaced, never changed in place, when configs are altered), rather
+    than read from both per request."""
+    settings = broker.settings
+    cached = _rules.get(name)
+    if cached is not None and cached[0] is meta and cached[1] is settings:
+        return cached[2], cached[3], cached[4]
+    log_append_time = _topic_config(broker, meta, TIMESTAMP_TYPE) == "LogAppendTime"
+    policy = _policy(broker, meta, log_append_time)
+    min_isr = _min_isr(broker, meta)
+    if len(_rules) >= _RULES_MAX:
+        _rules.clear()
+    _rules[name] = (meta, settings, log_append_time, policy, min_isr)
+    return log_append_time, policy, min_isr
 
 
 def _has_transactional_batch(req: ProduceRequest) -> bool:
@@ -136,9 +159,9 @@ async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes
                 except OSError as exc:  # auto-creation could not write the topic file
                     log.error("topic_write_failed", topic=td.name, error=str(exc))
                     create_error = ErrorCode.kafka_storage_error
-            log_append_time = _topic_config(broker, meta, TIMESTAMP_TYPE) == "LogAppendTime"
-            policy = _policy(broker, meta, log_append_time)
-            min_isr = _min_isr(broker, meta) if acks == -1 else 1
+            log_append_time, policy, min_isr = _topic_rules(broker, td.name, meta)
+            if acks != -1:
+                min_isr = 1
             for pd in td.partition_data:
                 out: PartitionAnswer = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
                                         "log_append_time": -1, "log_start_offset": -1, "record_errors": []}

@@ -10,13 +10,15 @@ sender has queued the same markers since (``peer_link``'s invariants)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import CloseConnection, KaasError
 from kaas.handlers._auth import CLUSTER, Op, authorize
 from kaas.handlers._txn_common import coordinator
+from kaas.wire import codec
+from kaas.wire.build import build
 
 if TYPE_CHECKING:
     from kio.schema.write_txn_markers.v1 import WriteTxnMarkersRequest
@@ -27,7 +29,7 @@ API_KEY = 27
 VERSIONS = (1, 1)
 
 
-async def handle(ctx: Context, req: WriteTxnMarkersRequest) -> dict[str, object]:
+async def handle(ctx: Context, req: WriteTxnMarkersRequest) -> bytes:
     if ctx.lapses != ctx.broker.cluster.lapses:
         raise CloseConnection("WriteTxnMarkers on a connection accepted before a lease lapse")
     results: list[dict[tuple[str, int], ErrorCode]] | None
@@ -41,11 +43,23 @@ async def handle(ctx: Context, req: WriteTxnMarkersRequest) -> dict[str, object]
             results = await coordinator(ctx.broker).apply_marker_request(req.markers)
     except KaasError as exc:
         results = [{(t.name, i): exc.code for t in m.topics for i in t.partition_indexes} for m in req.markers]
-    out: list[dict[str, object]] = []
-    for m, codes in zip(req.markers, results, strict=True):
-        out.append({"producer_id": m.producer_id, "topics": [
-            {"name": t.name, "partitions": [
-                {"partition_index": i, "error_code": codes.get((t.name, i), ErrorCode.unknown_server_error)}
-                for i in t.partition_indexes]}
-            for t in m.topics]})
-    return {"markers": out}
+    key = tuple((m.producer_id, tuple((t.name, tuple((i, codes.get((t.name, i), ErrorCode.unknown_server_error))
+                                                      for i in t.partition_indexes))
+                                      for t in m.topics))
+                for m, codes in zip(req.markers, results, strict=True))
+    body = _answers.get(key)
+    if body is None:
+        body = codec.encode_body(API_KEY, ctx.api_version, build(codec.response_class(API_KEY, ctx.api_version), {
+            "markers": [{"producer_id": pid, "topics": [
+                {"name": name, "partitions": [{"partition_index": i, "error_code": code} for i, code in parts]}
+                for name, parts in topics]} for pid, topics in key]}))
+        if len(_answers) >= ANSWERS_KEPT:
+            _answers.clear()
+        _answers[key] = body
+    return body
+
+
+ANSWERS_KEPT = 4096  # encoded answers kept (then the cache starts over)
+# (producer id, ((topic, ((partition, code), ...)), ...)) of each marker -> the encoded answer:
+# a producer's transactions over the same partitions are answered with the same bytes
+_answers: dict[tuple[Any, ...], bytes] = {}

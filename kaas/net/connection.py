@@ -12,7 +12,7 @@ import itertools
 import structlog
 import trio
 
-from kaas.aio import SocketReader, Turns, acquire, held, send_now
+from kaas.aio import Lock, SocketReader, Turns, acquire, held, send_now
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
 from kaas.net.ordering import Close, Ordering, Slot, outcome
@@ -125,7 +125,7 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
     receiver = _Receiver(stream, fd, decoder)
     order = Ordering()
     limit = trio.Semaphore(MAX_IN_FLIGHT)
-    send_lock = trio.Lock()  # the writer and the inline path both send; in order
+    send_lock = Lock()  # the writer and the inline path both send; in order
     wake = trio.Event()  # the writer's: a slot was queued or became ready
     produce_turns = Turns()  # pipelined Produce requests append in the order they arrived
     drained: trio.Event | None = None  # set by the writer when nothing is left (at close)

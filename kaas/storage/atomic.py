@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -51,9 +52,8 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True
         points: the failpoints of the steps (the broker's state writes by default; the
             supervisor names its own).
     """
-    directory, name = os.path.split(os.fspath(path))
-    tmp = os.path.join(directory, f".{name}.{_writer_id()}.tmp")
     dst = os.fspath(path)
+    directory, tmp = _tmp_names(dst, incarnation.current(), threading.get_ident())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
@@ -68,6 +68,15 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True
         raise
     if fsync:
         fsync_dir(directory or ".", point=points.fsync)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tmp_names(dst: str, writer: str, thread: int) -> tuple[str, str]:
+    """(directory, tmp file) of a write of ``dst`` by this writer (its incarnation and
+    thread, as ``_writer_id``; the slot and manifest files are written again and again:
+    the names are made once)."""
+    directory, name = os.path.split(dst)
+    return directory, os.path.join(directory, f".{name}.{writer}-{thread}.tmp")
 
 
 def _unlink_quietly(path: str) -> None:
@@ -141,6 +150,9 @@ def write_json(path: str | os.PathLike[str], obj: dict[str, Any], *, fsync: bool
     write_bytes(path, json_bytes(obj), fsync=fsync)
 
 
+READ_CHUNK = 1 << 20
+
+
 def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """Read a JSON state file afresh (close-to-open). None when it does not exist.
 
@@ -148,11 +160,16 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         CorruptState: the file exists but does not parse as a JSON object with a format.
     """
     try:
-        with open(path, "rb", buffering=0) as f:
-            data = f.readall()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
-    return parse_json(path, data)
+    try:  # (os calls: a file object's layers cost more than reading a small state file)
+        chunks = []
+        while chunk := os.read(fd, READ_CHUNK):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return parse_json(path, chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
 
 def parse_json(path: str | os.PathLike[str], data: bytes) -> dict[str, Any]:

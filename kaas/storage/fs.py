@@ -23,7 +23,7 @@ __all__ = ["write_all", "fsync", "replace"]
 Buffer = bytes | bytearray | memoryview
 
 
-def write_all(fd: int, buffers: list[Buffer] | tuple[Buffer, ...], *, point: str, path: str) -> None:
+def write_all(fd: int, buffers: list[Buffer] | tuple[Buffer, ...], *, point: str, path: str | os.PathLike[str]) -> None:
     """Write ``buffers`` in order to ``fd`` (one writev in the usual case), finishing
     short writes.
 
@@ -31,20 +31,21 @@ def write_all(fd: int, buffers: list[Buffer] | tuple[Buffer, ...], *, point: str
         fd: an open file descriptor.
         buffers: the pieces, written back to back.
         point: the failpoint name (``append.write`` or ``state.write``).
-        path: the file's path (the failpoint's context, and the error's filename).
+        path: the file's path (the failpoint's context, and the error's filename; made a
+            string only then).
 
     Raises:
         OSError: the write failed; an unknown prefix of the bytes may be on the file.
     """
-    fraction = failpoints.io_fault(point, path=path)
-    if fraction is not None:
-        _write_prefix(fd, buffers, fraction)
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
-    views = [memoryview(b) for b in buffers]
-    total = sum(len(v) for v in views)
-    n = os.writev(fd, views)
-    if n == total:
+    if failpoints.ARMED:
+        fraction = failpoints.io_fault(point, path=path)
+        if fraction is not None:
+            _write_prefix(fd, buffers, fraction)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+    n = os.writev(fd, buffers)
+    if n == sum(map(len, buffers)):
         return
+    views = [memoryview(b).cast("B") for b in buffers]
     for view in views:  # a short write: finish the rest byte-exactly
         if n >= len(view):
             n -= len(view)
@@ -55,13 +56,14 @@ def write_all(fd: int, buffers: list[Buffer] | tuple[Buffer, ...], *, point: str
             view = view[os.write(fd, view):]
 
 
-def fsync(fd: int, *, point: str, path: str) -> None:
+def fsync(fd: int, *, point: str, path: str | os.PathLike[str]) -> None:
     """``os.fsync`` behind the failpoint ``point`` (``append.fsync`` or ``state.fsync``).
 
     Raises:
         OSError: the fsync failed; the file's durable content is unknown.
     """
-    failpoints.io_fault(point, path=path)
+    if failpoints.ARMED:
+        failpoints.io_fault(point, path=path)
     os.fsync(fd)
 
 
@@ -72,7 +74,8 @@ def replace(src: str, dst: str, *, point: str = "state.rename") -> None:
     Raises:
         OSError: the rename failed; ``dst`` is as it was.
     """
-    failpoints.io_fault(point, path=dst)
+    if failpoints.ARMED:
+        failpoints.io_fault(point, path=dst)
     os.replace(src, dst)
 
 

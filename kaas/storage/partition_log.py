@@ -39,9 +39,8 @@ import bisect
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -58,8 +57,9 @@ __all__ = ["RECOVERY_FILE", "AppendResult", "LogConfig", "PartitionLog", "ReadRe
 
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """Where an appended batch landed (a named tuple: one per append)."""
+
     base_offset: int
     next_offset: int
     position: int
@@ -303,7 +303,7 @@ class PartitionLog:
         pos = seg.size
         size = len(records)
         try:
-            fs.write_all(seg.fd, (head, memoryview(records)[16:]), point="append.write", path=str(seg.path))
+            fs.write_all(seg.fd, (head, memoryview(records)[16:]), point="append.write", path=seg.path)
         except OSError as exc:
             self._undo_append(seg, pos, exc)
             raise KaasError(ErrorCode.kafka_storage_error, f"{seg.path}: append failed: {exc}") from None
@@ -334,7 +334,7 @@ class PartitionLog:
         try:
             os.ftruncate(seg.fd, pos)
             if self.config.fsync:
-                fs.fsync(seg.fd, point="append.fsync", path=str(seg.path))
+                fs.fsync(seg.fd, point="append.fsync", path=seg.path)
         except OSError as exc2:
             self.fail(f"append failed ({exc}) and truncating back to byte {pos} failed ({exc2})")
 
@@ -365,7 +365,7 @@ class PartitionLog:
     def _fsync_segments(self, fds: list[int]) -> None:
         try:
             for fd in fds:
-                fs.fsync(fd, point="append.fsync", path=str(self.path))
+                fs.fsync(fd, point="append.fsync", path=self.path)
         except OSError as exc:
             self.fail(f"fsync failed: {exc}")
             raise

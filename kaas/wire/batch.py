@@ -13,9 +13,10 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 
@@ -49,8 +50,11 @@ CORRUPT_MESSAGE = 2
 INVALID_RECORD = 87
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The fixed 61-byte header of a v2 batch. A named tuple: made from one ``struct``
+    unpack for every batch produced, replayed, fetched for an index or cleaned, where a
+    frozen dataclass of 14 fields cost five times as much to build."""
+
     base_offset: int
     batch_length: int
     leader_epoch: int
@@ -97,6 +101,9 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) % (2**31)
 
 
+_tuple_new = tuple.__new__
+
+
 def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
     """Read the fixed header of the batch starting at ``pos``.
 
@@ -105,7 +112,7 @@ def parse_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
     """
     if len(buf) - pos < HEADER_SIZE:
         raise BatchError(CORRUPT_MESSAGE, "truncated batch header")
-    return BatchHeader(*HEADER.unpack_from(buf, pos))
+    return _tuple_new(BatchHeader, HEADER.unpack_from(buf, pos))  # (no Python __new__: one per batch)
 
 
 def crc_ok(buf: bytes | memoryview, pos: int, header: BatchHeader) -> bool:
@@ -271,17 +278,25 @@ def build_batch(
 def control_batch(
     *, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp: int
 ) -> bytes:
-    """A COMMIT or ABORT marker: transactional + control, one record, baseSequence -1."""
+    """A COMMIT or ABORT marker: transactional + control, one record, baseSequence -1
+    (``build_batch`` of the marker record, with the record made once per kind)."""
+    tail = _CONTROL_TAIL.pack(
+        ATTR_TRANSACTIONAL | ATTR_CONTROL, 0, timestamp, timestamp, producer_id, producer_epoch, -1, 1
+    ) + _control_record(commit, coordinator_epoch)
+    return _CONTROL_HEAD.pack(0, 9 + len(tail), -1, 2, crc32c.crc32c(tail)) + tail
+
+
+_CONTROL_TAIL = struct.Struct(">hiqqqhii")  # attributes .. records count, as build_batch packs them
+_CONTROL_HEAD = struct.Struct(">qiibI")  # base offset, batch length, leader epoch, magic, CRC
+
+
+@functools.lru_cache(maxsize=256)
+def _control_record(commit: bool, coordinator_epoch: int) -> bytes:
+    """The one record of a marker (offset and timestamp deltas 0): what ``build_batch``
+    writes after the header."""
     key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
     value = struct.pack(">hi", 0, coordinator_epoch)
-    return build_batch(
-        attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL,
-        base_timestamp=timestamp,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=-1,
-        records=[(key, value)],
-    )
+    return build_batch(records=[(key, value)])[HEADER_SIZE:]
 
 
 def control_type(buf: bytes | memoryview, pos: int, header: BatchHeader) -> int | None:

@@ -10,9 +10,8 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -32,8 +31,9 @@ class DecodeError(Exception):
         self.correlation_id = correlation_id
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
+    """A decoded request (a named tuple: one per request)."""
+
     api_key: int
     api_version: int
     correlation_id: int
@@ -187,11 +187,37 @@ def _request_writers(api_key: int, version: int) -> tuple[type[Any], type[Any], 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
     """Frame a request (the client side): size prefix, request header, body. ``body`` is a
-    kio request object of that key and version."""
+    kio request object of that key and version, or ``bytes``: a body already encoded
+    (``encode_request_body``)."""
+    if isinstance(body, bytes):
+        head = bytearray(_request_header(api_key, version, client_id))
+        struct.pack_into(">i", head, 8, correlation_id)
+        struct.pack_into(">i", head, 0, len(head) - 4 + len(body))
+        return bytes(head) + body
     _cls, hdr_cls, write_header, write_body = _request_writers(api_key, version)
     header = hdr_cls(request_api_key=api_key, request_api_version=version, correlation_id=correlation_id,
                      client_id=client_id)
     return bytes(_framed(write_header, header, write_body, body))
+
+
+def encode_request_body(api_key: int, version: int, body: Any) -> bytes:
+    """A request's encoded body alone (no size, no header), for ``encode_request`` to frame
+    again and again (a peer link's WriteTxnMarkers of one producer's transactions)."""
+    buf = io.BytesIO()
+    _request_writers(api_key, version)[3](buf, body)
+    return buf.getvalue()
+
+
+@lru_cache(maxsize=256)
+def _request_header(api_key: int, version: int, client_id: str | None) -> bytes:
+    """Size prefix (0) and request header (correlation id 0, at bytes 8-11) of a request,
+    encoded by kio once per key, version and client id."""
+    _cls, hdr_cls, write_header, _write_body = _request_writers(api_key, version)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    write_header(buf, hdr_cls(request_api_key=api_key, request_api_version=version, correlation_id=0,
+                              client_id=client_id))
+    return buf.getvalue()
 
 
 def request_class(api_key: int, version: int) -> type[Any]:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 MIN_FRAME = 8  # api_key i16 + api_version i16 + correlation_id i32
 MIN_RESPONSE = 4  # a response: its correlation_id i32 (an empty v0 header's body may be 0 bytes)
+LARGE_FRAME = 64 * 1024  # frames from this size on are received into a buffer of their own
 
 
 class FramingError(Exception):
@@ -27,24 +28,23 @@ class FrameDecoder:
     prefix is dropped at the next ``feed`` or ``frames`` (one memmove per batch of frames,
     not one per frame).
 
-    Large frames (``LARGE`` bytes or more, in practice produce requests) take another
-    path: once the size prefix of one has arrived, its bytes so far move into a buffer of
-    the frame's exact size, and ``room()`` offers the rest of that buffer for the caller to
-    receive straight into (``recv_into``, then ``received(n)``). One receive can then take
-    the whole remainder instead of a 256 KiB piece at a time, and the payload is copied
-    neither into the accumulation buffer nor out of it. Such a frame is yielded as a
-    read-only ``memoryview`` of its own buffer (a new one per frame, so nothing later
-    overwrites it); small frames are yielded as ``bytes``.
+    Large frames (``large`` bytes or more, by default ``LARGE_FRAME``: in practice produce
+    requests) take another path: once the size prefix of one has arrived, its bytes so far
+    move into a buffer of the frame's exact size, and ``room()`` offers the rest of that
+    buffer for the caller to receive straight into (``recv_into``, then ``received(n)``).
+    One receive can then take the whole remainder instead of a 256 KiB piece at a time, and
+    the payload is copied neither into the accumulation buffer nor out of it. Such a frame
+    is yielded as a read-only ``memoryview`` of its own buffer (a new one per frame, so
+    nothing later overwrites it); small frames are yielded as ``bytes``.
     """
 
-    __slots__ = ("_buf", "_max", "_min", "_pos", "_large", "_fill")
+    __slots__ = ("_buf", "_max", "_min", "_pos", "_large", "_fill", "_large_at")
 
-    LARGE = 64 * 1024
-
-    def __init__(self, max_frame: int, min_frame: int = MIN_FRAME) -> None:
+    def __init__(self, max_frame: int, min_frame: int = MIN_FRAME, large: int = LARGE_FRAME) -> None:
         self._buf = bytearray()
         self._max = max_frame
         self._min = min_frame
+        self._large_at = large
         self._pos = 0  # start of the first unconsumed byte
         self._large: bytearray | None = None  # payload of the large frame being received
         self._fill = 0  # bytes of it received so far
@@ -127,7 +127,7 @@ class FrameDecoder:
             if size < self._min or size > self._max:
                 raise FramingError(f"frame size {size} outside [{self._min}, {self._max}]")
             if n - pos - 4 < size:
-                if size >= self.LARGE:
+                if size >= self._large_at:
                     # the frame's own buffer: what has arrived moves in, the rest is received into it
                     large = bytearray(size)
                     have = n - pos - 4

@@ -46,7 +46,11 @@ Modules, by concern (none imports ``cli``; ``cli`` is the only one that knows cl
     metering    the brokers' CPU seconds and RSS (/proc), the tmpfs write floor
     workloads/  one module per kind of benchmark: throughput (produce, idempotence, fetch,
                 consume), txn (txn, eos), failover, scale, create, groups (group-join,
-                group-add: their click commands live with them, registered by ``cli``)
+                group-add: their click commands live with them, registered by ``cli``),
+                txn_many (txn-many), cpu and cpu_cluster (``cpu``: instructions per
+                request under callgrind, with callgrind: the broker under valgrind,
+                its Python frames made visible by ``cpu/pyframes.c``, dumps read back)
+    cpu/        the broker launcher of ``cpu`` (``launch.py``) and its frame hook
     targets     what is benchmarked: a kaas broker or cluster on tmpfs, the librdkafka mock
                 (the ``mock-peer`` child), Tansu
     suite       ``suite`` and ``compare``: targets alternated per benchmark (each run a child

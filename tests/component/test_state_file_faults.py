@@ -114,7 +114,7 @@ def test_slot_file(tmp_path, faults, kind):
     old = TxnMetadata("t1", producer_id=7, producer_epoch=3, state=TxnState.Ongoing,
                       partitions=frozenset({("a", 0)}), ongoing_since_ms=1000, last_update_ms=1000, txn_seq=1)
     store.save(4, SlotState({"t1": old}))
-    new = SlotState({"t1": dataclasses.replace(old, state=TxnState.PrepareCommit)})
+    new = SlotState({"t1": old._replace(state=TxnState.PrepareCommit)})
     expect_failed_write(kind, faults, store.path(4), lambda: store.save(4, new))
     assert store.load(4).get("t1") == old
     store.save(4, new)

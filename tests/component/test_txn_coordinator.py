@@ -323,7 +323,7 @@ async def test_end_txn_answers_after_prepare_and_finishes_in_the_background(clus
     pid, epoch = await begin(b0.txn, "x", [("t", 0), ("t", 1)])
     await produce(p0, "x", pid, epoch)
     await produce(p1, "x", pid, epoch)
-    monkeypatch.setattr(failpoints, "_armed", {"endtxn.after_enqueue": {"action": "error", "count": 1}})
+    monkeypatch.setattr(failpoints, "ARMED", {"endtxn.after_enqueue": {"action": "error", "count": 1}})
     async with trio.open_nursery() as nursery:
         b0.txn.finisher.nursery = nursery
         assert await b0.txn.end_txn("x", pid, epoch, True, V) == ErrorCode.none
@@ -331,7 +331,7 @@ async def test_end_txn_answers_after_prepare_and_finishes_in_the_background(clus
         assert open_txn(p0)  # no marker before the answer, not even a self-led one
         assert await b0.txn.finisher.settled("x", 5)
         assert not open_txn(p0)
-        assert failpoints._armed["endtxn.after_enqueue"]["count"] == 0  # the first hand-over failed
+        assert failpoints.ARMED["endtxn.after_enqueue"]["count"] == 0  # the first hand-over failed
         assert state_of(b0, "x").state is TxnState.CompleteCommit  # retried and completed
         assert [p.name for p in b0.txn.queue.list(1)] == [f"{pid}-{epoch}-1.json"]
         await b1.txn.apply_queue()
@@ -472,7 +472,7 @@ async def test_deposed_while_parked_answers_not_coordinator_and_writes_nothing(c
     p0 = b0.lead("t", 0)
     pid, epoch = await begin(b0.txn, "x", [("t", 0)])
     await produce(p0, "x", pid, epoch)
-    monkeypatch.setattr(failpoints, "_armed", {"endtxn.after_local_markers": {"action": "pause", "ms": 600}})
+    monkeypatch.setattr(failpoints, "ARMED", {"endtxn.after_local_markers": {"action": "pause", "ms": 600}})
     outcome: dict[str, object] = {}
 
     async def add_next() -> None:
@@ -531,8 +531,14 @@ async def test_kip890_one_slot_read_per_transaction_and_leader(cluster, monkeypa
     b0.lead("t", 0)
     p1, p2 = b1.lead("t", 1), b1.lead("t", 2)
     reads = []
-    load = b1.txn.slots.store.load
-    monkeypatch.setattr(b1.txn.slots.store, "load", lambda slot: reads.append(slot) or load(slot))
+    run_io, load = b1.run_io, b1.txn.slots.store.load
+
+    async def counted_io(fn, *args):  # (TxnStore may be compiled: its methods cannot be patched)
+        if fn == load:
+            reads.append(args[0])
+        return await run_io(fn, *args)
+
+    monkeypatch.setattr(b1, "run_io", counted_io)
     pid, epoch = await begin(b0.txn, "x", [("t", 0), ("t", 1), ("t", 2)])
     await produce(p1, "x", pid, epoch)
     await produce(p2, "x", pid, epoch)
@@ -653,3 +659,37 @@ def test_sweep_interval_env(monkeypatch):
     assert txn_tasks.sweep_interval_ms() == 250
     monkeypatch.setenv(txn_tasks.SWEEP_ENV, "nope")
     assert txn_tasks.sweep_interval_ms() == 10_000
+
+
+async def test_the_begin_guard_reads_the_queues_only_while_an_entry_may_be_there(cluster, monkeypatch):
+    """The begin guard's look at the marker queues (``QueueApplier.pending_for``): once the
+    queues held nothing of a producer id, its next transactions begin without reading them,
+    until this coordinator queues an entry of that id again, or a slot of it moves."""
+    world, (b0, b1, _b2) = cluster
+    b0.lead("t", 0)
+    p1 = b1.lead("t", 1)
+    reads = []
+    pending_for_pid = b0.txn.queue.pending_for_pid
+    monkeypatch.setattr(b0.txn.queue, "pending_for_pid", lambda pid: reads.append(pid) or pending_for_pid(pid))
+    pid, epoch = await begin(b0.txn, "q", [("t", 0), ("t", 1)])
+    await produce(p1, "q", pid, epoch)
+    assert await b0.txn.end_txn("q", pid, epoch, True, V) == ErrorCode.none  # t-1's marker is queued
+    assert await b0.txn.add_partitions("q", pid, epoch, [("t", 0)], V) == ErrorCode.concurrent_transactions
+    await b1.txn.apply_queue()
+    assert await b0.txn.add_partitions("q", pid, epoch, [("t", 0)], V) == ErrorCode.none
+    n = len(reads)
+    assert await b0.txn.end_txn("q", pid, epoch, True, V) == ErrorCode.none  # t-0 only: nothing queued
+    assert await b0.txn.add_partitions("q", pid, epoch, [("t", 0)], V) == ErrorCode.none
+    assert len(reads) == n  # known empty: not read
+    b0.txn.forget_cache()  # (a lapsed lease)
+    assert await b0.txn.end_txn("q", pid, epoch, True, V) == ErrorCode.none
+    assert await b0.txn.add_partitions("q", pid, epoch, [("t", 1)], V) == ErrorCode.none
+    assert len(reads) == n + 1  # read again
+    await produce(p1, "q", pid, epoch, seq=2)
+    assert await b0.txn.end_txn("q", pid, epoch, True, V) == ErrorCode.none  # queued again
+    assert await b0.txn.add_partitions("q", pid, epoch, [("t", 0)], V) == ErrorCode.concurrent_transactions
+    assert len(reads) > n + 1
+    await b1.txn.apply_queue()
+    world.slot_owner = 1  # the slot moves away: what this broker knew of its ids is dropped
+    b0.txn.drop_unowned_slots()
+    assert b0.txn.inbox.clear_slots == set()

@@ -1,11 +1,13 @@
 """``pip install .`` into a fresh virtual environment gives the pytest plugin: its options
 in ``pytest --help`` and a test using ``kaas_broker`` passing, all from the installed
 package (not this checkout). The environment takes kaas's dependencies from this one's
-site-packages (a path file); kaas itself is built (pip's isolated build: setuptools from the index) and
-installed as a user's ``pip install`` would (a wheel, no editable link)."""
+site-packages (a path file); kaas itself is built (pip's isolated build: setuptools, mypy and
+kio from the index) and installed as a user's ``pip install`` would (a wheel, no editable
+link), with the modules of ``kaas._native.COMPILED`` compiled where a C compiler exists."""
 
 from __future__ import annotations
 
+import shutil
 import site
 import subprocess
 import sys
@@ -32,6 +34,11 @@ def test_pip_install_gives_the_plugin(tmp_path):
     where = subprocess.run([str(py), "-c", "import kaas.testing.plugin as p; print(p.__file__)"], check=True,
                            capture_output=True, text=True, cwd=tmp_path).stdout
     assert where.startswith(target), where
+    probe = ("import kaas._native as n, kaas.wire.batch as b; "
+             "print(all(n.compiled(m) for m in n.COMPILED), b.__file__.endswith('.py'))")
+    out = subprocess.run([str(py), "-c", probe], check=True, capture_output=True, text=True, cwd=tmp_path).stdout
+    has_cc = shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is not None
+    assert out.split() == [str(has_cc), str(not has_cc)], out  # compiled and loaded where a C compiler exists
     helptext = subprocess.run([str(py), "-m", "pytest", "--help"], check=True, capture_output=True, text=True,
                               cwd=tmp_path).stdout
     assert "--kaas-brokers" in helptext and "--kaas-keep-data" in helptext and "--kaas-scope" in helptext

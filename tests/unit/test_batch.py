@@ -374,3 +374,15 @@ def test_client_reader_decodes_our_batches(builder):
         assert cb.validate_crc()
         assert cb.is_control_batch
         assert cb.is_transactional
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(0, 2**15 - 1), st.booleans(), st.integers(-1, 2**31 - 1),
+       st.integers(0, 2**62))
+def test_control_batch_is_the_built_marker(pid, epoch, commit, coordinator_epoch, timestamp):
+    """The marker made from its cached record is byte for byte ``build_batch``'s."""
+    key = struct.pack(">hh", 0, wb.CONTROL_COMMIT if commit else wb.CONTROL_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    built = wb.build_batch(attributes=wb.ATTR_TRANSACTIONAL | wb.ATTR_CONTROL, base_timestamp=timestamp,
+                           producer_id=pid, producer_epoch=epoch, base_sequence=-1, records=[(key, value)])
+    assert wb.control_batch(producer_id=pid, producer_epoch=epoch, commit=commit,
+                            coordinator_epoch=coordinator_epoch, timestamp=timestamp) == built

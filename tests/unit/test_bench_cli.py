@@ -15,7 +15,7 @@ from bench.suite import suite_benches  # noqa: E402
 
 COMMANDS = {"produce", "idempotence", "fetch", "consume", "txn", "eos", "failover", "scale", "create",
             "compare", "suite", "mock-peer", "security", "ingest", "brokers", "roundtrip", "recompress",
-            "group-join", "group-add", "startup", "share", "share-lock"}
+            "group-join", "group-add", "startup", "share", "share-lock", "cpu", "txn-many", "txn-many-worker"}
 
 
 def test_the_commands():

@@ -113,3 +113,17 @@ def test_add_partitions_uniform_answer_is_the_per_partition_one(version):
         body = build(codec.response_class(24, version), _response(topics, lambda _n, _p, code=code: code))
         assert bytes(codec.encode_response(24, version, 11, _uniform(version, code, topics))) == \
             reference(24, version, 11, body)
+
+
+def test_a_request_framed_around_its_encoded_body_is_the_same_bytes():
+    """``encode_request`` of a body encoded once (``encode_request_body``: a peer link's
+    WriteTxnMarkers) frames exactly what it frames from the entity, for every request the
+    registry serves (and WriteTxnMarkers v1, which the brokers send each other)."""
+    apis = {(27, 1)} | {(key, v) for key, h in REGISTRY.items() for v in range(h.min_version, h.max_version + 1)}
+    for key, version in sorted(apis):
+        body = build(codec.request_class(key, version), {})
+        for client_id in (None, "kaas-broker-1", "ü"):
+            framed = codec.encode_request(key, version, 2**31 - 1, client_id, body)
+            again = codec.encode_request(key, version, 2**31 - 1, client_id,
+                                         codec.encode_request_body(key, version, body))
+            assert again == framed, (key, version, client_id)

@@ -30,7 +30,7 @@ def test_nothing_armed_is_a_no_op(tmp_path):
     for name in failpoints.NAMES:
         assert failpoints.hit(name) is False
         assert failpoints.io_fault(name, path="/x") is None
-    assert failpoints._armed == {}
+    assert failpoints.ARMED == {}
 
 
 def test_arm_writes_the_broker_file_atomically(tmp_path):
@@ -100,7 +100,7 @@ def test_other_broker_file_is_ignored(tmp_path):
     failpoints.arm(tmp_path, 8, {"slot.before_write": {"action": "error"}})
     failpoints.reload()
     assert failpoints.hit("slot.before_write") is False
-    assert failpoints._armed == {}
+    assert failpoints.ARMED == {}
 
 
 def test_disarm_clears(tmp_path):

@@ -26,10 +26,9 @@ def _split(data: bytes, cuts: list[int]) -> list[bytes]:
     return out
 
 
-class _SmallLarge(FrameDecoder):
+def _SmallLarge(max_frame: int) -> FrameDecoder:
     """A decoder whose "large" frames start at 16 bytes, so short payloads take that path."""
-
-    LARGE = 16
+    return FrameDecoder(max_frame, large=16)
 
 
 @pytest.mark.parametrize("decoder", [FrameDecoder, _SmallLarge], ids=["small-frames", "large-frames"])

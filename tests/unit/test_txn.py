@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -733,7 +732,7 @@ def test_pending_dispatches_lists_prepared_entries_only() -> None:
         ("c", ongoing()),
         ("d", completed(False)),
     ]:
-        slot = slot.with_entry(replace(meta, transactional_id=txn_id))
+        slot = slot.with_entry(meta._replace(transactional_id=txn_id))
     dispatches = pending_dispatches(slot)
     assert [(m.transactional_id, m.commit) for m in dispatches] == [("a", True), ("e", False)]
     assert dispatches[0].partitions == {P0, P1} and dispatches[0].groups == {"g"}

@@ -24,6 +24,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas import log as klog
 from kaas.aio import Wakeup
 from kaas.coord.ports import MarkerResult, TxnBroker
 from kaas.coord.txn._common import Unreadable, coordinator_epoch, hit, new_stats
@@ -64,7 +65,7 @@ class TxnCoordinator:
         self.fence_log = FenceLog(layout.fence_log(broker.id), fsync=s.fsync)
         self.stats = new_stats()
         unreadable = Unreadable()
-        self.slots = Slots(broker, self.store, unreadable)
+        self.slots = Slots(broker, self.store, unreadable, self.stats)
         self.verifier = Verifier(broker, self.slots)
         self.fencing = Fencing(broker, self.fence_log, self.verifier, self.stats)
         self.markers = MarkerWriter(broker, self.verifier, self.stats)
@@ -72,7 +73,8 @@ class TxnCoordinator:
         self.marker_wakeup = Wakeup()  # the marker watcher's (``kaas.tasks.txn.serve_markers``)
         self.sweep_wakeup = Wakeup()  # the sweeps' (``kaas.tasks.txn.serve_sweeps``)
         self.doorbell_live = False  # the inotify watch on this broker's queue is open
-        self.dispatch = Dispatch(broker, self.markers, self.queue, self.wake_markers, self.stats)
+        self.dispatch = Dispatch(broker, self.markers, self.queue, self.wake_markers, self.stats,
+                                 self.inbox.queueing)
         self.finisher = Finisher(broker, self.slots, self.dispatch, self.stats)
 
     # ------------------------------------------------------------------ for the loops and the broker
@@ -101,11 +103,16 @@ class TxnCoordinator:
     def forget_cache(self) -> None:
         """Drop every cached slot (our lease lapsed: another broker may have written)."""
         self.slots.forget_cache()
+        self.inbox.forget()
 
     def drop_unowned_slots(self) -> None:
         """Called after each assignment is applied: forget slots that are not ours any more,
-        so a slot that comes back is read afresh from the file its interim owner wrote."""
+        so a slot that comes back is read afresh from the file its interim owner wrote
+        (and the queues are read again for the producer ids of its transactional ids:
+        their next coordinators may queue entries)."""
         self.slots.drop_unowned()
+        if not all(self.broker.owns_slot(slot) for slot in self.inbox.clear_slots):
+            self.inbox.forget()
 
     async def flush_slots(self) -> None:
         """Write the slots whose last change (a Complete*) is only in memory."""
@@ -203,7 +210,7 @@ class TxnCoordinator:
                 raise KaasError(ErrorCode.concurrent_transactions, "the last EndTxn is still being completed")
             meta = await self.slots.get(slot, transactional_id)
             if (meta is not None and meta.state.can_begin
-                    and await self.inbox.pending_for(meta.producer_id)):
+                    and await self.inbox.pending_for(meta.producer_id, slot)):
                 raise KaasError(ErrorCode.concurrent_transactions, "markers of the last transaction are queued")
             was_ongoing = meta is not None and meta.state is TxnState.Ongoing
             try:
@@ -227,7 +234,7 @@ class TxnCoordinator:
                           producer_id=reply.producer_id, producer_epoch=reply.producer_epoch)
             return reply.producer_id, reply.producer_epoch
 
-    async def _begin_guard(self, meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> bool:
+    async def _begin_guard(self, slot: int, meta: TxnMetadata | None, producer_id: int, producer_epoch: int) -> bool:
         """True when a new transaction may not begin yet (markers of the last one queued).
 
         Instead of answering CONCURRENT_TRANSACTIONS at once (librdkafka then retries after
@@ -238,7 +245,7 @@ class TxnCoordinator:
             return False
         deadline = trio.current_time() + BEGIN_WAIT_S
         pause = BEGIN_POLL_S / 10  # a peer usually applies a marker within a millisecond
-        while await self.inbox.pending_for(producer_id):
+        while await self.inbox.pending_for(producer_id, slot):
             if trio.current_time() >= deadline:
                 return True
             await trio.sleep(pause)
@@ -276,7 +283,7 @@ class TxnCoordinator:
             if not await self._settled(transactional_id):
                 return ErrorCode.concurrent_transactions
             meta = await self.slots.get(slot, transactional_id)
-            guarded = await self._begin_guard(meta, producer_id, producer_epoch)
+            guarded = await self._begin_guard(slot, meta, producer_id, producer_epoch)
             self.slots.still_owned(transactional_id)
             if guarded:
                 return ErrorCode.concurrent_transactions
@@ -301,8 +308,9 @@ class TxnCoordinator:
             meta = await self.slots.get(slot, transactional_id)
             res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, self.broker.clock.wall_ms(), version)
             if res.meta is not None:
-                log.debug("txn_prepared", transactional_id=transactional_id, state=res.meta.state.value,
-                          partitions=len(res.meta.partitions), groups=len(res.meta.groups))
+                if klog.DEBUG:
+                    log.debug("txn_prepared", transactional_id=transactional_id, state=res.meta.state.value,
+                              partitions=len(res.meta.partitions), groups=len(res.meta.groups))
             return await self._carry_out(slot, res, answer_early=True)
 
     async def check_txn_offset_commit(self, transactional_id: str, producer_id: int,

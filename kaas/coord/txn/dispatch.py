@@ -26,7 +26,9 @@ from kaas.errors import KaasError
 from kaas.storage.markers import MarkerEntry, MarkerQueue
 from kaas.wire import nominal
 
-__all__ = ["Dispatch"]
+__all__ = ["MARKERS_KEPT", "Dispatch"]
+
+MARKERS_KEPT = 4096  # WriteTxnMarkers entries kept for reuse (then the cache starts over)
 
 log = structlog.get_logger()
 
@@ -35,12 +37,15 @@ class Dispatch:
     """Markers and offset hooks of this coordinator's prepared transactions."""
 
     def __init__(self, broker: TxnBroker, writer: MarkerWriter, queue: MarkerQueue,
-                 wake_markers: Callable[[], None], stats: Stats) -> None:
+                 wake_markers: Callable[[], None], stats: Stats,
+                 queueing: Callable[[int], None] = lambda producer_id: None) -> None:
         self.broker = broker
         self.writer = writer
         self.queue = queue
         self.wake_markers = wake_markers  # after an entry went to this broker's own queue
         self.stats = stats
+        self.queueing = queueing  # before an entry of a producer id is written (QueueApplier.queueing)
+        self._markers: dict[tuple[int, int, bool, int, frozenset[tuple[str, int]]], WritableTxnMarker] = {}
 
     def _links(self) -> MarkerLinks | None:
         """The peer links, when markers go over them (``--marker-rpc``)."""
@@ -58,6 +63,30 @@ class Dispatch:
             skip = True
         return None if skip else await links.write_markers(broker_id, [marker])
 
+    def _marker(self, wm: WriteMarkers, partitions: set[tuple[str, int]]) -> WritableTxnMarker:
+        """The WriteTxnMarkers entry of ``wm`` for ``partitions``: one object per producer,
+        epoch, outcome, coordinator epoch and partitions, kept (the link encodes each
+        object once: a producer's next transactions over the same partitions send it
+        again)."""
+        epoch = coordinator_epoch(self.broker)
+        key = (wm.producer_id, wm.producer_epoch, wm.commit, epoch, frozenset(partitions))
+        marker = self._markers.get(key)
+        if marker is None:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for topic, index in sorted(partitions):
+                by_topic[topic].append(index)
+            marker = WritableTxnMarker(
+                producer_id=nominal.producer_id(wm.producer_id), producer_epoch=nominal.i16(wm.producer_epoch),
+                transaction_result=wm.commit,
+                topics=tuple(WritableTxnMarkerTopic(name=nominal.topic(t),
+                                                    partition_indexes=tuple(nominal.i32(i) for i in ix))
+                             for t, ix in by_topic.items()),
+                coordinator_epoch=nominal.i32(epoch))
+            if len(self._markers) >= MARKERS_KEPT:
+                self._markers.clear()
+            self._markers[key] = marker
+        return marker
+
     async def _send_markers(self, wm: WriteMarkers, remote: dict[int, set[tuple[str, int]]]
                             ) -> dict[int, set[tuple[str, int]]]:
         """Hand peer-led markers to their leaders over the peer links. Returns what is still
@@ -73,17 +102,7 @@ class Dispatch:
                 return owed
 
         async def send(broker_id: int, partitions: set[tuple[str, int]]) -> None:
-            by_topic: dict[str, list[int]] = defaultdict(list)
-            for topic, index in sorted(partitions):
-                by_topic[topic].append(index)
-            marker = WritableTxnMarker(
-                producer_id=nominal.producer_id(wm.producer_id), producer_epoch=nominal.i16(wm.producer_epoch),
-                transaction_result=wm.commit,
-                topics=tuple(WritableTxnMarkerTopic(name=nominal.topic(t),
-                                                    partition_indexes=tuple(nominal.i32(i) for i in ix))
-                             for t, ix in by_topic.items()),
-                coordinator_epoch=nominal.i32(coordinator_epoch(self.broker)))
-            res = await self._ask_link(links, broker_id, marker)
+            res = await self._ask_link(links, broker_id, self._marker(wm, partitions))
             if res is None:
                 owed[broker_id] = set(partitions)
                 return
@@ -153,6 +172,7 @@ class Dispatch:
         for broker_id, partitions in sorted(owed.items()):
             entry = MarkerEntry(wm.transactional_id, wm.producer_id, wm.producer_epoch, wm.commit,
                                 coordinator_epoch(self.broker), frozenset(partitions), frozenset(), wm.txn_seq)
+            self.queueing(wm.producer_id)
             try:
                 await self.broker.run_io(self.queue.enqueue, broker_id, entry)
             except OSError as exc:
@@ -215,6 +235,7 @@ class Dispatch:
         for broker_id, groups in sorted((await self._send_offset_hooks(hook, wm, remote)).items()):
             entry = MarkerEntry(wm.transactional_id, hook.producer_id, wm.producer_epoch, hook.commit,
                                 coordinator_epoch(self.broker), frozenset(), frozenset(groups), wm.txn_seq)
+            self.queueing(hook.producer_id)
             try:
                 await self.broker.run_io(self.queue.enqueue_groups, broker_id, entry)
             except OSError as exc:

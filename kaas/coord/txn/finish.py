@@ -12,6 +12,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas import log as klog
 from kaas.coord.ports import TxnBroker
 from kaas.coord.txn._common import Stats, hit
 from kaas.coord.txn.dispatch import Dispatch
@@ -154,9 +155,10 @@ class Finisher:
             elif isinstance(effect, Persist):
                 await hit("endtxn.before_complete")
                 await self.slots.persist(slot, effect.meta, deferred=True)
-                log.debug("txn_completed", transactional_id=wm.transactional_id, state=effect.meta.state.value,
-                          producer_id=wm.producer_id, producer_epoch=wm.producer_epoch,
-                          partitions=len(wm.partitions), groups=len(wm.groups))
+                if klog.DEBUG:
+                    log.debug("txn_completed", transactional_id=wm.transactional_id, state=effect.meta.state.value,
+                              producer_id=wm.producer_id, producer_epoch=wm.producer_epoch,
+                              partitions=len(wm.partitions), groups=len(wm.groups))
             elif isinstance(effect, Reply):
                 return effect.error_code
         return res.error_code

@@ -27,7 +27,9 @@ from kaas.coord.txn.markers import MarkerWriter
 from kaas.errors import CorruptState
 from kaas.storage.markers import MarkerQueue
 
-__all__ = ["QueueApplier"]
+__all__ = ["CLEAR_MAX", "QueueApplier"]
+
+CLEAR_MAX = 100_000  # producer ids remembered as having nothing queued (then forgotten at once)
 
 log = structlog.get_logger()
 
@@ -42,14 +44,43 @@ class QueueApplier:
         self.writer = writer
         self.unreadable = unreadable
         self.stats = stats
+        # Producer ids with nothing queued: the queues held no entry of theirs when last
+        # read, and this coordinator queued none since. Entries of a producer id are made
+        # only by its coordinator (and by the forwarding or claiming of one that exists,
+        # which never leaves the queues without it), so the queues need no reading for
+        # them while their slot stays here; the set is emptied when the lease lapsed or a
+        # slot of ``clear_slots`` went (``forget``): that slot's next coordinator may queue.
+        self._clear: set[int] = set()
+        self.clear_slots: set[int] = set()  # the slots of the ids whose producer ids are in _clear
+        self._queued = 0  # entries this coordinator began to queue
 
-    async def pending_for(self, producer_id: int) -> bool:
-        """Is any entry of ``producer_id`` still queued (anywhere)? True when unsure."""
+    def queueing(self, producer_id: int) -> None:
+        """This coordinator is about to queue an entry of ``producer_id``."""
+        self._queued += 1
+        self._clear.discard(producer_id)
+
+    def forget(self) -> None:
+        """Read the queues again for every producer id (a slot moved, the lease lapsed)."""
+        self._clear.clear()
+        self.clear_slots.clear()
+
+    async def pending_for(self, producer_id: int, slot: int) -> bool:
+        """Is any entry of ``producer_id`` (of a transactional id of ``slot``, which this
+        broker coordinates) still queued (anywhere)? True when unsure."""
+        if producer_id in self._clear:
+            return False
+        queued = self._queued
         try:
-            return bool(await self.broker.run_io(self.queue.pending_for_pid, producer_id))
+            pending = bool(await self.broker.run_io(self.queue.pending_for_pid, producer_id))
         except OSError as exc:
             log.warning("txn_marker_queue_unreadable", error=str(exc))
             return True
+        if not pending and queued == self._queued:  # (nothing queued while the queues were read)
+            if len(self._clear) >= CLEAR_MAX:
+                self._clear.clear()
+            self._clear.add(producer_id)
+            self.clear_slots.add(slot)
+        return pending
 
     async def stamp(self) -> tuple[int, int, int] | None:
         """A cheap stat of this broker's queue directory: changes when an entry lands."""

@@ -12,6 +12,18 @@ from ..metering import BrokerPids, CpuMeter, cpu_fields
 from .throughput import fill_topic
 
 
+def commit_one(p, topic: str, payloads: list[bytes], k: int, n: int, partitions: int) -> tuple[int, float]:
+    """One transaction of producer ``p``: ``n`` values round robin over ``partitions`` from
+    the ``k``-th on, then commit. Returns (the next k, commit_transaction()'s seconds)."""
+    p.begin_transaction()
+    for _ in range(n):
+        p.produce(topic, value=payloads[k % len(payloads)], partition=k % partitions)
+        k += 1
+    t1 = time.perf_counter()
+    p.commit_transaction(60)
+    return k, time.perf_counter() - t1
+
+
 def run_txn(bootstrap: str, txn_messages: int, count: int, seconds: float, size: int, partitions: int,
             pids: BrokerPids | None = None) -> dict:
     """One transactional producer: begin, produce ``txn_messages`` values round-robin, commit;
@@ -37,13 +49,8 @@ def run_txn(bootstrap: str, txn_messages: int, count: int, seconds: float, size:
     t0 = time.perf_counter()
     stop_at = t0 + seconds
     while len(commits) < count and time.perf_counter() < stop_at:
-        p.begin_transaction()
-        for _ in range(txn_messages):
-            p.produce(topic, value=payloads[k % len(payloads)], partition=k % partitions)
-            k += 1
-        t1 = time.perf_counter()
-        p.commit_transaction(60)
-        commits.append(time.perf_counter() - t1)
+        k, seconds_ = commit_one(p, topic, payloads, k, txn_messages, partitions)
+        commits.append(seconds_)
     elapsed = time.perf_counter() - t0
     cpu_s = meter.stop()
     n = len(commits)
