@@ -47,7 +47,7 @@ from kaas.storage import atomic, fs
 from kaas.storage.paths import decode_name, encode_name, is_digest_name
 
 __all__ = ["DIR", "FORMAT", "ROLL_BYTES", "Loaded", "NewerWriter", "ShareJournal", "groups", "has_state", "load",
-           "load_window", "remove"]
+           "load_window", "remove", "replay"]
 
 DIR = "share"
 FORMAT = 1
@@ -193,13 +193,23 @@ def load_window(directory: Path, group: str, limits: ShareLimits) -> tuple[Share
             replay over the snapshot.
     """
     loaded = load(directory, group)
+    return replay(directory, group, limits, loaded), loaded
+
+
+def replay(directory: Path, group: str, limits: ShareLimits, loaded: Loaded) -> SharePartition | None:
+    """The share partition ``loaded`` (``load`` 's of ``group`` in ``directory``) holds;
+    None when it has no files.
+
+    Raises:
+        CorruptState: journals without a snapshot, or deltas that do not replay over it.
+    """
     where = str(Path(directory) / f"{encode_name(group)}.*")
     if loaded.snapshot is None:
         if loaded.deltas:
             raise CorruptState(where, "journals without a snapshot")
-        return None, loaded
+        return None
     try:
-        return SharePartition.replayed(limits, loaded.snapshot, loaded.deltas), loaded
+        return SharePartition.replayed(limits, loaded.snapshot, loaded.deltas)
     except ValueError as exc:
         raise CorruptState(where, f"state does not replay: {exc}") from None
 
