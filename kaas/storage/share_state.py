@@ -117,11 +117,11 @@ def groups(directory: Path) -> list[str]:
     for enc in encoded:
         group = enc if is_digest_name(enc) else decode_name(enc)
         if is_digest_name(enc):
+            path = Path(directory) / f"{enc}.snapshot"
             try:
-                data = (Path(directory) / f"{enc}.snapshot").read_bytes()
-                obj = msgpack.unpackb(data[8:]) if data[:4] == _MAGIC else None
-                group = obj["group"] if isinstance(obj, dict) and isinstance(obj.get("group"), str) else enc
-            except (OSError, ValueError, msgpack.UnpackException):
+                obj = _snapshot_object(path, path.read_bytes())
+                group = obj["group"] if isinstance(obj.get("group"), str) else enc
+            except (OSError, CorruptState):
                 pass
         out.append(group)
     return sorted(out)
@@ -214,7 +214,12 @@ def replay(directory: Path, group: str, limits: ShareLimits, loaded: Loaded) -> 
         raise CorruptState(where, f"state does not replay: {exc}") from None
 
 
-def _parse_snapshot(path: Path, data: bytes, group: str) -> tuple[Persisted, tuple[int, int]]:
+def _snapshot_object(path: Path, data: bytes) -> dict[str, Any]:
+    """The object a snapshot file holds (magic, checksum, msgpack, format checked).
+
+    Raises:
+        CorruptState: any of those checks failed.
+    """
     if len(data) < 8 or data[:4] != _MAGIC:
         raise CorruptState(str(path), "not a share-state snapshot (bad magic)")
     (crc,) = struct.unpack_from(">I", data, 4)
@@ -225,12 +230,20 @@ def _parse_snapshot(path: Path, data: bytes, group: str) -> tuple[Persisted, tup
         obj = msgpack.unpackb(payload)
         if not isinstance(obj, dict) or obj.get("format") != FORMAT:
             raise ValueError(f"format {obj.get('format') if isinstance(obj, dict) else None!r}")
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise CorruptState(str(path), f"unreadable snapshot: {exc}") from None
+    return obj
+
+
+def _parse_snapshot(path: Path, data: bytes, group: str) -> tuple[Persisted, tuple[int, int]]:
+    obj = _snapshot_object(path, data)
+    try:
         if obj.get("group") != group:
             raise ValueError(f"written for group {obj.get('group')!r}")
         je, js = obj["journal"]
         snap = Persisted(_int(obj["start"]), _int(obj["end"]), _ranges(obj["ranges"]))
         return snap, (_int(je), _int(js))
-    except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise CorruptState(str(path), f"unreadable snapshot: {exc}") from None
 
 

@@ -312,3 +312,23 @@ def test_inspect_shares_reports_what_a_load_would_refuse(tmp_path):
     assert (ok["error"], ok["start"], ok["end"], ok["journal_from"]) == (None, 4, 4, [4, 0])
     assert torn["error"] is not None and torn["error"].endswith("journals without a snapshot")
     assert (torn["start"], torn["snapshot"], [j["epoch"] for j in torn["journals"]]) == (None, None, [4])
+
+
+def test_a_digest_named_snapshot_names_its_group_only_when_it_checks_out(tmp_path):
+    """``share_state.groups`` reads the id of a group too long for a file name from its
+    snapshot, checked as a load checks it: one whose checksum fails is given by its file
+    name (the load reports it corrupt)."""
+    from kaas.storage.paths import encode_name
+    from kaas.storage.share_state import ShareJournal, snapshot_path
+
+    d = tmp_path / "share"
+    long_id = "g" * 300
+    j = ShareJournal(d, long_id, 1, fsync=False)
+    j.begin(Persisted(0, 0))
+    j.close()
+    assert share_state.groups(d) == [long_id]
+    snap = snapshot_path(d, long_id)
+    data = bytearray(snap.read_bytes())
+    data[-1] ^= 0xFF
+    snap.write_bytes(bytes(data))
+    assert share_state.groups(d) == [encode_name(long_id)]
