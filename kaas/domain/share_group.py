@@ -11,8 +11,9 @@ As Apache's ``GroupMetadataManager`` (4.1 and later), only partitions whose shar
 the group *initialized* are assigned. A heartbeat that finds subscribed partitions
 neither initialized nor initializing (or initializing for longer than
 ``INITIALIZE_RETRY_MS``) marks them initializing and names them in its reply
-(``ShareReply.initialize``); the runtime initializes them once the group's file holds
-that, then ``mark_initialized``; the next heartbeat finds initialized partitions no one
+(``ShareReply.initialize``); the runtime initializes them and ``mark_initialized`` s them
+(in kaas nothing is written at the leaders, so the heartbeat's own write of the group
+records them initialized); the next heartbeat finds initialized partitions no one
 is assigned, bumps the group epoch and assigns them. So a new group's first member gets
 its partitions on its second heartbeat, not its first (Apache initializes through its
 share coordinator after answering the first). A deleted topic leaves both sets.

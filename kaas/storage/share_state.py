@@ -47,7 +47,7 @@ from kaas.storage import atomic, fs
 from kaas.storage.paths import decode_name, encode_name, is_digest_name
 
 __all__ = ["DIR", "FORMAT", "ROLL_BYTES", "Loaded", "NewerWriter", "ShareJournal", "groups", "has_state", "load",
-           "load_window", "remove"]
+           "load_window", "remove", "replay"]
 
 DIR = "share"
 FORMAT = 1
@@ -117,11 +117,11 @@ def groups(directory: Path) -> list[str]:
     for enc in encoded:
         group = enc if is_digest_name(enc) else decode_name(enc)
         if is_digest_name(enc):
+            path = Path(directory) / f"{enc}.snapshot"
             try:
-                data = (Path(directory) / f"{enc}.snapshot").read_bytes()
-                obj = msgpack.unpackb(data[8:]) if data[:4] == _MAGIC else None
-                group = obj["group"] if isinstance(obj, dict) and isinstance(obj.get("group"), str) else enc
-            except (OSError, ValueError, msgpack.UnpackException):
+                obj = _snapshot_object(path, path.read_bytes())
+                group = obj["group"] if isinstance(obj.get("group"), str) else enc
+            except (OSError, CorruptState):
                 pass
         out.append(group)
     return sorted(out)
@@ -193,18 +193,33 @@ def load_window(directory: Path, group: str, limits: ShareLimits) -> tuple[Share
             replay over the snapshot.
     """
     loaded = load(directory, group)
+    return replay(directory, group, limits, loaded), loaded
+
+
+def replay(directory: Path, group: str, limits: ShareLimits, loaded: Loaded) -> SharePartition | None:
+    """The share partition ``loaded`` (``load`` 's of ``group`` in ``directory``) holds;
+    None when it has no files.
+
+    Raises:
+        CorruptState: journals without a snapshot, or deltas that do not replay over it.
+    """
     where = str(Path(directory) / f"{encode_name(group)}.*")
     if loaded.snapshot is None:
         if loaded.deltas:
             raise CorruptState(where, "journals without a snapshot")
-        return None, loaded
+        return None
     try:
-        return SharePartition.replayed(limits, loaded.snapshot, loaded.deltas), loaded
+        return SharePartition.replayed(limits, loaded.snapshot, loaded.deltas)
     except ValueError as exc:
         raise CorruptState(where, f"state does not replay: {exc}") from None
 
 
-def _parse_snapshot(path: Path, data: bytes, group: str) -> tuple[Persisted, tuple[int, int]]:
+def _snapshot_object(path: Path, data: bytes) -> dict[str, Any]:
+    """The object a snapshot file holds (magic, checksum, msgpack, format checked).
+
+    Raises:
+        CorruptState: any of those checks failed.
+    """
     if len(data) < 8 or data[:4] != _MAGIC:
         raise CorruptState(str(path), "not a share-state snapshot (bad magic)")
     (crc,) = struct.unpack_from(">I", data, 4)
@@ -215,12 +230,20 @@ def _parse_snapshot(path: Path, data: bytes, group: str) -> tuple[Persisted, tup
         obj = msgpack.unpackb(payload)
         if not isinstance(obj, dict) or obj.get("format") != FORMAT:
             raise ValueError(f"format {obj.get('format') if isinstance(obj, dict) else None!r}")
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise CorruptState(str(path), f"unreadable snapshot: {exc}") from None
+    return obj
+
+
+def _parse_snapshot(path: Path, data: bytes, group: str) -> tuple[Persisted, tuple[int, int]]:
+    obj = _snapshot_object(path, data)
+    try:
         if obj.get("group") != group:
             raise ValueError(f"written for group {obj.get('group')!r}")
         je, js = obj["journal"]
         snap = Persisted(_int(obj["start"]), _int(obj["end"]), _ranges(obj["ranges"]))
         return snap, (_int(je), _int(js))
-    except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise CorruptState(str(path), f"unreadable snapshot: {exc}") from None
 
 

@@ -27,7 +27,7 @@ from kio.schema.read_share_group_state.v0 import request as rs
 
 from kaas.broker import Broker
 from kaas.domain.share_group import ShareHeartbeat
-from kaas.domain.share_partition import Persisted, ShareLimits
+from kaas.domain.share_partition import Delta, Persisted, ShareLimits
 from kaas.errors import KaasError
 from kaas.storage import share_state
 from kaas.storage.offset_store import Committed
@@ -290,3 +290,45 @@ def test_removing_a_share_state_as_a_leader_of_an_epoch(tmp_path):
     share_state.remove(d, "a/1", 4, fsync=False)
     assert not share_state.has_state(d, "a/1") and share_state.groups(d) == [long_id]
     share_state.remove(d, "a/1", 4, fsync=False)  # nothing left: no error
+
+
+def test_inspect_shares_reports_what_a_load_would_refuse(tmp_path):
+    """``kaas inspect shares`` judges the files as a leader's load does (``replay``): a
+    group whose journals have no snapshot is reported corrupt with its journals listed,
+    the others are shown with their window."""
+    from kaas.storage.paths import Layout
+    from kaas.storage.share_state import ShareJournal, snapshot_path
+    from kaas.tools.inspect_data._shares import shares_view
+
+    d = Layout(tmp_path).partition_dir("q", 0) / share_state.DIR
+    for group, start in (("ok", 3), ("torn", 5)):
+        j = ShareJournal(d, group, 4, fsync=False)
+        j.begin(Persisted(start, start))
+        j.append(Delta(start + 1, start + 1))
+        j.close()
+    snapshot_path(d, "torn").unlink()
+    view = {g["group"]: g for g in shares_view(tmp_path, "q", 0, None)["groups"]}
+    ok, torn = view["ok"], view["torn"]
+    assert (ok["error"], ok["start"], ok["end"], ok["journal_from"]) == (None, 4, 4, [4, 0])
+    assert torn["error"] is not None and torn["error"].endswith("journals without a snapshot")
+    assert (torn["start"], torn["snapshot"], [j["epoch"] for j in torn["journals"]]) == (None, None, [4])
+
+
+def test_a_digest_named_snapshot_names_its_group_only_when_it_checks_out(tmp_path):
+    """``share_state.groups`` reads the id of a group too long for a file name from its
+    snapshot, checked as a load checks it: one whose checksum fails is given by its file
+    name (the load reports it corrupt)."""
+    from kaas.storage.paths import encode_name
+    from kaas.storage.share_state import ShareJournal, snapshot_path
+
+    d = tmp_path / "share"
+    long_id = "g" * 300
+    j = ShareJournal(d, long_id, 1, fsync=False)
+    j.begin(Persisted(0, 0))
+    j.close()
+    assert share_state.groups(d) == [long_id]
+    snap = snapshot_path(d, long_id)
+    data = bytearray(snap.read_bytes())
+    data[-1] ^= 0xFF
+    snap.write_bytes(bytes(data))
+    assert share_state.groups(d) == [encode_name(long_id)]

@@ -498,18 +498,30 @@ async def test_the_final_acknowledgements_of_a_closing_consumer_count_after_it_l
         assert broker.shares.sessions.get("g", "m") is None
 
 
-async def test_a_new_groups_partitions_are_assigned_once_initialized(shm_path, thread_safe_autojump_clock):
+async def test_a_new_groups_partitions_are_assigned_once_initialized(shm_path, thread_safe_autojump_clock,
+                                                                      monkeypatch):
     """librdkafka 0172 (mixed_ack_mode_same_group): two share consumers join a new group a
-    moment apart. As in Apache 4.1+, the first heartbeat assigns nothing: the coordinator
-    writes the subscribed partitions as initializing, then initialized; the next heartbeat
-    assigns them. So the first member never holds every partition alone (and drains them
-    all before the second gets any)."""
+    moment apart. As in Apache 4.1+, the first heartbeat assigns nothing: it records the
+    subscribed partitions initialized (in its one write of the group's file: nothing is
+    written at the leaders in between); the next heartbeat assigns them. So the first
+    member never holds every partition alone (and drains them all before the second gets
+    any)."""
     async with broker_with_topic(shm_path, thread_safe_autojump_clock, partitions=2) as (broker, tid):
         shares = broker.groups.shares
+        writes = []
+        run_io, save = broker.run_io, broker.groups.store.save
+
+        async def counted_io(fn, *args):
+            if fn == save:
+                writes.append(args[0].share)
+            return await run_io(fn, *args)
+
+        monkeypatch.setattr(broker, "run_io", counted_io)
         r1, _ = await shares.heartbeat("g", ShareHeartbeat("m1", 0, subscribed_topic_names=("q",)))
         assert (r1.error_code, r1.assignment) == (ErrorCode.none, {})
         on_file = json.loads(broker.groups.store.path("g").read_bytes())["share"]
         assert (on_file["initialized"], on_file["initializing"]) == ({str(tid): [0, 1]}, {})
+        assert writes == [on_file]  # the join and the initialization in one write
         r2, _ = await shares.heartbeat("g", ShareHeartbeat("m2", 0, subscribed_topic_names=("q",)))
         r1, _ = await shares.heartbeat("g", ShareHeartbeat("m1", r1.member_epoch))
         assert r1.assignment is not None and r2.assignment is not None

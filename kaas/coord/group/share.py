@@ -25,7 +25,6 @@ from kio.schema.errors import ErrorCode
 
 from kaas.coord.group.consumer import GroupCoordinator
 from kaas.coord.group.entry import GroupEntry, owned_groups, refuse_unreadable, typed_entry
-from kaas.domain.share_assignor import Assignment
 from kaas.domain.share_group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
 from kaas.errors import KaasError
 
@@ -104,35 +103,21 @@ class ShareGroups:
             self.stats["heartbeats"] += 1
             if reply.error_code != ErrorCode.none:
                 return reply, 0
+            if reply.initialize:
+                # Apache writes them initializing, asks its persister, then writes them
+                # initialized. Here the persister's step is empty (a share partition's
+                # state starts at its leader's first fetch, from share.auto.offset.reset):
+                # the heartbeat's one write records them initialized
+                work.mark_initialized(reply.initialize)
             if reply.changed or e.share is None:
                 await self._save(e, work)
             e.share = work
-            if reply.initialize:
-                await self._initialize(e, reply.initialize)
         self.stats["group_epoch_bumps"] += work.group_epoch - before
         if work.group_epoch != before:
             log.info("share_group_state", group=group_id, state=work.state, group_epoch=work.group_epoch,
                      members=len(work.members))
             coord.timer_wakeup.set()
         return reply, interval
-
-    async def _initialize(self, e: GroupEntry, partitions: Assignment) -> None:
-        """Initialize the share state of ``partitions`` (topic id -> partitions), which the
-        group's file now names initializing, and record them initialized: Apache's persister
-        call, then its ``initializeShareGroupState`` write; a later heartbeat assigns them.
-        Here a share partition's state lives with the partition's leader and, where it has
-        no file, starts at its first fetch from ``share.auto.offset.reset``, as Apache's does
-        from state initialized without a start offset: nothing is written there. A failed
-        write leaves them initializing, tried again after ``INITIALIZE_RETRY_MS``."""
-        done = e.share.copy() if e.share is not None else None
-        if done is None or not done.mark_initialized(partitions):
-            return
-        try:
-            await self._save(e, done)
-        except KaasError as exc:
-            log.warning("share_partitions_not_initialized", group=done.group_id, error=exc.code.name)
-            return
-        e.share = done
 
     async def _save(self, e: GroupEntry, work: ShareGroup) -> None:
         new = (await self.coord._offsets(e)).copy()

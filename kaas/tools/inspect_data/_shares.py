@@ -12,7 +12,7 @@ from typing import TypedDict
 
 import click
 
-from kaas.domain.share_partition import RecordState, ShareLimits, SharePartition
+from kaas.domain.share_partition import RecordState, ShareLimits
 from kaas.errors import CorruptState
 from kaas.storage import share_state
 from kaas.storage.paths import Layout
@@ -58,17 +58,13 @@ def _group(directory: Path, group: str) -> ShareGroupState:
                             "size": size_of(share_state.journal_path(directory, group, e, s))}
                            for e, s in loaded.journals]
         out["cuts"] = loaded.cuts
-        if loaded.snapshot is None:
-            if loaded.deltas:
-                out["error"] = "journals without a snapshot"
-            return out
-        out["journal_from"] = list(loaded.journal_from)
-        window = SharePartition.replayed(ShareLimits(), loaded.snapshot, loaded.deltas)
+        if loaded.snapshot is not None:
+            out["journal_from"] = list(loaded.journal_from)
+        window = share_state.replay(directory, group, ShareLimits(), loaded)
     except CorruptState as exc:
         out["error"] = str(exc)
         return out
-    except ValueError as exc:
-        out["error"] = f"state does not replay: {exc}"
+    if window is None:
         return out
     state = window.snapshot()
     out["start"], out["end"] = state.start, state.end
