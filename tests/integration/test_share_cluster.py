@@ -43,6 +43,21 @@ def _members(c, group: str) -> int | None:
     return len(d.members) if d.error_code == 0 else None
 
 
+def _all_assigned(c, group: str, consumers: list[ShareConsumer]) -> bool:
+    """Every consumer is a member of the group at its coordinator, each with partitions
+    (the consumers poll meanwhile: their assignments are reconciled as they run)."""
+    for sc in consumers:
+        sc.poll(0.05)
+    b = c.coordinator_of(group_id=group)
+    try:
+        with WireClient("127.0.0.1", b.port) as w:
+            (d,) = w.call(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups
+    except OSError:
+        return False
+    return (d.error_code == 0 and len(d.members) == len(consumers)
+            and all(m.assignment.topic_partitions for m in d.members))
+
+
 def _produce(bootstrap: str, topic: str, tag: str, n: int) -> set[str]:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     values = {f"{tag}-{i}" for i in range(n)}
@@ -93,6 +108,8 @@ def test_share_group_across_brokers_survives_its_coordinator():
         try:
             for sc in consumers:
                 sc.subscribe([topic])
+            # records written before the others joined could all go to the first consumer
+            wait_for(lambda: _all_assigned(c, group, consumers), 30, "every consumer assigned partitions")
             first = _produce(c.bootstrap, topic, "before", 600)
             _consume(consumers, first, got, accepted, 30)
             assert sum(1 for vs in got.values() if vs) >= 2, f"shared among the consumers: {got.keys()}"
