@@ -32,15 +32,22 @@ def _group_on(c, avoid: set[int]) -> str:
     raise AssertionError(f"no group id coordinated outside brokers {avoid}")
 
 
-def _members(c, group: str) -> int | None:
-    """The members ShareGroupDescribe (77) counts at the group's coordinator now."""
+def _describe(c, group: str):
+    """The group as ShareGroupDescribe (77) gives it at its coordinator now; None when that
+    broker is down or answers an error."""
     b = c.coordinator_of(group_id=group)
     try:
         with WireClient("127.0.0.1", b.port) as w:
             (d,) = w.call(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups
     except OSError:
         return None
-    return len(d.members) if d.error_code == 0 else None
+    return d if d.error_code == 0 else None
+
+
+def _members(c, group: str) -> int | None:
+    """The members the group's coordinator counts now."""
+    d = _describe(c, group)
+    return None if d is None else len(d.members)
 
 
 def _all_assigned(c, group: str, consumers: list[ShareConsumer]) -> bool:
@@ -48,13 +55,8 @@ def _all_assigned(c, group: str, consumers: list[ShareConsumer]) -> bool:
     (the consumers poll meanwhile: their assignments are reconciled as they run)."""
     for sc in consumers:
         sc.poll(0.05)
-    b = c.coordinator_of(group_id=group)
-    try:
-        with WireClient("127.0.0.1", b.port) as w:
-            (d,) = w.call(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups
-    except OSError:
-        return False
-    return (d.error_code == 0 and len(d.members) == len(consumers)
+    d = _describe(c, group)
+    return (d is not None and len(d.members) == len(consumers)
             and all(m.assignment.topic_partitions for m in d.members))
 
 
