@@ -70,8 +70,12 @@ NAMES = (
     "cleaner.after_swap",
     # the supervisor's own files (context: path): pid files, broker logs, the run directory
     "supervisor.write",
+    # a ShareGroupHeartbeat handled, its answer not yet sent (context: member_epoch, the
+    # request's; moved, whether the answer hands out a new epoch): ``drop`` closes the
+    # connection instead, an answer lost on the way
+    "share_heartbeat.before_response",
 )
-DROPPABLE = ("marker.before_append", "marker.before_send")
+DROPPABLE = ("marker.before_append", "marker.before_send", "share_heartbeat.before_response")
 
 
 def configure(run_dir: Path, broker_id: int | str) -> None:

@@ -35,10 +35,9 @@ from kaas.domain.consumer_group import TopicImage
 from kaas.domain.share_assignor import Assignment, simple_assign
 
 __all__ = ["LEAVE_EPOCH", "ShareConfig", "ShareGroup", "ShareHeartbeat", "ShareMember", "ShareReply",
-           "simple_assign"]
+           "simple_assign", "validate_share_heartbeat"]
 
 LEAVE_EPOCH = -1
-MAX_MEMBER_ID = 36 * 4  # Apache refuses longer member ids (INVALID_REQUEST)
 INITIALIZE_RETRY_MS = 30_000  # Apache's group.share.initialize.retry.interval.ms
 
 
@@ -55,7 +54,7 @@ class ShareConfig:
 class ShareHeartbeat:
     member_id: str
     member_epoch: int
-    rack_id: str | None = None
+    rack_id: str | None = None  # None: unchanged
     subscribed_topic_names: tuple[str, ...] | None = None  # None: unchanged
     client_id: str = ""
     client_host: str = ""
@@ -72,6 +71,31 @@ class ShareReply:
     initialize: Assignment | None = None  # partitions to initialize once the file says so
 
 
+def _blank(value: str | None) -> bool:
+    return value is not None and not value.strip()
+
+
+def validate_share_heartbeat(hb: ShareHeartbeat, group_id: str) -> ShareReply | None:
+    """The request checks Apache makes before it looks at any group
+    (``GroupCoordinatorService.throwIfShareGroupHeartbeatRequestIsInvalid``, 4.4): an
+    INVALID_REQUEST reply, or None. Blank means empty or only whitespace; a null RackId
+    is allowed (it leaves the member's rack as it is)."""
+    def invalid(msg: str) -> ShareReply:
+        return ShareReply(ErrorCode.invalid_request, msg)
+
+    if not hb.member_id.strip():
+        return invalid("MemberId can't be empty.")
+    if not group_id.strip():
+        return invalid("GroupId can't be empty.")
+    if _blank(hb.rack_id):
+        return invalid("RackId can't be empty.")
+    if hb.member_epoch == 0 and not hb.subscribed_topic_names:
+        return invalid("SubscribedTopicNames must be set in first request.")
+    if hb.member_epoch < LEAVE_EPOCH:
+        return invalid("MemberEpoch is invalid.")
+    return None
+
+
 @dataclass(slots=True)
 class ShareMember:
     member_id: str
@@ -82,9 +106,13 @@ class ShareMember:
     client_host: str = ""
     assignment: Assignment = field(default_factory=dict)
     session_deadline: int = 0
+    # the epoch before the last one handed out: a heartbeat carrying it is a retry whose
+    # answer was lost, accepted as Apache does (-1: none)
+    previous_member_epoch: int = -1
 
     def to_json(self) -> dict[str, Any]:
-        return {"member_id": self.member_id, "member_epoch": self.member_epoch, "subscribed": list(self.subscribed),
+        return {"member_id": self.member_id, "member_epoch": self.member_epoch,
+                "previous_member_epoch": self.previous_member_epoch, "subscribed": list(self.subscribed),
                 "rack_id": self.rack_id, "client_id": self.client_id, "client_host": self.client_host,
                 "assignment": {t: sorted(ps) for t, ps in sorted(self.assignment.items())}}
 
@@ -125,23 +153,23 @@ class ShareGroup:
     # ------------------------------------------------------------------ heartbeat
 
     def heartbeat(self, hb: ShareHeartbeat, now_ms: int, image: TopicImage, config: ShareConfig) -> ShareReply:
-        """One ShareGroupHeartbeat (v1: the client names its member id)."""
-        if not hb.member_id:
-            return ShareReply(ErrorCode.invalid_request, "MemberId can't be empty.")
-        if len(hb.member_id) > MAX_MEMBER_ID:
-            return ShareReply(ErrorCode.invalid_request, "MemberId is too long.")
+        """One ShareGroupHeartbeat (v1: the client names its member id).
+
+        As Apache: a member whose answer was lost may come back with its previous epoch
+        and is answered as if it had sent the current one; the assignment is in the
+        answer when the member joins, sends its subscription (a full request, as a
+        client does after a failed heartbeat) or moves to a new epoch."""
+        bad = validate_share_heartbeat(hb, self.group_id)
+        if bad is not None:
+            return bad
         if hb.member_epoch == LEAVE_EPOCH:
             if hb.member_id not in self.members:
                 return ShareReply(ErrorCode.unknown_member_id, f"Member {hb.member_id} is not a member.")
             self.remove(hb.member_id, image)
             return ShareReply(ErrorCode.none, None, hb.member_id, LEAVE_EPOCH, changed=True)
-        if hb.member_epoch < LEAVE_EPOCH:
-            return ShareReply(ErrorCode.invalid_request, f"MemberEpoch {hb.member_epoch} is invalid.")
         m = self.members.get(hb.member_id)
         changed = False
         if hb.member_epoch == 0:
-            if not hb.subscribed_topic_names:
-                return ShareReply(ErrorCode.invalid_request, "SubscribedTopicNames must be set in first request.")
             if m is None:
                 if len(self.members) >= config.max_size:
                     return ShareReply(ErrorCode.group_max_size_reached,
@@ -151,10 +179,18 @@ class ShareGroup:
                 changed = True
         elif m is None:
             return ShareReply(ErrorCode.unknown_member_id, f"Member {hb.member_id} is not a member.")
-        elif hb.member_epoch != m.member_epoch:
+        elif hb.member_epoch > m.member_epoch:
             return ShareReply(ErrorCode.fenced_member_epoch,
-                              f"The member epoch {hb.member_epoch} is not {m.member_epoch}.")
-        info = (hb.rack_id, hb.client_id, hb.client_host)
+                              f"The share group member has a greater member epoch ({hb.member_epoch}) than the one "
+                              f"known by the group coordinator ({m.member_epoch}). The member must abandon all its "
+                              "partitions and rejoin.")
+        elif hb.member_epoch < m.member_epoch and hb.member_epoch != m.previous_member_epoch:
+            return ShareReply(ErrorCode.fenced_member_epoch,
+                              f"The share group member has a smaller member epoch ({hb.member_epoch}) than the one "
+                              f"known by the group coordinator ({m.member_epoch}), and it does not match the "
+                              f"previous member epoch ({m.previous_member_epoch}). The member must abandon all its "
+                              "partitions and rejoin.")
+        info = (hb.rack_id if hb.rack_id is not None else m.rack_id, hb.client_id, hb.client_host)
         if (m.rack_id, m.client_id, m.client_host) != info:
             m.rack_id, m.client_id, m.client_host = info
             changed = True
@@ -171,11 +207,13 @@ class ShareGroup:
             self._assign(image)
             changed = True
         m.session_deadline = now_ms + config.session_timeout_ms
-        send = None
-        if m.member_epoch != self.assignment_epoch or hb.member_epoch == 0:
-            m.member_epoch = self.assignment_epoch
-            send = dict(m.assignment)
+        if m.member_epoch != self.assignment_epoch:
+            m.previous_member_epoch, m.member_epoch = m.member_epoch, self.assignment_epoch
             changed = True
+            send: Assignment | None = dict(m.assignment)
+        else:
+            full = hb.member_epoch == 0 or hb.subscribed_topic_names is not None
+            send = dict(m.assignment) if full else None
         init = self._start_initializing(image, now_ms)
         return ShareReply(ErrorCode.none, None, m.member_id, m.member_epoch, send, changed or bool(init),
                           init or None)
@@ -303,7 +341,7 @@ class ShareGroup:
                 m = ShareMember(str(mj["member_id"]), int(mj["member_epoch"]), tuple(str(t) for t in mj["subscribed"]),
                                 mj.get("rack_id"), str(mj.get("client_id", "")), str(mj.get("client_host", "")),
                                 {str(t): frozenset(int(p) for p in ps) for t, ps in mj["assignment"].items()},
-                                now_ms + session_timeout_ms)
+                                now_ms + session_timeout_ms, int(mj.get("previous_member_epoch", -1)))
                 members[m.member_id] = m
             metadata = {str(n): (str(v[0]), int(v[1])) for n, v in snap.get("metadata", {}).items()}
             if "initialized" in snap:

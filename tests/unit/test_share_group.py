@@ -8,7 +8,14 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode as E
 
 from kaas.domain.consumer_group import TopicImage, TopicInfo
-from kaas.domain.share_group import INITIALIZE_RETRY_MS, ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
+from kaas.domain.share_group import (
+    INITIALIZE_RETRY_MS,
+    ShareConfig,
+    ShareGroup,
+    ShareHeartbeat,
+    ShareReply,
+    validate_share_heartbeat,
+)
 
 IMAGE = TopicImage.of(1, [TopicInfo("id-a", "a", 3), TopicInfo("id-b", "b", 1)])
 CFG = ShareConfig(session_timeout_ms=45_000, max_size=3)
@@ -70,10 +77,44 @@ def test_join_heartbeat_leave_and_epochs():
     assert r2.member_epoch == 3 and g.group_epoch == 3
     r = beat(g, "m1", 2, 20)
     assert r.member_epoch == 3 and r.assignment is not None  # takes the new epoch at once
-    assert beat(g, "m1", 2, 20).error_code == E.fenced_member_epoch
+    # that answer lost: the retry with the previous epoch is answered with the current one
+    # (Apache 4.4), no assignment (unchanged since the answer lost), nothing written
+    r = beat(g, "m1", 2, 20)
+    assert (r.error_code, r.member_epoch, r.assignment, r.changed) == (E.none, 3, None, False)
+    assert g.group_epoch == 3
+    # ... and a full request (the subscription sent again) carries the assignment
+    r = g.heartbeat(ShareHeartbeat("m1", 2, subscribed_topic_names=("a",)), 20, IMAGE, CFG)
+    assert (r.error_code, r.member_epoch, r.assignment) == (E.none, 3, g.members["m1"].assignment)
+    assert beat(g, "m1", 1, 20).error_code == E.fenced_member_epoch  # older than the previous
+    assert beat(g, "m1", 4, 20).error_code == E.fenced_member_epoch  # ahead of the coordinator
     assert beat(g, "zz", 3, 20).error_code == E.unknown_member_id
     r = beat(g, "m2", -1, 30)
     assert (r.member_epoch, set(g.members), g.group_epoch) == (-1, {"m1"}, 4)
+
+
+def test_a_retry_after_a_lost_answer_is_accepted_through_later_bumps():
+    """The previous epoch is the one before the last handed out: a member whose answer
+    was lost, and whose group moved on meanwhile, comes back with it and takes the newest
+    epoch (and its assignment) at once."""
+    g = ShareGroup("g")
+    join(g, "m1")
+    beat(g, "m1", 1)  # epoch 2, its partitions (answer received)
+    join(g, "m2")  # group epoch 3
+    assert beat(g, "m1", 2).member_epoch == 3  # this answer is lost
+    join(g, "m3")  # group epoch 4
+    r = beat(g, "m1", 2)
+    assert (r.error_code, r.member_epoch) == (E.none, 4) and r.assignment == g.members["m1"].assignment
+    assert g.members["m1"].previous_member_epoch == 3
+    assert beat(g, "m1", 2).error_code == E.fenced_member_epoch  # no longer the previous one
+
+
+def test_a_null_rack_keeps_the_members_rack():
+    g = ShareGroup("g")
+    g.heartbeat(ShareHeartbeat("m1", 0, rack_id="r1", subscribed_topic_names=("a",)), 0, IMAGE, CFG)
+    r = g.heartbeat(ShareHeartbeat("m1", 1), 1, IMAGE, CFG)  # null: unchanged
+    assert g.members["m1"].rack_id == "r1" and not r.changed
+    g.heartbeat(ShareHeartbeat("m1", 1, rack_id="r2"), 2, IMAGE, CFG)
+    assert g.members["m1"].rack_id == "r2" and g.describe()["members"][0]["rack_id"] == "r2"
 
 
 def test_bad_requests_and_max_size():
@@ -81,6 +122,19 @@ def test_bad_requests_and_max_size():
     assert g.heartbeat(ShareHeartbeat("", 0, subscribed_topic_names=("a",)), 0, IMAGE, CFG).error_code \
         == E.invalid_request
     assert g.heartbeat(ShareHeartbeat("m", 0), 0, IMAGE, CFG).error_code == E.invalid_request
+    # Apache's checks of the request itself (GroupCoordinatorService), in its order
+    cases = [(ShareHeartbeat(" ", 1), "g", "MemberId can't be empty."),
+             (ShareHeartbeat("m", 1), " ", "GroupId can't be empty."),
+             (ShareHeartbeat("m", 1, rack_id=""), "g", "RackId can't be empty."),
+             (ShareHeartbeat("m", 0, subscribed_topic_names=()), "g",
+              "SubscribedTopicNames must be set in first request."),
+             (ShareHeartbeat("m", -2), "g", "MemberEpoch is invalid.")]
+    for hb, gid, msg in cases:
+        r = validate_share_heartbeat(hb, gid)
+        assert r is not None and (r.error_code, r.error_message) == (E.invalid_request, msg)
+    assert validate_share_heartbeat(ShareHeartbeat("m", 3), "g") is None
+    assert g.heartbeat(ShareHeartbeat("m", 1, rack_id=" "), 0, IMAGE, CFG).error_code == E.invalid_request
+    assert not g.members
     for m in ("m1", "m2", "m3"):
         assert join(g, m).error_code == E.none
     assert join(g, "m4").error_code == E.group_max_size_reached
@@ -119,6 +173,7 @@ def test_snapshot_round_trips():
                 TopicImage.of(2, [*IMAGE.by_id.values(), TopicInfo("id-c", "c", 2)]), CFG)  # c initializing
     back = ShareGroup.restore("g", g.snapshot(), now_ms=100, session_timeout_ms=1000)
     assert back.snapshot() == g.snapshot() and back.next_deadline() == 1100
+    assert back.members["m1"].previous_member_epoch == g.members["m1"].previous_member_epoch == 0
     assert back.initializing == {"id-c": (frozenset({0, 1}), 100)}
     # a file written before initialization was kept: what was assigned was initialized
     old = g.snapshot()
