@@ -66,7 +66,7 @@ async def handle(ctx: Context, req: TxnOffsetCommitRequest) -> dict[str, object]
             code = await broker.groups.txn_commit(
                 req.group_id, producer_id=req.producer_id, member_id=getattr(req, "member_id", "") or "",
                 group_instance_id=getattr(req, "group_instance_id", None),
-                generation_id=getattr(req, "generation_id", -1), offsets=offsets)
+                generation_id=getattr(req, "generation_id", -1), offsets=offsets, api_version=ctx.api_version)
         except KaasError as exc:
             code = exc.code
     return {"throttle_time": 0, "topics": [

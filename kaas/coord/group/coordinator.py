@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from kaas.aio import Wakeup
 from kaas.coord.group.classic_members import ClassicMembers
 from kaas.coord.group.consumer import ConsumerGroups
-from kaas.coord.group.entry import GroupEntry
+from kaas.coord.group.entry import GroupEntry, no_group_answer
 from kaas.coord.group.share import ShareGroups
 from kaas.coord.ports import GroupBroker
 from kaas.domain.group import Effect, Group, GroupDescription, GroupState, JoinReply, LeaveResult, SyncReply
@@ -436,6 +436,8 @@ class GroupCoordinator:
                      offsets: dict[tuple[str, int], Committed], api_version: int = 9) -> ErrorCode:
         """OffsetCommit; ``generation_id`` is the member epoch for a consumer group."""
         self.check_owner(group_id)
+        if (unknown := no_group_answer(self, group_id, generation_id, api_version >= 9)) is not None:
+            return unknown
         e = self._entry(group_id)
         if _is_share(e):
             return ErrorCode.group_id_not_found
@@ -455,9 +457,12 @@ class GroupCoordinator:
         return ErrorCode.none
 
     async def txn_commit(self, group_id: str, *, producer_id: int, member_id: str, group_instance_id: str | None,
-                         generation_id: int, offsets: dict[tuple[str, int], Committed]) -> ErrorCode:
+                         generation_id: int, offsets: dict[tuple[str, int], Committed], api_version: int = 0,
+                         ) -> ErrorCode:
         """TxnOffsetCommit: stage offsets under the producer id; invisible until COMMIT."""
         self.check_owner(group_id)
+        if (unknown := no_group_answer(self, group_id, generation_id, api_version >= 6)) is not None:
+            return unknown
         e = self._entry(group_id)
         if _is_share(e):
             return ErrorCode.group_id_not_found

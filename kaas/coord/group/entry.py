@@ -19,7 +19,7 @@ from kaas.domain.share_group import ShareGroup
 from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 
-__all__ = ["GroupEntry", "owned_groups", "refuse_unreadable", "typed_entry"]
+__all__ = ["GroupEntry", "no_group_answer", "owned_groups", "refuse_unreadable", "typed_entry"]
 
 M = TypeVar("M")
 
@@ -101,3 +101,19 @@ def owned_groups(coord: _Coordinator, machine: Callable[[GroupEntry], M | None])
         g = machine(e)
         if g is not None and coord.broker.owns_group(gid):
             yield gid, e, g
+
+
+def no_group_answer(coord: _Coordinator, group_id: str, generation: int, group_id_not_found: bool) -> ErrorCode | None:
+    """Apache 4.4 ``OffsetMetadataManager.validate(Transactional)OffsetCommit``: a commit
+    with a generation (member epoch) >= 0 to no group is GROUP_ID_NOT_FOUND where the
+    request's version knows that error (``group_id_not_found``), else ILLEGAL_GENERATION; a
+    negative one makes a simple group. No group: none in memory with members or a KIP-848
+    or share state (an empty classic group a read made is none), and no file. None: the
+    group exists, or the generation is negative."""
+    e = coord.groups.get(group_id)
+    if generation < 0 or (e is not None and (e.group.members or e.consumer is not None or e.share is not None
+                                             or e.consumer_error is not None or e.share_error is not None)):
+        return None
+    if coord.store.path(group_id).exists():
+        return None
+    return ErrorCode.group_id_not_found if group_id_not_found else ErrorCode.illegal_generation
