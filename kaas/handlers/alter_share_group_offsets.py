@@ -2,9 +2,12 @@
 with no members (``kafka-share-groups --reset-offsets``, ``kaas groups reset-offsets``),
 set by the partitions' leaders at the coordinator's request
 (``coord.group.share_offsets``). READ on the group (GROUP_AUTHORIZATION_FAILED) and on
-each topic (TOPIC_AUTHORIZATION_FAILED for its partitions), as Apache; GROUP_ID_NOT_FOUND
-for no share group, NON_EMPTY_GROUP while it has members, UNKNOWN_TOPIC_OR_PARTITION per
-partition of an unknown topic or beyond its partitions."""
+each topic (TOPIC_AUTHORIZATION_FAILED for its partitions), as Apache; a group id no group
+has makes an empty share group first (Apache 4.2+, KAFKA-19662: offsets set before the
+first consumer joins), GROUP_ID_NOT_FOUND for a group of another type, NON_EMPTY_GROUP
+while it has members, UNKNOWN_TOPIC_OR_PARTITION per partition of an unknown topic or
+beyond its partitions. The partitions set are then initialized in the group (a member
+joining later is assigned them at once and starts at the new offsets)."""
 
 from __future__ import annotations
 

@@ -126,7 +126,6 @@ async def test_alter_is_refused_with_members_and_restarts_the_share_partition(sh
         assert acquired(await call(broker, fetch_req("m1", 0, tid))) == [(0, 9, 1)]
         r = await client.call(alter("g", {"q": {0: 2}}))
         assert (r.error_code, r.responses) == (E.non_empty_group, ())
-        assert (await client.call(alter("nobody", {"q": {0: 2}}))).error_code == E.group_id_not_found
         await leave(broker, "g", "m1")
         r = await client.call(alter("g", {"q": {0: 2, 1: 7, 5: 0}, "nope": {0: 1}}))
         assert r.error_code == E.none
@@ -141,6 +140,34 @@ async def test_alter_is_refused_with_members_and_restarts_the_share_partition(sh
         assert codes(await client.call(alter("g", {"q": {0: -1}}))) == {("q", 0): E.none}
         assert not has_state(broker, "g") and has_state(broker, "g", 1)
         assert acquired(await call(broker, fetch_req("m3", 0, tid))) == [(0, 9, 1)]
+
+
+async def test_alter_before_the_first_member_makes_the_share_group(shm_path, thread_safe_autojump_clock):
+    """Apache 4.2+ (KAFKA-19662): AlterShareGroupOffsets to a group id no group has makes
+    an empty share group, its altered partitions initialized; the first member is assigned
+    them on its first heartbeat and starts at the new offsets. A group of another type is
+    still GROUP_ID_NOT_FOUND."""
+    async with admin(shm_path, thread_safe_autojump_clock) as (broker, tid, client):
+        await produce(broker, "q", 10)
+        r = await client.call(alter("fresh", {"q": {0: 6}}))
+        assert (r.error_code, codes(r)) == (E.none, {("q", 0): E.none})
+        assert broker.groups.store.path("fresh").exists()
+        d = broker.groups.shares.describe("fresh")
+        assert (d["group_state"], d["group_epoch"], d["members"]) == ("Empty", 0, [])
+        assert broker.groups.groups["fresh"].share.initialized == {str(tid): frozenset({0})}
+        listed = (await client.call(ListGroupsRequest(states_filter=(), types_filter=("share",)))).groups
+        assert ("fresh", "share", "Empty") in {(g.group_id, g.group_type, g.group_state) for g in listed}
+        assert offsets(await client.call(describe("fresh", {"q": [0]}))) == {
+            ("q", 0): (6, broker.partitions[("q", 0)].epoch, 4)}
+        # a member joining later: partition 0 (initialized) assigned at once, read from 6
+        reply, _ = await broker.groups.shares.heartbeat("fresh", ShareHeartbeat("m1", 0, subscribed_topic_names=("q",)))
+        assert (reply.error_code, reply.assignment) == (E.none, {str(tid): frozenset({0})})
+        assert acquired(await call(broker, fetch_req("m1", 0, tid, group="fresh"))) == [(6, 9, 1)]
+        # an existing group of another type: not a share group
+        await broker.groups.commit("classic", member_id="", group_instance_id=None, generation_id=-1,
+                                   offsets={("q", 0): Committed(1, -1, "", 0)})
+        r = await client.call(alter("classic", {"q": {0: 2}}))
+        assert (r.error_code, r.error_message) == (E.group_id_not_found, "Group classic is not a share group.")
 
 
 async def test_delete_offsets_removes_the_state_of_empty_groups(shm_path, thread_safe_autojump_clock):
@@ -249,8 +276,10 @@ async def test_authorisation_of_the_share_admin_apis(tmp_path):
         (g,) = (await alice.call(describe("g", {"q": [0]}))).groups
         assert [(p.error_code, p.start_offset) for t in g.topics for p in t.partitions] == \
             [(E.topic_authorization_failed, -1)]
-        # the group's own answer comes first (no such share group): only the top-level error (Apache)
-        assert (await alice.call(alter("g", {"q": {0: 1}}))).error_code == E.group_id_not_found
+        # no such group: made (Apache 4.2+ asks its coordinator with no topic allowed, too)
+        r = await alice.call(alter("g", {"q": {0: 1}}))
+        assert (r.error_code, codes(r)) == (E.none, {("q", 0): E.topic_authorization_failed})
+        assert broker.groups.shares.describe("g")["group_state"] == "Empty"
         reply, _ = await broker.groups.shares.heartbeat("g", ShareHeartbeat("m", 0, subscribed_topic_names=("q",)))
         await leave(broker, "g", reply.member_id or "")
         r = await alice.call(alter("g", {"q": {0: 1}}))

@@ -171,6 +171,44 @@ class ShareGroups:
             log.warning("share_group_state_not_deleted", group=e.group.group_id, error=code.name, detail=message)
         return code
 
+    async def entry_or_new(self, group_id: str) -> tuple[GroupEntry, ShareGroup]:
+        """``entry``, the group made first (empty, on file) when no group has the id: an
+        AlterShareGroupOffsets before the first member (Apache 4.2+, KAFKA-19662), so that
+        ``kafka-share-groups --reset-offsets`` sets where the group starts.
+
+        Raises:
+            KaasError: as ``entry`` (GROUP_ID_NOT_FOUND for a group of another type);
+                COORDINATOR_NOT_AVAILABLE when the new group could not be written.
+        """
+        coord = self.coord
+        coord.check_owner(group_id)
+        if coord._loaded(group_id) is None and not coord.store.path(group_id).exists():
+            e = coord._load(group_id, create=True)
+            assert e is not None
+            async with e.lock:
+                if coord.groups.get(group_id) is e and e.share is None and e.consumer is None \
+                        and e.consumer_error is None and not e.group.members:
+                    work = ShareGroup(group_id)
+                    await self._save(e, work)
+                    e.share = work
+                    log.info("share_group_created", group=group_id, by="alter_share_group_offsets")
+        return self.entry(group_id)
+
+    async def mark_initialized(self, e: GroupEntry, partitions: dict[str, frozenset[int]]) -> None:
+        """The share state of ``partitions`` (topic id -> partitions) was set by
+        AlterShareGroupOffsets: the group holds them initialized (``e.lock`` held), as
+        Apache's ``initializeShareGroupState`` records them.
+
+        Raises:
+            KaasError: COORDINATOR_NOT_AVAILABLE (the group could not be written).
+        """
+        if e.share is None or not partitions:
+            return
+        work = e.share.copy()
+        if work.mark_initialized(partitions):
+            await self._save(e, work)
+            e.share = work
+
     def entry(self, group_id: str) -> tuple[GroupEntry, ShareGroup]:
         """The share group's entry and machine (loaded from its file when need be).
 

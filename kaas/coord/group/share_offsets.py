@@ -132,10 +132,13 @@ class ShareOffsets:
         Raises:
             KaasError: as ``empty_group``.
         """
-        async with self.empty_group(group_id):
+        async with self.empty_group(group_id, create=True) as e:
             starts = {(t, p): s for t, ps in topics for p, s in ps if self._exists(t, p)}
             done = await self._each_leader(list(starts), lambda leader, keys: self._change(
                 leader, group_id, keys, starts))
+            ok = [k for k in starts if (r := done.get(k)) is not None and r[0] == ErrorCode.none]
+            await self.host.groups.shares.mark_initialized(e, {str(tid): frozenset(p for t, p in ok if t == name)
+                                                               for name, tid in self._names(ok).items()})
         return [(name, meta.topic_id if (meta := self._topic(name)) else None,
                  {p: _result(done.get((name, p)), self._exists(name, p)) for p, _ in ps}) for name, ps in topics]
 
@@ -171,15 +174,16 @@ class ShareOffsets:
     # ------------------------------------------------------------------ the group
 
     @asynccontextmanager
-    async def empty_group(self, group_id: str) -> AsyncIterator[GroupEntry]:
-        """The share group, its lock held, while it has no members.
+    async def empty_group(self, group_id: str, create: bool = False) -> AsyncIterator[GroupEntry]:
+        """The share group, its lock held, while it has no members; with ``create``, made
+        (empty) when no group has the id (AlterShareGroupOffsets, as Apache 4.2+).
 
         Raises:
             KaasError: NOT_COORDINATOR and the like; GROUP_ID_NOT_FOUND (no group, or one of
                 another type); UNKNOWN_SERVER_ERROR (its state unreadable); NON_EMPTY_GROUP.
         """
         coord = self.host.groups
-        e, _g = coord.shares.entry(group_id)
+        e, _g = await coord.shares.entry_or_new(group_id) if create else coord.shares.entry(group_id)
         async with e.lock:
             if coord.groups.get(group_id) is not e or e.share is None:
                 raise KaasError(ErrorCode.not_coordinator, "group moved")
