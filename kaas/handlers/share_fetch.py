@@ -2,8 +2,12 @@
 consumer's fetch (KIP-932). Acknowledgements piggybacked on it are applied first (each
 partition's outcome in ``acknowledge_error_code``); then records are acquired for the
 member from the partitions of its share session, durably, and returned with the
-acquired ranges. A request that acquires nothing waits up to ``max_wait`` for records to
-arrive or be released. ``max_records`` or ``max_bytes`` 0 asks for no records: the answer
+acquired ranges, first deliveries in batches of about ``batch_size`` records cut at log
+batch boundaries (Apache's ``SharePartition.createBatches``). A request that has not
+acquired ``min_bytes`` waits up to ``max_wait`` for records to arrive or be released
+(Apache's ``DelayedShareFetch``, which waits for ``min_bytes`` of the log before it
+acquires: kaas acquires what there is and waits for more, so those records' locks start
+up to ``max_wait`` sooner). ``max_records`` or ``max_bytes`` 0 asks for no records: the answer
 leaves at once with none (Apache's ``SharePartitionManager.processShareFetch``).
 
 Session epochs (``domain.share_sessions``): 0 opens a session (acknowledgements in it:
@@ -25,10 +29,12 @@ import trio
 from kio.schema.errors import ErrorCode
 from kio.schema.share_fetch.v2.request import ShareFetchRequest as ShareFetchV2
 
+from kaas.domain.share_batches import join_acquired, split_acquired
 from kaas.domain.share_sessions import FINAL_EPOCH
 from kaas.errors import KaasError
 from kaas.handlers._auth import TOPIC, Op, authorize
 from kaas.handlers._share import Answers, Call, Key
+from kaas.wire import batch as wb
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
@@ -74,27 +80,30 @@ async def handle(ctx: Context, req: ShareFetchRequest) -> dict[str, object]:
 async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, keys: list[Key],
                  answers: Answers) -> None:
     """Acquire from ``keys`` (rotated by the session's epoch, as Apache rotates them) until
-    something was acquired, a partition failed, or ``max_wait`` passed."""
+    ``min_bytes`` (at most ``max_bytes``, as Apache caps it) were acquired, a partition
+    failed, no more may be taken (``max_records``, ``max_bytes``), or ``max_wait`` passed;
+    what was acquired meanwhile stays acquired and is answered then. First deliveries
+    come in acquired batches of about ``batch_size`` (``domain.share_batches``)."""
     shares = ctx.broker.shares
     record_limit = isinstance(req, ShareFetchV2) and req.share_acquire_mode == RECORD_LIMIT
     shift = req.share_session_epoch % len(keys)
     keys = keys[shift:] + keys[:shift]
     deadline = trio.current_time() + max(0, ms(req.max_wait)) / 1000
-    budget = req.max_bytes
+    budget, left, taken = req.max_bytes, int(req.max_records), 0
+    min_bytes = min(req.min_bytes, req.max_bytes)
+    batch_size = int(req.batch_size)
+    covered: dict[Key, int] = {}  # the last offset of the records answered per partition
+    held: dict[Key, tuple[bytes, tuple[tuple[int, int, int], ...]]] = {}  # what each has in the answer
     while True:
-        left = int(req.max_records)
-        taken = 0
         failed = False
         for key in keys:
             if left <= 0 or taken >= budget:
                 break
             name = answers.names.get(key[0])
-            if name is None:
-                answers.entry(key, **EMPTY)["error_code"] = ErrorCode.unknown_topic_id
-                failed = True
-                continue
-            if not authorize(ctx, Op.READ, TOPIC, name):
-                answers.entry(key, **EMPTY)["error_code"] = ErrorCode.topic_authorization_failed
+            problem = ErrorCode.unknown_topic_id if name is None else (
+                None if authorize(ctx, Op.READ, TOPIC, name) else ErrorCode.topic_authorization_failed)
+            if problem is not None or name is None:
+                answers.entry(key, **EMPTY)["error_code"] = problem
                 failed = True
                 continue
             try:
@@ -108,13 +117,33 @@ async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, 
                 failed = True
                 continue
             if got.acquired:
+                records = _past(got.records, covered.get(key, -1))
+                covered[key] = max(covered.get(key, -1), _last_offset(got.records))
+                before = held.get(key, (b"", ()))
+                held[key] = (before[0] + records, tuple(join_acquired(before[1], got.acquired)))
+                ranges = held[key][1] if record_limit else split_acquired(
+                    held[key][1], [hd.base_offset for _, hd in wb.iter_headers(held[key][0])], batch_size)
                 entry = answers.entry(key, **EMPTY)
-                entry["records"] = got.records
+                entry["records"] = held[key][0]
                 entry["acquired_records"] = [{"first_offset": f, "last_offset": la, "delivery_count": c}
-                                             for f, la, c in got.acquired]
+                                             for f, la, c in ranges]
                 left -= sum(la - f + 1 for f, la, _ in got.acquired)
-                taken += len(got.records)
-        if taken or failed or req.min_bytes <= 0 or trio.current_time() >= deadline or ctx.broker.draining:
+                taken += len(records)
+        if failed or taken >= min_bytes or left <= 0 or taken >= budget or trio.current_time() >= deadline \
+                or ctx.broker.draining:
             return
         with trio.move_on_at(deadline):
             await shares.wait_for_work()
+
+
+def _past(records: bytes, last: int) -> bytes:
+    """The batches of ``records`` holding offsets past ``last``: a later acquisition from
+    a partition may cover a batch the answer holds already (part of it acquired before)."""
+    for pos, hd in wb.iter_headers(records):
+        if hd.last_offset > last:
+            return records[pos:]
+    return b""
+
+
+def _last_offset(records: bytes) -> int:
+    return max((hd.last_offset for _, hd in wb.iter_headers(records)), default=-1)

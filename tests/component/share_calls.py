@@ -30,7 +30,7 @@ Acks = dict[int, list[tuple[int, int, tuple[int, ...]]]]  # partition -> [(first
 def fetch_req(member: str, epoch: int, topic_id: uuid.UUID | None, partitions: tuple[int, ...] = (0,),
               acks: Acks | None = None, *, group: str = "g", max_records: int = 500, max_wait_ms: int = 0,
               min_bytes: int = 1, max_bytes: int = 0x7FFFFFFF, version: int = 1, forget: tuple[int, ...] = (),
-              **v2: Any) -> Any:
+              batch_size: int = 500, **v2: Any) -> Any:
     m = fetch1 if version == 1 else fetch2
     acks = acks or {}
     parts = tuple(m.FetchPartition(partition_index=p, acknowledgement_batches=tuple(
@@ -40,7 +40,7 @@ def fetch_req(member: str, epoch: int, topic_id: uuid.UUID | None, partitions: t
     forgotten = (m.ForgottenTopic(topic_id=topic_id, partitions=forget),) if forget else ()
     return m.ShareFetchRequest(group_id=group, member_id=member, share_session_epoch=epoch,
                                max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
-                               max_bytes=max_bytes, max_records=max_records, batch_size=500, topics=topics,
+                               max_bytes=max_bytes, max_records=max_records, batch_size=batch_size, topics=topics,
                                forgotten_topics_data=forgotten, **v2)
 
 
