@@ -69,6 +69,7 @@ class ShareReply:
     assignment: Assignment | None = None  # None: unchanged since the member's last answer
     changed: bool = False  # the group's state changed (write it before answering)
     initialize: Assignment | None = None  # partitions to initialize once the file says so
+    retried: bool = False  # the member came back with its previous epoch (an answer was lost)
 
 
 def _blank(value: str | None) -> bool:
@@ -190,6 +191,7 @@ class ShareGroup:
                               f"known by the group coordinator ({m.member_epoch}), and it does not match the "
                               f"previous member epoch ({m.previous_member_epoch}). The member must abandon all its "
                               "partitions and rejoin.")
+        retried = 0 < hb.member_epoch < m.member_epoch
         info = (hb.rack_id if hb.rack_id is not None else m.rack_id, hb.client_id, hb.client_host)
         if (m.rack_id, m.client_id, m.client_host) != info:
             m.rack_id, m.client_id, m.client_host = info
@@ -216,7 +218,7 @@ class ShareGroup:
             send = dict(m.assignment) if full else None
         init = self._start_initializing(image, now_ms)
         return ShareReply(ErrorCode.none, None, m.member_id, m.member_epoch, send, changed or bool(init),
-                          init or None)
+                          init or None, retried)
 
     def mark_initialized(self, partitions: Mapping[str, frozenset[int]]) -> bool:
         """The share state of ``partitions`` (topic id -> partitions) was initialized: they

@@ -20,6 +20,7 @@ from confluent_kafka import AcknowledgeType, KafkaError, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kio.schema.errors import ErrorCode as E
 
+from kaas import failpoints
 from kaas.client import WireClient
 from kaas.testing import wait_for
 from tests.fixtures import broker_fixture
@@ -221,5 +222,78 @@ def test_read_committed_skips_aborted(sbroker):
         got = drain([c], 10)[0]
         extra = drain([c], 1, timeout=2.0)[0]
         assert sorted(got + extra) == sorted([t + b"-%d" % i for t in (b"c1", b"c2") for i in range(5)])
+    finally:
+        c.close()
+
+
+def describe_share(bs: str, group: str):
+    with wire(bs) as w:
+        (d,) = w.call(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups
+    assert d.error_code == E.none, d
+    return d
+
+
+def test_a_lost_heartbeat_answer_keeps_the_members_epoch_and_assignment(sbroker):
+    """The answer that moves a member to a new epoch is lost (the failpoint closes the
+    connection instead): the consumer comes back with the epoch it had, which is accepted
+    as Apache accepts it (the previous epoch); it stays the same member at the group's
+    epoch, the group epoch moves for the join alone, and both members go on consuming."""
+    bs, topic, group = sbroker.bootstrap, uniq("sh-lost"), uniq("g-lost")
+    create_topic(bs, topic, 2)
+    group_configs(bs, group, share_auto_offset_reset="earliest")
+    run_dir, log = sbroker.data / "run", sbroker.log_path
+    a = share_consumer(bs, group, topic)
+    b = None
+    try:
+        first = produce(bs, topic, 20)
+        assert sorted(drain([a], len(first))[0]) == sorted(first)
+        (ma,) = describe_share(bs, group).members
+        epoch = ma.member_epoch
+        armed = log.read_text().count("failpoints_armed")
+        failpoints.arm(run_dir, sbroker.broker_id, {"share_heartbeat.before_response": {
+            "action": "drop", "count": 1, "match": {"member_epoch": epoch, "moved": True}}})
+        wait_for(lambda: log.read_text().count("failpoints_armed") > armed, 10, "failpoint armed")
+        b = share_consumer(bs, group, topic)  # the group epoch moves: a's next answer is the one lost
+        wait_for(lambda: "name=share_heartbeat.before_response" in log.read_text(), 30, "a's answer dropped")
+        # a's next heartbeat carries the epoch it had (the one before the answer lost)
+        wait_for(lambda: f"member={ma.member_id} member_epoch={epoch}" in log.read_text(), 30, "a's retry")
+
+        def settled() -> bool:
+            d = describe_share(bs, group)
+            return len(d.members) == 2 and all(m.member_epoch == d.group_epoch for m in d.members)
+        wait_for(settled, 30, "both members at the group's epoch")
+        d = describe_share(bs, group)
+        assert ma.member_id in {m.member_id for m in d.members}
+        assert d.group_epoch == epoch + 1, "the join alone moved the group epoch: no rejoin, no churn"
+        assert sorted(len(m.assignment.topic_partitions[0].partitions) for m in d.members) == [1, 1]
+        assert ma.member_id not in "".join(line for line in log.read_text().splitlines()
+                                           if "share_heartbeat_refused" in line), "never fenced"
+        more = produce(bs, topic, 40)
+        got = drain([a, b], len(more))
+        assert sorted(got[0] + got[1]) == sorted(more) and got[0], "a goes on consuming"
+    finally:
+        failpoints.disarm(run_dir, sbroker.broker_id)
+        a.close()
+        if b is not None:
+            b.close()
+
+
+def test_offsets_reset_before_the_first_consumer_are_where_it_starts(sbroker):
+    """``kafka-share-groups --reset-offsets --to-earliest`` on a group nobody joined yet
+    (Apache 4.2+, KAFKA-19662): AlterShareGroupOffsets makes the share group, and the
+    first consumer starts there, though the group's share.auto.offset.reset (latest, the
+    default) would have it start at the end."""
+    bs, topic, group = sbroker.bootstrap, uniq("sh-pre"), uniq("g-pre")
+    create_topic(bs, topic)
+    sent = produce(bs, topic, 10)
+    with wire(bs) as w:  # what the tool sends once it has the log start (0) from ListOffsets
+        r = w.call(91, 0, {"group_id": group, "topics": [
+            {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
+    assert r.error_code == E.none and [p.error_code for t in r.responses for p in t.partitions] == [E.none]
+    d = describe_share(bs, group)
+    assert (d.group_state, d.group_epoch, d.members) == ("Empty", 0, ())
+    c = share_consumer(bs, group, topic)
+    try:
+        assert sorted(drain([c], len(sent))[0]) == sorted(sent)
     finally:
         c.close()

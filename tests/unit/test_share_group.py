@@ -80,7 +80,7 @@ def test_join_heartbeat_leave_and_epochs():
     # that answer lost: the retry with the previous epoch is answered with the current one
     # (Apache 4.4), no assignment (unchanged since the answer lost), nothing written
     r = beat(g, "m1", 2, 20)
-    assert (r.error_code, r.member_epoch, r.assignment, r.changed) == (E.none, 3, None, False)
+    assert (r.error_code, r.member_epoch, r.assignment, r.changed, r.retried) == (E.none, 3, None, False, True)
     assert g.group_epoch == 3
     # ... and a full request (the subscription sent again) carries the assignment
     r = g.heartbeat(ShareHeartbeat("m1", 2, subscribed_topic_names=("a",)), 20, IMAGE, CFG)

@@ -102,7 +102,13 @@ class ShareGroups:
             reply = work.heartbeat(hb, coord._now(), coord.consumers.image(), config)
             self.stats["heartbeats"] += 1
             if reply.error_code != ErrorCode.none:
+                if reply.error_code in (ErrorCode.fenced_member_epoch, ErrorCode.unknown_member_id):
+                    log.info("share_heartbeat_refused", group=group_id, member=hb.member_id,
+                             member_epoch=hb.member_epoch, error=reply.error_code.name)
                 return reply, 0
+            if reply.retried:
+                log.info("share_heartbeat_previous_epoch", group=group_id, member=hb.member_id,
+                         member_epoch=hb.member_epoch, answered_epoch=reply.member_epoch)
             if reply.initialize:
                 # Apache writes them initializing, asks its persister, then writes them
                 # initialized. Here the persister's step is empty (a share partition's
