@@ -110,6 +110,9 @@ class ShareMember:
     # the epoch before the last one handed out: a heartbeat carrying it is a retry whose
     # answer was lost, accepted as Apache does (-1: none)
     previous_member_epoch: int = -1
+    # its assignment as last handed out with a new epoch (None: unknown since a restore):
+    # an epoch move that leaves it as it was sends none, as Apache
+    reconciled: Assignment | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"member_id": self.member_id, "member_epoch": self.member_epoch,
@@ -159,7 +162,8 @@ class ShareGroup:
         As Apache: a member whose answer was lost may come back with its previous epoch
         and is answered as if it had sent the current one; the assignment is in the
         answer when the member joins, sends its subscription (a full request, as a
-        client does after a failed heartbeat) or moves to a new epoch."""
+        client does after a failed heartbeat) or moves to a new epoch whose assignment
+        differs from the one it was last given."""
         bad = validate_share_heartbeat(hb, self.group_id)
         if bad is not None:
             return bad
@@ -209,13 +213,13 @@ class ShareGroup:
             self._assign(image)
             changed = True
         m.session_deadline = now_ms + config.session_timeout_ms
+        new_assignment = False
         if m.member_epoch != self.assignment_epoch:
             m.previous_member_epoch, m.member_epoch = m.member_epoch, self.assignment_epoch
+            new_assignment, m.reconciled = m.reconciled != m.assignment, dict(m.assignment)
             changed = True
-            send: Assignment | None = dict(m.assignment)
-        else:
-            full = hb.member_epoch == 0 or hb.subscribed_topic_names is not None
-            send = dict(m.assignment) if full else None
+        full = hb.member_epoch == 0 or hb.subscribed_topic_names is not None
+        send = dict(m.assignment) if full or new_assignment else None
         init = self._start_initializing(image, now_ms)
         return ShareReply(ErrorCode.none, None, m.member_id, m.member_epoch, send, changed or bool(init),
                           init or None, retried)
