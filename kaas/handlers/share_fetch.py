@@ -82,7 +82,8 @@ async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, 
     """Acquire from ``keys`` (rotated by the session's epoch, as Apache rotates them) until
     ``min_bytes`` (at most ``max_bytes``, as Apache caps it) were acquired, a partition
     failed, no more may be taken (``max_records``, ``max_bytes``), or ``max_wait`` passed;
-    what was acquired meanwhile stays acquired and is answered then. First deliveries
+    what was acquired meanwhile stays acquired and is answered then, at the latest half a
+    record lock after the first acquisition (so no lock ends before the answer leaves). First deliveries
     come in acquired batches of about ``batch_size`` (``domain.share_batches``)."""
     shares = ctx.broker.shares
     record_limit = isinstance(req, ShareFetchV2) and req.share_acquire_mode == RECORD_LIMIT
@@ -94,6 +95,7 @@ async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, 
     batch_size = int(req.batch_size)
     covered: dict[Key, int] = {}  # the last offset of the records answered per partition
     held: dict[Key, tuple[bytes, tuple[tuple[int, int, int], ...]]] = {}  # what each has in the answer
+    capped = False
     while True:
         failed = False
         for key in keys:
@@ -129,6 +131,8 @@ async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, 
                                              for f, la, c in ranges]
                 left -= sum(la - f + 1 for f, la, _ in got.acquired)
                 taken += len(records)
+        if held and not capped:  # never hold records past half their lock (Apache acquires at the end)
+            deadline, capped = min(deadline, trio.current_time() + shares.lock_ms(group) / 2000), True
         if failed or taken >= min_bytes or left <= 0 or taken >= budget or trio.current_time() >= deadline \
                 or ctx.broker.draining:
             return

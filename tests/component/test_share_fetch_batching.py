@@ -65,3 +65,15 @@ async def test_an_answer_waits_for_min_bytes_until_max_wait(shm_path, thread_saf
         t0 = trio.current_time()
         r = await call(broker, fetch_req("m", 2, tid, min_bytes=1 << 20, max_bytes=1, max_wait_ms=5_000))
         assert acquired(r) == [(7, 7, 1)] and trio.current_time() - t0 < 1
+
+
+async def test_acquired_records_are_answered_before_half_their_lock(shm_path, thread_safe_autojump_clock):
+    """An answer waiting for MinBytes holds what it acquired at most half a record lock:
+    the records go out locked, never after their lock ended."""
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock,
+                                 group_share_record_lock_duration_ms=2_000,
+                                 group_share_min_record_lock_duration_ms=1000) as (broker, tid):
+        await produce(broker, "q", 2)
+        t0 = trio.current_time()
+        r = await call(broker, fetch_req("m", 0, tid, min_bytes=1 << 20, max_wait_ms=30_000))
+        assert acquired(r) == [(0, 1, 1)] and 1.0 <= trio.current_time() - t0 < 1.5
