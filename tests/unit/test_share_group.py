@@ -5,6 +5,8 @@ test_share_assignor.py)."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode as E
 
 from kaas.domain.consumer_group import TopicImage, TopicInfo
@@ -181,3 +183,29 @@ def test_snapshot_round_trips():
     del old["initialized"], old["initializing"]
     assert ShareGroup.restore("g", old, now_ms=0, session_timeout_ms=1).initialized == \
         {"id-a": frozenset({0, 1, 2}), "id-b": frozenset({0})}
+
+
+@given(st.lists(st.tuples(st.sampled_from(["join", "beat", "leave"]), st.sampled_from(["m1", "m2", "m3"])),
+                max_size=25), st.integers(-1, 12))
+def test_only_the_current_or_previous_epoch_is_accepted(script, probe):
+    """Whatever the group went through, a member's heartbeat with its current epoch or the
+    epoch before it is accepted and answered at the group's assignment epoch; any other
+    positive epoch is FENCED_MEMBER_EPOCH, and a refused heartbeat changes nothing."""
+    g = ShareGroup("g")
+    for i, (what, mid) in enumerate(script):
+        if what == "join":
+            join(g, mid, now=i)
+        elif what == "beat" and mid in g.members:
+            beat(g, mid, g.members[mid].member_epoch, now=i)
+        elif what == "leave" and mid in g.members:
+            beat(g, mid, -1, now=i)
+    for mid, m in list(g.members.items()):
+        if probe <= 0:
+            continue
+        before = g.snapshot()
+        ok = probe in (m.member_epoch, m.previous_member_epoch)
+        r = beat(g, mid, probe, now=100)
+        if ok:
+            assert (r.error_code, r.member_epoch) == (E.none, g.assignment_epoch)
+        else:
+            assert r.error_code == E.fenced_member_epoch and g.snapshot() == before
