@@ -136,8 +136,8 @@ async def test_refusals(tmp_path, ups, message):
 
 def consumer_heartbeat() -> ConsumerGroupHeartbeatRequest:
     return ConsumerGroupHeartbeatRequest(group_id="g", member_id="", member_epoch=0, instance_id=None, rack_id=None,
-                                         rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)), subscribed_topic_names=("t",),
-                                         server_assignor=None, topic_partitions=())
+                                         rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+                                         subscribed_topic_names=("t",), server_assignor=None, topic_partitions=())
 
 
 def share_heartbeat() -> ShareGroupHeartbeatRequest:
