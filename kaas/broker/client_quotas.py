@@ -24,7 +24,8 @@ class ClientQuotaStore(PolledFile[ClientQuotas]):
 
     def __init__(self, layout: Layout, *, fsync: bool = True) -> None:
         self.file = ClientQuotaFile(layout.client_quotas, fsync=fsync)
-        super().__init__("client_quotas", self.file.signature, self.file.read)
+        super().__init__("client_quotas", self.file.signature, self.file.read,
+                         lambda q: {"version": q.version, "entities": len(q.entries)})
 
     def quotas(self) -> ClientQuotas:
         """The last good copy.

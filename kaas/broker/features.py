@@ -25,7 +25,8 @@ class FeatureStore(PolledFile[FinalizedFeatures]):
 
     def __init__(self, layout: Layout, *, fsync: bool = True) -> None:
         self.file = FeaturesFile(layout.features, fsync=fsync)
-        super().__init__("features", self.file.signature, self.file.read)
+        super().__init__("features", self.file.signature, self.file.read,
+                         lambda f: {"epoch": f.epoch, "levels": f.levels})
 
     def level(self, feature: str) -> int | None:
         """The finalized level of ``feature`` (0: off), or None when no good copy of the file

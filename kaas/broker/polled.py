@@ -31,10 +31,13 @@ class PolledFile(Generic[T]):
         what: the file's name in log lines (``"features"``).
         signature: the file's stat signature now (``atomic.stat_signature``).
         read: the file's content now (blocking).
+        summary: what the log line of a newly applied version says of it.
     """
 
-    def __init__(self, what: str, signature: Callable[[], Signature], read: Callable[[], T]) -> None:
+    def __init__(self, what: str, signature: Callable[[], Signature], read: Callable[[], T],
+                 summary: Callable[[T], dict[str, object]] = lambda _: {}) -> None:
         self.what = what
+        self._summary = summary
         self._stat = signature
         self._read = read
         self.current: T | None = None  # the last good content; None: none read yet
@@ -72,5 +75,5 @@ class PolledFile(Generic[T]):
         first = self.current is None
         self.current = content
         if not first:
-            log.info(f"{self.what}_applied")
+            log.info(f"{self.what}_applied", **self._summary(content))
         return True
