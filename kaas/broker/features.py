@@ -25,6 +25,7 @@ class FeatureStore(PolledFile[FinalizedFeatures]):
 
     def __init__(self, layout: Layout, *, fsync: bool = True) -> None:
         self.file = FeaturesFile(layout.features, fsync=fsync)
+        self._advertised: tuple[int, tuple[tuple[str, int], ...]] = (UNKNOWN_EPOCH, ())
         super().__init__("features", self.file.signature, self.file.read,
                          lambda f: {"epoch": f.epoch, "levels": f.levels})
 
@@ -35,8 +36,13 @@ class FeatureStore(PolledFile[FinalizedFeatures]):
             return None
         return self.current.levels.get(feature, 0)
 
+    def apply(self, content: FinalizedFeatures) -> bool:
+        changed = super().apply(content)
+        if changed:
+            self._advertised = (content.epoch, tuple(sorted(content.levels.items())))
+        return changed
+
     def advertised(self) -> tuple[int, tuple[tuple[str, int], ...]]:
-        """(epoch, sorted finalized levels) for ApiVersions: (-1, ()) before a good read."""
-        if self.current is None:
-            return UNKNOWN_EPOCH, ()
-        return self.current.epoch, tuple(sorted(self.current.levels.items()))
+        """(epoch, sorted finalized levels) for ApiVersions: (-1, ()) before a good read
+        (computed once per applied version: ApiVersions asks per request)."""
+        return self._advertised

@@ -3,9 +3,10 @@ controller writes ``__cluster/features.json`` and ``__cluster/client_quotas.json
 other brokers forward UpdateFeatures and AlterClientQuotas to it and every broker shows the
 change within a poll; ``kaas features`` drives them; Apache 4.4's own ``kafka-features``
 (org.apache.kafka.tools.FeatureCommand from the Maven-resolved kafka-tools,
-``compat/tools/pom.xml``) describes, upgrades and downgrades against kaas.
+``compat/tools/pom.xml``) describes, upgrades and downgrades against kaas, and its
+``kafka-configs`` (ConfigCommand) sets, shows and deletes client quotas.
 
-The Apache tool test needs java and mvn: it skips saying so when they are missing, and
+The Apache tool tests need java and mvn: it skips saying so when they are missing, and
 fails instead when KAAS_REQUIRE_ALL=1.
 """
 
@@ -178,3 +179,39 @@ def test_apache_kafka_features(cluster):
     assert (r.returncode, r.stdout.strip()) == (0, f"transaction.version was upgraded to {TV_MAX}."), r.stderr
     wait_for(lambda: described(kafka_features(cp, boot, "describe").stdout)["transaction.version"] ==
              ("0", str(TV_MAX), str(TV_MAX), epoch + 2), timeout=10, what="transaction.version back")
+
+
+def kafka_configs(cp: str, bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", cp,
+                           "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_apache_kafka_configs_quotas(cluster):
+    """Apache's kafka-configs sets, shows and deletes client quotas on kaas (AlterClientQuotas
+    and DescribeClientQuotas underneath)."""
+    cp = tools_classpath()
+    boot = f"127.0.0.1:{cluster.ports[1]}"
+    r = kafka_configs(cp, boot, "--alter", "--entity-type", "users", "--entity-name", "carol",
+                      "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")
+    assert (r.returncode, r.stdout.strip()) == (0, "Completed updating config for user carol."), r.stderr
+    r = kafka_configs(cp, boot, "--alter", "--entity-type", "users", "--entity-default", "--entity-type", "clients",
+                      "--entity-name", "c9", "--add-config", "request_percentage=50")
+    assert r.returncode == 0, r.stderr
+    r = kafka_configs(cp, boot, "--alter", "--entity-type", "ips", "--entity-name", "10.9.9.9",
+                      "--add-config", "connection_creation_rate=5")
+    assert (r.returncode, r.stdout.strip()) == (0, "Completed updating config for ip 10.9.9.9."), r.stderr
+    r = kafka_configs(cp, boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
+    assert r.stdout.strip() == ("Quota configs for user-principal 'carol' are consumer_byte_rate=2048.0, "
+                                "producer_byte_rate=1024.0"), r.stderr
+    r = kafka_configs(cp, boot, "--describe", "--entity-type", "users", "--entity-default", "--entity-type",
+                      "clients", "--entity-name", "c9")
+    assert r.stdout.strip() == ("Quota configs for the default user-principal, client-id 'c9' are "
+                                "request_percentage=50.0")
+    r = kafka_configs(cp, boot, "--describe", "--entity-type", "ips", "--entity-name", "10.9.9.9")
+    assert r.stdout.strip() == "Quota configs for ip '10.9.9.9' are connection_creation_rate=5.0"
+    r = kafka_configs(cp, boot, "--alter", "--entity-type", "users", "--entity-name", "carol",
+                      "--delete-config", "producer_byte_rate")
+    assert r.returncode == 0, r.stderr
+    r = kafka_configs(cp, boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
+    assert r.stdout.strip() == "Quota configs for user-principal 'carol' are consumer_byte_rate=2048.0"
