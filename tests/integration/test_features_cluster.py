@@ -215,3 +215,38 @@ def test_apache_kafka_configs_quotas(cluster):
     assert r.returncode == 0, r.stderr
     r = kafka_configs(cp, boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
     assert r.stdout.strip() == "Quota configs for user-principal 'carol' are consumer_byte_rate=2048.0"
+
+
+def controller_of(port: int) -> int:
+    with WireClient("127.0.0.1", port) as c:
+        return c.call(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                              "include_topic_authorized_operations": False}).controller_id
+
+
+def test_controller_takeover_keeps_levels_and_quotas(cluster):
+    """SIGKILL the controller: its successor serves UpdateFeatures and AlterClientQuotas from
+    the files as they are (nothing handed over), the epoch goes on from there, and the
+    restarted broker advertises the cluster's levels."""
+    before = levels_everywhere(cluster, {"metadata.version": 33, "transaction.version": TV_MAX,
+                                         "group.version": 1, "share.version": 1})
+    old = controller_of(cluster.ports[0])
+    pid = cluster.kill(old)
+    other = cluster.ports[(old + 1) % len(cluster.ports)]
+    wait_for(lambda: update(other, ("group.version", 0, 2)) == (0, None), timeout=20,
+             what="UpdateFeatures served by the new controller")
+    assert controller_of(other) != old
+    with WireClient("127.0.0.1", other) as c:
+        r = c.call(49, 1, {"validate_only": False, "entries": [{"entity": [
+            {"entity_type": "client-id", "entity_name": "after-takeover"}],
+            "ops": [{"key": "consumer_byte_rate", "value": 10.0, "remove": False}]}]})
+    assert [e.error_code for e in r.entries] == [0]
+    cluster.wait_restarted(old, pid)
+    down = {"metadata.version": 33, "transaction.version": TV_MAX, "share.version": 1}
+    assert levels_everywhere(cluster, down) == before + 1
+    assert update(cluster.ports[old], ("group.version", 1, 1)) == (0, None)
+    levels_everywhere(cluster, {**down, "group.version": 1})
+    with WireClient("127.0.0.1", cluster.ports[old]) as c:
+        r = c.call(48, 1, {"strict": True, "components": [
+            {"entity_type": "client-id", "match_type": 0, "match": "after-takeover"}]})
+    got = [[(x.entity_type, x.entity_name) for x in e.entity] for e in r.entries]
+    assert got == [[("client-id", "after-takeover")]]
