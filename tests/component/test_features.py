@@ -28,6 +28,9 @@ from kio.schema.update_features.v2 import request as uf2
 from kio.static.primitive import i8, i16, i32Timedelta
 
 from kaas.domain import features
+from kaas.domain.acl import Operation
+from tests.component.test_acls import ADMIN, ALICE, C, creation, grant, open_broker
+from tests.component.test_acls import open_client as open_client_as
 from tests.component.test_connection import open_broker_in, open_client
 
 TV, GV, SV, MV = "transaction.version", "group.version", "share.version", "metadata.version"
@@ -177,3 +180,14 @@ async def test_corrupt_file_reported_and_kept(tmp_path):
     async with open_broker_in(tmp_path) as (broker, nursery), open_client(broker, nursery) as client:
         assert await finalized(client) == (-1, {})  # never read a good copy: levels unknown
         assert (await client.call(consumer_heartbeat())).error_code == ErrorCode.kafka_storage_error
+
+
+async def test_update_features_needs_alter_on_the_cluster(tmp_path):
+    async with open_broker(tmp_path) as (broker, nursery), open_client_as(broker, nursery, ALICE) as alice, \
+            open_client_as(broker, nursery, ADMIN) as admin:
+        await wait_created(broker)
+        r = await alice.call(update((TV, 0, SAFE)))
+        assert (r.error_code, r.results) == (ErrorCode.cluster_authorization_failed, ())
+        await grant(admin, creation(C, "kafka-cluster", Operation.ALTER))
+        assert (await alice.call(update((TV, 0, SAFE)))).error_code == ErrorCode.none
+        assert (await finalized(alice))[1].get(TV) is None  # ApiVersions needs no ACL
