@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -250,3 +251,37 @@ def test_controller_takeover_keeps_levels_and_quotas(cluster):
             {"entity_type": "client-id", "match_type": 0, "match": "after-takeover"}]})
     got = [[(x.entity_type, x.entity_name) for x in e.entity] for e in r.entries]
     assert got == [[("client-id", "after-takeover")]]
+
+
+def test_group_version_zero_turns_kip848_off_for_clients(cluster):
+    """With group.version at 0 a librdkafka consumer of the consumer protocol (KIP-848)
+    fails as against Apache (ConsumerGroupHeartbeat: UNSUPPORTED_VERSION, fatal); back at 1
+    it joins."""
+    from confluent_kafka import Consumer
+
+    def join(group: str) -> tuple[str, str]:
+        """("error", text) of the first error, or ("joined", member id), or ("neither", "")."""
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "group.protocol": "consumer"})
+        try:
+            c.subscribe(["features-gate"])
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None and m.error():
+                    return "error", str(m.error())
+                if c.memberid():
+                    return "joined", c.memberid()
+            return "neither", ""
+        finally:
+            c.close()
+
+    assert update(cluster.ports[0], ("group.version", 0, 2)) == (0, None)
+    levels_everywhere(cluster, {"metadata.version": 33, "transaction.version": TV_MAX, "share.version": 1})
+    try:
+        kind, err = join("gate-off")
+        assert kind == "error" and "ConsumerGroupHeartbeat" in err and "API version not supported" in err, err
+    finally:
+        assert update(cluster.ports[0], ("group.version", 1, 1)) == (0, None)
+    levels_everywhere(cluster, {"metadata.version": 33, "transaction.version": TV_MAX, "group.version": 1,
+                                "share.version": 1})
+    assert join("gate-on")[0] == "joined"
