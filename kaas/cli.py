@@ -74,6 +74,7 @@ class _LazyGroup(click.Group):
         "users": "kaas.tools.users:users",
         "certs": "kaas.tools.certs:certs",
         "health": "kaas.tools.health:health",
+        "features": "kaas.tools.features:features",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

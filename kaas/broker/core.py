@@ -16,8 +16,10 @@ from kio.schema.errors import ErrorCode
 from kaas import configs, counters
 from kaas.aio import Wakeup
 from kaas.broker.acls import Acls
+from kaas.broker.client_quotas import ClientQuotaStore
 from kaas.broker.cluster_view import ClusterView
 from kaas.broker.dynamic import DynamicConfigs
+from kaas.broker.features import FeatureStore
 from kaas.broker.group_configs import GroupConfigStore
 from kaas.broker.partition import Partition
 from kaas.broker.topic_admin import TopicAdmin
@@ -133,6 +135,10 @@ class Broker:
         self.dynamic = DynamicConfigs(self, settings)
         # group configs (KIP-848/932): __cluster/group_configs.json, reloaded by tasks.group_configs
         self.group_configs = GroupConfigStore(self.layout, fsync=settings.fsync)
+        # finalized feature levels (KIP-584): __cluster/features.json, reloaded by tasks.features
+        self.features = FeatureStore(self.layout, fsync=settings.fsync)
+        # client quotas (KIP-546): __cluster/client_quotas.json, reloaded by tasks.features
+        self.client_quotas = ClientQuotaStore(self.layout, fsync=settings.fsync)
         self.acls = Acls(settings, self.layout)  # the authoriser's ACLs (tasks.acls reloads them)
         self.takeovers = 0
         self.takeover_seconds = 0.0

@@ -84,8 +84,10 @@ class Context:
 
 # (imported here, below Context: the modules name it, under TYPE_CHECKING only)
 from kaas.handlers import (  # noqa: E402
+    _feature_gate,
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_share_group_offsets,
     alter_user_scram_credentials,
@@ -102,6 +104,7 @@ from kaas.handlers import (  # noqa: E402
     delete_share_group_state,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -138,6 +141,7 @@ from kaas.handlers import (  # noqa: E402
     share_group_heartbeat,
     sync_group,
     txn_offset_commit,
+    update_features,
     write_txn_markers,
 )
 
@@ -157,6 +161,7 @@ _MODULES: tuple[HandlerModule, ...] = (
     share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,
     initialize_share_group_state, read_share_group_state, delete_share_group_state, read_share_group_state_summary,
     describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,
+    update_features, describe_client_quotas, alter_client_quotas,
 )
 
 
@@ -167,7 +172,9 @@ def _load() -> dict[int, Handler]:
         # the one cast of the seam: dispatch checks the version is in VERSIONS and decodes
         # the request with that key and version's kio class, so ``req`` is of the union
         # the module's ``handle`` names
-        reg[mod.API_KEY] = Handler(mod.API_KEY, lo, hi, mod, cast("Handle", mod.handle))
+        # (a feature-gated API answers UNSUPPORTED_VERSION while its feature is off: _feature_gate)
+        handle = _feature_gate.gated(mod.API_KEY, cast("Handle", mod.handle))
+        reg[mod.API_KEY] = Handler(mod.API_KEY, lo, hi, mod, handle)
     return dict(sorted(reg.items()))
 
 

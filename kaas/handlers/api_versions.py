@@ -1,14 +1,16 @@
-"""ApiVersions (18): the advertised ranges come from the handler registry."""
+"""ApiVersions (18): the advertised ranges come from the handler registry; v3+ adds the
+supported features (``domain.features``) and the finalized ones (``broker.features``)."""
 
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import lru_cache
 from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.api_versions import v3, v4
 from kio.schema.errors import ErrorCode
 
+from kaas.domain import features
 from kaas.wire import codec
 from kaas.wire.build import build
 
@@ -27,13 +29,24 @@ _NAMED = (v3.ApiVersionsRequest, v4.ApiVersionsRequest)  # the versions whose cl
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-@cache
-def _body(version: int, error: ErrorCode) -> bytes:
-    """The encoded answer: the same for every request of a version (the registry is fixed
-    at import), so built and encoded once (a 60-entry array was most of the request's cost)."""
+@lru_cache(maxsize=64)
+def _body(version: int, error: ErrorCode, epoch: int = -1, finalized: tuple[tuple[str, int], ...] = ()) -> bytes:
+    """The encoded answer: the same for every request of a version while the finalized
+    features stay (the registry is fixed at import), so built and encoded once per version
+    and finalized epoch (a 60-entry array was most of the request's cost).
+
+    v3+ carries the supported features (v3 leaves out those whose minimum is 0, as Apache
+    does for the clients of that version) and the finalized levels with their epoch.
+    """
     from kaas.handlers import versions_table
 
-    body = {"error_code": error, "api_keys": versions_table(), "throttle_time": 0}
+    body: dict[str, object] = {"error_code": error, "api_keys": versions_table(), "throttle_time": 0}
+    if version >= 3:
+        body["supported_features"] = [{"name": n, "min_version": lo, "max_version": hi}
+                                      for n, (lo, hi) in sorted(features.SUPPORTED.items()) if version >= 4 or lo > 0]
+        body["finalized_features_epoch"] = epoch
+        body["finalized_features"] = [{"name": n, "min_version_level": lv, "max_version_level": lv}
+                                      for n, lv in finalized]
     return codec.encode_body(API_KEY, version, build(codec.response_class(API_KEY, version), body))
 
 
@@ -43,4 +56,6 @@ async def handle(ctx: Context, req: ApiVersionsRequest) -> bytes:
         ver = req.client_software_version
         if not (_SOFTWARE.match(name or "") and _SOFTWARE.match(ver or "")):
             return _body(ctx.api_version, ErrorCode.invalid_request)
-    return _body(ctx.api_version, ErrorCode.none)
+    if ctx.api_version < 3:
+        return _body(ctx.api_version, ErrorCode.none)
+    return _body(ctx.api_version, ErrorCode.none, *ctx.broker.features.advertised())

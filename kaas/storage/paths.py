@@ -30,6 +30,8 @@ class Layout:
         self.security = self.cluster / "security"
         self.scram_credentials = self.security / "scram-credentials.json"
         self.group_configs = self.cluster / "group_configs.json"
+        self.features = self.cluster / "features.json"
+        self.client_quotas = self.cluster / "client_quotas.json"
 
     def ensure(self) -> None:
         for d in (self.cluster, self.data, self.run, self.topics, self.brokers, self.controller,

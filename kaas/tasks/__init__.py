@@ -5,8 +5,8 @@ the membership tick and its doorbell (``membership``), presence connections
 transaction coordinator's marker watcher, queue doorbell, fence watcher and sweeps
 (``txn``), the log cleaner (``log_cleaner``), the SCRAM credentials reload
 (``credentials``), the ACL reload (``acls``, with the authoriser on), the dynamic broker
-configs and group configs reloads (``broker_configs``, ``group_configs``) and the failpoint
-reload."""
+configs and group configs reloads (``broker_configs``, ``group_configs``), the feature levels
+and client quotas reload (``features``) and the failpoint reload."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from kaas.coord.txn import TxnCoordinator
 from kaas.tasks.acls import serve_acls
 from kaas.tasks.broker_configs import serve_broker_configs
 from kaas.tasks.credentials import serve_credentials
+from kaas.tasks.features import serve_features
 from kaas.tasks.flush import serve_flush
 from kaas.tasks.group_configs import serve_group_configs
 from kaas.tasks.group_timers import serve_timers
@@ -52,6 +53,7 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
             await nursery.start(serve_acls, broker)
         await nursery.start(serve_broker_configs, broker)
         await nursery.start(serve_group_configs, broker)
+        await nursery.start(serve_features, broker)  # feature levels, client quotas
         await nursery.start(Membership(broker).serve)
         await nursery.start(serve_presence, broker.cluster, broker.peer_links)
         await nursery.start(serve_retention, broker)
