@@ -100,7 +100,6 @@ def node_properties(node: int, brokers: int, broker_port: int, voters: str, logs
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": logs,
         "num.partitions": 1,
-        "default.replication.factor": rf,
         "offsets.topic.replication.factor": rf,
         "offsets.topic.num.partitions": 10,
         "transaction.state.log.replication.factor": rf,
