@@ -40,7 +40,7 @@ VOLATILE = frozenset({
     "last_timestamp", "error_message", "leader_id_and_epoch", "assignment_epoch_hint",
     "member_epoch_hint", "current_leader", "last_caught_up_timestamp", "acquired_records_start_ts",
     "metadata_epoch", "finalized_features_epoch", "error_str", "message", "last_sequence_epoch",
-    "instance_id_epoch",
+    "instance_id_epoch", "leader",
 })
 """Field names whose values differ between two brokers by nature."""
 ID_LISTS = frozenset({"replica_nodes", "isr_nodes", "offline_replicas", "eligible_leader_replicas",
@@ -189,16 +189,20 @@ def _list_key(a: list[Any], b: list[Any]) -> str | None:
     return None
 
 
+def _glob(pattern: str) -> str:
+    """A path pattern as an fnmatch pattern: ``[]`` (any list element) taken literally."""
+    return pattern.replace("[]", "[[]]")
+
+
 def matches(pattern: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatchcase(pattern, p) for p in patterns)
+    return any(fnmatch.fnmatchcase(pattern, _glob(p)) for p in patterns)
 
 
 def select(diffs: Sequence[Difference], only: Sequence[str] = (), ignore: Sequence[str] = ()) -> list[Difference]:
     """The differences a scenario compares: under ``only`` (all when empty; a pattern also
     covers the fields below it), less those under ``ignore``."""
     def under(d: Difference, pats: Sequence[str]) -> bool:
-        return any(fnmatch.fnmatchcase(d.pattern, p) or fnmatch.fnmatchcase(d.pattern, p + ".*")
-                   or fnmatch.fnmatchcase(d.pattern, p + "[]*") for p in pats)
+        return any(matches(d.pattern, (p, p + ".*", p + "[]*")) for p in pats)
     return [d for d in diffs if (not only or under(d, only)) and not under(d, ignore)]
 
 
@@ -219,9 +223,8 @@ class Explanation:
         return cls(d["id"], tuple(d["scenarios"]), tuple(d["paths"]), d["reason"], d.get("kind", "design"))
 
     def covers(self, scenario: str, diff: Difference) -> bool:
-        return matches(scenario, self.scenarios) and (
-            matches(diff.pattern, self.paths) or any(fnmatch.fnmatchcase(diff.pattern, p + ".*")
-                                                     for p in self.paths))
+        return any(fnmatch.fnmatchcase(scenario, s) for s in self.scenarios) and any(
+            matches(diff.pattern, (p, p + ".*", p + "[]*")) for p in self.paths)
 
 
 def explain(scenario: str, diffs: Sequence[Difference], explanations: Sequence[Explanation]
