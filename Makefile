@@ -45,6 +45,12 @@ APACHE_PORT ?= 0
 apache: $(STAMP)
 	@$(BIN)/python scripts/peers/apache.py --brokers $(N) --port $(APACHE_PORT)
 
+# Differential conformance (docs/compatibility.rst): the corpus of compat/diff/scenarios
+# against a fresh 3-node Apache Kafka 4.4 and a fresh 3-broker kaas cluster; the last line
+# counts identical, explained and differing scenarios; exit 1 on an unexplained difference
+diff: $(STAMP)
+	$(BIN)/python -m scripts.diff $(ARGS)
+
 # The layer contracts (pyproject.toml [tool.importlinter], docs/architecture.rst), ruff
 # (with the one-clock rule, TID251) and mypy (pyproject.toml [tool.mypy]: strict for the
 # pure, storage and codec layers and the modules this wave added).

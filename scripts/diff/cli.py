@@ -66,9 +66,19 @@ def served(side: Side) -> dict[int, tuple[int, int]]:
 
 
 def warm_up(side: Side) -> None:
-    """Internal topics (Apache creates them on first use) and coordinators loaded."""
-    side.coordinator("warm-up-group", 0)
+    """Internal topics (Apache creates them on first use) and coordinators loaded: a group,
+    a transactional id, and a share group (whose state topic Apache creates on its first
+    heartbeat), which then leaves."""
+    port = side.coordinator("warm-up-group", 0)
     side.coordinator("warm-up-txn", 1)
+    hb = {"group_id": "warm-up-group", "member_id": "warm-up-member-0000001", "member_epoch": 0,
+          "rack_id": None, "subscribed_topic_names": ["warm-up"]}
+    deadline = time.monotonic() + 60
+    while side.call(port, 76, 1, hb).get("error_code") != "none":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{side.name}: share coordinator not ready")
+        time.sleep(0.3)
+    side.call(port, 76, 1, hb | {"member_epoch": -1})
 
 
 def compare(inst: corpus.Instance, apache: Any, kaas: Any, explanations: list[Explanation]

@@ -12,7 +12,8 @@ A file::
 kaas's within the range) or ``{"list": [...]}``; each version is one instance, named
 ``family/name@vN``. ``to`` routes the request: ``any`` (the first broker), ``group`` /
 ``txn`` (the coordinator of the instance's group / transactional id), ``leader:TOPIC:P``;
-``fresh`` (a new connection). A ``setup`` step is ``{"api", "version", "body", "to"}`` and
+``trial`` (each broker until one coordinates); ``fresh`` (a new connection). A ``setup``
+step is ``{"api", "version", "body", "to"}`` (version ``"same"``: the instance's) and
 may ``retry`` while its ``retry_on`` error (a field path and codes) holds.
 
 In bodies, strings are templates: ``$uniq`` becomes the instance's unique tag, ``$group``

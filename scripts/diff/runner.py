@@ -153,7 +153,8 @@ class Side:
         setup: list[Any] = []
         spec = inst.spec
         for i, step in enumerate(spec.get("setup", [])):
-            resp = self._step(step, inst, setup, step["api"], step["version"])
+            version = inst.version if step["version"] == "same" else step["version"]
+            resp = self._step(step, inst, setup, step["api"], version)
             if "closed" in resp:
                 return {"setup_failed": i, "closed": resp["closed"]}
             setup.append(resp)
@@ -186,13 +187,13 @@ class Side:
 
     def _trial(self, api: int, version: int, body: Any) -> dict[str, Any]:
         """The answer of the broker that coordinates the request's key: each broker in
-        turn, the first whose answer has no NOT_COORDINATOR (share-state APIs, whose
-        coordinator kaas's FindCoordinator versions cannot name)."""
+        turn, the first whose answer has no NOT_COORDINATOR or NOT_LEADER_OR_FOLLOWER
+        (share-state APIs, whose coordinator kaas's FindCoordinator versions cannot name)."""
         first: dict[str, Any] | None = None
         for port in self.ports:
             resp = self.call(port, api, version, body)
             first = first or resp
-            if "not_coordinator" not in repr(resp):
+            if "not_coordinator" not in repr(resp) and "not_leader_or_follower" not in repr(resp):
                 return resp
         assert first is not None
         return first
