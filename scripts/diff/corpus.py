@@ -19,7 +19,8 @@ may ``retry`` while its ``retry_on`` error (a field path and codes) holds.
 In bodies, strings are templates: ``$uniq`` becomes the instance's unique tag, ``$group``
 and ``$txn`` its group and transactional id; a whole string ``$topic_id:NAME`` is the
 topic's id on that broker, ``$uuid:HEX`` a UUID, ``$sN.path`` a value from setup step N's response; a dict
-``{"$batch": {...}}`` is a record batch (``batch_spec``), ``{"$hex": "..."}`` bytes.
+``{"$batch": {...}}`` is a record batch (``runner.make_batch``), ``{"$batches": [...]}``
+several, one after the other, ``{"$hex": "..."}`` bytes.
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ def substitute(value: Any, inst: Instance, setup: list[Any], topic_ids: Mapping[
     """``value`` with the templates of the module's docstring filled for one broker.
     ``setup``: the responses so far as plain trees; ``make_batch``: spec dict -> bytes."""
     if isinstance(value, dict):
+        if "$batches" in value:
+            return b"".join(make_batch({k: substitute(v, inst, setup, topic_ids, make_batch) for k, v in spec.items()})
+                            for spec in value["$batches"])
         if "$batch" in value:
             return make_batch({k: substitute(v, inst, setup, topic_ids, make_batch)
                                for k, v in value["$batch"].items()})

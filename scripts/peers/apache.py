@@ -83,6 +83,15 @@ def free_port(taken: set[int]) -> int:
             return port
 
 
+def cluster_id() -> str:
+    """A random cluster id as Kafka writes them (URL-safe base64 of 16 bytes), never
+    starting with '-', which the storage tool would read as an option."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
 def node_properties(node: int, brokers: int, broker_port: int, voters: str, logs: Path) -> str:
     """server.properties of one combined-mode node. Internal topics replicate to every node
     (up to 3) with a min ISR of 1, have few partitions (a quicker first group or
@@ -165,7 +174,7 @@ class ApacheCluster:
             self.ports = [free_port(taken) for _ in range(brokers)]
         ctl = [free_port(taken) for _ in range(brokers)]
         self.voters = ",".join(f"{i + 1}@127.0.0.1:{ctl[i]}" for i in range(brokers))
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = cluster_id()
         self.log_level = log_level
         self.procs: list[subprocess.Popen[bytes]] = []
 
@@ -225,13 +234,16 @@ class ApacheCluster:
                 raise RuntimeError(f"node {i + 1} exited with {p.returncode} "
                                    f"(see {self._node_dir(i + 1) / 'server.log'})")
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
+        """SIGTERM to every node, SIGKILL to those still up after ``timeout`` seconds (the
+        last nodes of a quorum wait for their peers in a controlled shutdown)."""
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
         for p in self.procs:
             try:
-                p.wait(20)
+                p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
