@@ -59,8 +59,11 @@ def classpath() -> str:
             sys.exit("apache.py: Maven (mvn) is needed to resolve Apache Kafka's jars")
         CLASSPATH_FILE.parent.mkdir(parents=True, exist_ok=True)
         tmp = CLASSPATH_FILE.with_suffix(".tmp")
-        subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(POM), "dependency:build-classpath",
-                        f"-Dmdep.outputFile={tmp}"], check=True, stdout=sys.stderr)
+        print("apache: resolving Apache Kafka's jars with Maven (once)", file=sys.stderr, flush=True)
+        done = subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(POM), "dependency:build-classpath",
+                               f"-Dmdep.outputFile={tmp}"], capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"apache.py: mvn failed:\n{done.stdout}{done.stderr}")
         os.replace(tmp, CLASSPATH_FILE)
     return CLASSPATH_FILE.read_text().strip()
 
@@ -160,6 +163,10 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+class Stopped(Exception):
+    """SIGTERM or SIGINT came before the cluster was ready."""
+
+
 class ApacheCluster:
     """Nodes 1..N: formatted, started, and stopped on ``close``."""
 
@@ -211,7 +218,7 @@ class ApacheCluster:
             if p.returncode != 0:
                 sys.exit(f"apache.py: formatting node {i + 1} failed:\n{out.decode(errors='replace')}")
 
-    def start(self, cp: str, timeout: float = 120.0) -> None:
+    def start(self, cp: str, stop: threading.Event, timeout: float = 180.0) -> None:
         for i in range(self.brokers):
             node = i + 1
             out = open(self._node_dir(node) / "stdout.log", "wb")  # noqa: SIM115 - the JVM's, for its life
@@ -222,6 +229,8 @@ class ApacheCluster:
         pending = list(self.ports)
         while pending:
             self.check_alive()
+            if stop.is_set():
+                raise Stopped
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Apache Kafka not ready after {timeout:.0f} s (logs in {self.data})")
             pending = [p for p in pending if not ready(p, self.brokers)]
@@ -269,7 +278,7 @@ def main() -> None:
         cluster.configure()
         cluster.format(cp)
         t_fmt = time.monotonic() - t0
-        cluster.start(cp)
+        cluster.start(cp, stop)
         print(cluster.bootstrap, flush=True)
         rss = ", ".join(f"node {i + 1} {rss_mib(p.pid):.0f} MiB" for i, p in enumerate(cluster.procs))
         print(f"apache: {args.brokers} node(s) ready in {time.monotonic() - t0:.1f} s "
@@ -279,6 +288,8 @@ def main() -> None:
     except (RuntimeError, TimeoutError) as exc:
         print(f"apache: {exc}", file=sys.stderr, flush=True)
         code = 1
+    except Stopped:
+        pass
     finally:
         cluster.close()
         if args.data is None:
