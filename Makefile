@@ -13,7 +13,7 @@ QUIX_VENV := .venv-quix
 QUIX_STAMP := $(QUIX_VENV)/.installed
 
 .PHONY: install cluster lint test test-unit test-int compat bench eos chaos docs clean $(QUIX_VENV) \
-	wheels image-base image image-test deploy-check multihost native pure test-pure
+	wheels image-base image image-test deploy-check multihost native pure test-pure apache diff
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,19 @@ cluster: $(STAMP)
 # the admin's client settings in DATA/run/client.properties
 	@$(BIN)/kaas cluster --brokers $(N) --data $(DATA) --base-port $(PORT) --metrics-base-port $(METRICS) \
 		$(if $(filter 1,$(SECURE)),--secure) -- $(ARGS)
+
+# Apache Kafka 4.4.0 (compat/java/pom.xml, from Maven Central; Java 17 and Maven) in KRaft
+# combined mode, N nodes on free ports (PORT=0) or from APACHE_PORT: the reference broker of
+# make diff and scripts/bench; the bootstrap line comes first, ^C stops it
+APACHE_PORT ?= 0
+apache: $(STAMP)
+	@$(BIN)/python scripts/peers/apache.py --brokers $(N) --port $(APACHE_PORT)
+
+# Differential conformance (docs/compatibility.rst): the corpus of compat/diff/scenarios
+# against a fresh 3-node Apache Kafka 4.4 and a fresh 3-broker kaas cluster; the last line
+# counts identical, explained and differing scenarios; exit 1 on an unexplained difference
+diff: $(STAMP)
+	$(BIN)/python -m scripts.diff $(ARGS)
 
 # The layer contracts (pyproject.toml [tool.importlinter], docs/architecture.rst), ruff
 # (with the one-clock rule, TID251) and mypy (pyproject.toml [tool.mypy]: strict for the

@@ -1,0 +1,1 @@
+"""Differential conformance: the corpus of compat/diff against Apache Kafka and kaas."""
