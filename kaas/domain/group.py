@@ -164,6 +164,8 @@ class GroupDescription(TypedDict):
     generation_id: NotRequired[int]  # (not of a group known only by its offsets file)
     leader_id: NotRequired[str | None]
     members: list[MemberDescription]
+    # why a Dead group is not found (DescribeGroups v6+, KIP-1043: GROUP_ID_NOT_FOUND)
+    not_found: NotRequired[str]
 
 
 class GroupState(enum.Enum):

@@ -359,12 +359,18 @@ class GroupCoordinator:
         e = self._loaded(group_id)
         if e is None:
             # Known only by its offsets file (not loaded here since a restart or move): Empty.
-            state = "Empty" if self.store.path(group_id).exists() else "Dead"
-            return {"group_id": group_id, "state": state, "protocol_type": "", "protocol": "", "members": []}
+            if self.store.path(group_id).exists():
+                return {"group_id": group_id, "state": "Empty", "protocol_type": "", "protocol": "", "members": []}
+            return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": [],
+                    "not_found": f"Group {group_id} not found."}
         if e.consumer is not None or e.consumer_error is not None or e.share is not None:
             # not a classic group: Apache answers Dead (and, from v6, GROUP_ID_NOT_FOUND)
-            return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": []}
-        return e.group.describe()
+            return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": [],
+                    "not_found": f"Group {group_id} is not a classic group."}
+        d = e.group.describe()
+        if d["state"] == "Dead":  # removed (DeleteGroups) or expired: as Apache, not found
+            d["not_found"] = f"Group {group_id} not found."
+        return d
 
     def list_groups(self) -> list[dict[str, str]]:
         """The groups this broker coordinates: group id, protocol type, state and type
