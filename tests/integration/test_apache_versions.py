@@ -211,3 +211,27 @@ def test_transactional_versions_up_to_the_tv1_maximum(vbroker):
              "topics": [{"name": topic, "partition_indexes": [0]}]}]})
     p = f.groups[0].topics[0].partitions[0]
     assert (p.error_code, p.committed_offset) in ((ErrorCode.none, 1), (ErrorCode.unstable_offset_commit, -1))
+
+
+def test_fetch_v13_to_v18_by_topic_id(vbroker):
+    """Fetch names topics by id from v13; v15's ReplicaState, v17's directory id and v18's
+    high watermark are follower fields, decoded and (for a consumer's fetch) unused."""
+    topic = uniq("fetch18")
+    create_topic(vbroker.bootstrap, topic)
+    unknown = uuid.uuid4()
+    with _wc(vbroker) as wc:
+        _produce(wc, topic, [b"one", b"two"])
+        tid = _topic_id(wc, topic)
+        for v in (13, 14, 15, 16, 17, 18):
+            r = wc.call(FETCH, v, {"max_wait": 100, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                                   "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                                   "topics": [{"topic_id": tid, "partitions": [
+                                                  {"partition": 0, "fetch_offset": 1, "partition_max_bytes": 1 << 20}]},
+                                              {"topic_id": unknown, "partitions": [
+                                                  {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}]})
+            known, missing = r.responses
+            p = known.partitions[0]
+            assert (known.topic_id, p.error_code, p.high_watermark) == (tid, ErrorCode.none, 2), v
+            assert p.records, v  # the batch holding offset 1
+            assert (missing.topic_id, missing.partitions[0].error_code) == (unknown, ErrorCode.unknown_topic_id), v
+            assert getattr(r, "node_endpoints", ()) == ()  # (v16+: only with a leader hint)
