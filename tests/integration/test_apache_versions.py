@@ -19,7 +19,8 @@ from tests.kafka import create_topic, uniq
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-vbroker = broker_fixture(scope="module", name="versions", extra=["--num-partitions", "1"],
+vbroker = broker_fixture(scope="module", name="versions",
+                         extra=["--num-partitions", "1", "--group-initial-rebalance-delay-ms", "0"],
                          doc="One broker for the version-step tests.")
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
@@ -235,3 +236,32 @@ def test_fetch_v13_to_v18_by_topic_id(vbroker):
             assert p.records, v  # the batch holding offset 1
             assert (missing.topic_id, missing.partitions[0].error_code) == (unknown, ErrorCode.unknown_topic_id), v
             assert getattr(r, "node_endpoints", ()) == ()  # (v16+: only with a leader hint)
+
+
+def test_join_group_v9_static_leader_rejoin_skips_the_assignment(vbroker):
+    """JoinGroup v8 carries a Reason; v9's SkipAssignment tells a static leader that
+    rejoins a Stable group unchanged that it leads, without a new assignment (KIP-814)."""
+    group = uniq("jg9")
+    protocols = [{"name": "range", "metadata": b"\x00\x01"}]
+
+    def join(wc: WireClient, version: int) -> object:
+        return wc.call(JOIN_GROUP, version, {"group_id": group, "session_timeout": 10000, "rebalance_timeout": 10000,
+                                             "member_id": "", "group_instance_id": "static-1",
+                                             "protocol_type": "consumer", "protocols": protocols,
+                                             "reason": "version test"})
+
+    with _wc(vbroker) as wc:
+        first = join(wc, 8)
+        assert (first.error_code, first.leader, first.skip_assignment if hasattr(first, "skip_assignment") else False
+                ) == (0, first.member_id, False)
+        s = wc.call(14, 5, {"group_id": group, "generation_id": first.generation_id, "member_id": first.member_id,
+                            "group_instance_id": "static-1", "protocol_type": "consumer", "protocol_name": "range",
+                            "assignments": [{"member_id": first.member_id, "assignment": b"A"}]})
+        assert (s.error_code, s.assignment) == (0, b"A")
+        again = join(wc, 9)
+        old_style = join(wc, 8)
+    assert again.error_code == 0 and again.member_id != first.member_id
+    assert (again.generation_id, again.leader, again.skip_assignment) == (first.generation_id, again.member_id, True)
+    assert [m.member_id for m in again.members] == [again.member_id]
+    # before v9: told the leader as it was (the replaced id), no members
+    assert (old_style.error_code, old_style.leader, old_style.members) == (0, again.member_id, ())

@@ -282,7 +282,8 @@ class GroupCoordinator:
 
     async def join(self, group_id: str, *, member_id: str, group_instance_id: str | None, client_id: str,
                    client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], require_known_member: bool) -> JoinReply:
+                   protocols: list[tuple[str, bytes]], require_known_member: bool,
+                   skip_assignment_ok: bool = False) -> JoinReply:
         self.check_owner(group_id)
         e = self._entry(group_id)
         await self._offsets(e)
@@ -301,7 +302,7 @@ class GroupCoordinator:
         before = e.group.state
         effects = e.group.join(self._now(), member_id, group_instance_id, client_id, client_host,
                                session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
-                               require_known_member, key)
+                               require_known_member, key, skip_assignment_ok=skip_assignment_ok)
         if e.group.state is not before:
             log.info("group_state", group=group_id, state=e.group.state.value, generation=e.group.generation_id)
         reply = await self._park(key, effects)
