@@ -288,8 +288,9 @@ class Membership:
         if prev is not None and prev.controller_epoch > view.controller_epoch:
             view.is_controller = False
             return
-        new = balance(prev, topics, view.registered(), self._placeable(), view.controller_epoch, epoch_floor=None,
-                      preferred=preferred)
+        placeable = self._placeable()
+        new = balance(prev, topics, view.registered(), placeable, view.controller_epoch, epoch_floor=None,
+                      preferred=preferred, elected=self._elections(preferred, placeable))
         if prev is not None and new == prev:
             return
         # Still the controller? A deposed one must not overwrite its successor's file.
@@ -305,6 +306,20 @@ class Membership:
             return
         log.info("assignment_written", version=new.version, controller_epoch=new.controller_epoch,
                  alive=view.alive(), partitions=sum(len(v) for v in new.partitions.values()))
+
+    def _elections(self, preferred: dict[tuple[str, int], tuple[int, ...]],
+                   placeable: list[int]) -> dict[tuple[str, int], int]:
+        """The ElectLeaders choices still to hold (``ClusterView.elections``): those whose
+        broker is alive but not yet placeable (past that, the controller's own rules place
+        the partition the same way, or any live broker serves an unclean election), and, for
+        a partition with a manual list, still its first broker (a reassignment since
+        replaces the choice). The others are forgotten here."""
+        view = self.view
+        alive, ok = set(view.alive()), set(placeable)
+        keep = {key: b for key, b in view.elections.items()
+                if b in alive and b not in ok and (key not in preferred or preferred[key][0] == b)}
+        view.elections = keep
+        return keep
 
     def _placeable(self) -> list[int]:
         """The alive brokers the controller places keys on (``domain.membership.placeable``:
