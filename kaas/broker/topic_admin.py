@@ -160,7 +160,7 @@ class TopicAdmin:
     async def reassign(self, name: str, lists: dict[int, tuple[int, ...]], timeout: float) -> bool:
         """Replace the manual replica lists of partitions of ``name`` (checked before, by
         ``reassignment.check_target``) in its topic file, then wait up to ``timeout``
-        seconds until the controller leads each of them from a broker of its new list.
+        seconds until each of them is led (and served: opened) by a broker of its new list.
         Returns False when the time ran out first (the reassignment is then ongoing).
 
         Raises:
@@ -174,7 +174,7 @@ class TopicAdmin:
 
         def moved() -> bool:
             alive = set(self.broker.alive_brokers())
-            return all(self.broker.leader(name, p)[0] in r or not set(r) & alive for p, r in lists.items())
+            return all(self.broker.served_leader(name, p)[0] in r or not set(r) & alive for p, r in lists.items())
 
         return await self.wait_served(moved, timeout)
 

@@ -90,7 +90,7 @@ async def handle(ctx: Context, req: ElectLeadersRequest) -> dict[str, object] | 
     if pending:
         log.info("leaders_elected", election_type=election_type, partitions=len(pending))
         await broker.admin.wait_served(
-            lambda: all(broker.leader(t, p)[0] == b for (t, p), b in pending.items()), timeout)
+            lambda: all(broker.served_leader(t, p)[0] == b for (t, p), b in pending.items()), timeout)
     results: list[dict[str, Any]] = []
     for topic, ps in asked:
         rows = []
@@ -99,7 +99,7 @@ async def handle(ctx: Context, req: ElectLeadersRequest) -> dict[str, object] | 
             if every and d.error == elections.NOT_NEEDED:
                 continue
             code, message = ErrorCode[d.error], d.message
-            if d.error == elections.ELECT and broker.leader(topic, p)[0] != d.leader:
+            if d.error == elections.ELECT and broker.served_leader(topic, p)[0] != d.leader:
                 code, message = ErrorCode.request_timed_out, f"broker {d.leader} elected; not yet leading"
             rows.append({"partition_id": p, "error_code": code, "error_message": message})
         if rows:
