@@ -162,3 +162,27 @@ def _broker_alive(port: int) -> bool:
             return wc.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
     except OSError:
         return False
+
+
+def test_fetch_from_a_broker_not_leading_names_the_leader(placement):
+    """KIP-951: NOT_LEADER_OR_FOLLOWER carries the current leader (Fetch v12+) and, from
+    v16, the leader's endpoint, so the client need not ask Metadata."""
+    topic = "fetch-hint"
+    admin = AdminClient({"bootstrap.servers": placement.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[2]])])[topic].result(15)
+    wait_for(lambda: _leaders(placement.ports[0], topic)[0][0] == 2 or None, 15, "leader 2")
+    with WireClient("127.0.0.1", placement.ports[0], timeout=5) as wc:
+        md = wc.call(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+                             "include_topic_authorized_operations": False})
+        tid = md.topics[0].topic_id
+        body = {"max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+                "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic_id": tid, "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}]}
+        r16 = wc.call(1, 16, body)
+        r13 = wc.call(1, 13, body)
+    p = r16.responses[0].partitions[0]
+    assert p.error_code == ErrorCode.not_leader_or_follower
+    assert p.current_leader.leader_id == 2 and p.current_leader.leader_epoch >= 1
+    assert [(e.node_id, e.port) for e in r16.node_endpoints] == [(2, placement.ports[2])]
+    assert r13.responses[0].partitions[0].current_leader.leader_id == 2
