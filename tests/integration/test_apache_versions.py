@@ -265,3 +265,39 @@ def test_join_group_v9_static_leader_rejoin_skips_the_assignment(vbroker):
     assert [m.member_id for m in again.members] == [again.member_id]
     # before v9: told the leader as it was (the replaced id), no members
     assert (old_style.error_code, old_style.leader, old_style.members) == (0, again.member_id, ())
+
+
+def test_add_partitions_to_txn_v4_v5_broker_form(vbroker):
+    """The broker form: several transactions, added or only verified (KIP-890 part 1's
+    check): a partition outside the transaction is TRANSACTION_ABORTABLE in v5 and
+    INVALID_TXN_STATE in v4."""
+    topic, a, b = uniq("apt5"), uniq("apt5-a"), uniq("apt5-b")
+    create_topic(vbroker.bootstrap, topic, 3)
+    with _wc(vbroker) as wc:
+        pids = {}
+        for txn_id in (a, b):
+            ip = wc.call(INIT_PRODUCER_ID, 5, {"transactional_id": txn_id, "transaction_timeout": 60000,
+                                               "producer_id": -1, "producer_epoch": -1})
+            pids[txn_id] = (ip.producer_id, ip.producer_epoch)
+
+        def txn(txn_id: str, partitions: list[int], verify: bool) -> dict:
+            pid, epoch = pids[txn_id]
+            return {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+                    "verify_only": verify, "topics": [{"name": topic, "partitions": partitions}]}
+
+        def codes(r) -> dict:
+            assert r.error_code == 0
+            return {(x.transactional_id, p.partition_index): p.partition_error_code
+                    for x in r.results_by_transaction for t in x.topic_results for p in t.results_by_partition}
+
+        added = wc.call(ADD_PARTITIONS, 5, {"transactions": [txn(a, [0, 1], False), txn(b, [2], False)]})
+        assert set(codes(added).values()) == {ErrorCode.none}
+        v5 = wc.call(ADD_PARTITIONS, 5, {"transactions": [txn(a, [0, 2], True), txn(b, [2], True)]})
+        assert codes(v5) == {(a, 0): ErrorCode.none, (a, 2): ErrorCode.transaction_abortable,
+                             (b, 2): ErrorCode.none}
+        v4 = wc.call(ADD_PARTITIONS, 4, {"transactions": [txn(b, [0], True)]})
+        assert codes(v4) == {(b, 0): ErrorCode.invalid_txn_state}
+        for txn_id in (a, b):
+            pid, epoch = pids[txn_id]
+            assert wc.call(END_TXN, 4, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+                                        "committed": False}).error_code == 0
