@@ -27,7 +27,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 PREFERRED, UNCLEAN = 0, 1
@@ -77,3 +77,21 @@ def decide(election_type: int, leader: int, manual: tuple[int, ...] | None, aliv
             return Decision(NOT_AVAILABLE, "Eligible topic partition leaders are not available.")
         return Decision(ELECT, None, candidates[0])
     return Decision(INVALID, f"Unknown election type {election_type}")
+
+
+def still_held(chosen: Mapping[tuple[str, int], int], first_of_list: Mapping[tuple[str, int], tuple[int, ...]],
+               alive: Collection[int], placeable: Collection[int]) -> dict[tuple[str, int], int]:
+    """The elected leaders the controller must still pin (``assignment.balance``'s
+    ``elected``): those whose broker is alive but not yet placeable. Forgotten: a broker
+    that died, one the controller places on again (its own rules then agree: the manual
+    list's first broker, or a sticky leader), and one that a reassignment since made other
+    than its partition's list's first broker.
+
+    Args:
+        chosen: the elections kept so far, (topic, partition) -> broker.
+        first_of_list: the manual replica lists, by (topic, partition).
+        alive: the brokers alive and not draining.
+        placeable: those of them the controller places partitions on now.
+    """
+    return {key: b for key, b in chosen.items()
+            if b in alive and b not in placeable and (key not in first_of_list or first_of_list[key][0] == b)}

@@ -30,6 +30,7 @@ import trio
 
 from kaas import dirwatch
 from kaas.broker import Broker
+from kaas.domain import elections
 from kaas.domain import membership as rules
 from kaas.domain.assignment import Assignment, balance
 from kaas.domain.membership import Peer
@@ -309,17 +310,11 @@ class Membership:
 
     def _elections(self, preferred: dict[tuple[str, int], tuple[int, ...]],
                    placeable: list[int]) -> dict[tuple[str, int], int]:
-        """The ElectLeaders choices still to hold (``ClusterView.elections``): those whose
-        broker is alive but not yet placeable (past that, the controller's own rules place
-        the partition the same way, or any live broker serves an unclean election), and, for
-        a partition with a manual list, still its first broker (a reassignment since
-        replaces the choice). The others are forgotten here."""
+        """The ElectLeaders choices still to pin (``ClusterView.elections``, pruned by
+        ``domain.elections.still_held``)."""
         view = self.view
-        alive, ok = set(view.alive()), set(placeable)
-        keep = {key: b for key, b in view.elections.items()
-                if b in alive and b not in ok and (key not in preferred or preferred[key][0] == b)}
-        view.elections = keep
-        return keep
+        view.elections = elections.still_held(view.elections, preferred, view.alive(), set(placeable))
+        return view.elections
 
     def _placeable(self) -> list[int]:
         """The alive brokers the controller places keys on (``domain.membership.placeable``:

@@ -90,3 +90,11 @@ def test_a_reassignment_is_ongoing_until_the_leader_is_in_the_new_list():
     assert ra.ongoing((1, 2), 2, {0, 1, 2}) is None
     assert ra.ongoing((1, 2), 0, {0, 1, 2}) == ra.Ongoing(replicas=(1, 2, 0), adding=(1, 2), removing=(0,))
     assert ra.ongoing((1, 2), 0, {0}) is None  # nobody of the list may lead: nothing moves
+
+
+def test_an_election_is_held_only_while_the_controller_would_not_place_it_so():
+    chosen = {("t", 0): 1, ("t", 1): 1, ("t", 2): 2, ("u", 0): 1}
+    lists = {("t", 0): (1, 2), ("t", 1): (2, 1)}  # t-1 was reassigned since: 2 comes first
+    held = el.still_held(chosen, lists, alive={0, 1}, placeable={0})
+    assert held == {("t", 0): 1, ("u", 0): 1}  # t-2: broker 2 died
+    assert el.still_held(held, lists, alive={0, 1}, placeable={0, 1}) == {}  # the hold is over
