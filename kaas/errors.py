@@ -19,6 +19,15 @@ class KaasError(Exception):
         self.message = message
 
 
+class NotInTransaction(KaasError):
+    """KIP-890 verification: a transactional batch for a partition its transaction does not
+    hold (or no transaction is ongoing). INVALID_TXN_STATE as raised; Produce v11+ answers
+    TRANSACTION_ABORTABLE instead, as Apache's broker does for clients that know the code."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(ErrorCode.invalid_txn_state, message)
+
+
 class CorruptState(Exception):
     """A state file on the shared volume failed to parse. Never reset: report and refuse."""
 

@@ -49,6 +49,10 @@ class ClusterView:
         self.first_counter: int | None = None  # this incarnation's first (or first after a lapse) heartbeat
         self.doorbell = False  # the inotify doorbell is running
         self.failovers = 0
+        # ElectLeaders' choices, (topic, partition) -> broker, kept by the controller until
+        # its own placement agrees (``Membership._elections``); in memory only: a new
+        # controller places by its own rules, and ElectLeaders may be sent again
+        self.elections: dict[tuple[str, int], int] = {}
         self._wake = trio.Event()
         self._changed = trio.Event()
 

@@ -85,6 +85,9 @@ class AdminHost(Host, Protocol[P]):
     def served_leader(self, topic: str, index: int) -> tuple[int, int]:
         """(leader id, epoch) as Metadata answers it; (-1, epoch) while none serves it."""
 
+    def leader(self, topic: str, index: int) -> tuple[int, int]:
+        """(leader id, epoch) as the assignment places it; (-1, epoch) while it has no live leader."""
+
     async def relinquish(self, part: P) -> None:
         """Stop leading ``part``: persist, close, forget."""
 

@@ -157,6 +157,27 @@ class TopicAdmin:
             return ErrorCode.request_timed_out, f"{count} partitions created; not yet served by every broker"
         return ErrorCode.none, None
 
+    async def reassign(self, name: str, lists: dict[int, tuple[int, ...]], timeout: float) -> bool:
+        """Replace the manual replica lists of partitions of ``name`` (checked before, by
+        ``reassignment.check_target``) in its topic file, then wait up to ``timeout``
+        seconds until each of them is led (and served: opened) by a broker of its new list.
+        Returns False when the time ran out first (the reassignment is then ongoing).
+
+        Raises:
+            OSError: the topic file could not be written (nothing changed).
+        """
+        meta = self.broker.topics.get(name)
+        assert meta is not None
+        await trio.to_thread.run_sync(self.broker.topics.update,
+                                      replace(meta, replica_assignment={**meta.replica_assignment, **lists}))
+        log.info("partitions_reassigned", topic=name, partitions=sorted(lists))
+
+        def moved() -> bool:
+            alive = set(self.broker.alive_brokers())
+            return all(self.broker.served_leader(name, p)[0] in r or not set(r) & alive for p, r in lists.items())
+
+        return await self.wait_served(moved, timeout)
+
     async def alter_topic_configs(self, name: str, new_configs: dict[str, str]) -> None:
         meta = self.broker.topics.get(name)
         assert meta is not None

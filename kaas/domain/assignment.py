@@ -298,6 +298,22 @@ def _even_topics(layout: _Layout, topics: list[str], sticky: set[_Key]) -> None:
                     raise AssertionError("per-topic evening did not converge")
 
 
+def _pinned(topics: Mapping[str, int], registered: list[int], alive: list[int],
+            preferred: Mapping[_Key, tuple[int, ...]], elected: Mapping[_Key, int]) -> dict[_Key, int]:
+    """The partitions whose leader is chosen, not balanced: an elected one (a registered
+    broker the caller checked is alive), else a manual list's first alive broker."""
+    def exists(key: _Key) -> bool:
+        return key[0] in topics and 0 <= key[1] < topics[key[0]]
+
+    pinned = {key: lead for key, lead in elected.items() if lead in registered and exists(key)}
+    alive_set = set(alive)
+    for key, reps in preferred.items():
+        lead = next((b for b in reps if b in alive_set), NO_BROKER)
+        if lead != NO_BROKER and key not in pinned and exists(key):
+            pinned[key] = lead
+    return pinned
+
+
 def balance(
     prev: Assignment | None,
     topics: Mapping[str, int],
@@ -307,6 +323,7 @@ def balance(
     *,
     epoch_floor: Mapping[tuple[str, int], int] | None = None,
     preferred: Mapping[tuple[str, int], tuple[int, ...]] | None = None,
+    elected: Mapping[tuple[str, int], int] | None = None,
 ) -> Assignment:
     """Compute the next assignment from the previous one and the current cluster.
 
@@ -323,6 +340,10 @@ def balance(
             CreatePartitions ``assignments``): such a partition is led by the first alive
             broker of its list and left out of steps 1-4 (the operator placed it); when no
             broker of its list is alive it is balanced like the others.
+        elected: leaders chosen by ElectLeaders (``domain.elections``) per
+            ``(topic, partition)``: such a partition is led by that broker, which the caller
+            checked is alive, even when it is not in ``alive`` (a broker back from the dead
+            that the controller does not place on yet); it overrides ``preferred``.
 
     Returns:
         The new Assignment; equal to ``prev`` (same version) when nothing changed.
@@ -354,14 +375,10 @@ def balance(
 
     layout = _Layout(alive_ids)
     sticky: set[_Key] = set()
-    pinned: dict[_Key, int] = {}
+    pinned = _pinned(topics, rows, alive_ids, preferred or {}, elected or {})
+    keys = [k for k in keys if k not in pinned]
     if alive_ids:
         alive_set = set(alive_ids)
-        for key, reps in (preferred or {}).items():
-            lead = next((b for b in reps if b in alive_set), NO_BROKER)
-            if lead != NO_BROKER and key[0] in topics and 0 <= key[1] < topics[key[0]]:
-                pinned[key] = lead
-        keys = [k for k in keys if k not in pinned]
         for key in keys:
             before = prev_of(key)
             if before is not None and before.leader in alive_set:

@@ -164,6 +164,8 @@ class GroupDescription(TypedDict):
     generation_id: NotRequired[int]  # (not of a group known only by its offsets file)
     leader_id: NotRequired[str | None]
     members: list[MemberDescription]
+    # why a Dead group is not found (DescribeGroups v6+, KIP-1043: GROUP_ID_NOT_FOUND)
+    not_found: NotRequired[str]
 
 
 class GroupState(enum.Enum):
@@ -210,6 +212,7 @@ class JoinReply:
     leader: str
     member_id: str
     members: tuple[JoinMember, ...] = ()
+    skip_assignment: bool = False  # JoinGroup v9+: the leader is told it leads, but not to assign
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,6 +418,8 @@ class Group:
         protocols: Iterable[tuple[str, bytes]],
         require_known_member: bool,
         request_key: Hashable,
+        *,
+        skip_assignment_ok: bool = False,
     ) -> list[Effect]:
         """JoinGroup.
 
@@ -430,6 +435,9 @@ class Group:
             protocols: ``(name, metadata)`` in the member's preference order.
             require_known_member: True for JoinGroup v4+ (KIP-394).
             request_key: identifies this request in the ``JoinReply`` that answers it.
+            skip_assignment_ok: True for JoinGroup v9+ (KIP-814): a static leader that
+                rejoins a Stable group unchanged is told it leads, with the members, and
+                to skip the assignment; before v9 it is not told it leads.
 
         Returns:
             Effects. The reply to this request may be among them (an error, KIP-394's
@@ -457,7 +465,8 @@ class Group:
             if group_instance_id is not None:
                 old_id = self._static.get(group_instance_id)
                 if old_id is not None:
-                    return self._replace_static_member(now_ms, old_id, new_id, *fields)
+                    return self._replace_static_member(now_ms, old_id, new_id, *fields,
+                                                       skip_assignment_ok=skip_assignment_ok)
                 return self._add_member(now_ms, new_id, group_instance_id, *fields)
             if require_known_member:
                 self._pending[new_id] = now_ms + session_timeout_ms
@@ -1076,6 +1085,8 @@ class Group:
         protocol_type: str,
         protos: tuple[tuple[str, bytes], ...],
         request_key: Hashable,
+        *,
+        skip_assignment_ok: bool = False,
     ) -> list[Effect]:
         effects: list[Effect] = []
         old_leader = self._leader_id
@@ -1113,10 +1124,12 @@ class Group:
 
         if self._state is _STABLE:
             if self._select_protocol() == self._protocol_name:
-                # No rebalance. Report the leader as it was before the replacement, so that
-                # a replaced leader does not run a trivial assignment a Stable group would
-                # never broadcast (Apache's rule).
+                # No rebalance. Before v9, report the leader as it was before the
+                # replacement, so that a replaced leader does not run a trivial assignment
+                # a Stable group would never broadcast (Apache's rule); from v9 (KIP-814)
+                # the leader learns it leads, with the members, and skips the assignment.
                 new.join_key = None
+                skip = skip_assignment_ok and self._leader_id == new_id
                 effects.append(
                     JoinReply(
                         request_key=request_key,
@@ -1124,9 +1137,10 @@ class Group:
                         generation_id=self._generation_id,
                         protocol_type=self._protocol_type,
                         protocol_name=self._protocol_name,
-                        leader=old_leader or "",
+                        leader=(self._leader_id or "") if skip_assignment_ok else (old_leader or ""),
                         member_id=new_id,
-                        members=(),
+                        members=self._join_members() if skip else (),
+                        skip_assignment=skip,
                     )
                 )
                 return effects

@@ -89,6 +89,7 @@ from kaas.handlers import (  # noqa: E402
     add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
+    alter_partition_reassignments,
     alter_share_group_offsets,
     alter_user_scram_credentials,
     api_versions,
@@ -108,11 +109,13 @@ from kaas.handlers import (  # noqa: E402
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_producers,
     describe_share_group_offsets,
     describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -124,6 +127,7 @@ from kaas.handlers import (  # noqa: E402
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     offset_commit,
@@ -162,6 +166,7 @@ _MODULES: tuple[HandlerModule, ...] = (
     initialize_share_group_state, read_share_group_state, delete_share_group_state, read_share_group_state_summary,
     describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,
     update_features, describe_client_quotas, alter_client_quotas,
+    describe_log_dirs, elect_leaders, alter_partition_reassignments, list_partition_reassignments,
 )
 
 

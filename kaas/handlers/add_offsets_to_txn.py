@@ -1,5 +1,6 @@
 """AddOffsetsToTxn (25): record that the transaction will commit offsets of a group, so
-that EndTxn's offset hook commits or discards that group's staged offsets (KIP-447)."""
+that EndTxn's offset hook commits or discards that group's staged offsets (KIP-447).
+v4 only allows the answer TRANSACTION_ABORTABLE (KIP-890), which kaas never gives here."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ from kaas.handlers._txn_common import coordinator
 from kaas.wire import codec
 
 if TYPE_CHECKING:
-    from kio.schema.add_offsets_to_txn import v0, v1, v2, v3
+    from kio.schema.add_offsets_to_txn import v0, v1, v2, v3, v4
 
     from kaas.handlers import Context
 
     AddOffsetsToTxnRequest: TypeAlias = (v0.AddOffsetsToTxnRequest | v1.AddOffsetsToTxnRequest
-                                         | v2.AddOffsetsToTxnRequest | v3.AddOffsetsToTxnRequest)
+                                         | v2.AddOffsetsToTxnRequest | v3.AddOffsetsToTxnRequest
+                                         | v4.AddOffsetsToTxnRequest)
 
 API_KEY = 25
-VERSIONS = (0, 3)
+VERSIONS = (0, 4)
 
 
 async def handle(ctx: Context, req: AddOffsetsToTxnRequest) -> bytes:

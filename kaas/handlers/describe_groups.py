@@ -1,4 +1,6 @@
-"""DescribeGroups (15)."""
+"""DescribeGroups (15): classic groups. A group that does not exist, was deleted, or is
+not a classic group (a consumer or share group) answers state Dead; from v6 (KIP-1043)
+with GROUP_ID_NOT_FOUND and Apache's message, before v6 with no error."""
 
 from __future__ import annotations
 
@@ -10,16 +12,18 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, OPS_NOT_ASKED, Op, authorize, authorized_operations
 
 if TYPE_CHECKING:
-    from kio.schema.describe_groups import v0, v1, v2, v3, v4, v5
+    from kio.schema.describe_groups import v0, v1, v2, v3, v4, v5, v6
 
     from kaas.handlers import Context
 
     DescribeGroupsRequest: TypeAlias = (v0.DescribeGroupsRequest | v1.DescribeGroupsRequest
                                         | v2.DescribeGroupsRequest | v3.DescribeGroupsRequest
-                                        | v4.DescribeGroupsRequest | v5.DescribeGroupsRequest)
+                                        | v4.DescribeGroupsRequest | v5.DescribeGroupsRequest
+                                        | v6.DescribeGroupsRequest)
 
 API_KEY = 15
-VERSIONS = (0, 5)
+VERSIONS = (0, 6)
+NOT_FOUND_FROM = 6  # the first version that answers GROUP_ID_NOT_FOUND (KIP-1043)
 
 
 async def handle(ctx: Context, req: DescribeGroupsRequest) -> dict[str, object]:
@@ -35,6 +39,11 @@ async def handle(ctx: Context, req: DescribeGroupsRequest) -> dict[str, object]:
         except KaasError as exc:
             out.append({"error_code": exc.code, "group_id": gid, "group_state": "", "protocol_type": "",
                         "protocol_data": "", "members": []})
+            continue
+        if "not_found" in d and ctx.api_version >= NOT_FOUND_FROM:
+            out.append({"error_code": ErrorCode.group_id_not_found, "error_message": d["not_found"],
+                        "group_id": gid, "group_state": "Dead", "protocol_type": "", "protocol_data": "",
+                        "members": [], "authorized_operations": OPS_NOT_ASKED})
             continue
         out.append({
             "error_code": ErrorCode.none, "group_id": gid, "group_state": d["state"],

@@ -1,7 +1,12 @@
 """EndTxn (26): commit or abort, two-phase (prepare, markers, complete). Answers once
 Prepare* is durable, as Apache answers once PrepareCommit/PrepareAbort is written; the
 markers and the Complete* transition follow in the coordinator's background task, which
-every later request of the same transactional id waits for."""
+every later request of the same transactional id waits for.
+
+v4 only lets the coordinator answer TRANSACTION_ABORTABLE (KIP-890 part 1), which kaas's
+never does. v5 is transaction.version 2 (KIP-890 part 2: the epoch bumped at every
+transaction end, the new producer id and epoch in the answer); Apache's client sends it
+only when transaction.version 2 is finalized, and kaas implements version 1 only."""
 
 from __future__ import annotations
 
@@ -15,14 +20,15 @@ from kaas.handlers._txn_common import coordinator
 from kaas.wire import codec
 
 if TYPE_CHECKING:
-    from kio.schema.end_txn import v0, v1, v2, v3
+    from kio.schema.end_txn import v0, v1, v2, v3, v4
 
     from kaas.handlers import Context
 
-    EndTxnRequest: TypeAlias = v0.EndTxnRequest | v1.EndTxnRequest | v2.EndTxnRequest | v3.EndTxnRequest
+    EndTxnRequest: TypeAlias = (v0.EndTxnRequest | v1.EndTxnRequest | v2.EndTxnRequest | v3.EndTxnRequest
+                                 | v4.EndTxnRequest)
 
 API_KEY = 26
-VERSIONS = (0, 3)
+VERSIONS = (0, 4)
 
 
 async def handle(ctx: Context, req: EndTxnRequest) -> bytes:

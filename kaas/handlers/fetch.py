@@ -1,6 +1,13 @@
 """Fetch (1): whole batches up to the high watermark (read_uncommitted) or the last stable
 offset (read_committed), KIP-74 byte caps, long-poll on max_wait/min_bytes. Fetch sessions
-are answered with session_id 0 (no session), listing every requested partition."""
+are answered with session_id 0 (no session), listing every requested partition.
+
+v13+ names topics by id (KIP-516): an id no topic has answers UNKNOWN_TOPIC_ID. A partition
+this broker does not lead answers NOT_LEADER_OR_FOLLOWER with its current leader and epoch
+(v12+) and, from v16, that leader's endpoint (KIP-951), so the client need not ask Metadata.
+The follower fields (v15's ReplicaState, v17's replica directory id, v18's follower high
+watermark) belong to Apache's replication, which the shared volume replaces: a fetch that
+names a replica still needs CLUSTER_ACTION, and is answered as a consumer's."""
 
 from __future__ import annotations
 
@@ -15,21 +22,34 @@ from kaas.handlers._auth import CLUSTER, TOPIC, Op, authorize
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
-    from kio.schema.fetch import v4, v5, v6, v7, v8, v9, v10, v11, v12
+    from kio.schema.fetch import v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16, v17, v18
 
+    from kaas.broker import Broker
     from kaas.handlers import Context
 
     FetchRequest: TypeAlias = (v4.FetchRequest | v5.FetchRequest | v6.FetchRequest | v7.FetchRequest
                                | v8.FetchRequest | v9.FetchRequest | v10.FetchRequest | v11.FetchRequest
-                               | v12.FetchRequest)
+                               | v12.FetchRequest | v13.FetchRequest | v14.FetchRequest | v15.FetchRequest
+                               | v16.FetchRequest | v17.FetchRequest | v18.FetchRequest)
 
 API_KEY = 1
-VERSIONS = (4, 12)
+VERSIONS = (4, 18)
+TOPIC_IDS_FROM, LEADER_HINT_FROM, ENDPOINTS_FROM = 13, 12, 16
 
 log = structlog.get_logger()
 
 
-def _collect(ctx: Context, req: FetchRequest, first_pass: bool) -> tuple[list[dict[str, object]], int, bool]:
+def _leader_hint(broker: Broker, topic: str, index: int, p: dict[str, object], leaders: set[int]) -> None:
+    """KIP-951: the partition's current leader in its NOT_LEADER_OR_FOLLOWER answer; the
+    leader's id joins ``leaders`` (whose endpoints a v16+ answer carries)."""
+    leader, epoch = broker.served_leader(topic, index)
+    p["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
+    if leader >= 0:
+        leaders.add(leader)
+
+
+def _collect(ctx: Context, req: FetchRequest,
+             leaders: set[int]) -> tuple[list[dict[str, object]], int, bool]:
     broker = ctx.broker
     read_committed = req.isolation_level == 1
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
@@ -38,23 +58,30 @@ def _collect(ctx: Context, req: FetchRequest, first_pass: bool) -> tuple[list[di
     out: list[dict[str, object]] = []
     # Apache: a follower's fetch (a replica id) needs CLUSTER_ACTION; kaas brokers send none
     follower = max(getattr(req, "replica_id", -1), getattr(getattr(req, "replica_state", None), "replica_id", -1)) >= 0
+    by_id = ctx.api_version >= TOPIC_IDS_FROM
     for ft in req.topics:
         parts: list[dict[str, object]] = []
-        out.append({"topic": ft.topic, "partitions": parts})
-        allowed = authorize(ctx, Op.CLUSTER_ACTION, CLUSTER) if follower else authorize(ctx, Op.READ, TOPIC, ft.topic)
+        topic_id = getattr(ft, "topic_id", None)
+        name = broker.topics.name_of(topic_id) if by_id else getattr(ft, "topic", None)
+        out.append({"topic": name or "", "topic_id": topic_id, "partitions": parts})
+        if name is None:  # an id no topic has (v13+)
+            parts.extend(_blank(fp.partition, ErrorCode.unknown_topic_id) for fp in ft.partitions)
+            errors = True
+            continue
+        allowed = authorize(ctx, Op.CLUSTER_ACTION, CLUSTER) if follower else authorize(ctx, Op.READ, TOPIC, name)
         for fp in ft.partitions:
-            p: dict[str, object] = {"partition_index": fp.partition, "error_code": ErrorCode.none, "high_watermark": -1,
-                                    "last_stable_offset": -1, "log_start_offset": -1,
-                                    "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+            p = _blank(fp.partition, ErrorCode.none)
             parts.append(p)
             if not allowed:
                 p["error_code"] = ErrorCode.topic_authorization_failed
                 errors = True
                 continue
             try:
-                part = broker.get_partition(ft.topic, fp.partition)
+                part = broker.get_partition(name, fp.partition)
             except KaasError as exc:
                 p["error_code"] = exc.code
+                if exc.code == ErrorCode.not_leader_or_follower and ctx.api_version >= LEADER_HINT_FROM:
+                    _leader_hint(broker, name, fp.partition, p, leaders)
                 errors = True
                 continue
             epoch_req = getattr(fp, "current_leader_epoch", -1)
@@ -83,7 +110,7 @@ def _collect(ctx: Context, req: FetchRequest, first_pass: bool) -> tuple[list[di
             try:
                 res = part.read(off, cap, limit, min_one=(total == 0))
             except OSError as exc:  # a failing disk: the partition's error, not the connection's
-                log.error("fetch_read_failed", topic=ft.topic, partition=fp.partition, error=str(exc))
+                log.error("fetch_read_failed", topic=name, partition=fp.partition, error=str(exc))
                 p["error_code"] = ErrorCode.kafka_storage_error
                 errors = True
                 continue
@@ -95,11 +122,18 @@ def _collect(ctx: Context, req: FetchRequest, first_pass: bool) -> tuple[list[di
     return out, total, errors
 
 
+def _blank(index: int, code: ErrorCode) -> dict[str, object]:
+    return {"partition_index": index, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
+            "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+
+
 async def handle(ctx: Context, req: FetchRequest) -> dict[str, object]:
     max_wait = ms(req.max_wait) / 1000
     deadline = trio.current_time() + max(0.0, max_wait)
+    leaders: set[int] = set()
     while True:
-        responses, total, errors = _collect(ctx, req, True)
+        leaders.clear()
+        responses, total, errors = _collect(ctx, req, leaders)
         # Like Apache: min_bytes <= 0 answers at once, even with no data.
         if total >= req.min_bytes or errors or trio.current_time() >= deadline:
             break
@@ -107,4 +141,10 @@ async def handle(ctx: Context, req: FetchRequest) -> dict[str, object]:
             await ctx.broker.wait_for_data()
         if ctx.broker.draining:
             break
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}
+    endpoints = []
+    if leaders and ctx.api_version >= ENDPOINTS_FROM:
+        infos = (ctx.broker.broker_info(b, ctx.session.listener) for b in sorted(leaders))
+        endpoints = [{"node_id": i.node_id, "host": i.host, "port": i.port, "rack": i.rack}
+                     for i in infos if i is not None]
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses,
+            "node_endpoints": endpoints}

@@ -1,5 +1,10 @@
 """InitProducerId (22): a fresh PID at epoch 0 for idempotent producers; transactional ids
-go to the transaction coordinator."""
+go to the transaction coordinator.
+
+v5 only lets the broker answer TRANSACTION_ABORTABLE (KIP-890), which kaas never does
+here. v6 (KIP-939 two-phase commit: Enable2Pc, KeepPreparedTxn, the ongoing transaction's
+producer id and epoch in the answer) is marked unstable in Apache 4.4, whose brokers do
+not advertise it, and kaas has no prepared-transaction recovery: not served."""
 
 from __future__ import annotations
 
@@ -13,16 +18,16 @@ from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize, authorize
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
-    from kio.schema.init_producer_id import v0, v1, v2, v3, v4
+    from kio.schema.init_producer_id import v0, v1, v2, v3, v4, v5
 
     from kaas.handlers import Context
 
     InitProducerIdRequest: TypeAlias = (v0.InitProducerIdRequest | v1.InitProducerIdRequest
                                         | v2.InitProducerIdRequest | v3.InitProducerIdRequest
-                                        | v4.InitProducerIdRequest)
+                                        | v4.InitProducerIdRequest | v5.InitProducerIdRequest)
 
 API_KEY = 22
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 
 log = structlog.get_logger()
 

@@ -1,5 +1,12 @@
 """ListOffsets (2): earliest (-2), latest (-1, the LSO under read_committed), max timestamp
-(-3) and by timestamp."""
+(-3, v7+) and by timestamp.
+
+The tiered-storage specs answer as Apache's broker does with remote storage off, which is
+kaas's case (every byte of a partition is on the shared volume, none tiered): earliest
+local (-4, v8+) is the log start offset; latest tiered (-5, v9+) and earliest pending
+upload (-6, v11+) find nothing (offset -1, timestamp -1, leader epoch -1). v10's
+``timeout`` bounds Apache's wait on remote storage; kaas never reads remote storage, so
+every answer is immediate and it is not used."""
 
 from __future__ import annotations
 
@@ -11,18 +18,21 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import TOPIC, Op, authorize
 
 if TYPE_CHECKING:
-    from kio.schema.list_offsets import v1, v2, v3, v4, v5, v6, v7
+    from kio.schema.list_offsets import v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11
 
     from kaas.handlers import Context
 
     ListOffsetsRequest: TypeAlias = (v1.ListOffsetsRequest | v2.ListOffsetsRequest | v3.ListOffsetsRequest
                                      | v4.ListOffsetsRequest | v5.ListOffsetsRequest | v6.ListOffsetsRequest
-                                     | v7.ListOffsetsRequest)
+                                     | v7.ListOffsetsRequest | v8.ListOffsetsRequest | v9.ListOffsetsRequest
+                                     | v10.ListOffsetsRequest | v11.ListOffsetsRequest)
 
 API_KEY = 2
-VERSIONS = (1, 7)
+VERSIONS = (1, 11)
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
+NOTHING_TIERED = (LATEST_TIERED, EARLIEST_PENDING_UPLOAD)  # no remote storage: nothing to find
 
 
 async def handle(ctx: Context, req: ListOffsetsRequest) -> dict[str, object]:
@@ -50,9 +60,11 @@ async def handle(ctx: Context, req: ListOffsetsRequest) -> dict[str, object]:
                 out["error_code"] = (ErrorCode.fenced_leader_epoch if want < part.epoch
                                      else ErrorCode.unknown_leader_epoch)
                 continue
-            out["leader_epoch"] = part.epoch
             ts = p.timestamp
-            if ts == EARLIEST:
+            if ts in NOTHING_TIERED:
+                continue  # (offset, timestamp and leader epoch stay -1)
+            out["leader_epoch"] = part.epoch
+            if ts in (EARLIEST, EARLIEST_LOCAL):
                 out["offset"] = part.log_start_offset
             elif ts == LATEST:
                 out["offset"] = part.last_stable_offset if read_committed else part.high_watermark

@@ -2,7 +2,9 @@
 
 Each partition lists as many replicas as its topic's replication factor, the leader first,
 with the live ones in the ISR and the dead ones in offline_replicas (``kaas.domain.replicas``).
-A partition without a live leader answers LEADER_NOT_AVAILABLE and still lists replicas."""
+A partition without a live leader answers LEADER_NOT_AVAILABLE and still lists replicas.
+v13's top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED, for a client whose brokers all
+left the cluster) is always NONE: every kaas broker answers for the whole cluster."""
 
 from __future__ import annotations
 
@@ -15,17 +17,18 @@ from kaas.handlers._auth import CLUSTER, OPS_NOT_ASKED, TOPIC, Op, authorize, au
 from kaas.handlers._partitions import partition_row
 
 if TYPE_CHECKING:
-    from kio.schema.metadata import v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12
+    from kio.schema.metadata import v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13
 
     from kaas.handlers import Context
 
     MetadataRequest: TypeAlias = (v0.MetadataRequest | v1.MetadataRequest | v2.MetadataRequest | v3.MetadataRequest
                                   | v4.MetadataRequest | v5.MetadataRequest | v6.MetadataRequest
                                   | v7.MetadataRequest | v8.MetadataRequest | v9.MetadataRequest
-                                  | v10.MetadataRequest | v11.MetadataRequest | v12.MetadataRequest)
+                                  | v10.MetadataRequest | v11.MetadataRequest | v12.MetadataRequest
+                                  | v13.MetadataRequest)
 
 API_KEY = 3
-VERSIONS = (0, 12)
+VERSIONS = (0, 13)
 
 log = structlog.get_logger()
 
@@ -86,6 +89,7 @@ async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
         "cluster_id": broker.settings.cluster_id,
         "controller_id": broker.controller_id(ctx.session.listener),
         "topics": topics,
+        "error_code": ErrorCode.none,
         "cluster_authorized_operations": authorized_operations(ctx, CLUSTER)
         if getattr(req, "include_cluster_authorized_operations", False) else OPS_NOT_ASKED,
     }

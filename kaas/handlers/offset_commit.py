@@ -1,9 +1,14 @@
 """OffsetCommit (8): validated against the group's generation (a consumer-protocol
-group's member epoch, v9+), then persisted."""
+group's member epoch, v9+), then persisted.
+
+v10 (KIP-848) names topics by id instead of name: each id is resolved to the topic that
+has it now, offsets are kept by name as for every other version (so OffsetFetch of any
+version reads them), and an id no topic has answers UNKNOWN_TOPIC_ID. The answer names
+each topic as the request did."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
@@ -12,27 +17,45 @@ from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 from kaas.storage.offset_store import Committed
 
 if TYPE_CHECKING:
-    from kio.schema.offset_commit import v2, v3, v4, v5, v6, v7, v8, v9
+    from collections.abc import Sequence
+
+    from kio.schema.offset_commit import v2, v3, v4, v5, v6, v7, v8, v9, v10
 
     from kaas.handlers import Context
+    from kaas.storage.topics import TopicStore
 
     OffsetCommitRequest: TypeAlias = (v2.OffsetCommitRequest | v3.OffsetCommitRequest | v4.OffsetCommitRequest
                                       | v5.OffsetCommitRequest | v6.OffsetCommitRequest | v7.OffsetCommitRequest
-                                      | v8.OffsetCommitRequest | v9.OffsetCommitRequest)
+                                      | v8.OffsetCommitRequest | v9.OffsetCommitRequest | v10.OffsetCommitRequest)
 
 API_KEY = 8
-VERSIONS = (2, 9)
+VERSIONS = (2, 10)
+TOPIC_IDS_FROM = 10
 
 
-def partition_offsets(req: OffsetCommitRequest, now: int) -> dict[tuple[str, int], Committed]:
-    return {(t.name, p.partition_index): Committed(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                                   p.committed_metadata, now)
-            for t in req.topics for p in t.partitions}
+def topic_names(req: OffsetCommitRequest, topics: TopicStore) -> list[str | None]:
+    """Each request topic's name, in order: its name (v2-9), or the name of the topic with
+    its id (v10; None when no topic has it)."""
+    if req.__version__ >= TOPIC_IDS_FROM:
+        return [topics.name_of(getattr(t, "topic_id", None)) for t in req.topics]
+    return [getattr(t, "name", None) for t in req.topics]
+
+
+def partition_offsets(req: OffsetCommitRequest, names: list[str | None], now: int) -> dict[tuple[str, int], Committed]:
+    topics: Sequence[Any] = req.topics  # (each version's topic class)
+    return {(name, p.partition_index): Committed(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                                 p.committed_metadata, now)
+            for i, t in enumerate(topics) if (name := names[i]) is not None for p in t.partitions}
+
+
+def _topic(t: object, partitions: list[dict[str, object]]) -> dict[str, object]:
+    """An answer topic named as the request named it (name, or id from v10)."""
+    return {"name": getattr(t, "name", ""), "topic_id": getattr(t, "topic_id", None), "partitions": partitions}
 
 
 def answer(req: OffsetCommitRequest, code: ErrorCode) -> list[dict[str, object]]:
-    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                            for p in t.partitions]} for t in req.topics]
+    return [_topic(t, [{"partition_index": p.partition_index, "error_code": code} for p in t.partitions])
+            for t in req.topics]
 
 
 async def handle(ctx: Context, req: OffsetCommitRequest) -> dict[str, object]:
@@ -40,23 +63,28 @@ async def handle(ctx: Context, req: OffsetCommitRequest) -> dict[str, object]:
     known = ctx.broker.topics
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
         return {"throttle_time": 0, "topics": answer(req, ErrorCode.group_authorization_failed)}
-    denied = {t.name for t in req.topics if not authorize(ctx, Op.READ, TOPIC, t.name)}
+    names = topic_names(req, known)
+    denied = {n for n in names if n is not None and not authorize(ctx, Op.READ, TOPIC, n)}
     try:
         code = await ctx.broker.groups.commit(
             req.group_id, member_id=req.member_id or "", group_instance_id=getattr(req, "group_instance_id", None),
             generation_id=generation, api_version=ctx.api_version,
-            offsets={tp: c for tp, c in partition_offsets(req, ctx.broker.clock.wall_ms()).items()
+            offsets={tp: c for tp, c in partition_offsets(req, names, ctx.broker.clock.wall_ms()).items()
                      if known.get(tp[0]) is not None and tp[0] not in denied})
     except KaasError as exc:
         code = exc.code
     out: list[dict[str, object]] = []
-    for t in req.topics:
-        if t.name in denied:
+    topics: Sequence[Any] = req.topics  # (each version's topic class)
+    for i, t in enumerate(topics):
+        name = names[i]
+        if name is None:
+            topic_code = ErrorCode.unknown_topic_id
+        elif name in denied:
             topic_code = ErrorCode.topic_authorization_failed
-        elif code == ErrorCode.none and known.get(t.name) is None:
+        elif code == ErrorCode.none and known.get(name) is None:
             topic_code = ErrorCode.unknown_topic_or_partition
         else:
             topic_code = code
-        out.append({"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": topic_code}
-                                                   for p in t.partitions]})
+        out.append(_topic(t, [{"partition_index": p.partition_index, "error_code": topic_code}
+                              for p in t.partitions]))
     return {"throttle_time": 0, "topics": out}

@@ -1,18 +1,23 @@
 """OffsetFetch (9): committed offsets of one group (v1-7) or several (v8+).
 With require_stable, partitions with staged transactional offsets answer
-UNSTABLE_OFFSET_COMMIT so the client retries once the transaction completes."""
+UNSTABLE_OFFSET_COMMIT so the client retries once the transaction completes.
+
+v10 (KIP-848) names topics by id: each id asked for is resolved to the topic that has it
+now (UNKNOWN_TOPIC_ID when none does), and every answer topic carries its id; asked for
+all of a group's offsets, topics that no longer exist are left out (they have no id)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
 from kio.schema.errors import ErrorCode
-from kio.schema.offset_fetch import v8, v9
+from kio.schema.offset_fetch import v8, v9, v10
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 
 if TYPE_CHECKING:
+    import uuid
     from collections.abc import Sequence
 
     from kio.schema.offset_fetch import v1, v2, v3, v4, v5, v6, v7
@@ -21,17 +26,14 @@ if TYPE_CHECKING:
 
     OffsetFetchRequest: TypeAlias = (v1.OffsetFetchRequest | v2.OffsetFetchRequest | v3.OffsetFetchRequest
                                      | v4.OffsetFetchRequest | v5.OffsetFetchRequest | v6.OffsetFetchRequest
-                                     | v7.OffsetFetchRequest | v8.OffsetFetchRequest | v9.OffsetFetchRequest)
+                                     | v7.OffsetFetchRequest | v8.OffsetFetchRequest | v9.OffsetFetchRequest
+                                     | v10.OffsetFetchRequest)
 
 
 
-class _Topic(Protocol):
-    """A topic of the request, of any version (``OffsetFetchRequestTopic(s)``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def partition_indexes(self) -> Sequence[int]: ...
+# A topic asked for: (its name, None when its id (v10) names no topic; its id (v10) or
+# None; the partitions)
+_Asked: TypeAlias = "tuple[str | None, uuid.UUID | None, Sequence[int]]"
 
 
 class _PartitionAnswer(TypedDict):
@@ -44,15 +46,32 @@ class _PartitionAnswer(TypedDict):
 
 class _TopicAnswer(TypedDict):
     name: str
+    topic_id: uuid.UUID | None
     partitions: list[_PartitionAnswer]
 
 
 API_KEY = 9
-VERSIONS = (1, 9)
-_GROUPS = (v8.OffsetFetchRequest, v9.OffsetFetchRequest)  # the versions that ask for several groups (v8+)
+VERSIONS = (1, 10)
+TOPIC_IDS_FROM = 10
+# the versions that ask for several groups (v8+)
+_GROUPS = (v8.OffsetFetchRequest, v9.OffsetFetchRequest, v10.OffsetFetchRequest)
 
 
-async def _one(ctx: Context, group_id: str, topics: Sequence[_Topic] | None,
+def _asked(ctx: Context, topics: Sequence[Any] | None) -> list[_Asked] | None:
+    """The request's topics as (name, id, partitions): by name (v1-9) or by id (v10)."""
+    if topics is None:
+        return None
+    if ctx.api_version >= TOPIC_IDS_FROM:
+        return [(ctx.broker.topics.name_of(t.topic_id), t.topic_id, t.partition_indexes) for t in topics]
+    return [(t.name, None, t.partition_indexes) for t in topics]
+
+
+def _blank(partitions: Sequence[int], code: ErrorCode) -> list[_PartitionAnswer]:
+    return [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": code} for p in partitions]
+
+
+async def _one(ctx: Context, group_id: str, topics: Sequence[Any] | None,
                require_stable: bool, member_id: str | None = None,
                member_epoch: int = -1) -> tuple[ErrorCode, list[_TopicAnswer]]:
     """(group-level error, topics). ``member_id``/``member_epoch`` (v9+) are checked
@@ -63,28 +82,28 @@ async def _one(ctx: Context, group_id: str, topics: Sequence[_Topic] | None,
     mistake for "nothing committed"."""
     if not authorize(ctx, Op.DESCRIBE, GROUP, group_id):
         return ErrorCode.group_authorization_failed, []
+    asked = _asked(ctx, topics)
     wanted = None
     denied: set[str] = set()
-    if topics is not None:
-        denied = {t.name for t in topics if not authorize(ctx, Op.DESCRIBE, TOPIC, t.name)}
-        wanted = [(t.name, p) for t in topics for p in t.partition_indexes if t.name not in denied]
+    if asked is not None:
+        denied = {n for n, _, _ in asked if n is not None and not authorize(ctx, Op.DESCRIBE, TOPIC, n)}
+        wanted = [(n, p) for n, _, ps in asked for p in ps if n is not None and n not in denied]
     try:
         committed, pending = await ctx.broker.groups.fetch(group_id, wanted, require_stable,
                                                            member_id=member_id, member_epoch=member_epoch)
     except KaasError as exc:
-        if topics is None or ctx.api_version >= 2:
+        if asked is None or ctx.api_version >= 2:
             return exc.code, []
-        return exc.code, [{"name": t.name, "partitions": [
-            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
-             "error_code": exc.code} for p in t.partition_indexes]} for t in topics]
+        return exc.code, [{"name": n or "", "topic_id": i, "partitions": _blank(ps, exc.code)} for n, i, ps in asked]
+    out: list[_TopicAnswer] = []
     by_topic: dict[str, list[_PartitionAnswer]] = {}
-    for t in topics or ():
-        if t.name in denied:
-            by_topic[t.name] = [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
-                                 "metadata": "", "error_code": ErrorCode.topic_authorization_failed}
-                                for p in t.partition_indexes]
+    for name, topic_id, ps in asked or ():
+        if name is None:  # an id no topic has (v10)
+            out.append({"name": "", "topic_id": topic_id, "partitions": _blank(ps, ErrorCode.unknown_topic_id)})
+        elif name in denied:
+            by_topic[name] = _blank(ps, ErrorCode.topic_authorization_failed)
     for (topic, part), c in committed.items():
-        if topics is None and not authorize(ctx, Op.DESCRIBE, TOPIC, topic):
+        if asked is None and not authorize(ctx, Op.DESCRIBE, TOPIC, topic):
             continue  # all of the group's offsets: only the topics the principal may describe
         entry: _PartitionAnswer = {"partition_index": part, "committed_offset": -1, "committed_leader_epoch": -1,
                                    "metadata": "", "error_code": ErrorCode.none}
@@ -94,8 +113,13 @@ async def _one(ctx: Context, group_id: str, topics: Sequence[_Topic] | None,
             entry["committed_offset"], entry["committed_leader_epoch"] = c.offset, c.leader_epoch
             entry["metadata"] = c.metadata if c.metadata is not None else ""
         by_topic.setdefault(topic, []).append(entry)
-    return ErrorCode.none, [{"name": t, "partitions": sorted(ps, key=lambda e: e["partition_index"])}
-                            for t, ps in by_topic.items()]
+    for t, parts in by_topic.items():
+        meta = ctx.broker.topics.get(t)
+        if ctx.api_version >= TOPIC_IDS_FROM and meta is None:
+            continue  # a topic that no longer exists has no id to name it by (v10)
+        out.append({"name": t, "topic_id": meta.topic_id if meta is not None else None,
+                    "partitions": sorted(parts, key=lambda e: e["partition_index"])})
+    return ErrorCode.none, out
 
 
 async def handle(ctx: Context, req: OffsetFetchRequest) -> dict[str, object]:

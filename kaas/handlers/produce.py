@@ -10,7 +10,13 @@ and the response carries that time (-1 otherwise).
 
 A request that carries a transactional batch but no transactional id is refused whole
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, nothing appended), as Apache
-refuses it before looking at any partition."""
+refuses it before looking at any partition.
+
+A transactional batch for a partition its transaction does not hold answers
+INVALID_TXN_STATE, and TRANSACTION_ABORTABLE from v11 (KIP-890 part 1's new code). v12
+and v13 are not served: Apache's broker treats a transactional Produce v12+ as adding its
+partitions to the transaction (KIP-890 part 2, transaction.version 2), which kaas does
+not do yet (docs/compatibility.rst)."""
 
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas import configs
 from kaas.domain import replicas
-from kaas.errors import KaasError
+from kaas.errors import KaasError, NotInTransaction
 from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize
 from kaas.wire import batch as wb
 from kaas.wire import validate as wv
@@ -30,7 +36,7 @@ from kaas.wire.compress import CODECS
 from kaas.wire.produce_answer import PartitionAnswer, TopicAnswer, produce_body
 
 if TYPE_CHECKING:
-    from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10
+    from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11
 
     from kaas.broker import Broker
     from kaas.broker.partition import Partition
@@ -40,10 +46,12 @@ if TYPE_CHECKING:
     from kaas.storage.topics import TopicMeta
 
     ProduceRequest: TypeAlias = (v3.ProduceRequest | v4.ProduceRequest | v5.ProduceRequest | v6.ProduceRequest
-                                 | v7.ProduceRequest | v8.ProduceRequest | v9.ProduceRequest | v10.ProduceRequest)
+                                 | v7.ProduceRequest | v8.ProduceRequest | v9.ProduceRequest | v10.ProduceRequest
+                                 | v11.ProduceRequest)
 
 API_KEY = 0
-VERSIONS = (3, 10)
+VERSIONS = (3, 11)
+ABORTABLE_FROM = 11  # the first version told TRANSACTION_ABORTABLE (KIP-890)
 
 log = structlog.get_logger()
 
@@ -190,7 +198,9 @@ async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes
                     result = await part.produce(records, header, req.transactional_id,
                                                 log_append_time=log_append_time)
                 except KaasError as exc:
-                    out["error_code"] = exc.code
+                    out["error_code"] = (ErrorCode.transaction_abortable
+                                         if isinstance(exc, NotInTransaction) and ctx.api_version >= ABORTABLE_FROM
+                                         else exc.code)
                     out["error_message"] = exc.message
                     continue
                 except wb.BatchError as exc:

@@ -4,7 +4,12 @@ invisible to OffsetFetch until the transaction's offset hook commits them.
 A stale producer answers INVALID_PRODUCER_EPOCH (47) (librdkafka
 treats 90 here as merely abortable). The epoch is checked against the slot file when this
 broker also coordinates the transactional id; otherwise it is trusted, as Apache's group
-coordinator does without KIP-890 part 2."""
+coordinator does without KIP-890 part 2.
+
+v4 only allows the answer TRANSACTION_ABORTABLE (KIP-890 part 1). v5 is transaction.version
+2 (the request also adds the group's offsets partition to the transaction, as
+AddOffsetsToTxn does); Apache's client sends v5+ only when transaction.version 2 is
+finalized, which kaas does not do (version 1 only). v6 (topic ids) is beyond kio 0.6.5."""
 
 from __future__ import annotations
 
@@ -18,15 +23,16 @@ from kaas.handlers._txn_common import partition_exists
 from kaas.storage.offset_store import Committed
 
 if TYPE_CHECKING:
-    from kio.schema.txn_offset_commit import v0, v1, v2, v3
+    from kio.schema.txn_offset_commit import v0, v1, v2, v3, v4
 
     from kaas.handlers import Context
 
     TxnOffsetCommitRequest: TypeAlias = (v0.TxnOffsetCommitRequest | v1.TxnOffsetCommitRequest
-                                         | v2.TxnOffsetCommitRequest | v3.TxnOffsetCommitRequest)
+                                         | v2.TxnOffsetCommitRequest | v3.TxnOffsetCommitRequest
+                                         | v4.TxnOffsetCommitRequest)
 
 API_KEY = 28
-VERSIONS = (0, 3)
+VERSIONS = (0, 4)
 
 
 def _everywhere(req: TxnOffsetCommitRequest, code: ErrorCode) -> dict[str, object]:

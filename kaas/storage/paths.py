@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import urllib.parse
 from pathlib import Path
 
@@ -95,3 +96,15 @@ def decode_name(enc: str) -> str:
     if enc == "%":
         return ""
     return urllib.parse.unquote(enc)
+
+
+def volume_bytes(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """(total, usable) bytes of the file system holding ``path`` (DescribeLogDirs, as
+    Apache reports a log directory's: the size, and what an unprivileged writer may still
+    use).
+
+    Raises:
+        OSError: the path cannot be examined.
+    """
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize

@@ -84,6 +84,7 @@ class TopicStore:
         self._stamps: dict[str, tuple[int, int, int]] = {}  # (mtime ns, size, inode) as read
         self.errors: dict[str, str] = {}
         self.version = 0  # rises whenever the cached topics change (readers recompute then)
+        self._ids: tuple[int, dict[uuid.UUID, str]] = (-1, {})  # (version, topic id -> name)
 
     @property
     def topics(self) -> dict[str, TopicMeta]:
@@ -91,6 +92,15 @@ class TopicStore:
 
     def get(self, name: str) -> TopicMeta | None:
         return self._cache.get(name)
+
+    def name_of(self, topic_id: uuid.UUID | None) -> str | None:
+        """The name of the cached topic with this id (KIP-516 requests name topics so), or
+        None when no topic has it. The id index is rebuilt once per ``version``."""
+        version, ids = self._ids
+        if version != self.version:
+            ids = {m.topic_id: n for n, m in self._cache.items()}
+            self._ids = (self.version, ids)
+        return ids.get(topic_id) if topic_id is not None else None
 
     def refresh(self) -> bool:
         """Re-read changed topic files. Returns True if the set of topics or any topic changed."""

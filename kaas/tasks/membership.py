@@ -30,6 +30,7 @@ import trio
 
 from kaas import dirwatch
 from kaas.broker import Broker
+from kaas.domain import elections
 from kaas.domain import membership as rules
 from kaas.domain.assignment import Assignment, balance
 from kaas.domain.membership import Peer
@@ -288,8 +289,9 @@ class Membership:
         if prev is not None and prev.controller_epoch > view.controller_epoch:
             view.is_controller = False
             return
-        new = balance(prev, topics, view.registered(), self._placeable(), view.controller_epoch, epoch_floor=None,
-                      preferred=preferred)
+        placeable = self._placeable()
+        new = balance(prev, topics, view.registered(), placeable, view.controller_epoch, epoch_floor=None,
+                      preferred=preferred, elected=self._elections(preferred, placeable))
         if prev is not None and new == prev:
             return
         # Still the controller? A deposed one must not overwrite its successor's file.
@@ -305,6 +307,14 @@ class Membership:
             return
         log.info("assignment_written", version=new.version, controller_epoch=new.controller_epoch,
                  alive=view.alive(), partitions=sum(len(v) for v in new.partitions.values()))
+
+    def _elections(self, preferred: dict[tuple[str, int], tuple[int, ...]],
+                   placeable: list[int]) -> dict[tuple[str, int], int]:
+        """The ElectLeaders choices still to pin (``ClusterView.elections``, pruned by
+        ``domain.elections.still_held``)."""
+        view = self.view
+        view.elections = elections.still_held(view.elections, preferred, view.alive(), set(placeable))
+        return view.elections
 
     def _placeable(self) -> list[int]:
         """The alive brokers the controller places keys on (``domain.membership.placeable``:

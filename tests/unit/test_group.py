@@ -47,10 +47,11 @@ def join(
     rebalance: int = REBALANCE,
     require: bool = True,
     key: object | None = None,
+    skip_ok: bool = False,
 ) -> list:
     return g.join(
         now, member_id, instance, client, "/10.0.0.1", session, rebalance, ptype, protocols,
-        require, key if key is not None else next(_keys),
+        require, key if key is not None else next(_keys), skip_assignment_ok=skip_ok,
     )
 
 
@@ -407,6 +408,20 @@ def test_static_rejoin_in_stable_replaces_member_without_rebalance():
     assert g.heartbeat(12, new, "i1", 2) is E.none
     assert only(g.sync(12, new, "i1", 2, {}, "y")).assignment == b"S"
     assert g.validate_commit(new, "i1", 2) is E.none
+
+
+def test_static_leader_rejoin_v9_leads_and_skips_the_assignment():
+    """JoinGroup v9 (KIP-814): the rejoined static leader is told it leads, with every
+    member's metadata, and to skip the assignment; the group stays Stable and SyncGroup
+    still hands it its old assignment (before v9: the test above)."""
+    g, old, dyn = static_stable()
+    r = only(join(g, 10, client="c", instance="i1", key="re", skip_ok=True))
+    new = r.member_id
+    assert r.error_code is E.none and r.generation_id == 2 and g.state is GroupState.STABLE
+    assert (r.leader, r.skip_assignment) == (new, True)
+    assert {m.member_id for m in r.members} == {new, dyn}
+    assert only(g.sync(12, new, "i1", 2, {}, "y")).assignment == b"S"
+    assert g.state is GroupState.STABLE and g.generation_id == 2
 
 
 def test_static_rejoin_with_new_protocol_choice_rebalances():

@@ -282,7 +282,8 @@ class GroupCoordinator:
 
     async def join(self, group_id: str, *, member_id: str, group_instance_id: str | None, client_id: str,
                    client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], require_known_member: bool) -> JoinReply:
+                   protocols: list[tuple[str, bytes]], require_known_member: bool,
+                   skip_assignment_ok: bool = False) -> JoinReply:
         self.check_owner(group_id)
         e = self._entry(group_id)
         await self._offsets(e)
@@ -301,7 +302,7 @@ class GroupCoordinator:
         before = e.group.state
         effects = e.group.join(self._now(), member_id, group_instance_id, client_id, client_host,
                                session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols,
-                               require_known_member, key)
+                               require_known_member, key, skip_assignment_ok=skip_assignment_ok)
         if e.group.state is not before:
             log.info("group_state", group=group_id, state=e.group.state.value, generation=e.group.generation_id)
         reply = await self._park(key, effects)
@@ -359,12 +360,18 @@ class GroupCoordinator:
         e = self._loaded(group_id)
         if e is None:
             # Known only by its offsets file (not loaded here since a restart or move): Empty.
-            state = "Empty" if self.store.path(group_id).exists() else "Dead"
-            return {"group_id": group_id, "state": state, "protocol_type": "", "protocol": "", "members": []}
+            if self.store.path(group_id).exists():
+                return {"group_id": group_id, "state": "Empty", "protocol_type": "", "protocol": "", "members": []}
+            return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": [],
+                    "not_found": f"Group {group_id} not found."}
         if e.consumer is not None or e.consumer_error is not None or e.share is not None:
             # not a classic group: Apache answers Dead (and, from v6, GROUP_ID_NOT_FOUND)
-            return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": []}
-        return e.group.describe()
+            return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": [],
+                    "not_found": f"Group {group_id} is not a classic group."}
+        d = e.group.describe()
+        if d["state"] == "Dead":  # removed (DeleteGroups) or expired: as Apache, not found
+            d["not_found"] = f"Group {group_id} not found."
+        return d
 
     def list_groups(self) -> list[dict[str, str]]:
         """The groups this broker coordinates: group id, protocol type, state and type

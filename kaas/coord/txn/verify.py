@@ -10,7 +10,7 @@ from kaas.coord.ports import LedPartition, TxnBroker
 from kaas.coord.txn.slots import Slots
 from kaas.domain.routing import txn_slot
 from kaas.domain.txn import TxnState
-from kaas.errors import CorruptState, KaasError
+from kaas.errors import CorruptState, KaasError, NotInTransaction
 
 __all__ = ["Verifier"]
 
@@ -100,8 +100,7 @@ class Verifier:
                             f"producer {producer_id} epoch {producer_epoch} is fenced by {meta.producer_epoch}")
         if (producer_epoch != meta.producer_epoch or meta.state is not TxnState.Ongoing
                 or (topic, partition) not in meta.partitions):
-            raise KaasError(ErrorCode.invalid_txn_state,
-                            f"{topic}-{partition} is not in an ongoing transaction of {transactional_id!r}")
+            raise NotInTransaction(f"{topic}-{partition} is not in an ongoing transaction of {transactional_id!r}")
         # Remember the answer for every partition of the transaction this broker leads, not
         # only this one: a Produce that carries several of them (or the next one) then reads
         # the slot file once. Each stays valid until its marker (``forget``), a fence
