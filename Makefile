@@ -46,11 +46,16 @@ lint: $(STAMP)
 	$(BIN)/ruff check kaas cluster tests scripts examples deploy setup.py
 	$(BIN)/mypy
 
-# WORKERS=1: one process, as before pytest-xdist (a failing test's output is easier to read);
-# tests/, then the example project of docs/testing.rst (its tests use only the pytest plugin)
+# tests/, then the example project of docs/testing.rst (its tests use only the pytest plugin).
+# A test that needs a system tool or root skips, saying which package (tests/tools.py; -rs
+# lists the reasons); KAAS_REQUIRE_ALL=1 (.ci/run) makes such a skip a failure.
+# WORKERS=1: one process (a failing test's output is easier to read); X=1: stop at the first
+# failure (off by default: one failure should not hide the others)
 WORKERS ?= auto
+X ?= 0
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -x -p no:cacheprovider $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile) tests examples/eos-app/tests
+	$(BIN)/python -m pytest -q -rs $(if $(filter 1,$(X)),-x) -p no:cacheprovider \
+		$(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile) tests examples/eos-app/tests
 
 # The compiled build (setup.py, kaas/_native.py; docs/performance.rst): mypyc compiles the
 # hot typed modules into C extension modules next to their sources, which Python imports in
