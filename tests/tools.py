@@ -31,7 +31,9 @@ def missing(reason: str) -> NoReturn:
     """Skip the running test because ``reason``; fail it under ``KAAS_REQUIRE_ALL=1``."""
     if require_all():
         pytest.fail(f"{reason} ({REQUIRE_ALL}=1: a missing requirement is a failure)", pytrace=False)
-    pytest.skip(reason)
+    skip = pytest.skip.Exception(reason)
+    skip._use_item_location = True  # -rs names the test, not this line (as pytest does for a fixture's skip)
+    raise skip
 
 
 def require(ok: bool, reason: str) -> None:
