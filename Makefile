@@ -39,12 +39,13 @@ cluster: $(STAMP)
 		$(if $(filter 1,$(SECURE)),--secure) -- $(ARGS)
 
 # The layer contracts (pyproject.toml [tool.importlinter], docs/architecture.rst), ruff
-# (with the one-clock rule, TID251) and mypy (pyproject.toml [tool.mypy]: strict for the
-# pure, storage and codec layers and the modules this wave added).
+# (with the one-clock rule, TID251), mypy (pyproject.toml [tool.mypy]) and the docs check
+# (scripts/check_docs.py: every path, make target and kaas option the docs name exists).
 lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check kaas cluster tests scripts examples deploy setup.py
 	$(BIN)/mypy
+	$(BIN)/python scripts/check_docs.py
 
 # tests/, then the example project of docs/testing.rst (its tests use only the pytest plugin).
 # A test that needs a system tool or root skips, saying which package (tests/tools.py; -rs

@@ -54,6 +54,8 @@ def _default(p: click.Option, ctx: click.Context) -> str:
         return ", ".join(f"``{x}``" for x in d) if isinstance(d, (list, tuple)) and d else "none"
     if d is None:
         return "none"
+    if d == "":
+        return "empty"
     if isinstance(d, Path):
         d = d.as_posix() if d.is_absolute() or d.as_posix().startswith(".") else f"./{d.as_posix()}"
     return f"``{d}``"
