@@ -17,7 +17,7 @@ QUIX_STAMP := $(QUIX_VENV)/.installed
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q --upgrade pip 'setuptools>=77'  # the SPDX license field (make native runs setup.py)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 

@@ -28,6 +28,7 @@ from types import ModuleType
 __all__ = ["COMPILED", "compiled", "stale", "use_source"]
 
 COMPILED = (
+    "kaas.domain.producer_batches",
     "kaas.domain.producer_state",
     "kaas.domain.txn",
     "kaas.storage.txn_store",
