@@ -3,6 +3,44 @@ producer id and epoch, allocated, bumped on a rejoin (KIP-360), renewed when the
 exhausted, and the fence that aborts an Ongoing transaction on the coordinator's own
 initiative (``fence_and_abort``: InitProducerId while Ongoing, the timeout reaper).
 Pure: pids come from the ``allocate_pid`` callable the caller passes.
+
+Order of checks (Apache ``KafkaApis`` + ``TransactionCoordinator.handleInitProducerId``):
+
+1. v3+: exactly one of ``req_pid``/``req_epoch`` is -1 -> INVALID_REQUEST.
+2. ``txn_id is None`` (idempotent producer): fresh pid, epoch 0, no entry, no Persist;
+   any pid/epoch sent is ignored.
+3. ``txn_id == ""`` -> INVALID_REQUEST; ``timeout_ms`` not in ``1..max_timeout_ms``
+   -> INVALID_TRANSACTION_TIMEOUT.
+4. No entry: fresh pid at epoch 0, state Empty (a pid/epoch sent is accepted, like
+   Apache's migration case).
+5. pid/epoch sent (v3+, KIP-360) matching neither ``(producer_id, producer_epoch)``
+   nor ``(last_producer_id, last_producer_epoch)`` -> PRODUCER_FENCED (v4+) or
+   INVALID_PRODUCER_EPOCH (v0-3). Checked in every state, so a zombie cannot abort
+   the live session's transaction.
+6. By state:
+   - Prepare*: CONCURRENT_TRANSACTIONS, unchanged.
+   - Ongoing, no pair (a new producer instance) or the previous pair:
+     ``fence_and_abort`` (epoch + 1,
+     PrepareAbort, ABORT markers) and CONCURRENT_TRANSACTIONS; the client's retry
+     gets the next epoch once the entry is CompleteAbort (the fence epoch itself is
+     never handed to a new instance, as in Apache).
+   - Ongoing, the *current* pair sent (KIP-360: the live session asks for an epoch
+     bump without having aborted first): the same abort, but the session's epoch is
+     kept as the previous pair, so its retry is recognised below instead of being
+     fenced. Apache answers that retry PRODUCER_FENCED, which every client treats as
+     fatal; nothing but a newer producer instance may fence a session here.
+   - Empty/Complete*, sent pair matches the *previous* pair: a retry of a bump whose
+     reply was lost (or of the KIP-360 abort above); answer the current pid/epoch
+     unchanged (Fence re-emitted). When that epoch is 32767 (the fence of an
+     exhausted epoch, never handed out) the pid is rotated instead.
+   - Empty/Complete*, epoch exhausted (>= 32766): fresh pid, epoch 0, Empty;
+     ``Fence(old pid, 32767)`` retires the old pid everywhere.
+   - Empty/Complete*: same pid, epoch + 1, Empty, dispatch set empty;
+     ``Fence(pid, epoch)`` is due because the epoch is > 0.
+
+``last_producer_epoch`` records the session's old epoch only for a KIP-360 request
+(pair sent); a new producer instance (no pair) or a coordinator-initiated fence (the
+reaper) resets it to -1, as in Apache.
 """
 
 from __future__ import annotations
@@ -37,45 +75,8 @@ def init_producer_id(
     allocate_pid: Callable[[], int],
     request_version: int,
 ) -> TxnResult:
-    """InitProducerId (key 22) on the coordinator of ``txn_id``.
-
-    Order of checks (Apache ``KafkaApis`` + ``TransactionCoordinator.handleInitProducerId``):
-
-    1. v3+: exactly one of ``req_pid``/``req_epoch`` is -1 -> INVALID_REQUEST.
-    2. ``txn_id is None`` (idempotent producer): fresh pid, epoch 0, no entry, no Persist;
-       any pid/epoch sent is ignored.
-    3. ``txn_id == ""`` -> INVALID_REQUEST; ``timeout_ms`` not in ``1..max_timeout_ms``
-       -> INVALID_TRANSACTION_TIMEOUT.
-    4. No entry: fresh pid at epoch 0, state Empty (a pid/epoch sent is accepted, like
-       Apache's migration case).
-    5. pid/epoch sent (v3+, KIP-360) matching neither ``(producer_id, producer_epoch)``
-       nor ``(last_producer_id, last_producer_epoch)`` -> PRODUCER_FENCED (v4+) or
-       INVALID_PRODUCER_EPOCH (v0-3). Checked in every state, so a zombie cannot abort
-       the live session's transaction.
-    6. By state:
-       - Prepare*: CONCURRENT_TRANSACTIONS, unchanged.
-       - Ongoing, no pair (a new producer instance) or the previous pair:
-         ``fence_and_abort`` (epoch + 1,
-         PrepareAbort, ABORT markers) and CONCURRENT_TRANSACTIONS; the client's retry
-         gets the next epoch once the entry is CompleteAbort (the fence epoch itself is
-         never handed to a new instance, as in Apache).
-       - Ongoing, the *current* pair sent (KIP-360: the live session asks for an epoch
-         bump without having aborted first): the same abort, but the session's epoch is
-         kept as the previous pair, so its retry is recognised below instead of being
-         fenced. Apache answers that retry PRODUCER_FENCED, which every client treats as
-         fatal; nothing but a newer producer instance may fence a session here.
-       - Empty/Complete*, sent pair matches the *previous* pair: a retry of a bump whose
-         reply was lost (or of the KIP-360 abort above); answer the current pid/epoch
-         unchanged (Fence re-emitted). When that epoch is 32767 (the fence of an
-         exhausted epoch, never handed out) the pid is rotated instead.
-       - Empty/Complete*, epoch exhausted (>= 32766): fresh pid, epoch 0, Empty;
-         ``Fence(old pid, 32767)`` retires the old pid everywhere.
-       - Empty/Complete*: same pid, epoch + 1, Empty, dispatch set empty;
-         ``Fence(pid, epoch)`` is due because the epoch is > 0.
-
-    ``last_producer_epoch`` records the session's old epoch only for a KIP-360 request
-    (pair sent); a new producer instance (no pair) or a coordinator-initiated fence (the
-    reaper) resets it to -1, as in Apache.
+    """InitProducerId (key 22) on the coordinator of ``txn_id``, checked in the order the
+    module docstring gives.
 
     Args:
         meta: the current entry, or None.
@@ -92,7 +93,6 @@ def init_producer_id(
         A ``TxnResult``; ``Reply`` carries the pid/epoch to answer with. Effects in order:
         ``Persist``, then ``WriteMarkers`` (Ongoing case) or ``Fence``, then ``Reply``.
     """
-    fenced = ErrorCode.producer_fenced if request_version >= 4 else ErrorCode.invalid_producer_epoch
     expected: tuple[int, int] | None = None
     if request_version >= 3:
         if (req_pid == NO_PRODUCER_ID) != (req_epoch == NO_PRODUCER_EPOCH):
@@ -121,7 +121,14 @@ def init_producer_id(
             created,
             (Persist(created), Reply(ErrorCode.none, created.producer_id, 0)),
         )
+    fenced = ErrorCode.producer_fenced if request_version >= 4 else ErrorCode.invalid_producer_epoch
+    return _rejoin(meta, expected, timeout_ms, now_ms, allocate_pid, fenced)
 
+
+def _rejoin(meta: TxnMetadata, expected: tuple[int, int] | None, timeout_ms: int, now_ms: int,
+            allocate_pid: Callable[[], int], fenced: ErrorCode) -> TxnResult:
+    """Steps 5 and 6 of the module docstring: an id with an entry, and the pid/epoch pair
+    the request sent (``expected``, None when it sent none)."""
     current = (meta.producer_id, meta.producer_epoch)
     previous = (meta.last_producer_id, meta.last_producer_epoch)
     matches_previous = (
@@ -155,7 +162,13 @@ def init_producer_id(
         if meta.producer_epoch > 0:
             fences.append(Fence(*current))
         return TxnResult(ErrorCode.none, None, (*fences, Reply(ErrorCode.none, *current)))
+    return _next_epoch(meta, expected, timeout_ms, now_ms, allocate_pid)
 
+
+def _next_epoch(meta: TxnMetadata, expected: tuple[int, int] | None, timeout_ms: int, now_ms: int,
+                allocate_pid: Callable[[], int]) -> TxnResult:
+    """An Empty or Complete* entry's next session: epoch + 1, or a fresh pid at epoch 0 once
+    the epoch is exhausted (the old pid fenced at 32767 everywhere)."""
     if meta.producer_epoch >= EPOCH_EXHAUSTED:
         rotated = meta._replace(
             producer_id=allocate_pid(),
