@@ -17,7 +17,7 @@ QUIX_STAMP := $(QUIX_VENV)/.installed
 
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q --upgrade pip 'setuptools>=77'  # the SPDX license field (make native runs setup.py)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
@@ -52,18 +52,24 @@ diff: $(STAMP)
 	$(BIN)/python -m scripts.diff $(ARGS)
 
 # The layer contracts (pyproject.toml [tool.importlinter], docs/architecture.rst), ruff
-# (with the one-clock rule, TID251) and mypy (pyproject.toml [tool.mypy]: strict for the
-# pure, storage and codec layers and the modules this wave added).
+# (with the one-clock rule, TID251), mypy (pyproject.toml [tool.mypy]) and the docs check
+# (scripts/check_docs.py: every path, make target and kaas option the docs name exists).
 lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/ruff check kaas cluster tests scripts examples deploy setup.py
 	$(BIN)/mypy
+	$(BIN)/python scripts/check_docs.py
 
-# WORKERS=1: one process, as before pytest-xdist (a failing test's output is easier to read);
-# tests/, then the example project of docs/testing.rst (its tests use only the pytest plugin)
+# tests/, then the example project of docs/testing.rst (its tests use only the pytest plugin).
+# A test that needs a system tool or root skips, saying which package (tests/tools.py; -rs
+# lists the reasons); KAAS_REQUIRE_ALL=1 (.ci/run) makes such a skip a failure.
+# WORKERS=1: one process (a failing test's output is easier to read); X=1: stop at the first
+# failure (off by default: one failure should not hide the others)
 WORKERS ?= auto
+X ?= 0
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -x -p no:cacheprovider $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile) tests examples/eos-app/tests
+	$(BIN)/python -m pytest -q -rs $(if $(filter 1,$(X)),-x) -p no:cacheprovider \
+		$(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile) tests examples/eos-app/tests
 
 # The compiled build (setup.py, kaas/_native.py; docs/performance.rst): mypyc compiles the
 # hot typed modules into C extension modules next to their sources, which Python imports in

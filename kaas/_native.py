@@ -28,8 +28,12 @@ from types import ModuleType
 __all__ = ["COMPILED", "compiled", "stale", "use_source"]
 
 COMPILED = (
+    "kaas.domain.producer_batches",
     "kaas.domain.producer_state",
     "kaas.domain.txn",
+    "kaas.domain.txn_effects",
+    "kaas.domain.txn_init",
+    "kaas.domain.txn_records",
     "kaas.storage.txn_store",
     "kaas.wire.batch",
     "kaas.wire.framing",

@@ -145,6 +145,7 @@ def _group_options(f: Any) -> Any:
 
 
 @click.group(cls=_LazyGroup, context_settings={"auto_envvar_prefix": "KAAS", "help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kaas", message="kaas %(version)s")
 def cli() -> None:
     """kaas: a Kafka-wire-compatible broker cluster on a shared data directory."""
 

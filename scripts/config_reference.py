@@ -1,18 +1,14 @@
 #!/usr/bin/env python3
-"""Generate the configuration reference of README.rst from the click command objects of
+"""Generate docs/configs.rst, the configuration reference: from the click command objects of
 ``kaas broker`` and ``kaas cluster`` (every option, its default and its environment
-variable), so the README never drifts from ``--help``, and from ``kaas.configs`` (every
-topic config, its default and what kaas does with it).
+variable), so the page never drifts from ``--help``; from ``kaas.configs`` (every topic
+config Apache Kafka 4 takes, and what kaas does with it: honoured, or refused with the
+reason); from ``kaas.domain.broker_configs`` (the dynamic broker configs, KIP-226),
+``kaas.broker_configs`` (the static ones) and ``kaas.domain.group_configs``.
 
-    python scripts/config_reference.py           # rewrite the generated part of README.rst
-    python scripts/config_reference.py --check   # exit 1 when README.rst is out of date
-    python scripts/config_reference.py --print   # print the reference only
-
-It also writes docs/configs.rst (every topic and broker config Apache Kafka 4 takes, and
-what kaas does with each: honoured, refused with the reason, or read-only), from
-``kaas.configs`` (topic configs), ``kaas.domain.broker_configs`` (the dynamic broker
-configs, KIP-226) and ``kaas.broker_configs`` (the static ones). ``--check`` checks both;
-``--doc`` and ``--print`` concern README.rst only.
+    python scripts/config_reference.py           # rewrite the generated part of docs/configs.rst
+    python scripts/config_reference.py --check   # exit 1 when it is out of date
+    python scripts/config_reference.py --print   # print the generated part only
 
 Only the text between the two marker comments is generated.
 """
@@ -29,8 +25,7 @@ if str(ROOT) not in sys.path:
 import click  # noqa: E402
 import docgen  # noqa: E402  (scripts/docgen.py, beside this file)
 
-DOC = ROOT / "README.rst"
-CONFIGS_DOC = ROOT / "docs" / "configs.rst"
+DOC = ROOT / "docs" / "configs.rst"
 ENV_PREFIX = "KAAS"
 COMMANDS = ("broker", "cluster")
 
@@ -59,6 +54,8 @@ def _default(p: click.Option, ctx: click.Context) -> str:
         return ", ".join(f"``{x}``" for x in d) if isinstance(d, (list, tuple)) and d else "none"
     if d is None:
         return "none"
+    if d == "":
+        return "empty"
     if isinstance(d, Path):
         d = d.as_posix() if d.is_absolute() or d.as_posix().startswith(".") else f"./{d.as_posix()}"
     return f"``{d}``"
@@ -97,51 +94,53 @@ def command_reference(name: str) -> str:
                       docgen.rst_table(["option", "default", "meaning"], rows), "", env_note, ""])
 
 
-def topic_reference() -> str:
-    """Every topic config of ``kaas.configs.TOPIC_CONFIGS``: type, default, what kaas does."""
-    from kaas import configs
-    from kaas.cli import cli
-    from kaas.settings import Settings
+# Settings fields set by a ``kaas broker`` option of another name
+OPTION_OF_FIELD = {"inter_broker_listener": "inter_broker_listener_name"}
 
-    options = {p.name: p.opts[0] for p in cli.commands["broker"].params if isinstance(p, click.Option)}
-    settings = Settings()
-    rows = []
-    for name, (kind, src) in configs.TOPIC_CONFIGS.items():
-        default = f"``{configs.default(settings, name)}``"
-        if isinstance(src, str) and src in options:
-            default += f" (``{options[src]}``)"
-        rows.append([f"``{name}``", kind, default, configs.HOW.get(name, "-")])
-    title = "Topic configs"
-    intro = ("Set per topic with CreateTopics, AlterConfigs or IncrementalAlterConfigs (``kaas topics create "
-             "--config K=V``); DescribeConfigs shows them. A value kaas would not honour is refused with "
-             "INVALID_CONFIG and says why; an unknown key too. A default naming a ``kaas broker`` option comes "
-             "from it, unless a dynamic broker config (KIP-226) changed it. Broker configs (DescribeConfigs on "
-             "a broker) are the ``kaas broker`` options and the dynamic broker configs that AlterConfigs and "
-             "IncrementalAlterConfigs set on a BROKER resource: docs/configs.rst lists every one.")
-    return "\n".join([title, "-" * len(title), "", intro, "",
-                      docgen.rst_table(["config", "type", "default", "what kaas does"], rows), ""])
+
+def _has_option(settings_field: str) -> bool:
+    from kaas.cli import cli
+
+    name = OPTION_OF_FIELD.get(settings_field, settings_field)
+    return any(p.name == name for p in cli.commands["broker"].params if isinstance(p, click.Option))
 
 
 def _option_of(settings_field: str) -> str:
+    """The ``kaas broker`` option that sets a Settings field, or its fixed value when none does."""
     from kaas.cli import cli
 
     options = {p.name: p.opts[0] for p in cli.commands["broker"].params if isinstance(p, click.Option)}
-    return f"``{options[settings_field]}``" if settings_field in options else f"``{settings_field}``"
+    name = OPTION_OF_FIELD.get(settings_field, settings_field)
+    if name in options:
+        return f"``{options[name]}``"
+    return f"fixed at {_fixed(settings_field)} (no option sets it)"
+
+
+def _fixed(settings_field: str) -> str:
+    from kaas.settings import Settings
+
+    return f"``{getattr(Settings(), settings_field)}``"
 
 
 def topic_configs_table() -> str:
     """Every topic config Apache 4 takes: kaas's (honoured, or honoured for some values)
     and the others (refused, with the reason)."""
     from kaas import configs
+    from kaas.cli import cli
     from kaas.settings import Settings
 
+    options = {p.name: p.opts[0] for p in cli.commands["broker"].params if isinstance(p, click.Option)}
     settings = Settings()
     rows = []
     for name in sorted(set(configs.TOPIC_CONFIGS) | set(configs.NOT_TAKEN)):
         if name in configs.TOPIC_CONFIGS:
             only = name in configs._ONLY
             status = "honoured for the default only; other values refused" if only else "honoured"
-            rows.append([f"``{name}``", status, f"``{configs.default(settings, name)}``", configs.HOW[name]])
+            default = f"``{configs.default(settings, name)}``"
+            src = configs.TOPIC_CONFIGS[name][1]
+            if isinstance(src, str) and src in options:
+                default += f" (``{options[src]}``)"
+            rows.append([f"``{name}``", status, default, configs.HOW[name]])
         else:
             rows.append([f"``{name}``", "refused", "-", configs.NOT_TAKEN[name]])
     return docgen.rst_table(["config", "kaas", "default", "what kaas does, or why not"], rows)
@@ -163,7 +162,9 @@ def dynamic_broker_table() -> str:
         elif key.route == dyn.SETTING:
             status = "honoured"
             topic = dyn.TOPIC_OF.get(name)
-            what = f"as {_option_of(key.target)}" + (f"; the default of topic config ``{topic}``" if topic else "")
+            what = (f"as {_option_of(key.target)}" if _has_option(key.target)
+                    else f"the broker's setting (default {_fixed(key.target)})")
+            what += f"; the default of topic config ``{topic}``" if topic else ""
             if key.scale != 1:
                 what += f" (times {key.scale})"
         elif key.route == dyn.TOPIC and key.target in configs.TOPIC_CONFIGS:
@@ -221,6 +222,7 @@ def group_configs_table() -> str:
 def configs_reference() -> str:
     """The generated block of docs/configs.rst."""
     return "\n".join([
+        *(command_reference(n) for n in COMMANDS),
         "Topic configs", "-------------", "",
         "Every topic config Apache Kafka 4 accepts. *honoured*: kaas does what Apache documents (the third "
         "column says how). *refused*: CreateTopics, AlterConfigs and IncrementalAlterConfigs answer "
@@ -256,23 +258,18 @@ def configs_reference() -> str:
 
 
 def reference() -> str:
-    """The generated block (markers excluded)."""
-    return "\n".join([*(command_reference(n) for n in COMMANDS), topic_reference()])
+    """The generated block of docs/configs.rst (markers excluded)."""
+    return configs_reference()
 
 
 def render(current: str) -> str:
     """``current`` with the generated block replaced (or appended when it has no markers)."""
     return docgen.splice(current, "config_reference.py", reference())
 
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    rc = docgen.main(argv, description=__doc__.split("\n\n")[0], script="config_reference.py", doc=DOC,
-                     generate=reference, source="from kaas.cli")
-    if any(a == "--print" or a.startswith("--doc") for a in argv):
-        return rc
-    rc2 = docgen.main(argv, description=__doc__.split("\n\n")[0], script="config_reference.py",
-                      doc=CONFIGS_DOC, generate=configs_reference, source="from kaas.configs")
-    return rc or rc2
+    return docgen.main(sys.argv[1:] if argv is None else argv, description=__doc__.split("\n\n")[0],
+                       script="config_reference.py", doc=DOC, generate=reference, source="from kaas.cli, kaas.configs")
 
 
 if __name__ == "__main__":

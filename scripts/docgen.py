@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 
+def _escape(cell: str) -> str:
+    """A cell's ``*`` escaped outside its inline literals (``DATA/run/*.log`` is no emphasis)."""
+    parts = re.split(r"(``.+?``)", cell)
+    return "".join(p if p.startswith("``") else p.replace("*", "\\*") for p in parts)
+
+
 def rst_table(header: list[str], rows: list[list[str]]) -> str:
-    """A reStructuredText simple table."""
+    """A reStructuredText simple table; a ``*`` in a cell is text, not emphasis."""
+    rows = [[_escape(str(c)) for c in r] for r in rows]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     rule = "  ".join("=" * w for w in widths)
 

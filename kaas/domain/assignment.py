@@ -56,7 +56,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -354,40 +354,16 @@ def balance(
     """
     rows = sorted(set(registered))
     alive_ids = sorted(set(alive))
-    if not set(alive_ids) <= set(rows):
-        raise ValueError(f"alive brokers {sorted(set(alive_ids) - set(rows))} are not registered")
-    if prev is not None and controller_epoch < prev.controller_epoch:
-        raise ValueError(
-            f"controller epoch {controller_epoch} is below the assignment's "
-            f"{prev.controller_epoch}"
-        )
-    for topic, count in topics.items():
-        if count < 0:
-            raise ValueError(f"topic {topic!r} has a negative partition count {count}")
-
+    _check(prev, topics, rows, alive_ids, controller_epoch)
     topic_names = sorted(topics)
-    keys = [(t, p) for t in topic_names for p in range(topics[t])]
     prev_parts = prev.partitions if prev is not None else {}
 
     def prev_of(key: _Key) -> PartitionLeader | None:
         row = prev_parts.get(key[0])
         return row[key[1]] if row is not None and key[1] < len(row) else None
 
-    layout = _Layout(alive_ids)
-    sticky: set[_Key] = set()
     pinned = _pinned(topics, rows, alive_ids, preferred or {}, elected or {})
-    keys = [k for k in keys if k not in pinned]
-    if alive_ids:
-        alive_set = set(alive_ids)
-        for key in keys:
-            before = prev_of(key)
-            if before is not None and before.leader in alive_set:
-                layout.put(key, before.leader)
-                sticky.add(key)
-        _place(layout, (k for k in keys if k not in sticky))
-        _even_totals(layout, sticky)
-        _even_topics(layout, topic_names, sticky)
-
+    layout = _lay_out(topics, topic_names, alive_ids, prev_of, pinned)
     floors = epoch_floor or {}
     partitions: dict[str, tuple[PartitionLeader, ...]] = {}
     for topic in topic_names:
@@ -421,6 +397,43 @@ def balance(
         partitions=partitions,
         txn_slots=txn_slots,
     )
+
+
+def _check(prev: Assignment | None, topics: Mapping[str, int], rows: list[int], alive_ids: list[int],
+           controller_epoch: int) -> None:
+    """``balance``'s argument checks (its Raises)."""
+    if not set(alive_ids) <= set(rows):
+        raise ValueError(f"alive brokers {sorted(set(alive_ids) - set(rows))} are not registered")
+    if prev is not None and controller_epoch < prev.controller_epoch:
+        raise ValueError(
+            f"controller epoch {controller_epoch} is below the assignment's "
+            f"{prev.controller_epoch}"
+        )
+    for topic, count in topics.items():
+        if count < 0:
+            raise ValueError(f"topic {topic!r} has a negative partition count {count}")
+
+
+def _lay_out(topics: Mapping[str, int], topic_names: list[str], alive_ids: list[int],
+             prev_of: Callable[[_Key], PartitionLeader | None], pinned: Mapping[_Key, int]) -> _Layout:
+    """The leaders of every partition not ``pinned`` (placed by hand or elected): steps
+    1-4 (a live previous leader keeps its partition, the rest are placed, then brokers and
+    topics evened out)."""
+    layout = _Layout(alive_ids)
+    if not alive_ids:
+        return layout
+    alive_set = set(alive_ids)
+    keys = [(t, p) for t in topic_names for p in range(topics[t]) if (t, p) not in pinned]
+    sticky: set[_Key] = set()
+    for key in keys:
+        before = prev_of(key)
+        if before is not None and before.leader in alive_set:
+            layout.put(key, before.leader)
+            sticky.add(key)
+    _place(layout, (k for k in keys if k not in sticky))
+    _even_totals(layout, sticky)
+    _even_topics(layout, topic_names, sticky)
+    return layout
 
 
 # ---------------------------------------------------------------------------------------

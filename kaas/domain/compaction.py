@@ -25,6 +25,7 @@ Invariants (checked by the property tests):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -91,6 +92,31 @@ def plan(batches: list[BatchInfo], aborted: list[tuple[int, int, int]], last_bat
     Returns:
         one decision per batch, in order.
     """
+    aborted_batch = _aborted_batches(batches, aborted)
+
+    def expired(b: BatchInfo) -> bool:
+        return now_ms - b.max_timestamp > delete_retention_ms
+
+    kept_records = _kept_records(batches, aborted_batch, expired)
+    marker_has_data = _markers_with_data(batches, kept_records, last_batch_of)
+    out: list[Decision] = []
+    for i, b in enumerate(batches):
+        last = last_batch_of.get(b.producer_id) == b.base_offset and b.producer_id >= 0
+        if b.control is not None:
+            out.append(Keep() if marker_has_data[i] or last or not expired(b) else Drop())
+            continue
+        kept = kept_records[i]
+        if len(kept) == len(b.records):
+            out.append(Keep())
+        elif kept or last:
+            out.append(Filter(kept))
+        else:
+            out.append(Drop())
+    return out
+
+
+def _aborted_batches(batches: list[BatchInfo], aborted: list[tuple[int, int, int]]) -> list[bool]:
+    """Per batch: is it transactional data of an aborted transaction?"""
     by_pid: dict[int, list[tuple[int, int]]] = {}
     for marker, pid, first in aborted:
         by_pid.setdefault(pid, []).append((first, marker))
@@ -100,10 +126,14 @@ def plan(batches: list[BatchInfo], aborted: list[tuple[int, int, int]], last_bat
             return False
         return any(first <= b.base_offset < marker for first, marker in by_pid.get(b.producer_id, ()))
 
-    def expired(b: BatchInfo) -> bool:
-        return now_ms - b.max_timestamp > delete_retention_ms
+    return [is_aborted(b) for b in batches]
 
-    aborted_batch = [is_aborted(b) for b in batches]
+
+def _kept_records(batches: list[BatchInfo], aborted_batch: list[bool],
+                  expired: Callable[[BatchInfo], bool]) -> list[tuple[int, ...]]:
+    """Per batch, the offsets of the records kept: a keyless record, or a key's latest record
+    unless it is a tombstone past ``delete.retention.ms``; none of an aborted batch or a
+    marker."""
     latest: dict[bytes, int] = {}
     for b, ab in zip(batches, aborted_batch):
         if ab or b.control is not None:
@@ -125,11 +155,16 @@ def plan(batches: list[BatchInfo], aborted: list[tuple[int, int, int]], last_bat
                 elif latest[r.key] == r.offset and not (r.tombstone and expired(b)):
                     keep.append(r.offset)
         kept_records.append(tuple(keep))
+    return kept_records
 
-    # Which transactions still have a record: walk forward, attributing each producer's
-    # transactional data to its open transaction until that producer's marker.
+
+def _markers_with_data(batches: list[BatchInfo], kept_records: list[tuple[int, ...]],
+                       last_batch_of: dict[int, int]) -> dict[int, bool]:
+    """Per marker batch index: does its transaction still have a record? Walks forward,
+    attributing each producer's transactional data to its open transaction until that
+    producer's marker."""
     open_has_data: dict[int, bool] = {}
-    marker_has_data: dict[int, bool] = {}  # batch index of a marker -> its txn kept data
+    marker_has_data: dict[int, bool] = {}
     for i, b in enumerate(batches):
         if not b.transactional:
             continue
@@ -140,18 +175,4 @@ def plan(batches: list[BatchInfo], aborted: list[tuple[int, int, int]], last_bat
                 open_has_data.setdefault(b.producer_id, False)
         else:
             marker_has_data[i] = open_has_data.pop(b.producer_id, False)
-
-    out: list[Decision] = []
-    for i, b in enumerate(batches):
-        last = last_batch_of.get(b.producer_id) == b.base_offset and b.producer_id >= 0
-        if b.control is not None:
-            out.append(Keep() if marker_has_data[i] or last or not expired(b) else Drop())
-            continue
-        kept = kept_records[i]
-        if len(kept) == len(b.records):
-            out.append(Keep())
-        elif kept or last:
-            out.append(Filter(kept))
-        else:
-            out.append(Drop())
-    return out
+    return marker_has_data

@@ -42,12 +42,25 @@ Pure: no I/O, no clock, no logging. Times are passed in (``timestamp``, ``now_ms
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any
 
 from kio.schema.errors import ErrorCode
+
+from kaas.domain.producer_batches import (
+    APPEND,
+    INT32_MAX,
+    SEQ_MODULUS,
+    WINDOW,
+    Append,
+    BatchMeta,
+    Decision,
+    Duplicate,
+    ProducerEntry,
+    Reject,
+    last_sequence,
+    next_sequence,
+)
 
 __all__ = [
     "INT32_MAX",
@@ -65,149 +78,7 @@ __all__ = [
     "next_sequence",
 ]
 
-INT32_MAX = 2**31 - 1
-SEQ_MODULUS = 2**31
-WINDOW = 5
 SNAPSHOT_FORMAT = 1
-
-
-def last_sequence(base_sequence: int, record_count: int) -> int:
-    """The sequence of a batch's last record, wrapping after INT32_MAX.
-
-    Args:
-        base_sequence: the batch's base sequence (>= 0).
-        record_count: records in the batch (>= 1).
-
-    Returns:
-        ``(base_sequence + record_count - 1) mod 2**31``.
-    """
-    return (base_sequence + record_count - 1) % SEQ_MODULUS
-
-
-def next_sequence(last_seq: int) -> int:
-    """The base sequence expected after a batch ending at ``last_seq``.
-
-    Args:
-        last_seq: last sequence written, or -1 when nothing was written at this epoch.
-
-    Returns:
-        ``(last_seq + 1) mod 2**31``; 0 for -1 and for INT32_MAX.
-    """
-    return (last_seq + 1) % SEQ_MODULUS
-
-
-# --- decisions -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Append:
-    """Accept the batch: append it, then call ``ProducerStateTable.record``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Duplicate:
-    """The batch was already written: answer NONE with the original offset, write nothing.
-
-    Attributes:
-        base_offset: base offset the original batch was written at.
-        timestamp: the timestamp recorded for it (log append time for the response).
-    """
-
-    base_offset: int
-    timestamp: int
-
-
-@dataclass(frozen=True, slots=True)
-class Reject:
-    """Refuse the batch.
-
-    Attributes:
-        code: the Kafka error code (an ``ErrorCode`` member, which is an int).
-        reason: human text for logs and the response's error_message.
-    """
-
-    code: int
-    reason: str
-
-
-Decision: TypeAlias = Append | Duplicate | Reject
-
-_APPEND = Append()
-
-
-# --- state -----------------------------------------------------------------------------
-
-
-class BatchMeta(NamedTuple):
-    """What the dedupe ring remembers of one appended batch (a named tuple: one per
-    appended batch of an idempotent producer).
-
-    Attributes:
-        first_seq: the batch's base sequence.
-        last_seq: the sequence of its last record (wrapped).
-        base_offset: log offset of its first record.
-        last_offset: log offset of its last record.
-        timestamp: timestamp recorded at append (echoed for duplicates).
-    """
-
-    first_seq: int
-    last_seq: int
-    base_offset: int
-    last_offset: int
-    timestamp: int
-
-
-def _new_ring() -> deque[BatchMeta]:
-    return deque(maxlen=WINDOW)
-
-
-@dataclass(slots=True)
-class ProducerEntry:
-    """State of one producer id on one partition.
-
-    Attributes:
-        producer_id: the pid (>= 0).
-        epoch: the highest epoch seen for this pid here.
-        batches: the last ``WINDOW`` batches appended at ``epoch``, oldest first.
-        last_append_ms: the broker's clock (ms) at the last append, marker or fence of
-            this pid here, for expiry; never a client timestamp.
-        txn_first_offset: first offset of the open transaction here, None when none.
-        coordinator_epoch: coordinator epoch of the last marker, -1 when none.
-    """
-
-    producer_id: int
-    epoch: int
-    batches: deque[BatchMeta] = field(default_factory=_new_ring)
-    last_append_ms: int = -1
-    txn_first_offset: int | None = None
-    coordinator_epoch: int = -1
-
-    @property
-    def last_seq(self) -> int:
-        """Last sequence written at the current epoch, -1 when the ring is empty."""
-        return self.batches[-1].last_seq if self.batches else -1
-
-    def find_batch(self, first_seq: int, last_seq: int) -> BatchMeta | None:
-        """Return the cached batch with exactly this sequence range, if any.
-
-        Args:
-            first_seq: base sequence of the incoming batch.
-            last_seq: last sequence of the incoming batch.
-
-        Returns:
-            The matching ``BatchMeta`` or None.
-        """
-        for meta in self.batches:
-            if meta.first_seq == first_seq and meta.last_seq == last_seq:
-                return meta
-        return None
-
-    def _raise_epoch(self, epoch: int) -> bool:
-        if epoch > self.epoch:
-            self.epoch = epoch
-            self.batches.clear()
-            return True
-        return False
 
 
 class ProducerStateTable:
@@ -279,7 +150,7 @@ class ProducerStateTable:
             45 OUT_OF_ORDER_SEQUENCE_NUMBER or 48 INVALID_TXN_STATE.
         """
         if producer_id < 0:
-            return _APPEND
+            return APPEND
         if base_sequence < 0:
             return Reject(
                 ErrorCode.invalid_record,
@@ -292,7 +163,7 @@ class ProducerStateTable:
             )
         entry = self._entries.get(producer_id)
         if entry is None:
-            return _APPEND
+            return APPEND
         first_seq = base_sequence
         if epoch == entry.epoch:
             dup = entry.find_batch(first_seq, last_sequence(first_seq, record_count))
@@ -324,7 +195,7 @@ class ProducerStateTable:
                 f"producer {producer_id} has a transaction open since offset "
                 f"{entry.txn_first_offset}; expected a transactional batch",
             )
-        return _APPEND
+        return APPEND
 
     def record(
         self,
@@ -364,7 +235,7 @@ class ProducerStateTable:
             entry = ProducerEntry(producer_id=producer_id, epoch=epoch)
             self._entries[producer_id] = entry
         else:
-            entry._raise_epoch(epoch)
+            entry.raise_epoch(epoch)
         if epoch == entry.epoch:
             entry.batches.append(
                 BatchMeta(base_sequence, last_sequence(base_sequence, record_count), base_offset,
@@ -395,7 +266,7 @@ class ProducerStateTable:
             return Reject(ErrorCode.invalid_record, "control marker without a producer id")
         entry = self._entries.get(producer_id)
         if entry is None:
-            return _APPEND
+            return APPEND
         if epoch < entry.epoch and entry.txn_first_offset is None:
             return Reject(
                 ErrorCode.invalid_producer_epoch,
@@ -407,7 +278,7 @@ class ProducerStateTable:
                 f"marker coordinator epoch {coordinator_epoch} is older than "
                 f"{entry.coordinator_epoch}",
             )
-        return _APPEND
+        return APPEND
 
     def end_txn(
         self,
@@ -452,7 +323,7 @@ class ProducerStateTable:
             if entry.txn_first_offset is None:
                 return None
         else:
-            entry._raise_epoch(epoch)
+            entry.raise_epoch(epoch)
         if coordinator_epoch is not None:
             entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         if now_ms is not None:
@@ -529,7 +400,7 @@ class ProducerStateTable:
                 last_append_ms=self._clock_ms if now_ms is None else now_ms,
             )
             return True
-        if not entry._raise_epoch(new_epoch):
+        if not entry.raise_epoch(new_epoch):
             return False
         if now_ms is not None:
             entry.last_append_ms = max(entry.last_append_ms, now_ms)

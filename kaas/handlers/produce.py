@@ -20,6 +20,7 @@ not do yet (docs/compatibility.rst)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
 import structlog
@@ -48,6 +49,23 @@ if TYPE_CHECKING:
     ProduceRequest: TypeAlias = (v3.ProduceRequest | v4.ProduceRequest | v5.ProduceRequest | v6.ProduceRequest
                                  | v7.ProduceRequest | v8.ProduceRequest | v9.ProduceRequest | v10.ProduceRequest
                                  | v11.ProduceRequest)
+    from kio.schema.produce.v3 import request as r3
+    from kio.schema.produce.v4 import request as r4
+    from kio.schema.produce.v5 import request as r5
+    from kio.schema.produce.v6 import request as r6
+    from kio.schema.produce.v7 import request as r7
+    from kio.schema.produce.v8 import request as r8
+    from kio.schema.produce.v9 import request as r9
+    from kio.schema.produce.v10 import request as r10
+    from kio.schema.produce.v11 import request as r11
+
+    TopicProduceData: TypeAlias = (
+        r3.TopicProduceData | r4.TopicProduceData | r5.TopicProduceData | r6.TopicProduceData
+        | r7.TopicProduceData | r8.TopicProduceData | r9.TopicProduceData | r10.TopicProduceData | r11.TopicProduceData)
+    PartitionProduceData: TypeAlias = (
+        r3.PartitionProduceData | r4.PartitionProduceData | r5.PartitionProduceData | r6.PartitionProduceData
+        | r7.PartitionProduceData | r8.PartitionProduceData | r9.PartitionProduceData | r10.PartitionProduceData
+        | r11.PartitionProduceData)
 
 API_KEY = 0
 VERSIONS = (3, 11)
@@ -127,19 +145,23 @@ def _has_transactional_batch(req: ProduceRequest) -> bool:
     return False
 
 
-async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes | None:
-    broker = ctx.broker
-    acks = req.acks
-    topics_out: list[TopicAnswer] = []
-    waits: list[tuple[Partition, int, PartitionAnswer]] = []
+@dataclass
+class _Appends:
+    """One Produce request's appends: what every partition shares, and the partitions an
+    acks=all answer waits on."""
+
+    ctx: Context
+    transactional_id: str | None
+    acks: int
+    txn_denied: bool
+    now: int = 0
     view: View | None = None  # the cluster snapshot for min.insync.replicas, taken once when needed
-    if req.transactional_id is None:
-        txn_denied = _has_transactional_batch(req)
-        if txn_denied:
-            log.warning("produce_batch_rejected", peer=ctx.peer,
-                        reason="transactional batch without a transactional id")
-    else:
-        txn_denied = not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id)
+    waits: list[tuple[Partition, int, PartitionAnswer]] = field(default_factory=list)
+
+
+async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes | None:
+    run = _Appends(ctx, req.transactional_id, req.acks, _txn_denied(ctx, req))
+    topics_out: list[TopicAnswer] = []
     # Pipelined Produce requests of one connection append in the order they arrived (as
     # Apache handles a connection's requests one at a time): this one's appends wait for
     # the earlier ones', which may have parked (a transactional batch's KIP-890 check
@@ -148,97 +170,125 @@ async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes
     try:
         if turn is not None:
             await turn.wait()
-        now = broker.clock.wall_ms()
+        run.now = ctx.broker.clock.wall_ms()
         for td in req.topic_data:
-            parts_out: list[PartitionAnswer] = []
-            topics_out.append({"name": td.name, "partition_responses": parts_out})
-            denied = (ErrorCode.transactional_id_authorization_failed if txn_denied
-                      else None if authorize(ctx, Op.WRITE, TOPIC, td.name) else ErrorCode.topic_authorization_failed)
-            if denied is not None:
-                parts_out.extend({"index": pd.index, "error_code": denied, "base_offset": -1, "log_append_time": -1,
-                                  "log_start_offset": -1, "record_errors": []} for pd in td.partition_data)
-                continue
-            meta = broker.topics.get(td.name)
-            create_error = None
-            if meta is None:
-                try:
-                    meta = await broker.admin.ensure_topic(td.name, auto_create=authorize(ctx, Op.CREATE, CLUSTER)
-                                                           or authorize(ctx, Op.CREATE, TOPIC, td.name))
-                except OSError as exc:  # auto-creation could not write the topic file
-                    log.error("topic_write_failed", topic=td.name, error=str(exc))
-                    create_error = ErrorCode.kafka_storage_error
-            log_append_time, policy, min_isr = _topic_rules(broker, td.name, meta)
-            if acks != -1:
-                min_isr = 1
-            for pd in td.partition_data:
-                out: PartitionAnswer = {"index": pd.index, "error_code": ErrorCode.none, "base_offset": -1,
-                                        "log_append_time": -1, "log_start_offset": -1, "record_errors": []}
-                parts_out.append(out)
-                if acks not in (-1, 0, 1):
-                    out["error_code"] = ErrorCode.invalid_required_acks
-                    continue
-                if create_error is not None:
-                    out["error_code"] = create_error
-                    continue
-                try:
-                    part = broker.get_partition(td.name, pd.index)
-                    if min_isr > 1:
-                        assert meta is not None  # (get_partition found the topic)
-                        view = view or broker.replica_view()
-                        rs = broker.replicas(view, meta, pd.index, broker.id)
-                        if not replicas.enough_in_sync(rs, min_isr):
-                            raise KaasError(ErrorCode.not_enough_replicas,
-                                            f"The size of the current ISR : {len(rs.isr)} is insufficient to satisfy "
-                                            f"the min.isr requirement of {min_isr} for partition {td.name}-{pd.index}, "
-                                            f"live replica(s) broker.id are : {list(rs.isr)}")
-                    records = pd.records or b""
-                    if ctx.api_version < 7 and len(records) > 22 and records[22] & wb.ATTR_CODEC_MASK == 4:
-                        raise KaasError(ErrorCode.unsupported_compression_type)
-                    records, header = wv.validate(records, policy, now)
-                    result = await part.produce(records, header, req.transactional_id,
-                                                log_append_time=log_append_time)
-                except KaasError as exc:
-                    out["error_code"] = (ErrorCode.transaction_abortable
-                                         if isinstance(exc, NotInTransaction) and ctx.api_version >= ABORTABLE_FROM
-                                         else exc.code)
-                    out["error_message"] = exc.message
-                    continue
-                except wb.BatchError as exc:
-                    log.warning("produce_batch_rejected", peer=ctx.peer, topic=td.name,
-                                partition=pd.index, reason=exc.reason)
-                    out["error_code"] = ErrorCode(exc.code)
-                    out["error_message"] = exc.reason
-                    if isinstance(exc, wv.Rejected):
-                        out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
-                                                for i, m in exc.record_errors]
-                    continue
-                out["base_offset"] = result.base_offset
-                out["log_append_time"] = result.log_append_time
-                out["log_start_offset"] = part.log_start_offset
-                if acks == -1:
-                    waits.append((part, result.next_offset, out))
+            topics_out.append(await _append_topic(run, td))
     finally:
         if turn is not None:
             turn.done()
-    if waits:
-        async def wait_one(part: Partition, offset: int, out: PartitionAnswer) -> None:
-            try:
-                await part.wait_durable(offset)
-            except KaasError as exc:
-                out["error_code"] = exc.code
-                out["base_offset"] = -1
-                out["log_append_time"] = -1
-
-        if len(waits) == 1 or broker.memory_backed:
-            # On tmpfs the fsync runs inline (no thread, nothing to overlap): one task per
-            # partition would only add scheduling, which dominates at 1,000 partitions.
-            for w in waits:
-                await wait_one(*w)
-        else:
-            async with trio.open_nursery() as nursery:
-                for w in waits:
-                    nursery.start_soon(wait_one, *w)
-    if acks == 0:
+    await _wait_durable(ctx.broker, run.waits)
+    if req.acks == 0:
         return None
     body = produce_body(ctx.api_version, topics_out)  # the answer's template, patched
     return body if body is not None else {"responses": topics_out, "throttle_time": 0}
+
+
+def _txn_denied(ctx: Context, req: ProduceRequest) -> bool:
+    """Is every batch refused for the transactional id (a transactional batch without one,
+    or no WRITE on it)?"""
+    if req.transactional_id is not None:
+        return not authorize(ctx, Op.WRITE, TXN_ID, req.transactional_id)
+    if _has_transactional_batch(req):
+        log.warning("produce_batch_rejected", peer=ctx.peer, reason="transactional batch without a transactional id")
+        return True
+    return False
+
+
+def _answer(index: int, error_code: ErrorCode = ErrorCode.none) -> PartitionAnswer:
+    return {"index": index, "error_code": error_code, "base_offset": -1, "log_append_time": -1,
+            "log_start_offset": -1, "record_errors": []}
+
+
+async def _append_topic(run: _Appends, td: TopicProduceData) -> TopicAnswer:
+    """Authorise, create if need be, and append each partition's batch of one topic."""
+    ctx, broker = run.ctx, run.ctx.broker
+    denied = (ErrorCode.transactional_id_authorization_failed if run.txn_denied
+              else None if authorize(ctx, Op.WRITE, TOPIC, td.name) else ErrorCode.topic_authorization_failed)
+    if denied is not None:
+        return {"name": td.name, "partition_responses": [_answer(pd.index, denied) for pd in td.partition_data]}
+    meta = broker.topics.get(td.name)
+    create_error = None
+    if meta is None:
+        try:
+            meta = await broker.admin.ensure_topic(td.name, auto_create=authorize(ctx, Op.CREATE, CLUSTER)
+                                                   or authorize(ctx, Op.CREATE, TOPIC, td.name))
+        except OSError as exc:  # auto-creation could not write the topic file
+            log.error("topic_write_failed", topic=td.name, error=str(exc))
+            create_error = ErrorCode.kafka_storage_error
+    log_append_time, policy, min_isr = _topic_rules(broker, td.name, meta)
+    if run.acks != -1:
+        min_isr = 1
+    parts_out: list[PartitionAnswer] = []
+    for pd in td.partition_data:
+        if run.acks not in (-1, 0, 1):
+            parts_out.append(_answer(pd.index, ErrorCode.invalid_required_acks))
+        elif create_error is not None:
+            parts_out.append(_answer(pd.index, create_error))
+        else:
+            parts_out.append(await _append_partition(run, td.name, meta, pd, log_append_time, policy, min_isr))
+    return {"name": td.name, "partition_responses": parts_out}
+
+
+async def _append_partition(run: _Appends, topic: str, meta: TopicMeta | None, pd: PartitionProduceData,
+                            log_append_time: bool, policy: wv.Policy, min_isr: int) -> PartitionAnswer:
+    """Check min.insync.replicas, validate and append one partition's batch; its answer
+    (an acks=all one joins ``run.waits``)."""
+    ctx, broker = run.ctx, run.ctx.broker
+    out = _answer(pd.index)
+    try:
+        part = broker.get_partition(topic, pd.index)
+        if min_isr > 1:
+            assert meta is not None  # (get_partition found the topic)
+            run.view = run.view or broker.replica_view()
+            rs = broker.replicas(run.view, meta, pd.index, broker.id)
+            if not replicas.enough_in_sync(rs, min_isr):
+                raise KaasError(ErrorCode.not_enough_replicas,
+                                f"The size of the current ISR : {len(rs.isr)} is insufficient to satisfy "
+                                f"the min.isr requirement of {min_isr} for partition {topic}-{pd.index}, "
+                                f"live replica(s) broker.id are : {list(rs.isr)}")
+        records = pd.records or b""
+        if ctx.api_version < 7 and len(records) > 22 and records[22] & wb.ATTR_CODEC_MASK == 4:
+            raise KaasError(ErrorCode.unsupported_compression_type)
+        records, header = wv.validate(records, policy, run.now)
+        result = await part.produce(records, header, run.transactional_id, log_append_time=log_append_time)
+    except KaasError as exc:
+        out["error_code"] = (ErrorCode.transaction_abortable
+                             if isinstance(exc, NotInTransaction) and ctx.api_version >= ABORTABLE_FROM else exc.code)
+        out["error_message"] = exc.message
+        return out
+    except wb.BatchError as exc:
+        log.warning("produce_batch_rejected", peer=ctx.peer, topic=topic, partition=pd.index, reason=exc.reason)
+        out["error_code"] = ErrorCode(exc.code)
+        out["error_message"] = exc.reason
+        if isinstance(exc, wv.Rejected):
+            out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
+                                    for i, m in exc.record_errors]
+        return out
+    out["base_offset"] = result.base_offset
+    out["log_append_time"] = result.log_append_time
+    out["log_start_offset"] = part.log_start_offset
+    if run.acks == -1:
+        run.waits.append((part, result.next_offset, out))
+    return out
+
+
+async def _wait_durable(broker: Broker, waits: list[tuple[Partition, int, PartitionAnswer]]) -> None:
+    """acks=all: wait for each appended batch's group-commit fsync; a failure turns that
+    partition's answer into the error."""
+    async def wait_one(part: Partition, offset: int, out: PartitionAnswer) -> None:
+        try:
+            await part.wait_durable(offset)
+        except KaasError as exc:
+            out["error_code"] = exc.code
+            out["base_offset"] = -1
+            out["log_append_time"] = -1
+
+    if len(waits) <= 1 or broker.memory_backed:
+        # On tmpfs the fsync runs inline (no thread, nothing to overlap): one task per
+        # partition would only add scheduling, which dominates at 1,000 partitions.
+        for w in waits:
+            await wait_one(*w)
+    else:
+        async with trio.open_nursery() as nursery:
+            for w in waits:
+                nursery.start_soon(wait_one, *w)

@@ -111,50 +111,62 @@ class _Closed(Exception):
 
 
 async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> None:
-    conn_id = next(_conn_ids)
-    sock = stream.socket if isinstance(stream, trio.SocketStream) else None
-    peer = peer_name(stream)
-    lapses = broker.cluster.lapses
-    fd = sock.fileno() if sock is not None else None
-    if session is None:
-        session = Session()
-    session.peer_host = peer.rsplit(":", 1)[0]
-    session.conn_id = conn_id
-    max_frame = broker.settings.max_request_size
-    decoder = FrameDecoder(max_frame if session.authenticated else min(max_frame, UNAUTHENTICATED_MAX_FRAME))
-    receiver = _Receiver(stream, fd, decoder)
-    order = Ordering()
-    limit = trio.Semaphore(MAX_IN_FLIGHT)
-    send_lock = Lock()  # the writer and the inline path both send; in order
-    wake = trio.Event()  # the writer's: a slot was queued or became ready
-    produce_turns = Turns()  # pipelined Produce requests append in the order they arrived
-    drained: trio.Event | None = None  # set by the writer when nothing is left (at close)
-    broker.connections += 1
-    logged = False
+    await _Connection(broker, stream, session or Session()).serve()
 
-    def log_close(event: str, **kw) -> None:
+
+class _Connection:
+    """One connection's state: the reader cuts frames and starts requests (inline, or as
+    tasks of the connection's nursery), the writer sends their answers in request order."""
+
+    __slots__ = ("broker", "stream", "session", "conn_id", "peer", "lapses", "fd", "max_frame", "decoder",
+                 "receiver", "order", "limit", "send_lock", "wake", "produce_turns", "drained", "logged")
+
+    def __init__(self, broker, stream: trio.abc.Stream, session: Session) -> None:
+        self.broker = broker
+        self.stream = stream
+        self.session = session
+        self.conn_id = next(_conn_ids)
+        sock = stream.socket if isinstance(stream, trio.SocketStream) else None
+        self.peer = peer_name(stream)
+        self.lapses = broker.cluster.lapses
+        self.fd = sock.fileno() if sock is not None else None
+        session.peer_host = self.peer.rsplit(":", 1)[0]
+        session.conn_id = self.conn_id
+        self.max_frame = max_frame = broker.settings.max_request_size
+        self.decoder = FrameDecoder(max_frame if session.authenticated
+                                    else min(max_frame, UNAUTHENTICATED_MAX_FRAME))
+        self.receiver = _Receiver(stream, self.fd, self.decoder)
+        self.order = Ordering()
+        self.limit = trio.Semaphore(MAX_IN_FLIGHT)
+        self.send_lock = Lock()  # the writer and the inline path both send; in order
+        self.wake = trio.Event()  # the writer's: a slot was queued or became ready
+        self.produce_turns = Turns()  # pipelined Produce requests append in the order they arrived
+        self.drained: trio.Event | None = None  # set by the writer when nothing is left (at close)
+        self.logged = False
+
+    def log_close(self, event: str, **kw) -> None:
         """Log the first close of this connection; later ones are its echo."""
-        nonlocal logged
-        if not logged:
-            logged = True
-            log.warning(event, peer=peer, conn_id=conn_id, **kw)
+        if not self.logged:
+            self.logged = True
+            log.warning(event, peer=self.peer, conn_id=self.conn_id, **kw)
 
-    async def send(out: list[bytes | memoryview], close: Close | None) -> None:
+    async def send(self, out: list[bytes | memoryview], close: Close | None) -> None:
         """Send ``out`` (the caller holds the send lock), then carry out ``close``."""
         if out:
-            await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))
+            await send_now(self.stream, self.fd, out[0] if len(out) == 1 else b"".join(out))
         if close is not None:
-            log_close(close.event, reason=close.reason)
+            self.log_close(close.event, reason=close.reason)
             raise _Closed
 
-    async def answer(prepared: Prepared, slot: Slot) -> None:
+    async def answer(self, prepared: Prepared, slot: Slot) -> None:
+        session, decoder = self.session, self.decoder
         try:
             slot.data = await execute(prepared)
             if session.close_reason is not None:
                 slot.close_after = session.close_reason
             else:
-                if session.authenticated and decoder.max_frame != max_frame:
-                    decoder.max_frame = max_frame
+                if session.authenticated and decoder.max_frame != self.max_frame:
+                    decoder.max_frame = self.max_frame
                 if prepared.api_key in SASL_APIS:
                     # the tokens of a SaslHandshake v0 exchange are bare frames, which may
                     # be shorter than a request header; afterwards requests again
@@ -162,97 +174,106 @@ async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> No
         except CloseConnection as exc:
             slot.close = str(exc)
         except Exception as exc:  # a bug: never take the broker down with it
-            log.exception("request_failed", peer=peer, conn_id=conn_id, error=repr(exc))
+            log.exception("request_failed", peer=self.peer, conn_id=self.conn_id, error=repr(exc))
             slot.close = f"internal error: {exc!r}"
 
-    async def run(prepared: Prepared, slot: Slot) -> None:
+    async def run(self, prepared: Prepared, slot: Slot) -> None:
         try:
-            await answer(prepared, slot)
+            await self.answer(prepared, slot)
         finally:
-            limit.release()
+            self.limit.release()
             slot.ready = True
-            wake.set()
+            self.wake.set()
 
-    async def writer(cancel: trio.CancelScope) -> None:
-        nonlocal wake
+    async def writer(self, cancel: trio.CancelScope) -> None:
+        order = self.order
         try:
             while True:
                 while not order.head_ready():
-                    if drained is not None and not order.pending:
-                        drained.set()
-                    await wake.wait()
-                    wake = trio.Event()
-                async with held(send_lock):
-                    await send(*order.take())
+                    if self.drained is not None and not order.pending:
+                        self.drained.set()
+                    await self.wake.wait()
+                    self.wake = trio.Event()
+                async with held(self.send_lock):
+                    await self.send(*order.take())
         except _Closed:
             cancel.cancel()
 
-    async def inline(prepared: Prepared) -> None:
+    async def inline(self, prepared: Prepared) -> None:
         """Answer in the reader: nothing earlier is unanswered (the writer pops under the
         send lock, so taking it after the handler keeps the order)."""
         slot = Slot()
-        await answer(prepared, slot)
+        await self.answer(prepared, slot)
         out: list[bytes | memoryview] = []
         close = outcome(slot, out)
+        send_lock = self.send_lock
         await acquire(send_lock)  # without ``held``'s object (5% of a Heartbeat's CPU)
         try:
             if out:
-                await send_now(stream, fd, out[0])
+                await send_now(self.stream, self.fd, out[0])
             if close is not None:
-                log_close(close.event, reason=close.reason)
+                self.log_close(close.event, reason=close.reason)
                 raise _Closed
         finally:
             send_lock.release()
 
-    async def read(nursery: trio.Nursery) -> None:
+    async def read(self, nursery: trio.Nursery) -> None:
         """Cut frames and start their requests until the stream ends."""
-        while await receiver.fill():
+        broker, session, decoder, order = self.broker, self.session, self.decoder, self.order
+        while await self.receiver.fill():
             for frame in decoder.frames():
                 try:
-                    prepared = prepare(broker, frame, peer, lapses, session,
+                    prepared = prepare(broker, frame, self.peer, self.lapses, session,
                                        None if session.reauth_deadline is None else trio.current_time())
                 except CloseConnection as exc:
                     # Nothing after a protocol error runs: the writer answers the earlier
                     # requests, then reaches this one and closes.
                     order.refuse(str(exc))
-                    wake.set()
+                    self.wake.set()
                     await trio.sleep_forever()
                 if order.answer_inline(prepared.api_key, bool(decoder.buffered)):
-                    await inline(prepared)
+                    await self.inline(prepared)
                     if decoder.buffered:
                         # more requests already here (a pipelining client): yield between
                         # them, so one connection cannot hold the loop for a whole buffer
                         await trio.lowlevel.checkpoint()
                     continue
-                await limit.acquire()
+                await self.limit.acquire()
                 slot = order.enqueue()
                 if prepared.api_key == PRODUCE and prepared.ctx is not None:
-                    prepared.ctx.turn = produce_turns.take()  # appends in arrival order
-                wake.set()
-                nursery.start_soon(run, prepared, slot)
+                    prepared.ctx.turn = self.produce_turns.take()  # appends in arrival order
+                self.wake.set()
+                nursery.start_soon(self.run, prepared, slot)
 
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(writer, nursery.cancel_scope)
-            try:
-                await read(nursery)
-            except FramingError as exc:
-                log_close("connection_closed_bad_frame", reason=str(exc))
-            except _Closed:
-                pass
-            else:
-                # The peer closed its side: answer what it already sent, then stop.
-                if order.pending:
-                    drained = trio.Event()
-                    wake.set()
-                    with trio.move_on_after(DRAIN_S):
-                        await drained.wait()
-                if decoder.buffered:
-                    log_close("connection_closed_truncated_frame", buffered=decoder.buffered)
-            nursery.cancel_scope.cancel()
-    finally:
-        broker.connections -= 1
-        broker.shares.connection_closed(conn_id)  # its share sessions end (KIP-932)
-        with trio.CancelScope(shield=True):
-            with trio.move_on_after(1):
-                await stream.aclose()
+    async def serve(self) -> None:
+        """Read and answer until the stream ends or a close; then release the connection."""
+        broker = self.broker
+        broker.connections += 1
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.writer, nursery.cancel_scope)
+                try:
+                    await self.read(nursery)
+                except FramingError as exc:
+                    self.log_close("connection_closed_bad_frame", reason=str(exc))
+                except _Closed:
+                    pass
+                else:
+                    await self.drain()
+                nursery.cancel_scope.cancel()
+        finally:
+            broker.connections -= 1
+            broker.shares.connection_closed(self.conn_id)  # its share sessions end (KIP-932)
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(1):
+                    await self.stream.aclose()
+
+    async def drain(self) -> None:
+        """The peer closed its side: answer what it already sent, then stop."""
+        if self.order.pending:
+            self.drained = trio.Event()
+            self.wake.set()
+            with trio.move_on_after(DRAIN_S):
+                await self.drained.wait()
+        if self.decoder.buffered:
+            self.log_close("connection_closed_truncated_frame", buffered=self.decoder.buffered)

@@ -97,9 +97,23 @@ class BrokerCollector:
             await trio.to_thread.run_sync(partial(_volume_stats, txn, b.id, owned))
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        from prometheus_client.core import GaugeMetricFamily
 
-        b = self.broker
+        yield from self._requests()
+        yield from self._partitions_and_transactions()
+        yield from self._log_cleaner()
+        yield from self._shares()
+        yield from self._cluster()
+        yield from self._coordinators()
+        info = GaugeMetricFamily("kaas_broker_info", "Identifies the broker.",
+                                 labels=["broker_id", "cluster_id", "version"])
+        info.add_metric([str(self.broker.id), self.broker.settings.cluster_id, __version__], 1)
+        yield info
+
+    def _requests(self) -> Iterator[Any]:
+        """Per Kafka API: requests, errors, bytes in and out, latency."""
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
         apis = sorted(((_api_name(s.api_key), s) for s in counters.API.values()), key=lambda t: t[0])
         req = CounterMetricFamily("kaas_requests", "Requests handled, per Kafka API.", labels=["api"])
         err = CounterMetricFamily("kaas_request_errors", "Requests whose handler raised.", labels=["api"])
@@ -117,6 +131,11 @@ class BrokerCollector:
             lat.add_metric([name], s.latency.cumulative(), s.latency.total)
         yield from (req, err, bin_, bout, lat)
 
+    def _partitions_and_transactions(self) -> Iterator[Any]:
+        """Partitions led and their producers, owned transaction slots, fsyncs, takeovers."""
+        from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+        b = self.broker
         parts = list(b.partitions.values())
         yield _gauge("kaas_partitions_led", "Partitions this broker leads.", len(parts))
         yield _gauge("kaas_producer_states", "Producer (idempotence) entries over led partitions.",
@@ -140,8 +159,12 @@ class BrokerCollector:
         tk.add_metric([], counters.TAKEOVER.cumulative(), counters.TAKEOVER.total)
         yield tk
 
+    def _log_cleaner(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
         from kaas.tasks.log_cleaner import Stats as CleanerStats
 
+        b = self.broker
         yield CounterMetricFamily("kaas_log_cleaner_bytes", "Bytes the log cleaner read (cleaned).",
                                   value=CleanerStats.bytes_cleaned)
         yield CounterMetricFamily("kaas_log_cleaner_records_removed", "Records the log cleaner removed.",
@@ -152,10 +175,13 @@ class BrokerCollector:
                                 "Cleaner lag: dirty share of each led compacted partition's cleanable bytes.",
                                 labels=["topic", "partition"])
         now = b.clock.wall_ms()
-        for p in parts:
+        for p in b.partitions.values():
             if p.log.config.compact:
                 lag.add_metric([p.topic, str(p.index)], p.log.dirty_ratio(now)[1])
         yield lag
+
+    def _shares(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily
 
         share = counters.SHARE
         yield CounterMetricFamily("kaas_share_records_acquired",
@@ -172,8 +198,12 @@ class BrokerCollector:
                                   "Share-group records archived (rejected, gaps, past the delivery-count limit).",
                                   value=share.archived)
         yield _gauge("kaas_share_partitions", "Share partitions (group, topic, partition) this broker holds.",
-                     len(b.shares.held()))
+                     len(self.broker.shares.held()))
 
+    def _cluster(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily
+
+        b = self.broker
         yield _gauge("kaas_connections", "Open client connections.", getattr(b, "connections", 0))
         cluster = b.cluster
         yield _gauge("kaas_controller", "1 when this broker is the controller.", int(bool(cluster.is_controller)))
@@ -182,6 +212,12 @@ class BrokerCollector:
         yield _gauge("kaas_brokers_alive", "Live brokers as seen by this one.", len(cluster.alive()))
         yield CounterMetricFamily("kaas_controller_failovers", "Controller failovers handled.",
                                   value=getattr(cluster, "failovers", 0))
+
+    def _coordinators(self) -> Iterator[Any]:
+        """The transaction coordinator's events, and the groups coordinated here."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        b = self.broker
         if b.txn is not None:
             ev = CounterMetricFamily("kaas_txn_coordinator_events", "Transaction coordinator events.",
                                      labels=["event"])
@@ -207,10 +243,6 @@ class BrokerCollector:
             for (kind, state), n in sorted(tally.items()):
                 kinds.add_metric([kind, state], n)
             yield kinds
-        info = GaugeMetricFamily("kaas_broker_info", "Identifies the broker.",
-                                 labels=["broker_id", "cluster_id", "version"])
-        info.add_metric([str(b.id), b.settings.cluster_id, __version__], 1)
-        yield info
 
 
 def _gauge(name: str, doc: str, value: float) -> Any:

@@ -110,6 +110,9 @@ def read_state(path: Path) -> dict[str, Any]:
     return atomic.read_json(Path(path) / STATE_FILE) or {}
 
 
+_Item = tuple[int, wb.BatchHeader, plan_mod.Decision, plan_mod.BatchInfo]  # position, header, decision, batch
+
+
 def prepare(job: Job) -> Prepared:
     """Read, plan and write the cleaned copies (in a worker thread). Nothing live changes.
 
@@ -119,6 +122,24 @@ def prepare(job: Job) -> Prepared:
     """
     out = Prepared(job)
     t0 = SYSTEM.monotonic()  # the throttle's: real time, in a worker thread
+    batches, located, data = _read(job, out, t0)
+    decisions = plan_mod.plan(batches, job.aborted, job.last_batch_of, job.now_ms, job.delete_retention_ms)
+    per_segment = _by_segment(job, out, located, decisions, batches)
+    written: list[Path] = []
+    try:
+        for si, seg in enumerate(job.segments):
+            _write_segment(job, out, seg, per_segment.get(si, []), data[si], written, t0)
+    except BaseException:
+        for p in written:
+            _unlink(p)
+        raise
+    return out
+
+
+def _read(job: Job, out: Prepared, t0: float
+          ) -> tuple[list[plan_mod.BatchInfo], list[tuple[int, int, wb.BatchHeader]], list[bytes]]:
+    """Every batch of the job's segments: what the plan needs of it, where it is (segment
+    index, position, header), and each segment's bytes."""
     batches: list[plan_mod.BatchInfo] = []
     located: list[tuple[int, int, wb.BatchHeader]] = []  # (segment index, position, header)
     data: list[bytes] = []
@@ -142,9 +163,14 @@ def prepare(job: Job) -> Prepared:
                     tuple(plan_mod.RecordInfo(h.base_offset + r.offset_delta, r.key, r.tombstone) for r in recs)))
             located.append((si, pos, h))
         _throttle(job, out.bytes_read, t0)
-    decisions = plan_mod.plan(batches, job.aborted, job.last_batch_of, job.now_ms, job.delete_retention_ms)
+    return batches, located, data
 
-    per_segment: dict[int, list[tuple[int, wb.BatchHeader, plan_mod.Decision, plan_mod.BatchInfo]]] = {}
+
+def _by_segment(job: Job, out: Prepared, located: list[tuple[int, int, wb.BatchHeader]],
+                decisions: list[plan_mod.Decision], batches: list[plan_mod.BatchInfo]) -> dict[int, list[_Item]]:
+    """The decisions grouped by segment; notes the dropped ABORT markers and the next time
+    a kept tombstone or marker falls due (``out``)."""
+    per_segment: dict[int, list[_Item]] = {}
     for (si, pos, h), d, b in zip(located, decisions, batches):
         per_segment.setdefault(si, []).append((pos, h, d, b))
         if isinstance(d, plan_mod.Drop) and b.control == wb.CONTROL_ABORT:
@@ -156,54 +182,52 @@ def prepare(job: Job) -> Prepared:
                 due = b.max_timestamp + job.delete_retention_ms + 1
                 if due > job.now_ms and (out.next_horizon_ms is None or due < out.next_horizon_ms):
                     out.next_horizon_ms = due
-    written: list[Path] = []
-    try:
-        for si, seg in enumerate(job.segments):
-            items = per_segment.get(si, [])
-            seg.aborted = [a for a in job.aborted
-                           if seg.base_offset <= a[0] < seg.end_offset and a[0] not in out.dropped_markers]
-            if all(isinstance(d, plan_mod.Keep) for _, _, d, _ in items):
-                continue
-            seg.changed = True
-            body = bytearray()
-            for pos, h, d, b in items:
-                raw = memoryview(data[si])[pos:pos + h.size]
-                if isinstance(d, plan_mod.Drop):
-                    out.records_removed += max(len(b.records), 1)
-                    continue
-                if isinstance(d, plan_mod.Filter):
-                    kept = set(d.offsets)
-                    recs = wr.records(raw, h)
-                    keep = [r for r in recs if h.base_offset + r.offset_delta in kept]
-                    out.records_removed += len(recs) - len(keep)
-                    raw = memoryview(wr.rebuild(raw, h, keep))
-                if not seg.index_offsets or len(body) - seg.index_positions[-1] >= job.index_interval_bytes:
-                    seg.index_offsets.append(h.base_offset)
-                    seg.index_positions.append(len(body))
-                body += raw
-                seg.next_offset = h.next_offset
-                seg.max_timestamp = max(seg.max_timestamp, wr.batch_max_timestamp(raw, wb.parse_header(raw)))
-            seg.new_size = len(body)
-            if not body:
-                seg.remove = True
-                continue
-            fs.crash_point("cleaner.before_copy", path=seg.name)
-            stem = job.path / seg.name[:-4]
-            copy = Path(f"{stem}.log{SUFFIX}")
-            written.append(copy)
-            _write_file(copy, bytes(body), job.fsync)
-            written.append(Path(f"{stem}.idx{SUFFIX}"))
-            _write_file(written[-1], _summary(seg), job.fsync)
-            if seg.aborted:
-                written.append(Path(f"{stem}.txnidx{SUFFIX}"))
-                _write_file(written[-1], msgpack.packb([list(a) for a in seg.aborted]), job.fsync)
-            out.bytes_written += len(body)
-            _throttle(job, out.bytes_read + out.bytes_written, t0)
-    except BaseException:
-        for p in written:
-            _unlink(p)
-        raise
-    return out
+    return per_segment
+
+
+def _write_segment(job: Job, out: Prepared, seg: SegmentCopy, items: list[_Item], data: bytes,
+                   written: list[Path], t0: float) -> None:
+    """The cleaned copy of one segment (its log, index and aborted list), unless every batch
+    is kept; ``written`` collects the files made."""
+    seg.aborted = [a for a in job.aborted
+                   if seg.base_offset <= a[0] < seg.end_offset and a[0] not in out.dropped_markers]
+    if all(isinstance(d, plan_mod.Keep) for _, _, d, _ in items):
+        return
+    seg.changed = True
+    body = bytearray()
+    for pos, h, d, b in items:
+        raw = memoryview(data)[pos:pos + h.size]
+        if isinstance(d, plan_mod.Drop):
+            out.records_removed += max(len(b.records), 1)
+            continue
+        if isinstance(d, plan_mod.Filter):
+            kept = set(d.offsets)
+            recs = wr.records(raw, h)
+            keep = [r for r in recs if h.base_offset + r.offset_delta in kept]
+            out.records_removed += len(recs) - len(keep)
+            raw = memoryview(wr.rebuild(raw, h, keep))
+        if not seg.index_offsets or len(body) - seg.index_positions[-1] >= job.index_interval_bytes:
+            seg.index_offsets.append(h.base_offset)
+            seg.index_positions.append(len(body))
+        body += raw
+        seg.next_offset = h.next_offset
+        seg.max_timestamp = max(seg.max_timestamp, wr.batch_max_timestamp(raw, wb.parse_header(raw)))
+    seg.new_size = len(body)
+    if not body:
+        seg.remove = True
+        return
+    fs.crash_point("cleaner.before_copy", path=seg.name)
+    stem = job.path / seg.name[:-4]
+    copy = Path(f"{stem}.log{SUFFIX}")
+    written.append(copy)
+    _write_file(copy, bytes(body), job.fsync)
+    written.append(Path(f"{stem}.idx{SUFFIX}"))
+    _write_file(written[-1], _summary(seg), job.fsync)
+    if seg.aborted:
+        written.append(Path(f"{stem}.txnidx{SUFFIX}"))
+        _write_file(written[-1], msgpack.packb([list(a) for a in seg.aborted]), job.fsync)
+    out.bytes_written += len(body)
+    _throttle(job, out.bytes_read + out.bytes_written, t0)
 
 
 class SwappedLog(Protocol):

@@ -18,7 +18,7 @@ on NFS it sees nothing of other hosts) runs a tick at once when the cluster stat
 The tick's file work goes through ``broker.run_io``: inline on tmpfs, in worker threads on
 a disk or NFS. Each thread round trip costs the tick a turn through the trio run queue; on
 a loop busy with 1,000-partition requests four of them stretched a tick to 0.8 s and the
-lease ran out under load (see docs/performance.rst, "Lease lapses under load").
+lease ran out under load (docs/performance.rst, "Under load").
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,12 @@ def _serve() -> None:  # pragma: no cover - runs in the server process (tests dr
                 line, buf = buf.split(b"\n", 1)
                 if line.strip():
                     spawn(json.loads(line))
+    _stop(children, reap)
+
+
+def _stop(children: set[int], reap: Callable[[], None]) -> None:  # pragma: no cover - server side
+    """Stdin closed (the test process is done): SIGTERM every child, SIGKILL what is left
+    after ``STOP_GRACE_S``."""
     for pid in list(children):
         try:
             os.kill(pid, signal.SIGTERM)

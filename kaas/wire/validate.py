@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NoReturn
 
 import crc32c
 
@@ -335,67 +336,87 @@ def validate(records: bytes, policy: Policy, now_ms: int) -> tuple[bytes, wb.Bat
         raise wb.BatchError(wb.INVALID_RECORD, f"a produced batch has base offset 0, not {h.base_offset}")
     codec = h.codec
     count = h.records_count
-    if codec:
-        try:
-            data = decompress(codec, records[wb.HEADER_SIZE:])
-        except RecordsError as exc:
-            raise wb.BatchError(wb.CORRUPT_MESSAGE, str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - zlib.error, cramjam's DecompressionError, ...
-            raise wb.BatchError(wb.CORRUPT_MESSAGE, f"cannot decompress codec {codec}: {exc}") from None
-        start = 0
-    else:
-        data = records
-        start = wb.HEADER_SIZE
+    data, start = _payload(records, h) if codec else (records, wb.HEADER_SIZE)
+    keyless: list[int] | None
     if codec or policy.compact:
         lo, hi, keyless, in_order = _walk(data, start, count, policy.compact)
     else:  # the hot path: uncompressed, keys not needed
         lo, hi, in_order = _scan(data, start, count)
         keyless = None
-
-    attributes = h.attributes
-    producer_lat = bool(attributes & wb.ATTR_LOG_APPEND_TIME)
     errors: dict[int, tuple[int, str]] = {}
     if keyless:
         for i in keyless:
             errors[i] = (wb.INVALID_RECORD, "a compacted topic takes no record without a key")
+    max_ts = _check_timestamps(h, data, start, lo, hi, policy, now_ms, errors)
+    if errors:
+        _refuse(errors)
+    return _normalised(records, h, data, start, in_order, max_ts, policy)
+
+
+def _payload(records: bytes, h: wb.BatchHeader) -> tuple[bytes, int]:
+    """A compressed batch's records, decompressed, and where they start (0)."""
+    try:
+        return decompress(h.codec, records[wb.HEADER_SIZE:]), 0
+    except RecordsError as exc:
+        raise wb.BatchError(wb.CORRUPT_MESSAGE, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - zlib.error, cramjam's DecompressionError, ...
+        raise wb.BatchError(wb.CORRUPT_MESSAGE, f"cannot decompress codec {h.codec}: {exc}") from None
+
+
+def _check_timestamps(h: wb.BatchHeader, data: bytes, start: int, lo: int, hi: int, policy: Policy,
+                      now_ms: int, errors: dict[int, tuple[int, str]]) -> int:
+    """The batch's true max timestamp; each record whose timestamp breaks the topic's rules
+    (LogAppendTime claimed by the producer, KIP-937 bounds) goes into ``errors``."""
+    count = h.records_count
+    producer_lat = bool(h.attributes & wb.ATTR_LOG_APPEND_TIME)
     max_ts = h.max_timestamp
     if policy.log_append_time:
         if producer_lat:  # the producer may not claim LogAppendTime itself
             for i in range(count):
                 errors.setdefault(i, (INVALID_TIMESTAMP, "the producer set the LogAppendTime flag"))
-    else:
-        now, before, after = now_ms, policy.before_max_ms, policy.after_max_ms
-        if producer_lat:  # every record's timestamp is the header's maxTimestamp
-            stamps = None
-            if max_ts == -1:
-                bad = "the producer set the LogAppendTime flag"
-            elif _out_of_bounds(max_ts, now, before, after):
-                bad = f"timestamp {max_ts} out of range [{now - before}, {now + after}]"
-            else:
-                bad = None
-            if bad is not None:
-                for i in range(count):
-                    errors.setdefault(i, (INVALID_TIMESTAMP, bad))
+        return max_ts
+    now, before, after = now_ms, policy.before_max_ms, policy.after_max_ms
+    if producer_lat:  # every record's timestamp is the header's maxTimestamp
+        if max_ts == -1:
+            bad: str | None = "the producer set the LogAppendTime flag"
+        elif _out_of_bounds(max_ts, now, before, after):
+            bad = f"timestamp {max_ts} out of range [{now - before}, {now + after}]"
         else:
-            base = h.base_timestamp
-            first, last = base + lo, base + hi
-            if -_SAFE < first and last < _SAFE and now - first <= before and last - now <= after:
-                max_ts = last if last > -1 else -1  # all in bounds: the common case
-            else:
-                stamps = _timestamps(data, start, count, base)
-                max_ts = max(-1, *stamps)
-                for i, ts in enumerate(stamps):
-                    if ts != -1 and _out_of_bounds(ts, now, before, after):
-                        errors.setdefault(i, (INVALID_TIMESTAMP, f"timestamp {ts} out of range "
-                                                                 f"[{_wrap(now - before)}, {_wrap(now + after)}]"))
-    if errors:
-        listed = sorted((i, msg) for i, (_code, msg) in errors.items())
-        if any(code == INVALID_TIMESTAMP for code, _msg in errors.values()):
-            raise Rejected(INVALID_TIMESTAMP, f"{len(listed)} record(s) refused for their timestamp", listed)
-        shown = "; ".join(f"record {i}: {msg}" for i, msg in listed[:3])
-        raise Rejected(wb.INVALID_RECORD, f"{len(listed)} record(s) refused (the first three at most): {shown}",
-                       listed)
+            bad = None
+        if bad is not None:
+            for i in range(count):
+                errors.setdefault(i, (INVALID_TIMESTAMP, bad))
+        return max_ts
+    base = h.base_timestamp
+    first, last = base + lo, base + hi
+    if -_SAFE < first and last < _SAFE and now - first <= before and last - now <= after:
+        return last if last > -1 else -1  # all in bounds: the common case
+    stamps = _timestamps(data, start, count, base)
+    for i, ts in enumerate(stamps):
+        if ts != -1 and _out_of_bounds(ts, now, before, after):
+            errors.setdefault(i, (INVALID_TIMESTAMP, f"timestamp {ts} out of range "
+                                                     f"[{_wrap(now - before)}, {_wrap(now + after)}]"))
+    return max(-1, *stamps)
 
+
+def _refuse(errors: dict[int, tuple[int, str]]) -> NoReturn:
+    """Raise ``Rejected`` for the records in ``errors``: INVALID_TIMESTAMP when any is a
+    timestamp error (Apache's precedence), else INVALID_RECORD."""
+    listed = sorted((i, msg) for i, (_code, msg) in errors.items())
+    if any(code == INVALID_TIMESTAMP for code, _msg in errors.values()):
+        raise Rejected(INVALID_TIMESTAMP, f"{len(listed)} record(s) refused for their timestamp", listed)
+    shown = "; ".join(f"record {i}: {msg}" for i, msg in listed[:3])
+    raise Rejected(wb.INVALID_RECORD, f"{len(listed)} record(s) refused (the first three at most): {shown}",
+                   listed)
+
+
+def _normalised(records: bytes, h: wb.BatchHeader, data: bytes, start: int, in_order: bool, max_ts: int,
+                policy: Policy) -> tuple[bytes, wb.BatchHeader]:
+    """The batch to append: ``records`` untouched when nothing changes; else the header
+    rewritten in place (attributes, maxTimestamp, CRC), or the records renumbered and
+    recompressed in the topic's codec."""
+    codec, count = h.codec, h.records_count
+    attributes = h.attributes
     if not policy.log_append_time:
         attributes &= ~wb.ATTR_LOG_APPEND_TIME
     target = codec if policy.codec < 0 else policy.codec

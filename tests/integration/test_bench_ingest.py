@@ -18,10 +18,11 @@ from kio.schema.errors import ErrorCode
 from kaas.client import recv_exact
 from kaas.wire import codec
 from kaas.wire.batch import set_base_sequence
+from tests.tools import require_bundled_librdkafka
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from bench.common import MOCK_CLUSTER, connect_nodelay, ensure_topic  # noqa: E402
+from bench.common import connect_nodelay, ensure_topic  # noqa: E402
 from bench.metering import BrokerPids  # noqa: E402
 from bench.workloads.ingest import run_ingest  # noqa: E402
 from bench.workloads.raw_produce import (  # noqa: E402
@@ -79,8 +80,8 @@ def test_an_error_answer_fails_the_run(broker):
         run_raw_produce(broker.bootstrap, "no such topic!", 1, RECORDS)
 
 
-@pytest.mark.skipif(not MOCK_CLUSTER.exists(), reason=f"no librdkafka mock peer at {MOCK_CLUSTER}")
 def test_the_raw_run_against_kaas_and_the_mock():
+    require_bundled_librdkafka()  # scripts/peers/mock_cluster.py loads it
     lines: list[dict] = []
     summary = run_ingest(1, 0, 60.0, lines.append, raw_mib=2, clients=("raw",))
     for line in [*lines, summary]:

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.tools import require_bundled_librdkafka
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
-from bench.common import MOCK_CLUSTER  # noqa: E402
 from bench.workloads.roundtrip import APIS, COMPARED, measure_roundtrips, run_roundtrip  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -28,8 +29,8 @@ def test_round_trips_on_a_broker(broker):
         assert rt.error_code == 0
 
 
-@pytest.mark.skipif(not MOCK_CLUSTER.exists(), reason=f"no librdkafka mock peer at {MOCK_CLUSTER}")
 def test_the_run_against_kaas_and_the_mock():
+    require_bundled_librdkafka()  # scripts/peers/mock_cluster.py loads it
     lines: list[dict] = []
     summary = run_roundtrip(1, REQUESTS, lines.append)
     for line in [*lines, summary]:

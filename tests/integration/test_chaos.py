@@ -16,30 +16,17 @@ import pytest
 
 from kaas import failpoints
 from kaas.testing import BrokerProcess
+from tests.tools import require_tmpfs_mount
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _can_mount_tmpfs() -> str | None:
-    """None when this process may mount a tmpfs (disk-full needs one), else why not."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as d:
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", d], capture_output=True, text=True)
-        if proc.returncode != 0:
-            return proc.stderr.strip() or f"mount exited {proc.returncode}"
-        subprocess.run(["umount", d], check=False)
-    return None
-
-
 @pytest.mark.parametrize("scenario", ["endtxn-failpoints", "random-kills", "kill-all", "disk-full"])
 def test_chaos_scenario_keeps_exactly_once(scenario):
     if scenario == "disk-full":
-        why = _can_mount_tmpfs()
-        if why is not None:
-            pytest.skip(f"disk-full needs a tmpfs of its own and mount failed here: {why}")
+        require_tmpfs_mount()  # disk-full fills a tmpfs of its own
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "chaos"), "run", "--scenario", scenario, "--seed", "4242",
          "--messages", "1500", "--copiers", "2", "--duration", "25", "--timeout", "120"],

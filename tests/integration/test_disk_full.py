@@ -20,6 +20,7 @@ from kaas import failpoints
 from kaas.testing import BrokerProcess
 from tests.integration.test_durability import read_partitions
 from tests.kafka import create_topic
+from tests.tools import missing
 
 pytestmark = pytest.mark.slow
 
@@ -153,8 +154,8 @@ def small_tmpfs(tmp_path):
                        capture_output=True, timeout=10)
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
-        pytest.skip(f"cannot mount a tmpfs here ({exc}; {detail.decode(errors='replace').strip()}): "
-                    "the failpoint tests above cover the same paths")
+        missing(f"cannot mount a tmpfs here ({exc}; {detail.decode(errors='replace').strip()}): run as root; "
+                "the failpoint tests above cover the same paths")
 
     def grow(size: str) -> None:
         subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True, timeout=10)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -27,6 +26,7 @@ import pytest
 
 from tests.fixtures import cluster_fixture
 from tests.kafka import uniq
+from tests.tools import require, require_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -46,14 +46,11 @@ go_cluster = cluster_fixture(3, scope="module", name="go",
 def build(client: str) -> Path:
     """The built program of ``client``, from the cache when its source has not changed.
 
-    Skips the test when ``go`` or the client's Debian package is missing; fails it when the
-    build fails."""
+    Skips the test (fails it under KAAS_REQUIRE_ALL=1) when ``go`` or the client's Debian
+    package is missing; fails it when the build fails."""
     prog, package, marker = CLIENTS[client]
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("the Go toolchain is missing: apt-get install golang-go (.ci/run installs it)")
-    if not (GOCODE / marker).exists():
-        pytest.skip(f"{package} is missing ({GOCODE / marker}): apt-get install {package} (.ci/run installs it)")
+    go = require_tool("go", package="golang-go")
+    require((GOCODE / marker).exists(), f"{package} is missing ({GOCODE / marker}): apt-get install {package}")
     src = GO_SRC / prog
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(src.glob("*.go")))).hexdigest()[:16]
     cache = Path(tempfile.gettempdir()) / "kaas-go-build"

@@ -12,7 +12,6 @@ Its librdkafka 2.0.2 logs in only because the broker advertises SaslHandshake v0
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from confluent_kafka.admin import NewTopic
 from kaas.testing import wait_for
 from tests.fixtures import secure_cluster_fixture
 from tests.kafka import uniq
+from tests.tools import require_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -44,8 +44,8 @@ def _run(cmd: list[str], *, timeout: float, **kw) -> subprocess.CompletedProcess
 @pytest.fixture(scope="session")
 def kafkajs() -> Path:
     """``tests/js`` with its ``node_modules`` (``npm ci`` from package-lock.json when missing)."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.fail("node and npm are needed for the KafkaJS test (node 20 is in CI)")
+    require_tool("node", package="nodejs", why="KafkaJS runs on node 20")
+    require_tool("npm", package="npm")
     if not (JS / "node_modules" / "kafkajs" / "package.json").exists():
         r = _run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, timeout=300)
         assert r.returncode == 0, f"npm ci in {JS} failed:\n{r.stdout}\n{r.stderr}"
@@ -95,9 +95,13 @@ def _kcat_read(conf: dict[str, str], topic: str, *extra: str) -> list[str]:
     return r.stdout.splitlines()
 
 
-def test_kcat_produces_consumes_and_reads_committed(clients_cluster):
-    if shutil.which("kcat") is None:
-        pytest.fail("kcat is missing: .ci/run installs it (apt-get install kcat)")
+@pytest.fixture(scope="session")
+def kcat() -> str:
+    """kcat's path (session scope: checked before the module's cluster starts)."""
+    return require_tool("kcat", package="kcat")
+
+
+def test_kcat_produces_consumes_and_reads_committed(kcat, clients_cluster):
     conf, admin = clients_cluster.conf, clients_cluster.admin
     topic = uniq("kcat")
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(15)

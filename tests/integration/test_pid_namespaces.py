@@ -6,27 +6,27 @@ of different pids. The same scenario runs both ways and the outcomes are compare
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kaas.testing import BrokerProcess, free_ports, wait_for
 from tests.integration.test_control_plane import metadata
+from tests.tools import require, require_tool
 
 UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
 PARTITIONS = 4
 SESSION_MS = 1500  # a short lease: the takeover without a death notice waits it out
 
 
-def _unshare_works() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    return subprocess.run([*UNSHARE, "true"], capture_output=True).returncode == 0
+def require_unshare() -> None:
+    """``unshare --pid`` works here (util-linux, as root); else ``missing``."""
+    require_tool("unshare", package="util-linux")
+    r = subprocess.run([*UNSHARE, "true"], capture_output=True, text=True, timeout=30)
+    require(r.returncode == 0, f"unshare --pid failed ({r.stderr.strip()}): run as root (or with CAP_SYS_ADMIN)")
 
 
 def _beat(data: Path, broker_id: int) -> dict:
@@ -93,8 +93,8 @@ def _scenario(data: Path, prefix: list[str]) -> dict:
             b.kill()
 
 
-@pytest.mark.skipif(not _unshare_works(), reason="unshare --pid needs root (CAP_SYS_ADMIN)")
 def test_two_pid_1_brokers_take_over_and_rejoin_as_brokers_with_their_own_pids(tmp_path):
+    require_unshare()
     with ThreadPoolExecutor(2) as pool:  # side by side: two independent 2-broker clusters
         ns_run = pool.submit(_scenario, tmp_path / "pidns", UNSHARE)
         plain_run = pool.submit(_scenario, tmp_path / "plain", [])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 from kaas import failpoints
 from kaas.client import WireClient
 from kaas.testing import ClusterProcess, free_ports, wait_for, wait_ready
+from tests.tools import require, require_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -127,12 +127,10 @@ def tiny_tmpfs(tmp_path):
     """A real 48 MiB tmpfs mounted for the test (skipped where ``mount`` is not allowed)."""
     mnt = tmp_path / "tmpfs"
     mnt.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
+    require_tool("mount", package="mount")
     res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)],
                          capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip() or res.returncode}")
+    require(res.returncode == 0, f"cannot mount a tmpfs here ({res.stderr.strip() or res.returncode}): run as root")
     try:
         yield mnt
     finally:

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from kaas.storage import atomic, fs, incarnation
+from tests.tools import missing
 
 CLONE_NEWPID = 0x20000000
 
@@ -105,7 +106,7 @@ def test_two_pid_1_writers_of_one_file_during_a_takeover_never_share_a_tmp(tmp_p
     if not got:  # the zombie never opened its tmp
         code = _status(z)
         if code == 5:
-            pytest.skip("unshare(CLONE_NEWPID) is not permitted here (needs root)")
+            missing("unshare(CLONE_NEWPID) is not permitted here: run as root (or with CAP_SYS_ADMIN)")
         pytest.fail(f"the zombie writer exited with {code}")
     assert _status(_in_new_pid_namespace(new_owner)) == 0
     os.write(go_w, b"g")

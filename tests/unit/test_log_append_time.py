@@ -3,7 +3,6 @@ a real client's builder and readers (aiokafka, kafka-python) and byte by byte.""
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,7 +48,6 @@ def _client_batch(records, codec: int, txn: bool, pid: int, base_ts: int) -> byt
 @given(records=records_st, codec=st.sampled_from([0, 1]), txn=st.booleans(), now=NOW,
        base_ts=st.integers(min_value=0, max_value=2**40))
 def test_stamp_matches_what_client_readers_expect(records, codec, txn, now, base_ts):
-    pytest.importorskip("aiokafka")
     raw = _client_batch(records, codec, txn, 5 if txn else -1, base_ts)
     before = wb.validate_produce(raw, 1 << 20)
     stamped = wb.stamp_log_append_time(raw, now)

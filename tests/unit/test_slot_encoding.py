@@ -48,9 +48,9 @@ def test_every_write_is_the_canonical_json_of_the_state(states):
 @given(entries, st.sampled_from(TxnState), st.frozensets(st.tuples(names, st.integers(0, 9))),
        st.frozensets(names), ints, ints, ints)
 def test_a_transition_keeps_the_producer_fields(meta, state, partitions, groups, since, now, seq):
-    from kaas.domain.txn import _moved
+    from kaas.domain.txn_effects import moved
 
-    assert _moved(meta, state, partitions, groups, since, now, seq) == meta._replace(
+    assert moved(meta, state, partitions, groups, since, now, seq) == meta._replace(
         state=state, partitions=partitions, groups=groups, ongoing_since_ms=since, last_update_ms=now,
         txn_seq=seq)
 
