@@ -18,8 +18,15 @@ import re
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, AdminClient, ConfigResource
-from confluent_kafka.admin import ResourcePatternType, ResourceType
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from kaas.testing import wait_for
 from tests.apache_tools import ToolResult, tools
