@@ -17,7 +17,10 @@ import re
 
 import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, Producer, ShareConsumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 
+from kaas.client import WireClient
 from kaas.testing import wait_for
 from tests.apache_tools import ToolResult, tools
 from tests.fixtures import cluster_fixture
@@ -242,3 +245,33 @@ def test_kafka_transactions(cluster):
     assert [m.value() for m in read_to_end(bs, topic, 1, "read_committed")] == [b"after"]
     [d] = txn_rows(tool(cluster, "kafka-transactions", "describe", "--transactional-id", txn).stdout)
     assert d["TransactionState"] == "CompleteAbort", d
+
+
+def test_describe_producers_on_every_replica(cluster):
+    """DescribeProducers (what find-hanging --broker-id sends) answers on every replica of a
+    partition, as Apache's followers do (a non-leader asks the leader), and refuses with
+    NOT_LEADER_OR_FOLLOWER on a broker that is no replica. No JVM needed."""
+    bs, rf3, rf1 = cluster.bootstrap, uniq("dp3"), uniq("dp1")
+    admin = AdminClient({"bootstrap.servers": bs})
+    for topic, rf in ((rf3, 3), (rf1, 1)):
+        admin.create_topics([NewTopic(topic, 1, rf)])[topic].result(15)
+    p = txn_producer(bs, uniq("txn-dp"))
+    p.init_transactions(10)
+    p.begin_transaction()
+    for topic in (rf3, rf1):
+        p.produce(topic, b"a", partition=0)
+        p.produce(topic, b"b", partition=0)
+    assert p.flush(10) == 0
+
+    def describe(port: int, topic: str):
+        with WireClient("127.0.0.1", port) as c:
+            r = c.call(61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        [part] = r.topics[0].partitions
+        return part.error_code, [(a.last_sequence, a.current_txn_start_offset) for a in part.active_producers]
+
+    assert [describe(port, rf3) for port in cluster.ports] == [(ErrorCode.none, [(1, 0)])] * 3
+    leader = admin.list_topics(rf1, timeout=10).topics[rf1].partitions[0].leader
+    for broker, port in enumerate(cluster.ports):
+        want = (ErrorCode.none, [(1, 0)]) if broker == leader else (ErrorCode.not_leader_or_follower, [])
+        assert describe(port, rf1) == want, broker
+    p.abort_transaction(10)
