@@ -57,6 +57,7 @@ public final class ToolRunner {
     public static void main(String[] ignored) throws Exception {
         PrintStream realOut = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false);
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        System.setIn(new java.io.ByteArrayInputStream(new byte[0]));  // a tool's prompt reads end of input
         Exit.Procedure exit = (code, message) -> {
             if (status == null) {
                 status = code;

@@ -289,3 +289,16 @@ def test_tool_against_unknown_topic_fails_cleanly(cluster):
     assert "Could not match any topic-partitions with the specified filters" in r.output
     with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
         topic_config(cluster.bootstrap, topic)
+
+
+def test_tool_prompt_reads_end_of_input(cluster):
+    """A tool that asks for confirmation (kafka-acls --remove without --force) reads end of
+    input, not the runner's commands, and removes nothing; the next command still runs."""
+    bs, topic = cluster.bootstrap, uniq("tq")
+    tool(cluster, "kafka-acls", "--add", "--allow-principal", "User:bob", "--operation", "Write", "--topic", topic)
+    r = tool(cluster, "kafka-acls", "--remove", "--allow-principal", "User:bob", "--operation", "Write",
+             "--topic", topic, ok=False)
+    assert "Are you sure you want to remove ACLs" in r.stdout, r
+    assert acls_of(bs, topic) == [("User:bob", "*", "WRITE", "ALLOW")]
+    tool(cluster, "kafka-acls", "--remove", "--force", "--topic", topic)
+    assert acls_of(bs, topic) == []
