@@ -99,13 +99,15 @@ test-int: $(STAMP)
 	$(BIN)/python -m pytest -q tests/integration
 
 # Other clients against a 3-broker cluster: the Go programs of tests/go (Sarama and
-# confluent-kafka-go from Debian's packages; .ci/run installs them), Apache 4.4's kafka-features
-# and kafka-configs (java + mvn, compat/tools/pom.xml), and with
+# confluent-kafka-go from Debian's packages; .ci/run installs them), Apache 4.4's command-line
+# tools (a JDK + mvn, compat/tools/pom.xml; docs/compatibility.rst), and with
 # RDKAFKA_TESTS=<a built librdkafka tests/ dir> librdkafka's own tests (docs/compatibility.rst)
 RDKAFKA_TESTS ?=
 compat: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_go_clients.py
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_features_cluster.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_apache_tools.py \
+		tests/integration/test_apache_group_tools.py
 	$(if $(RDKAFKA_TESTS),$(BIN)/python scripts/librdkafka_tests.py --rdkafka-tests $(RDKAFKA_TESTS))
 
 # the issue-8/22 set (kaas, mock, Tansu), then one broker's ingest, cluster sizes, security

@@ -95,13 +95,13 @@ class TopicAdmin:
                 return None, (ErrorCode.invalid_config, err)
         self.broker.topics.refresh()
         if self.broker.topics.get(name) is not None:
-            return None, (ErrorCode.topic_already_exists, f"topic {name} already exists")
+            return None, (ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if validate_only:
             return None, (ErrorCode.none, None)
         meta = await trio.to_thread.run_sync(self.broker.topics.create, name, partitions, topic_configs,
                                              replication_factor, replica_assignment)
         if meta is None:
-            return None, (ErrorCode.topic_already_exists, f"topic {name} already exists")
+            return None, (ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         log.info("topic_created", topic=name, partitions=partitions, topic_id=str(meta.topic_id))
         if timeout > 0 and not await self.ensure_partitions(meta, timeout):
             return meta, (ErrorCode.request_timed_out, f"topic {name} created; not yet served by every broker")

@@ -3,23 +3,18 @@ controller writes ``__cluster/features.json`` and ``__cluster/client_quotas.json
 other brokers forward UpdateFeatures and AlterClientQuotas to it and every broker shows the
 change within a poll; ``kaas features`` drives them; Apache 4.4's own ``kafka-features``
 (org.apache.kafka.tools.FeatureCommand from the Maven-resolved kafka-tools,
-``compat/tools/pom.xml``) describes, upgrades and downgrades against kaas, and its
-``kafka-configs`` (ConfigCommand) sets, shows and deletes client quotas.
+``compat/tools/pom.xml``, run by tests/apache_tools.py) describes, upgrades and
+downgrades against kaas, and its ``kafka-configs`` (ConfigCommand) sets, shows and
+deletes client quotas.
 
-The Apache tool tests need java and mvn: it skips saying so when they are missing, and
+The Apache tool tests need java, a JDK and mvn: they skip saying so when one is missing, and
 fails instead when KAAS_REQUIRE_ALL=1.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -28,12 +23,11 @@ from kaas.cli import cli
 from kaas.client import WireClient
 from kaas.domain import features
 from kaas.testing import wait_for
+from tests.apache_tools import ToolResult, tools
 from tests.fixtures import cluster_fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
-ROOT = Path(__file__).resolve().parents[2]
-POM = ROOT / "compat" / "tools" / "pom.xml"
 TV_MAX = features.TRANSACTION_VERSION_MAX
 
 cluster = cluster_fixture(3, scope="module", name="features")
@@ -113,33 +107,8 @@ def test_client_quotas_from_any_broker_reach_every_broker(cluster):
         wait_for(lambda port=port: described(port) == want, timeout=10, what=f"broker on {port} seeing the quotas")
 
 
-def require(reason: str) -> None:
-    if os.environ.get("KAAS_REQUIRE_ALL") == "1":
-        pytest.fail(f"KAAS_REQUIRE_ALL=1: {reason}")
-    pytest.skip(reason)
-
-
-def tools_classpath() -> str:
-    """The classpath of Apache's kafka-tools 4.4.0 (``compat/tools/pom.xml``), resolved by
-    Maven once per pom content."""
-    if shutil.which("java") is None or shutil.which("mvn") is None:
-        require("java and mvn are needed to run Apache's kafka-features (apt-get install openjdk-17-jre maven)")
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
-    out = Path(tempfile.gettempdir()) / f"kaas-tools-cp-{digest}.txt"
-    if not out.exists():
-        tmp = out.with_name(f"{out.name}.{os.getpid()}")
-        r = subprocess.run(["mvn", "-q", "-f", str(POM), "dependency:build-classpath",
-                            f"-Dmdep.outputFile={tmp}"], capture_output=True, text=True, timeout=900)
-        if r.returncode != 0:
-            require(f"mvn could not resolve kafka-tools 4.4.0: {r.stdout[-500:]}{r.stderr[-500:]}")
-        tmp.replace(out)
-    return out.read_text().strip()
-
-
-def kafka_features(cp: str, bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", cp,
-                           "org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", bootstrap, *args],
-                          capture_output=True, text=True, timeout=120)
+def kafka_features(bootstrap: str, *args: str) -> ToolResult:
+    return tools().run("kafka-features", *args, bootstrap=bootstrap)
 
 
 def described(out: str) -> dict[str, tuple[str, str, str, int]]:
@@ -154,9 +123,8 @@ def described(out: str) -> dict[str, tuple[str, str, str, int]]:
 
 
 def test_apache_kafka_features(cluster):
-    cp = tools_classpath()
     boot = f"127.0.0.1:{cluster.ports[2]}"
-    r = kafka_features(cp, boot, "describe")
+    r = kafka_features(boot, "describe")
     assert r.returncode == 0, r.stderr
     rows = described(r.stdout)
     epoch = rows["metadata.version"][3]
@@ -164,57 +132,54 @@ def test_apache_kafka_features(cluster):
         "group.version": ("0", "1", "1"), "metadata.version": ("4.4-IV2", "4.4-IV2", "4.4-IV2"),
         "share.version": ("0", "1", "1"), "transaction.version": ("0", str(TV_MAX), str(TV_MAX))}, r.stdout
 
-    r = kafka_features(cp, boot, "downgrade", "--feature", "transaction.version=0")
+    r = kafka_features(boot, "downgrade", "--feature", "transaction.version=0")
     assert (r.returncode, r.stdout.strip()) == (0, "transaction.version was downgraded to 0."), r.stderr
-    wait_for(lambda: described(kafka_features(cp, boot, "describe").stdout)["transaction.version"] ==
+    wait_for(lambda: described(kafka_features(boot, "describe").stdout)["transaction.version"] ==
              ("0", str(TV_MAX), "0", epoch + 1), timeout=10, what="transaction.version at 0")
 
-    r = kafka_features(cp, boot, "upgrade", "--feature", f"transaction.version={TV_MAX + 1}")
+    r = kafka_features(boot, "upgrade", "--feature", f"transaction.version={TV_MAX + 1}")
     assert r.returncode == 1
     assert f"Could not upgrade transaction.version to {TV_MAX + 1}." in r.stdout + r.stderr
     assert f"only supports versions 0-{TV_MAX}" in r.stdout + r.stderr
 
-    r = kafka_features(cp, boot, "upgrade", "--feature", f"transaction.version={TV_MAX}", "--dry-run")
+    r = kafka_features(boot, "upgrade", "--feature", f"transaction.version={TV_MAX}", "--dry-run")
     assert (r.returncode, r.stdout.strip()) == (0, f"transaction.version can be upgraded to {TV_MAX}."), r.stderr
-    r = kafka_features(cp, boot, "upgrade", "--feature", f"transaction.version={TV_MAX}")
+    r = kafka_features(boot, "upgrade", "--feature", f"transaction.version={TV_MAX}")
     assert (r.returncode, r.stdout.strip()) == (0, f"transaction.version was upgraded to {TV_MAX}."), r.stderr
-    wait_for(lambda: described(kafka_features(cp, boot, "describe").stdout)["transaction.version"] ==
+    wait_for(lambda: described(kafka_features(boot, "describe").stdout)["transaction.version"] ==
              ("0", str(TV_MAX), str(TV_MAX), epoch + 2), timeout=10, what="transaction.version back")
 
 
-def kafka_configs(cp: str, bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", cp,
-                           "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, *args],
-                          capture_output=True, text=True, timeout=120)
+def kafka_configs(bootstrap: str, *args: str) -> ToolResult:
+    return tools().run("kafka-configs", *args, bootstrap=bootstrap)
 
 
 def test_apache_kafka_configs_quotas(cluster):
     """Apache's kafka-configs sets, shows and deletes client quotas on kaas (AlterClientQuotas
     and DescribeClientQuotas underneath)."""
-    cp = tools_classpath()
     boot = f"127.0.0.1:{cluster.ports[1]}"
-    r = kafka_configs(cp, boot, "--alter", "--entity-type", "users", "--entity-name", "carol",
+    r = kafka_configs(boot, "--alter", "--entity-type", "users", "--entity-name", "carol",
                       "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")
     assert (r.returncode, r.stdout.strip()) == (0, "Completed updating config for user carol."), r.stderr
-    r = kafka_configs(cp, boot, "--alter", "--entity-type", "users", "--entity-default", "--entity-type", "clients",
+    r = kafka_configs(boot, "--alter", "--entity-type", "users", "--entity-default", "--entity-type", "clients",
                       "--entity-name", "c9", "--add-config", "request_percentage=50")
     assert r.returncode == 0, r.stderr
-    r = kafka_configs(cp, boot, "--alter", "--entity-type", "ips", "--entity-name", "10.9.9.9",
+    r = kafka_configs(boot, "--alter", "--entity-type", "ips", "--entity-name", "10.9.9.9",
                       "--add-config", "connection_creation_rate=5")
     assert (r.returncode, r.stdout.strip()) == (0, "Completed updating config for ip 10.9.9.9."), r.stderr
-    r = kafka_configs(cp, boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
+    r = kafka_configs(boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
     assert r.stdout.strip() == ("Quota configs for user-principal 'carol' are consumer_byte_rate=2048.0, "
                                 "producer_byte_rate=1024.0"), r.stderr
-    r = kafka_configs(cp, boot, "--describe", "--entity-type", "users", "--entity-default", "--entity-type",
+    r = kafka_configs(boot, "--describe", "--entity-type", "users", "--entity-default", "--entity-type",
                       "clients", "--entity-name", "c9")
     assert r.stdout.strip() == ("Quota configs for the default user-principal, client-id 'c9' are "
                                 "request_percentage=50.0")
-    r = kafka_configs(cp, boot, "--describe", "--entity-type", "ips", "--entity-name", "10.9.9.9")
+    r = kafka_configs(boot, "--describe", "--entity-type", "ips", "--entity-name", "10.9.9.9")
     assert r.stdout.strip() == "Quota configs for ip '10.9.9.9' are connection_creation_rate=5.0"
-    r = kafka_configs(cp, boot, "--alter", "--entity-type", "users", "--entity-name", "carol",
+    r = kafka_configs(boot, "--alter", "--entity-type", "users", "--entity-name", "carol",
                       "--delete-config", "producer_byte_rate")
     assert r.returncode == 0, r.stderr
-    r = kafka_configs(cp, boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
+    r = kafka_configs(boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
     assert r.stdout.strip() == "Quota configs for user-principal 'carol' are consumer_byte_rate=2048.0"
 
 
