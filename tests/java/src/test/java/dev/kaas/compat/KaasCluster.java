@@ -50,7 +50,8 @@ public final class KaasCluster implements AutoCloseable {
           "--group-share-heartbeat-interval-ms", "500",
           "--group-share-min-session-timeout-ms", "6000",
           "--group-share-session-timeout-ms", "10000",
-          "--group-share-min-record-lock-duration-ms", "1000");
+          "--group-share-min-record-lock-duration-ms", "1000",
+          "--group-share-delivery-count-limit", "3");
 
   private final String bootstrap;
   private final Path data; // null: a cluster given by KAAS_BOOTSTRAP without KAAS_DATA
