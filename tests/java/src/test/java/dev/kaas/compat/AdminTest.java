@@ -428,7 +428,13 @@ class AdminTest {
     get(admin.alterUserScramCredentials(List.of(
         new UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256))).all());
     awaitCredentials(user, Set.of(new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)));
-    assertTrue(get(admin.describeUserScramCredentials().users()).contains(user));
+    Clients.waitFor(Duration.ofSeconds(10), () -> {
+      try {
+        return get(admin.describeUserScramCredentials().users()).contains(user);
+      } catch (Exception e) {
+        return false;
+      }
+    }, user + " among every user described");
   }
 
   /** Admin methods whose APIs kaas does not serve: each fails with UnsupportedVersionException. */
