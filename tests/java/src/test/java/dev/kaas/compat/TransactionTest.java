@@ -72,7 +72,7 @@ class TransactionTest {
       k.assign(tps);
       k.seekToBeginning(tps);
       List<ConsumerRecord<String, String>> got = pollN(k, expect, Duration.ofSeconds(20));
-      got.addAll(pollFor(k, Duration.ofMillis(500)));
+      got.addAll(pollFor(k, Duration.ofMillis(expect == 0 ? 2000 : 500))); // and nothing more
       return got;
     }
   }
@@ -240,7 +240,7 @@ class TransactionTest {
           "the coordinator to abort " + tid);
       assertThrows(KafkaException.class, p::commitTransaction);
     }
-    assertEquals(List.of(), values(read(topic, 1, "read_committed", 1)));
+    assertEquals(List.of(), values(read(topic, 1, "read_committed", 0)));
     // the abort marker moved the last stable offset past the record: nothing stays pending
     try (KafkaConsumer<String, String> k = consumer(kaas, null, ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed")) {
       TopicPartition tp = new TopicPartition(topic, 0);
