@@ -126,6 +126,23 @@ class AssignorMigrationTest {
     }
   }
 
+  /**
+   * commitSync, polling and retrying while a rebalance is in progress (as the exception
+   * asks: a classic member may be asked to rejoin while the group converts).
+   */
+  static void commit(KafkaConsumer<String, String> c, List<ConsumerRecord<String, String>> sink) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (true) {
+      try {
+        c.commitSync();
+        return;
+      } catch (org.apache.kafka.common.errors.RebalanceInProgressException e) {
+        assertTrue(System.nanoTime() < deadline, "still rebalancing after 30 s: " + e);
+        c.poll(Duration.ofMillis(100)).forEach(sink::add);
+      }
+    }
+  }
+
   @Test
   void aLiveGroupMigratesFromClassicToConsumerAndBack() throws Exception {
     String topic = createTopic(admin, unique("migrate"), 4);
@@ -142,7 +159,7 @@ class AssignorMigrationTest {
       classic1.subscribe(List.of(topic));
       pollUntilAssigned(List.of(classic1), as -> as.get(0).size() == 4, Duration.ofSeconds(60), seen);
       assertEquals(GroupType.CLASSIC, describe(group).type());
-      classic1.commitSync();
+      commit(classic1, seen);
       // a consumer-protocol member joins the classic group: it is converted online
       modern = member("consumer", group);
       modern.subscribe(List.of(topic));
@@ -152,8 +169,8 @@ class AssignorMigrationTest {
       assertEquals(2, d.members().size());
       assertTrue(d.members().stream().anyMatch(m -> m.upgraded().orElse(false)), "the new member is upgraded");
       assertTrue(d.members().stream().anyMatch(m -> !m.upgraded().orElse(true)), "the classic member is not");
-      classic1.commitSync();
-      modern.commitSync();
+      commit(classic1, seen);
+      commit(modern, seen);
       classic1.close();
       classic1 = null;
       pollUntilAssigned(List.of(modern), as -> as.get(0).equals(all), Duration.ofSeconds(60), seen);
@@ -163,8 +180,8 @@ class AssignorMigrationTest {
       classic2.subscribe(List.of(topic));
       pollUntilAssigned(List.of(modern, classic2), as -> splits(as, all), Duration.ofSeconds(60), seen);
       assertEquals(GroupType.CONSUMER, describe(group).type());
-      modern.commitSync();
-      classic2.commitSync();
+      commit(modern, seen);
+      commit(classic2, seen);
       modern.close();
       modern = null;
       pollUntilAssigned(List.of(classic2), as -> as.get(0).equals(all), Duration.ofSeconds(60), seen);
@@ -176,7 +193,7 @@ class AssignorMigrationTest {
         }
       }, "the group back to classic");
       seen.addAll(Clients.pollFor(classic2, Duration.ofSeconds(1)));
-      classic2.commitSync();
+      commit(classic2, seen);
       Map<TopicPartition, OffsetAndMetadata> committed =
           admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
       assertEquals(all, committed.keySet());

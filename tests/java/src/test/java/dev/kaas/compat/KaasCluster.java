@@ -35,25 +35,16 @@ public final class KaasCluster implements AutoCloseable {
   public static final int BROKERS = 3;
 
   /**
-   * The brokers' options when the suite starts the cluster: a new group's first rebalance at
-   * once, and KIP-848/KIP-932 heartbeats and session timeouts short enough for tests (the
-   * bounds let a group config lower the record lock duration to 1 s).
+   * The brokers' options when the suite starts the cluster: {@code broker-args.txt} beside
+   * pom.xml (one per line, {@code #} comments), which the pytest wrapper reads too.
    */
-  static final List<String> BROKER_ARGS =
-      List.of(
-          "--group-initial-rebalance-delay-ms", "0",
-          "--group-consumer-min-heartbeat-interval-ms", "500",
-          "--group-consumer-heartbeat-interval-ms", "500",
-          "--group-consumer-min-session-timeout-ms", "6000",
-          "--group-consumer-session-timeout-ms", "10000",
-          "--group-share-min-heartbeat-interval-ms", "500",
-          "--group-share-heartbeat-interval-ms", "500",
-          "--group-share-min-session-timeout-ms", "6000",
-          "--group-share-session-timeout-ms", "10000",
-          "--group-share-min-record-lock-duration-ms", "1000",
-          "--group-share-delivery-count-limit", "3",
-          // the ACL APIs answer only with an authoriser; nothing is denied where no ACL names it
-          "--authorizer", "--allow-everyone-if-no-acl-found");
+  static List<String> brokerArgs() throws IOException {
+    Path file = Path.of(System.getProperty("kaas.brokerArgs", "broker-args.txt"));
+    return Files.readAllLines(file).stream()
+        .map(String::strip)
+        .filter(l -> !l.isEmpty() && !l.startsWith("#"))
+        .toList();
+  }
 
   private final String bootstrap;
   private final Path data; // null: a cluster given by KAAS_BOOTSTRAP without KAAS_DATA
@@ -144,7 +135,7 @@ public final class KaasCluster implements AutoCloseable {
         List.of(
             "cluster", "--brokers", String.valueOf(BROKERS), "--data", data.toString(),
             "--base-port", String.valueOf(base), "--restart-delay", "0.5", "--fork-brokers", "--"));
-    cmd.addAll(BROKER_ARGS);
+    cmd.addAll(brokerArgs());
     ProcessBuilder pb = new ProcessBuilder(cmd);
     // the transaction reaper every 0.5 s (kaas.testing's clusters do the same): a
     // transaction whose coordinator died, or that timed out, completes within a test's patience
