@@ -367,6 +367,42 @@ class AdminTest {
   }
 
   @Test
+  void forceTerminateTransactionAbortsTheOpenTransaction() throws Exception {
+    String t = createTopic(admin, unique("adm-force"), 1);
+    TopicPartition tp = new TopicPartition(t, 0);
+    String tid = unique("adm-force-tid");
+    try (KafkaProducer<String, String> p = producer(kaas, ProducerConfig.TRANSACTIONAL_ID_CONFIG, tid)) {
+      p.initTransactions();
+      p.beginTransaction();
+      p.send(new ProducerRecord<>(t, 0, "k", "open")).get();
+      get(admin.forceTerminateTransaction(tid).result());
+      // as after InitProducerId: the open transaction aborted, the id left EMPTY with a new epoch
+      java.util.concurrent.atomic.AtomicReference<Object> last = new java.util.concurrent.atomic.AtomicReference<>();
+      try {
+        Clients.waitFor(Duration.ofSeconds(30), () -> {
+          try {
+            TransactionDescription d = get(admin.describeTransactions(List.of(tid)).description(tid));
+            last.set(d);
+            return d.state() == TransactionState.EMPTY || d.state() == TransactionState.COMPLETE_ABORT;
+          } catch (Exception e) {
+            last.set(e);
+            return false;
+          }
+        }, "the transaction aborted");
+      } catch (AssertionError e) {
+        throw new AssertionError(e.getMessage() + "; last: " + last.get(), e);
+      }
+      assertThrows(Exception.class, p::commitTransaction);
+    }
+    try (KafkaConsumer<String, String> c = consumer(kaas, null, ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed")) {
+      assertEquals(2L, c.endOffsets(List.of(tp)).get(tp), "the abort marker ends it");
+      c.assign(List.of(tp));
+      c.seekToBeginning(List.of(tp));
+      assertEquals(List.of(), Clients.pollFor(c, Duration.ofSeconds(2)));
+    }
+  }
+
+  @Test
   void aclsCreateDescribeDelete() throws Exception {
     String t = unique("adm-acl");
     AclBinding read = new AclBinding(new ResourcePattern(ResourceType.TOPIC, t, PatternType.LITERAL),
@@ -450,9 +486,35 @@ class AdminTest {
         org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get());
     calls.put("describeMetadataQuorum", () -> admin.describeMetadataQuorum().quorumInfo().get());
     calls.put("describeDelegationToken", () -> admin.describeDelegationToken().delegationTokens().get());
+    calls.put("createDelegationToken", () -> admin.createDelegationToken().delegationToken().get());
+    calls.put("alterPartitionReassignments", () -> admin.alterPartitionReassignments(
+        Map.of(tp, Optional.of(new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(1))))).all().get());
+    calls.put("describeReplicaLogDirs", () -> admin.describeReplicaLogDirs(
+        List.of(new org.apache.kafka.common.TopicPartitionReplica(t, 0, 0))).all().get());
+    calls.put("alterReplicaLogDirs", () -> admin.alterReplicaLogDirs(
+        Map.of(new org.apache.kafka.common.TopicPartitionReplica(t, 0, 0), "/nowhere")).all().get());
+    calls.put("alterClientQuotas", () -> admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(
+        new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("user", "u")),
+        List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 1000.0))))).all().get());
+    calls.put("updateFeatures", () -> admin.updateFeatures(Map.of("transaction.version",
+        new org.apache.kafka.clients.admin.FeatureUpdate((short) 2, org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.UPGRADE)),
+        new org.apache.kafka.clients.admin.UpdateFeaturesOptions()).all().get());
+    calls.put("listConfigResources", () -> admin.listConfigResources().all().get());
+    calls.put("describeStreamsGroups", () -> admin.describeStreamsGroups(List.of("sg")).all().get());
+    calls.put("unregisterBroker", () -> admin.unregisterBroker(7).all().get());
+    Map<String, String> wrong = new java.util.TreeMap<>();
     for (var e : calls.entrySet()) {
-      Throwable c = cause(e.getValue());
-      assertInstanceOf(UnsupportedVersionException.class, c, e.getKey() + ": " + c);
+      try {
+        e.getValue().execute();
+        wrong.put(e.getKey(), "succeeded");
+      } catch (ExecutionException ex) {
+        if (!(ex.getCause() instanceof UnsupportedVersionException)) {
+          wrong.put(e.getKey(), String.valueOf(ex.getCause()));
+        }
+      } catch (Throwable other) {
+        wrong.put(e.getKey(), String.valueOf(other));
+      }
     }
+    assertEquals(Map.of(), wrong, "methods that did not fail as unsupported");
   }
 }
