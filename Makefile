@@ -84,7 +84,8 @@ test-int: $(STAMP)
 # RDKAFKA_TESTS=<a built librdkafka tests/ dir> librdkafka's own tests (docs/compatibility.rst)
 RDKAFKA_TESTS ?=
 compat: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_go_clients.py tests/integration/test_java_clients.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_go_clients.py tests/integration/test_go_modern.py \
+		tests/integration/test_java_clients.py
 	$(if $(RDKAFKA_TESTS),$(BIN)/python scripts/librdkafka_tests.py --rdkafka-tests $(RDKAFKA_TESTS))
 
 # Apache Kafka's Java clients (kafka-clients 4.4.0, JUnit 5 in tests/java) against a 3-broker
