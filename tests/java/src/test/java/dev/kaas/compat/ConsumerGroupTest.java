@@ -100,7 +100,7 @@ class ConsumerGroupTest {
   /** Records every listener call, as "assigned:[...]" / "revoked:[...]" / "lost:[...]". */
   static final class Recorder implements ConsumerRebalanceListener {
     final List<String> calls = new CopyOnWriteArrayList<>();
-    final Set<TopicPartition> revoked = ConcurrentSet.make();
+    final Set<TopicPartition> revoked = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     @Override
     public void onPartitionsRevoked(Collection<TopicPartition> ps) {
@@ -116,12 +116,6 @@ class ConsumerGroupTest {
     @Override
     public void onPartitionsLost(Collection<TopicPartition> ps) {
       calls.add("lost:" + ps.size());
-    }
-  }
-
-  static final class ConcurrentSet {
-    static <T> Set<T> make() {
-      return java.util.concurrent.ConcurrentHashMap.newKeySet();
     }
   }
 
