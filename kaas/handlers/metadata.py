@@ -8,6 +8,7 @@ left the cluster) is always NONE: every kaas broker answers for the whole cluste
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, TypeAlias
 
 import structlog
@@ -33,11 +34,17 @@ VERSIONS = (0, 13)
 log = structlog.get_logger()
 
 
+def _asked_id(topic: object) -> uuid.UUID | None:
+    """The topic id a Metadata request topic asks for (v10+), None for a name (a zero id)."""
+    tid = getattr(topic, "topic_id", None)
+    return tid if isinstance(tid, uuid.UUID) and tid.int != 0 else None
+
+
 async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
     broker = ctx.broker
     broker.topics.refresh()
     listing = req.topics is None or (ctx.api_version == 0 and not req.topics)
-    names: list[str | None]  # (None: a topic asked for by an id no topic has, v10+)
+    names: list[str | uuid.UUID]  # (an id: a topic asked for by an id no topic has, v10+)
     by_name: set[str | None] = set()
     if listing:  # every topic: only those the principal may describe (Apache)
         names = [n for n in sorted(broker.topics.topics) if authorize(ctx, Op.DESCRIBE, TOPIC, n)]
@@ -45,17 +52,20 @@ async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
     else:
         # a topic asked for by id (v10+, KIP-516: a KIP-848 consumer resolves its assignment
         # so) is named from the topic files, and never auto-created
+        # A non-zero id wins over the name, as in Apache: the Java client (4.x, a broker-side
+        # regex subscription) sends its ids with the name "" rather than null
         by_id = {m.topic_id: n for n, m in broker.topics.topics.items()}
-        names = [t.name if t.name is not None else by_id.get(getattr(t, "topic_id", None))  # type: ignore[arg-type]
+        names = [(by_id.get(tid, tid) if (tid := _asked_id(t)) is not None else t.name)  # type: ignore[misc]
                  for t in req.topics or ()]  # (not None: not listing)
-        by_name = {t.name for t in req.topics or ()}
+        by_name = {t.name for t in req.topics or () if _asked_id(t) is None}
         auto = getattr(req, "allow_auto_topic_creation", True)
     topics: list[dict[str, object]] = []
     view = broker.replica_view()
     topic_ops = getattr(req, "include_topic_authorized_operations", False)
     for name in names:
-        if name is None:
-            topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "partitions": []})
+        if isinstance(name, uuid.UUID):
+            topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": name,
+                           "partitions": []})
             continue
         if not listing and not authorize(ctx, Op.DESCRIBE, TOPIC, name):
             topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "partitions": []})

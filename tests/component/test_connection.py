@@ -243,6 +243,29 @@ async def test_metadata_names_this_broker_and_the_created_topic(tmp_path):
             nursery.cancel_scope.cancel()
 
 
+async def test_metadata_by_topic_id_ignores_an_empty_name(tmp_path):
+    """Apache's Java consumer (4.x, a broker-side regex subscription) asks for its assigned
+    topics by id with the name "" (the schema's default), not null: the id is what counts."""
+    import uuid
+
+    with trio.fail_after(20):
+        async with open_broker(tmp_path) as broker, trio.open_nursery() as nursery:
+            async with open_client(broker, nursery) as client:
+                await client.call(create_topic("by-id", 2))
+                (known,) = (await client.call(metadata("by-id"))).topics
+                unknown = uuid.uuid4()
+                md = await client.call(MetadataRequest(
+                    topics=(MetadataRequestTopic(topic_id=known.topic_id, name=""),
+                            MetadataRequestTopic(topic_id=unknown, name=""),
+                            MetadataRequestTopic(topic_id=known.topic_id, name=None)),
+                    allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+                assert [(t.name, t.error_code, t.topic_id, len(t.partitions)) for t in md.topics] == [
+                    ("by-id", ErrorCode.none, known.topic_id, 2),
+                    (None, ErrorCode.unknown_topic_id, unknown, 0),
+                    ("by-id", ErrorCode.none, known.topic_id, 2)]
+            nursery.cancel_scope.cancel()
+
+
 async def test_create_produce_fetch_round_trip(tmp_path):
     with trio.fail_after(20):
         async with open_broker(tmp_path) as broker, trio.open_nursery() as nursery:
