@@ -76,6 +76,10 @@ class TxnCoordinator:
         self.dispatch = Dispatch(broker, self.markers, self.queue, self.wake_markers, self.stats,
                                  self.inbox.queueing)
         self.finisher = Finisher(broker, self.slots, self.dispatch, self.stats)
+        # Commits this coordinator prepared while it owned the id's slot without a break:
+        # transactional id -> (pid, epoch, txn_seq). EndTxn(abort) on the CompleteCommit of
+        # one of them is INVALID_TXN_STATE (``dtxn.prepare_end_txn``). Dropped with the slot.
+        self.committed_here: dict[str, tuple[int, int, int]] = {}
 
     # ------------------------------------------------------------------ for the loops and the broker
 
@@ -104,6 +108,7 @@ class TxnCoordinator:
         """Drop every cached slot (our lease lapsed: another broker may have written)."""
         self.slots.forget_cache()
         self.inbox.forget()
+        self.committed_here.clear()
 
     def drop_unowned_slots(self) -> None:
         """Called after each assignment is applied: forget slots that are not ours any more,
@@ -111,6 +116,7 @@ class TxnCoordinator:
         (and the queues are read again for the producer ids of its transactional ids:
         their next coordinators may queue entries)."""
         self.slots.drop_unowned()
+        self.committed_here = {t: c for t, c in self.committed_here.items() if self.broker.owns_slot(txn_slot(t))}
         if not all(self.broker.owns_slot(slot) for slot in self.inbox.clear_slots):
             self.inbox.forget()
 
@@ -306,8 +312,14 @@ class TxnCoordinator:
             if not await self._settled(transactional_id):
                 return ErrorCode.concurrent_transactions
             meta = await self.slots.get(slot, transactional_id)
-            res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, self.broker.clock.wall_ms(), version)
+            here = meta is not None and self.committed_here.get(transactional_id) == \
+                (meta.producer_id, meta.producer_epoch, meta.txn_seq)
+            res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, self.broker.clock.wall_ms(), version,
+                                       committed_here=here)
             if res.meta is not None:
+                if res.meta.state is TxnState.PrepareCommit:
+                    self.committed_here[transactional_id] = \
+                        (res.meta.producer_id, res.meta.producer_epoch, res.meta.txn_seq)
                 if klog.DEBUG:
                     log.debug("txn_prepared", transactional_id=transactional_id, state=res.meta.state.value,
                               partitions=len(res.meta.partitions), groups=len(res.meta.groups))
@@ -429,6 +441,7 @@ class TxnCoordinator:
                 if meta is None or not dtxn.expired(meta, now, limit):
                     return
                 await self.slots.remove(slot, transactional_id)
+                self.committed_here.pop(transactional_id, None)
         except KaasError as exc:
             log.warning("transactional_id_expiry_failed", transactional_id=transactional_id,
                         error=exc.code.name)
