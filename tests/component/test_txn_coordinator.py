@@ -677,6 +677,31 @@ async def test_abort_after_its_own_commit_is_invalid_txn_state_until_the_slot_mo
     assert state_of(b0, "own").state is TxnState.CompleteCommit
 
 
+async def test_txn_offset_commit_is_verified_against_the_transaction(cluster):
+    """KIP-890 part 1 for TxnOffsetCommit, from any broker (the group's coordinator reads
+    the slot file): refused with INVALID_TXN_STATE until AddOffsetsToTxn added the group,
+    INVALID_PRODUCER_EPOCH for a fenced epoch, and again 48 once the transaction ended."""
+    _world, (b0, b1, _b2) = cluster
+    part = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "tc", [("t", 0)])
+    await produce(part, "tc", pid, epoch)
+    for b in (b0, b1):
+        assert await b.txn.check_txn_offset_commit("tc", pid, epoch, "g") == ErrorCode.invalid_txn_state
+    assert await b0.txn.add_offsets("tc", pid, epoch, "g", V) == ErrorCode.none
+    for b in (b0, b1):
+        assert await b.txn.check_txn_offset_commit("tc", pid, epoch, "g") == ErrorCode.none
+        assert await b.txn.check_txn_offset_commit("tc", pid, epoch, "other") == ErrorCode.invalid_txn_state
+        assert await b.txn.check_txn_offset_commit("tc", pid + 1, epoch, "g") == ErrorCode.invalid_txn_state
+        assert await b.txn.check_txn_offset_commit("nope", pid, epoch, "g") == ErrorCode.invalid_txn_state
+    assert await b0.txn.end_txn("tc", pid, epoch, True, V) == ErrorCode.none
+    assert await b0.txn.finisher.wait_all(10)
+    await b0.txn.flush_slots()
+    assert await b0.txn.init_producer_id("tc", 60_000, pid, epoch, 4) == (pid, epoch + 1)
+    for b in (b0, b1):
+        assert await b.txn.check_txn_offset_commit("tc", pid, epoch, "g") == ErrorCode.invalid_producer_epoch
+        assert await b.txn.check_txn_offset_commit("tc", pid, epoch + 1, "g") == ErrorCode.invalid_txn_state
+
+
 def test_sweep_interval_env(monkeypatch):
     monkeypatch.delenv(txn_tasks.SWEEP_ENV, raising=False)
     assert txn_tasks.sweep_interval_ms() == txn_tasks.SWEEP_INTERVAL_MS == 10_000

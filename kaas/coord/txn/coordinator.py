@@ -326,20 +326,15 @@ class TxnCoordinator:
             return await self._carry_out(slot, res, answer_early=True)
 
     async def check_txn_offset_commit(self, transactional_id: str, producer_id: int,
-                                      producer_epoch: int) -> ErrorCode:
-        """TxnOffsetCommit's fencing check: when this broker coordinates the transactional
-        id, a pid/epoch that is not the current one gets INVALID_PRODUCER_EPOCH (47);
-        otherwise the request is trusted."""
-        if self.broker.txn_owner(transactional_id) != self.broker.id:
-            return ErrorCode.none
+                                      producer_epoch: int, group_id: str) -> ErrorCode:
+        """TxnOffsetCommit's KIP-890 verification (``Verifier.verify_group``), on whichever
+        broker coordinates the group: INVALID_PRODUCER_EPOCH (47) for a fenced or replaced
+        producer, INVALID_TXN_STATE (48) when its transaction is not Ongoing with the group
+        added by AddOffsetsToTxn, KAFKA_STORAGE_ERROR when the slot file is unreadable."""
         try:
-            meta = await self.slots.get(txn_slot(transactional_id), transactional_id)
+            await self.verifier.verify_group(transactional_id, producer_id, producer_epoch, group_id)
         except KaasError as exc:
             return exc.code
-        if meta is None:
-            return ErrorCode.none
-        if meta.producer_id != producer_id or meta.producer_epoch != producer_epoch:
-            return ErrorCode.invalid_producer_epoch
         return ErrorCode.none
 
     async def describe(self, transactional_ids: Iterable[str]) -> list[Described]:
