@@ -53,3 +53,21 @@ async def test_metadata_by_topic_id(shm_path, thread_safe_autojump_clock):
             "topics": [{"topic_id": known, "name": None}], "allow_auto_topic_creation": False,
             "include_topic_authorized_operations": False}))
         assert [(t.error_code, t.name, t.topic_id) for t in r.topics] == [(E.none, "t", known)]
+
+
+async def test_describe_cluster_endpoint_types_and_topic_operations(shm_path, thread_safe_autojump_clock):
+    async with open_broker_in(shm_path, clock=TrioClock(thread_safe_autojump_clock)) as (broker, nursery), \
+            open_client(broker, nursery) as client:
+        for version in (1, 2):
+            for endpoint_type, code in ((2, E.mismatched_endpoint_type), (7, E.unsupported_endpoint_type)):
+                r = await client.call(req(60, version, {"include_cluster_authorized_operations": False,
+                                                        "endpoint_type": endpoint_type, "include_fenced_brokers": False}))
+                assert (r.error_code, r.cluster_id, r.brokers) == (code, "", ())
+            r = await client.call(req(60, version, {"include_cluster_authorized_operations": False,
+                                                    "endpoint_type": 1, "include_fenced_brokers": False}))
+            assert r.error_code == E.none and r.cluster_id == broker.settings.cluster_id and r.brokers
+        broker.topics.create("t", 2)
+        r = await client.call(req(75, 0, {"topics": [{"name": "t"}, {"name": "absent"}],
+                                          "response_partition_limit": 2000, "cursor": None}))
+        assert {t.name: (t.error_code, t.topic_authorized_operations) for t in r.topics} == \
+            {"t": (E.none, ALL_TOPIC_OPS), "absent": (E.unknown_topic_or_partition, ALL_TOPIC_OPS)}
