@@ -71,3 +71,14 @@ async def test_describe_cluster_endpoint_types_and_topic_operations(shm_path, th
                                           "response_partition_limit": 2000, "cursor": None}))
         assert {t.name: (t.error_code, t.topic_authorized_operations) for t in r.topics} == \
             {"t": (E.none, ALL_TOPIC_OPS), "absent": (E.unknown_topic_or_partition, ALL_TOPIC_OPS)}
+
+
+async def test_create_topics_answers_a_name_named_twice_once(shm_path, thread_safe_autojump_clock):
+    async with open_broker_in(shm_path, clock=TrioClock(thread_safe_autojump_clock)) as (broker, nursery), \
+            open_client(broker, nursery) as client:
+        topic = {"name": "dup", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+        r = await client.call(req(19, 7, {"topics": [topic, topic, {**topic, "name": "single"}],
+                                          "timeout": 0, "validate_only": False}))
+        assert sorted((t.name, t.error_code) for t in r.topics) == [("dup", E.invalid_request), ("single", E.none)]
+        broker.topics.refresh()
+        assert broker.topics.get("dup") is None and broker.topics.get("single") is not None
