@@ -31,6 +31,10 @@ async def handle(ctx: Context, req: JoinGroupRequest) -> dict[str, object]:
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "generation_id": -1,
                 "protocol_name": "", "leader": "", "member_id": req.member_id or "", "members": []}
+    if not req.group_id:  # before the coordinator check, as Apache's group coordinator service
+        return {"throttle_time": 0, "error_code": ErrorCode.invalid_group_id, "generation_id": -1,
+                "protocol_name": None if ctx.api_version >= 7 else "", "leader": "", "member_id": req.member_id or "",
+                "members": []}
     try:
         r = await ctx.broker.groups.join(
             req.group_id, member_id=req.member_id or "", group_instance_id=getattr(req, "group_instance_id", None),

@@ -82,3 +82,30 @@ async def test_create_topics_answers_a_name_named_twice_once(shm_path, thread_sa
         assert sorted((t.name, t.error_code) for t in r.topics) == [("dup", E.invalid_request), ("single", E.none)]
         broker.topics.refresh()
         assert broker.topics.get("dup") is None and broker.topics.get("single") is not None
+
+
+async def test_group_edge_answers(shm_path, thread_safe_autojump_clock):
+    """An empty group id is INVALID_GROUP_ID (not NOT_COORDINATOR, which clients retry
+    forever); a join refused for its session timeout leaves no group; LeaveGroup v3+ of no
+    group answers NONE with UNKNOWN_MEMBER_ID per member (v0-2: at the top)."""
+    async with open_broker_in(shm_path, clock=TrioClock(thread_safe_autojump_clock)) as (broker, nursery), \
+            open_client(broker, nursery) as client:
+        for version in (0, 6, 7):
+            r = await client.call(join(version, ""))
+            assert r.error_code == E.invalid_group_id
+            assert r.protocol_name == (None if version >= 7 else "")
+        r = await client.call(req(12, 4, {"group_id": "", "generation_id": 1, "member_id": "m-1",
+                                          "group_instance_id": None}))
+        assert r.error_code == E.invalid_group_id
+        r = await client.call(join(7, "refused", session_timeout=1))
+        assert r.error_code == E.invalid_session_timeout
+        r = await client.call(req(15, 5, {"groups": ["refused"], "include_authorized_operations": False}))
+        assert r.groups[0].group_state == "Dead"
+        r = await client.call(req(16, 4, {"states_filter": []}))
+        assert "refused" not in {g.group_id for g in r.groups}
+        r = await client.call(req(13, 5, {"group_id": "nobody", "members": [
+            {"member_id": "m-1", "group_instance_id": None, "reason": None}]}))
+        assert r.error_code == E.none
+        assert [(m.member_id, m.error_code) for m in r.members] == [("m-1", E.unknown_member_id)]
+        r = await client.call(req(13, 2, {"group_id": "nobody", "member_id": "m-1"}))
+        assert r.error_code == E.unknown_member_id
