@@ -109,3 +109,14 @@ async def test_group_edge_answers(shm_path, thread_safe_autojump_clock):
         assert [(m.member_id, m.error_code) for m in r.members] == [("m-1", E.unknown_member_id)]
         r = await client.call(req(13, 2, {"group_id": "nobody", "member_id": "m-1"}))
         assert r.error_code == E.unknown_member_id
+
+
+async def test_read_share_state_of_a_partition_never_initialised(shm_path, thread_safe_autojump_clock):
+    async with open_broker_in(shm_path, clock=TrioClock(thread_safe_autojump_clock)) as (broker, nursery), \
+            open_client(broker, nursery) as client:
+        broker.topics.create("t", 1)
+        topic_id = broker.topics.get("t").topic_id
+        r = await client.call(req(84, 0, {"group_id": "sg", "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}))
+        p = r.results[0].partitions[0]
+        assert (p.error_code, p.start_offset, p.state_batches) == (E.invalid_request, 0, ())
