@@ -74,7 +74,8 @@ async def handle(ctx: Context, req: DescribeTopicPartitionsRequest) -> dict[str,
                 code = (ErrorCode.unknown_topic_or_partition if valid_topic_name(name)
                         else ErrorCode.invalid_topic_exception)
                 topics.append({"error_code": code, "name": name, "topic_id": None, "is_internal": False,
-                               "partitions": [], "topic_authorized_operations": authorized_operations(ctx, TOPIC, name)})
+                               "partitions": [],
+                               "topic_authorized_operations": authorized_operations(ctx, TOPIC, name)})
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         end = min(meta.partitions, start + remaining)

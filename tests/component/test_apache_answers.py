@@ -61,7 +61,8 @@ async def test_describe_cluster_endpoint_types_and_topic_operations(shm_path, th
         for version in (1, 2):
             for endpoint_type, code in ((2, E.mismatched_endpoint_type), (7, E.unsupported_endpoint_type)):
                 r = await client.call(req(60, version, {"include_cluster_authorized_operations": False,
-                                                        "endpoint_type": endpoint_type, "include_fenced_brokers": False}))
+                                                        "endpoint_type": endpoint_type,
+                                                        "include_fenced_brokers": False}))
                 assert (r.error_code, r.cluster_id, r.brokers) == (code, "", ())
             r = await client.call(req(60, version, {"include_cluster_authorized_operations": False,
                                                     "endpoint_type": 1, "include_fenced_brokers": False}))
