@@ -190,7 +190,7 @@ def cli() -> None:
               help="Principal of a client certificate's subject: DEFAULT, RULE:pattern/replacement/[LU], ... "
                    "(ssl.principal.mapping.rules).")
 @click.option("--auto-create-topics/--no-auto-create-topics", default=True, show_default=True,
-              help="Create unknown topics on Metadata/Produce (auto.create.topics.enable).")
+              help="Create unknown topics on Metadata (auto.create.topics.enable).")
 @click.option("--num-partitions", type=int, default=1, show_default=True,
               help="Partitions of an auto-created topic (num.partitions).")
 @click.option("--segment-bytes", type=int, default=128 * 1024 * 1024, show_default=True,

@@ -241,6 +241,8 @@ def prepare_end_txn(
     commit: bool,
     now_ms: int,
     request_version: int,
+    *,
+    committed_here: bool = False,
 ) -> TxnResult:
     """EndTxn (key 26), first phase.
 
@@ -258,6 +260,10 @@ def prepare_end_txn(
       there is fatal to them. Clients never abort a transaction whose commit they sent
       without an answer (they must retry the commit), so the CompleteCommit here is an
       earlier transaction's, not this one's.
+    - Abort on CompleteCommit when ``committed_here`` -> INVALID_TXN_STATE, as Apache
+      answers (TV1): this coordinator decided that commit itself and has owned the entry
+      since, so every AddPartitionsToTxn of the producer since then reached it; none did,
+      so the abort names the committed transaction, which cannot be undone.
     - Matching Prepare* (a retry after COORDINATOR_NOT_AVAILABLE, or while the reconcile
       works): **re-drive** rather than Apache's CONCURRENT_TRANSACTIONS. Effects
       ``(WriteMarkers,)`` re-derived from the retained dispatch set, no Persist, no Reply;
@@ -276,6 +282,8 @@ def prepare_end_txn(
         commit: the request's ``committed`` flag.
         now_ms: the caller's clock.
         request_version: the EndTxn version.
+        committed_here: the caller prepared the commit of this entry's transaction (same
+            pid, epoch and ``txn_seq``) and has owned the entry without a break since.
 
     Returns:
         A ``TxnResult`` as described.
@@ -295,7 +303,7 @@ def prepare_end_txn(
         return unchanged_ok()
     if state is wanted_prepare:
         return TxnResult(ErrorCode.none, None, (dispatch_of(meta),))
-    if not commit and (state is TxnState.Empty or state is TxnState.CompleteCommit):
+    if not commit and (state is TxnState.Empty or (state is TxnState.CompleteCommit and not committed_here)):
         # Nothing of this epoch is open: an abort of a transaction whose registration
         # never reached the coordinator (a request lost with a paused or moved
         # coordinator). No data of it exists anywhere (KIP-890 verification accepts

@@ -51,15 +51,18 @@ async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
     for t in req.topics:
+        if seen[t.name] == 0:
+            continue  # a name named more than once is answered once (Apache)
         res: dict[str, object] = {"name": t.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
                                   "num_partitions": -1, "replication_factor": -1, "configs": []}
         out.append(res)
+        if seen[t.name] > 1:
+            seen[t.name] = 0
+            res["error_code"] = ErrorCode.invalid_request
+            res["error_message"] = "Duplicate topic name."
+            continue
         if not (authorize(ctx, Op.CREATE, CLUSTER) or authorize(ctx, Op.CREATE, TOPIC, t.name)):
             res["error_code"] = ErrorCode.topic_authorization_failed
-            continue
-        if seen[t.name] > 1:
-            res["error_code"] = ErrorCode.invalid_request
-            res["error_message"] = "duplicate topic name in the request"
             continue
         manual: dict[int, tuple[int, ...]] = {}
         num_partitions: int = t.num_partitions

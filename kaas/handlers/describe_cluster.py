@@ -24,10 +24,13 @@ async def handle(ctx: Context, req: DescribeClusterRequest) -> dict[str, object]
     broker = ctx.broker
     if not authorize(ctx, Op.DESCRIBE, CLUSTER):
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
-                "cluster_id": broker.settings.cluster_id, "brokers": []}
-    if getattr(req, "endpoint_type", 1) != 1:
-        return {"throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
-                "error_message": "only broker endpoints", "cluster_id": broker.settings.cluster_id, "brokers": []}
+                "cluster_id": "", "brokers": []}
+    endpoint_type = getattr(req, "endpoint_type", 1)
+    if endpoint_type != 1:  # as Apache: brokers answer for their own endpoints, controllers for theirs
+        return {"throttle_time": 0, "error_code": ErrorCode.mismatched_endpoint_type if endpoint_type == 2
+                else ErrorCode.unsupported_endpoint_type, "error_message": "The request was sent to an endpoint "
+                "of type BROKER, but we wanted an endpoint of type CONTROLLER" if endpoint_type == 2
+                else f"Unsupported endpoint type {endpoint_type}", "cluster_id": "", "brokers": []}
     return {
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "endpoint_type": 1,
         "cluster_id": broker.settings.cluster_id, "controller_id": broker.controller_id(ctx.session.listener),

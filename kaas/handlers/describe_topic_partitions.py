@@ -11,6 +11,8 @@ negative, is INVALID_REQUEST for every requested topic. A requested topic that d
 exist is UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an invalid name); when
 describing every topic, no such entry appears. Never auto-creates. Replicas as Metadata
 reports them (``kaas.domain.replicas``); ELR lists are empty: every live replica is in sync.
+Each topic the principal may describe, found or not, carries its authorized operations on
+it (always, as Apache: ``kafka-topics --describe`` shows them).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from kaas.handlers._auth import TOPIC, Op, authorize
+from kaas.handlers._auth import TOPIC, Op, authorize, authorized_operations
 from kaas.handlers._partitions import partition_row
 from kaas.storage.topics import valid_topic_name
 
@@ -72,14 +74,16 @@ async def handle(ctx: Context, req: DescribeTopicPartitionsRequest) -> dict[str,
                 code = (ErrorCode.unknown_topic_or_partition if valid_topic_name(name)
                         else ErrorCode.invalid_topic_exception)
                 topics.append({"error_code": code, "name": name, "topic_id": None, "is_internal": False,
-                               "partitions": []})
+                               "partitions": [],
+                               "topic_authorized_operations": authorized_operations(ctx, TOPIC, name)})
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         end = min(meta.partitions, start + remaining)
         parts = [{**partition_row(broker, view, meta, p), "eligible_leader_replicas": (), "last_known_elr": ()}
                  for p in range(start, end)]
         topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": meta.topic_id,
-                       "is_internal": meta.internal, "partitions": parts})
+                       "is_internal": meta.internal, "partitions": parts,
+                       "topic_authorized_operations": authorized_operations(ctx, TOPIC, name)})
         if end < meta.partitions:
             next_cursor = {"topic_name": name, "partition_index": end}
             break

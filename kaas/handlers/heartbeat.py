@@ -25,6 +25,8 @@ VERSIONS = (0, 4)
 async def handle(ctx: Context, req: HeartbeatRequest) -> bytes:
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
         code = ErrorCode.group_authorization_failed
+    elif not req.group_id:  # before the coordinator check, as Apache's group coordinator service
+        code = ErrorCode.invalid_group_id
     else:
         try:
             code = ctx.broker.groups.heartbeat(req.group_id, req.member_id,

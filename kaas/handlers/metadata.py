@@ -42,6 +42,8 @@ def _asked_id(topic: object) -> uuid.UUID | None:
 
 async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
     broker = ctx.broker
+    if ctx.api_version < 12 and any(t.name is None or _asked_id(t) is not None for t in req.topics or ()):
+        return _by_id_refused(req)
     broker.topics.refresh()
     listing = req.topics is None or (ctx.api_version == 0 and not req.topics)
     names: list[str | uuid.UUID]  # (an id: a topic asked for by an id no topic has, v10+)
@@ -103,3 +105,14 @@ async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
         "cluster_authorized_operations": authorized_operations(ctx, CLUSTER)
         if getattr(req, "include_cluster_authorized_operations", False) else OPS_NOT_ASKED,
     }
+
+
+def _by_id_refused(req: MetadataRequest) -> dict[str, object]:
+    """Versions 10 and 11 carry topic ids but may not use them (names cannot be null
+    before v12): as Apache, the whole request is refused, each topic INVALID_REQUEST with
+    its name ("" for none) and id echoed, and no brokers."""
+    return {"throttle_time": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+            "topics": [{"error_code": ErrorCode.invalid_request, "name": t.name or "",
+                        "topic_id": getattr(t, "topic_id", None), "is_internal": False, "partitions": [],
+                        "topic_authorized_operations": OPS_NOT_ASKED} for t in req.topics or ()],
+            "cluster_authorized_operations": OPS_NOT_ASKED}

@@ -30,7 +30,7 @@ from kio.schema.errors import ErrorCode
 from kaas import configs
 from kaas.domain import replicas
 from kaas.errors import KaasError, NotInTransaction
-from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize
+from kaas.handlers._auth import TOPIC, TXN_ID, Op, authorize
 from kaas.wire import batch as wb
 from kaas.wire import validate as wv
 from kaas.wire.compress import CODECS
@@ -209,11 +209,10 @@ async def _append_topic(run: _Appends, td: TopicProduceData) -> TopicAnswer:
     meta = broker.topics.get(td.name)
     create_error = None
     if meta is None:
-        try:
-            meta = await broker.admin.ensure_topic(td.name, auto_create=authorize(ctx, Op.CREATE, CLUSTER)
-                                                   or authorize(ctx, Op.CREATE, TOPIC, td.name))
-        except OSError as exc:  # auto-creation could not write the topic file
-            log.error("topic_write_failed", topic=td.name, error=str(exc))
+        try:  # only Metadata creates topics (as in Apache): a missing one is UNKNOWN_TOPIC_OR_PARTITION
+            meta = await broker.admin.ensure_topic(td.name, auto_create=False)
+        except OSError as exc:  # the topic files could not be read
+            log.error("topic_read_failed", topic=td.name, error=str(exc))
             create_error = ErrorCode.kafka_storage_error
     log_append_time, policy, min_isr = _topic_rules(broker, td.name, meta)
     if run.acks != -1:

@@ -1,10 +1,11 @@
 """TxnOffsetCommit (28), on the *group* coordinator: stage offsets under the producer id,
 invisible to OffsetFetch until the transaction's offset hook commits them.
 
-A stale producer answers INVALID_PRODUCER_EPOCH (47) (librdkafka
-treats 90 here as merely abortable). The epoch is checked against the slot file when this
-broker also coordinates the transactional id; otherwise it is trusted, as Apache's group
-coordinator does without KIP-890 part 2.
+KIP-890 part 1 verification against the transactional id's slot file (read from the shared
+volume whichever broker coordinates it), as Apache 4.4 verifies versions below 5: a stale or
+replaced producer answers INVALID_PRODUCER_EPOCH (47) (librdkafka treats 90 here as merely
+abortable); a transaction that is not Ongoing with the group added by AddOffsetsToTxn
+answers INVALID_TXN_STATE (48) and stages nothing.
 
 v4 only allows the answer TRANSACTION_ABORTABLE (KIP-890 part 1). v5 is transaction.version
 2 (the request also adds the group's offsets partition to the transaction, as
@@ -66,7 +67,8 @@ async def handle(ctx: Context, req: TxnOffsetCommitRequest) -> dict[str, object]
     if not broker.owns_group(req.group_id):
         code = ErrorCode.not_coordinator
     elif broker.txn is not None:
-        code = await broker.txn.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch)
+        code = await broker.txn.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                       req.group_id)
     if code == ErrorCode.none and offsets:
         try:
             code = await broker.groups.txn_commit(

@@ -22,6 +22,9 @@ import crc32c
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
+LENGTH_END = 12  # base offset (8) + batch length (4): the length counts the bytes after it
+MAGIC_END = 17  # ... + partition leader epoch (4) + magic (1)
+MIN_RECORD_OVERHEAD = 14  # the smallest length any record format (v0) can have
 LOG_OVERHEAD = 12  # baseOffset + batchLength
 CRC_START = 21
 
@@ -132,13 +135,21 @@ def validate_produce(records: bytes, max_size: int) -> BatchHeader:
     n = len(records)
     if n > max_size:
         raise BatchError(10, f"batch of {n} bytes above {max_size}")
+    # As Apache reads a Produce's records: without one whole batch (fewer bytes than the
+    # batch length field says, or not even a length and a magic) there is no batch, and
+    # Produce v3+ requires one: INVALID_RECORD. A length too small to be a record is
+    # corruption: CORRUPT_MESSAGE.
+    if n >= LENGTH_END and _I32.unpack_from(records, LENGTH_END - 4)[0] < MIN_RECORD_OVERHEAD:
+        raise BatchError(CORRUPT_MESSAGE, "batch length below a record's minimum size")
+    if n < MAGIC_END or _I32.unpack_from(records, LENGTH_END - 4)[0] + LENGTH_END > n:
+        raise BatchError(INVALID_RECORD, "no whole record batch in the records (truncated, or a length past the end)")
     if n < HEADER_SIZE:
         raise BatchError(CORRUPT_MESSAGE, "records shorter than a batch header")
     h = parse_header(records)
     if h.magic != 2:
         raise BatchError(INVALID_RECORD, f"magic {h.magic} unsupported")
-    if h.size < HEADER_SIZE or h.size > n:
-        raise BatchError(CORRUPT_MESSAGE, "batch length does not match the records size")
+    if h.size < HEADER_SIZE:
+        raise BatchError(CORRUPT_MESSAGE, "batch length below a batch header's size")
     # CRC of the declared span first: a batchLength shortened in flight is corruption (2),
     # only a sound first batch followed by more bytes is a second batch (87).
     if not crc_ok(records, 0, h):

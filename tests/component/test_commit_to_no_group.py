@@ -25,9 +25,9 @@ def offset_commit_req(version: int, group: str, generation: int) -> object:
             {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
 
 
-def txn_offset_commit_req(version: int, group: str, generation: int) -> object:
+def txn_offset_commit_req(version: int, group: str, generation: int, pid: int, epoch: int) -> object:
     return build(codec.request_class(txn_offset_commit.API_KEY, version), {
-        "transactional_id": "x", "group_id": group, "producer_id": 1, "producer_epoch": 0,
+        "transactional_id": "x", "group_id": group, "producer_id": pid, "producer_epoch": epoch,
         "generation_id": generation, "member_id": "m1", "group_instance_id": None,
         "topics": [{"name": "t", "partitions": [
             {"partition_index": 0, "committed_offset": 6, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
@@ -61,7 +61,17 @@ async def test_txn_offset_commit_with_a_generation_to_no_group(shm_path, thread_
     async with open_broker_in(shm_path, clock=TrioClock(thread_safe_autojump_clock)) as (broker, nursery), \
             open_client(broker, nursery) as client:
         broker.topics.create("t", 1)
-        r = await client.call(txn_offset_commit_req(version, "nobody", 2))
+        # a transaction that added the group (TxnOffsetCommit is verified against it first)
+        init = await client.call(build(codec.request_class(22, 4), {
+            "transactional_id": "x", "transaction_timeout": 60_000, "producer_id": -1, "producer_epoch": -1}))
+        assert init.error_code == E.none
+        unadded = await client.call(txn_offset_commit_req(version, "nobody", 2, init.producer_id, init.producer_epoch))
+        assert unadded.topics[0].partitions[0].error_code == E.invalid_txn_state  # KIP-890, as Apache
+        added = await client.call(build(codec.request_class(25, 3), {
+            "transactional_id": "x", "producer_id": init.producer_id, "producer_epoch": init.producer_epoch,
+            "group_id": "nobody"}))
+        assert added.error_code == E.none
+        r = await client.call(txn_offset_commit_req(version, "nobody", 2, init.producer_id, init.producer_epoch))
         assert r.topics[0].partitions[0].error_code == \
             (E.group_id_not_found if version >= 6 else E.illegal_generation)
         assert not broker.groups.store.path("nobody").exists()

@@ -39,6 +39,8 @@ from kaas.coord.group import GroupCoordinator
 from kaas.domain.consumer_group import Heartbeat
 from kaas.errors import KaasError
 from kaas.net.connection import serve_connection
+from kaas.wire import codec
+from kaas.wire.build import build
 from tests.component.faults import FAULTS
 from tests.component.test_connection import Client, open_broker_in
 
@@ -305,7 +307,15 @@ async def test_the_apis_over_the_wire(shm_path, thread_safe_autojump_clock):
         assert g.error_code == E.none and g.topics[0].partitions[0].committed_offset == 5
         assert (await client.call(fetch(9))).groups[0].error_code == E.stale_member_epoch
 
-        txn = TxnOffsetCommitRequest(transactional_id="x", group_id="w", producer_id=1, producer_epoch=0,
+        # a transaction that added the group (TxnOffsetCommit is verified against it first)
+        init = await client.call(build(codec.request_class(22, 4), {
+            "transactional_id": "x", "transaction_timeout": 60_000, "producer_id": -1, "producer_epoch": -1}))
+        added = await client.call(build(codec.request_class(25, 3), {
+            "transactional_id": "x", "producer_id": init.producer_id, "producer_epoch": init.producer_epoch,
+            "group_id": "w"}))
+        assert (init.error_code, added.error_code) == (E.none, E.none)
+        txn = TxnOffsetCommitRequest(transactional_id="x", group_id="w", producer_id=init.producer_id,
+                                     producer_epoch=init.producer_epoch,
                                      generation_id=0, member_id="m1", group_instance_id=None,
                                      topics=(TxnOffsetCommitRequestTopic(name="t", partitions=(
                                          TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=6,

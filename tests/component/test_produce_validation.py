@@ -78,3 +78,14 @@ async def test_mutated_batches_are_refused_whole_or_stored_normalised(tmp_path):
         assert [r[2:] for r in read_back(stored)] == [r[2:] for r in read_back(raw)]
         outcomes["stored"] += 1
     assert min(outcomes.values()) > 30, outcomes  # both sides of the property were exercised
+
+
+async def test_produce_to_a_missing_topic_creates_nothing(tmp_path):
+    """Only Metadata auto-creates topics (as Apache): a Produce to a topic that does not
+    exist answers UNKNOWN_TOPIC_OR_PARTITION, with auto-creation on, and makes no topic."""
+    broker = await started_broker(tmp_path)
+    assert broker.settings.auto_create_topics
+    out = await produce_one(broker, "never-made", batch([(b"k", b"v", [], 0)]), acks=-1)
+    assert out["error_code"] == ErrorCode.unknown_topic_or_partition
+    broker.topics.refresh()
+    assert broker.topics.get("never-made") is None

@@ -115,7 +115,7 @@ async def test_describe_gives_start_epoch_and_lag_of_each_share_partition(shm_pa
         assert (p0.error_code, p0.start_offset) == (E.none, 4)
         assert [(b.first_offset, b.last_offset, b.delivery_state) for b in p0.state_batches] == \
             [(4, 5, 1), (6, 7, 2), (8, 9, 1)]
-        assert (p1.error_code, p1.start_offset, p1.state_batches) == (E.none, -1, ())
+        assert (p1.error_code, p1.start_offset, p1.state_batches) == (E.invalid_request, 0, ())  # never initialised
         # an unknown group has nothing to describe
         assert offsets(await client.call(describe("nobody", None))) == {}
 
@@ -291,7 +291,8 @@ async def test_authorisation_of_the_share_admin_apis(tmp_path):
         assert r.results[0].partitions[0].error_code == E.cluster_authorization_failed
         r = await root.call(rs.ReadShareGroupStateRequest(group_id="g", topics=(rs.ReadStateData(
             topic_id=meta.topic_id, partitions=(rs.PartitionData(partition=0, leader_epoch=-1),)),)))
-        assert (r.results[0].partitions[0].error_code, r.results[0].partitions[0].start_offset) == (E.none, -1)
+        assert (r.results[0].partitions[0].error_code, r.results[0].partitions[0].start_offset) == \
+            (E.invalid_request, 0)  # allowed; the state was never initialised
 
 
 def test_removing_a_share_state_as_a_leader_of_an_epoch(tmp_path):

@@ -646,10 +646,60 @@ async def test_after_a_move_retries_and_the_abort_of_a_lost_transaction_are_answ
     assert await b1.txn.end_txn("mv", pid, epoch + 1, True, V) == ErrorCode.none
     await b0.txn.apply_queue()
     assert not open_txn(part)
+    # b1 decided that commit itself: an abort of it is INVALID_TXN_STATE, as in Apache
+    assert await b1.txn.end_txn("mv", pid, epoch + 1, False, V) == ErrorCode.invalid_txn_state
     # a commit of a transaction the coordinator never saw stays refused
-    assert await b1.txn.end_txn("mv", pid, epoch + 1, False, V) == ErrorCode.none
     assert await b1.txn.init_producer_id("mv", 60_000, pid, epoch + 1, 4) == (pid, epoch + 2)
     assert await b1.txn.end_txn("mv", pid, epoch + 2, True, V) == ErrorCode.invalid_txn_state
+
+
+async def test_abort_after_its_own_commit_is_invalid_txn_state_until_the_slot_moves(cluster):
+    """EndTxn(abort) after the commit this coordinator decided completed: INVALID_TXN_STATE
+    (Apache, TV1), the commit retried still NONE. Once the slot moved away and back, the
+    coordinator can no longer tell that no AddPartitionsToTxn was lost with another owner:
+    the abort of a lost transaction is answered NONE again."""
+    world, (b0, b1, _b2) = cluster
+    part = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "own", [("t", 0)])
+    await produce(part, "own", pid, epoch)
+    assert await b0.txn.end_txn("own", pid, epoch, True, V) == ErrorCode.none
+    assert await b0.txn.finisher.wait_all(10)
+    assert state_of(b0, "own").state is TxnState.CompleteCommit
+    assert await b0.txn.end_txn("own", pid, epoch, False, V) == ErrorCode.invalid_txn_state
+    assert await b0.txn.end_txn("own", pid, epoch, True, V) == ErrorCode.none
+    assert state_of(b0, "own").state is TxnState.CompleteCommit
+    await b0.txn.flush_slots()
+    world.slot_owner = 1
+    b0.txn.drop_unowned_slots()
+    assert "own" not in b0.txn.committed_here
+    world.slot_owner = 0
+    assert await b0.txn.end_txn("own", pid, epoch, False, V) == ErrorCode.none
+    assert state_of(b0, "own").state is TxnState.CompleteCommit
+
+
+async def test_txn_offset_commit_is_verified_against_the_transaction(cluster):
+    """KIP-890 part 1 for TxnOffsetCommit, from any broker (the group's coordinator reads
+    the slot file): refused with INVALID_TXN_STATE until AddOffsetsToTxn added the group,
+    INVALID_PRODUCER_EPOCH for a fenced epoch, and again 48 once the transaction ended."""
+    _world, (b0, b1, _b2) = cluster
+    part = b0.lead("t", 0)
+    pid, epoch = await begin(b0.txn, "tc", [("t", 0)])
+    await produce(part, "tc", pid, epoch)
+    for b in (b0, b1):
+        assert await b.txn.check_txn_offset_commit("tc", pid, epoch, "g") == ErrorCode.invalid_txn_state
+    assert await b0.txn.add_offsets("tc", pid, epoch, "g", V) == ErrorCode.none
+    for b in (b0, b1):
+        assert await b.txn.check_txn_offset_commit("tc", pid, epoch, "g") == ErrorCode.none
+        assert await b.txn.check_txn_offset_commit("tc", pid, epoch, "other") == ErrorCode.invalid_txn_state
+        assert await b.txn.check_txn_offset_commit("tc", pid + 1, epoch, "g") == ErrorCode.invalid_txn_state
+        assert await b.txn.check_txn_offset_commit("nope", pid, epoch, "g") == ErrorCode.invalid_txn_state
+    assert await b0.txn.end_txn("tc", pid, epoch, True, V) == ErrorCode.none
+    assert await b0.txn.finisher.wait_all(10)
+    await b0.txn.flush_slots()
+    assert await b0.txn.init_producer_id("tc", 60_000, pid, epoch, 4) == (pid, epoch + 1)
+    for b in (b0, b1):
+        assert await b.txn.check_txn_offset_commit("tc", pid, epoch, "g") == ErrorCode.invalid_producer_epoch
+        assert await b.txn.check_txn_offset_commit("tc", pid, epoch + 1, "g") == ErrorCode.invalid_txn_state
 
 
 def test_sweep_interval_env(monkeypatch):

@@ -127,22 +127,37 @@ def test_wrong_crc_is_corrupt():
 
 
 @pytest.mark.parametrize("cut", [1, 10, 20])
-def test_truncated_batch_is_corrupt(cut):
+def test_truncated_batch_is_invalid_record(cut):
+    # Apache finds no whole batch in the records, and Produce v3+ needs one: 87, not 2.
     raw = _good(records=[(b"k", b"v" * 40)])
-    assert _code(raw[:-cut]) == wb.CORRUPT_MESSAGE
+    assert _code(raw[:-cut]) == wb.INVALID_RECORD
 
 
-def test_shorter_than_header_is_corrupt():
-    assert _code(_good()[: wb.HEADER_SIZE - 1]) == wb.CORRUPT_MESSAGE
-    assert _code(b"") == wb.CORRUPT_MESSAGE
+@given(st.integers(min_value=0))
+def test_every_strict_prefix_of_a_batch_is_refused_as_apache_does(cut):
+    raw = _good(records=[(b"k", b"v" * 40)] * 2)
+    n = cut % len(raw)
+    assert _code(raw[:n]) == wb.INVALID_RECORD
 
 
-@pytest.mark.parametrize("delta", [1, 5, -1, -5, -40, 10_000])
-def test_length_mismatch_is_corrupt(delta):
+def test_shorter_than_header_is_corrupt_only_when_whole():
+    assert _code(_good()[: wb.HEADER_SIZE - 1]) == wb.INVALID_RECORD  # its length runs past the end
+    assert _code(b"") == wb.INVALID_RECORD
+    assert _code(_good()[:wb.MAGIC_END - 1]) == wb.INVALID_RECORD
+    short = bytearray(_good()[:40])
+    struct.pack_into(">i", short, 8, 40 - wb.LENGTH_END)  # a whole "batch" of 40 bytes
+    assert _code(bytes(short)) == wb.CORRUPT_MESSAGE
+
+
+@pytest.mark.parametrize(("delta", "code"), [(1, wb.INVALID_RECORD), (5, wb.INVALID_RECORD),
+                                             (10_000, wb.INVALID_RECORD), (-1, wb.CORRUPT_MESSAGE),
+                                             (-5, wb.CORRUPT_MESSAGE), (-40, wb.CORRUPT_MESSAGE)])
+def test_length_mismatch(delta, code):
+    # A length past the end leaves no whole batch (87); a shorter one fails the CRC (2).
     raw = bytearray(_good(records=[(b"k", b"v" * 40)]))
     (length,) = struct.unpack_from(">i", raw, 8)
     struct.pack_into(">i", raw, 8, length + delta)
-    assert _code(bytes(raw)) == wb.CORRUPT_MESSAGE
+    assert _code(bytes(raw)) == code
 
 
 def test_batch_length_below_header_is_corrupt():

@@ -590,6 +590,12 @@ def test_end_txn_retry_after_completion_is_none(commit: bool) -> None:
         # An abort after a commit: a new transaction whose registration was lost (clients
         # never abort a commit they sent without an answer); nothing of it exists.
         assert opposite == TxnResult(ErrorCode.none, None, (Reply(ErrorCode.none),))
+        # Unless this coordinator decided the commit and owned the entry since (nothing
+        # can have been lost): then the abort names the committed transaction (Apache).
+        own = prepare_end_txn(meta, meta.producer_id, meta.producer_epoch, False, 9_000, 1, committed_here=True)
+        assert own == TxnResult(ErrorCode.invalid_txn_state, None, (Reply(ErrorCode.invalid_txn_state),))
+        again = prepare_end_txn(meta, meta.producer_id, meta.producer_epoch, True, 9_000, 1, committed_here=True)
+        assert again == TxnResult(ErrorCode.none, None, (Reply(ErrorCode.none),))
     else:
         # A commit of an aborted transaction must never pass for committed.
         assert opposite.error_code == ErrorCode.invalid_txn_state and opposite.meta is None

@@ -24,6 +24,7 @@ from kaas.coord.group.consumer import ConsumerGroups
 from kaas.coord.group.entry import GroupEntry, no_group_answer
 from kaas.coord.group.share import ShareGroups
 from kaas.coord.ports import GroupBroker
+from kaas.domain import group as dgroup
 from kaas.domain.group import Effect, Group, GroupDescription, GroupState, JoinReply, LeaveResult, SyncReply
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
@@ -307,6 +308,8 @@ class GroupCoordinator:
             log.info("group_state", group=group_id, state=e.group.state.value, generation=e.group.generation_id)
         reply = await self._park(key, effects)
         assert isinstance(reply, JoinReply)
+        if reply.error_code in (ErrorCode.invalid_session_timeout, ErrorCode.inconsistent_group_protocol):
+            self.forget(group_id, e)  # a join refused before any member: no group (Apache)
         return reply
 
     async def sync(self, group_id: str, *, member_id: str, group_instance_id: str | None, generation_id: int,
@@ -344,8 +347,9 @@ class GroupCoordinator:
     async def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
         self.check_owner(group_id)
         e = self._loaded(group_id)
-        if e is None:
-            raise KaasError(ErrorCode.unknown_member_id)
+        if e is None:  # no such group: every member is unknown, the request itself fine (Apache)
+            return LeaveResult(ErrorCode.none, tuple(dgroup.LeaveMemberResult(m, i, ErrorCode.unknown_member_id)
+                                                     for m, i in members), ())
         if self.classic.serves(e):
             return await self.classic.leave(e, members)
         res = e.group.leave(self._now(), members)

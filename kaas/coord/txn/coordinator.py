@@ -76,6 +76,10 @@ class TxnCoordinator:
         self.dispatch = Dispatch(broker, self.markers, self.queue, self.wake_markers, self.stats,
                                  self.inbox.queueing)
         self.finisher = Finisher(broker, self.slots, self.dispatch, self.stats)
+        # Commits this coordinator prepared while it owned the id's slot without a break:
+        # transactional id -> (pid, epoch, txn_seq). EndTxn(abort) on the CompleteCommit of
+        # one of them is INVALID_TXN_STATE (``dtxn.prepare_end_txn``). Dropped with the slot.
+        self.committed_here: dict[str, tuple[int, int, int]] = {}
 
     # ------------------------------------------------------------------ for the loops and the broker
 
@@ -104,6 +108,7 @@ class TxnCoordinator:
         """Drop every cached slot (our lease lapsed: another broker may have written)."""
         self.slots.forget_cache()
         self.inbox.forget()
+        self.committed_here.clear()
 
     def drop_unowned_slots(self) -> None:
         """Called after each assignment is applied: forget slots that are not ours any more,
@@ -111,6 +116,7 @@ class TxnCoordinator:
         (and the queues are read again for the producer ids of its transactional ids:
         their next coordinators may queue entries)."""
         self.slots.drop_unowned()
+        self.committed_here = {t: c for t, c in self.committed_here.items() if self.broker.owns_slot(txn_slot(t))}
         if not all(self.broker.owns_slot(slot) for slot in self.inbox.clear_slots):
             self.inbox.forget()
 
@@ -306,28 +312,29 @@ class TxnCoordinator:
             if not await self._settled(transactional_id):
                 return ErrorCode.concurrent_transactions
             meta = await self.slots.get(slot, transactional_id)
-            res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, self.broker.clock.wall_ms(), version)
+            here = meta is not None and self.committed_here.get(transactional_id) == \
+                (meta.producer_id, meta.producer_epoch, meta.txn_seq)
+            res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, self.broker.clock.wall_ms(), version,
+                                       committed_here=here)
             if res.meta is not None:
+                if res.meta.state is TxnState.PrepareCommit:
+                    self.committed_here[transactional_id] = \
+                        (res.meta.producer_id, res.meta.producer_epoch, res.meta.txn_seq)
                 if klog.DEBUG:
                     log.debug("txn_prepared", transactional_id=transactional_id, state=res.meta.state.value,
                               partitions=len(res.meta.partitions), groups=len(res.meta.groups))
             return await self._carry_out(slot, res, answer_early=True)
 
     async def check_txn_offset_commit(self, transactional_id: str, producer_id: int,
-                                      producer_epoch: int) -> ErrorCode:
-        """TxnOffsetCommit's fencing check: when this broker coordinates the transactional
-        id, a pid/epoch that is not the current one gets INVALID_PRODUCER_EPOCH (47);
-        otherwise the request is trusted."""
-        if self.broker.txn_owner(transactional_id) != self.broker.id:
-            return ErrorCode.none
+                                      producer_epoch: int, group_id: str) -> ErrorCode:
+        """TxnOffsetCommit's KIP-890 verification (``Verifier.verify_group``), on whichever
+        broker coordinates the group: INVALID_PRODUCER_EPOCH (47) for a fenced or replaced
+        producer, INVALID_TXN_STATE (48) when its transaction is not Ongoing with the group
+        added by AddOffsetsToTxn, KAFKA_STORAGE_ERROR when the slot file is unreadable."""
         try:
-            meta = await self.slots.get(txn_slot(transactional_id), transactional_id)
+            await self.verifier.verify_group(transactional_id, producer_id, producer_epoch, group_id)
         except KaasError as exc:
             return exc.code
-        if meta is None:
-            return ErrorCode.none
-        if meta.producer_id != producer_id or meta.producer_epoch != producer_epoch:
-            return ErrorCode.invalid_producer_epoch
         return ErrorCode.none
 
     async def describe(self, transactional_ids: Iterable[str]) -> list[Described]:
@@ -429,6 +436,7 @@ class TxnCoordinator:
                 if meta is None or not dtxn.expired(meta, now, limit):
                     return
                 await self.slots.remove(slot, transactional_id)
+                self.committed_here.pop(transactional_id, None)
         except KaasError as exc:
             log.warning("transactional_id_expiry_failed", transactional_id=transactional_id,
                         error=exc.code.name)

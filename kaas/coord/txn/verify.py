@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 from kaas.coord.ports import LedPartition, TxnBroker
 from kaas.coord.txn.slots import Slots
 from kaas.domain.routing import txn_slot
-from kaas.domain.txn import TxnState
+from kaas.domain.txn import TxnMetadata, TxnState
 from kaas.errors import CorruptState, KaasError, NotInTransaction
 
 __all__ = ["Verifier"]
@@ -77,9 +77,41 @@ class Verifier:
             cached = self._verified.get(producer_id, {}).get((producer_epoch, topic, partition))
             if cached is part:
                 return
-        slot = txn_slot(transactional_id)
-        # when this broker coordinates the id, its cached slot is the file's content
         forgets = self._forgets
+        meta = await self._current(transactional_id, producer_id, producer_epoch)
+        if meta.state is not TxnState.Ongoing or (topic, partition) not in meta.partitions:
+            raise NotInTransaction(f"{topic}-{partition} is not in an ongoing transaction of {transactional_id!r}")
+        # Remember the answer for every partition of the transaction this broker leads, not
+        # only this one: a Produce that carries several of them (or the next one) then reads
+        # the slot file once. Each stays valid until its marker (``forget``), a fence
+        # (``forget_older``) or the partition's close (``forget_closed``), as for this one.
+        # Only when no marker landed while the read was out (a worker thread off tmpfs):
+        # that marker may have closed this very transaction on another of its partitions.
+        verified = self._verified.setdefault(producer_id, {})
+        partitions = self.broker.partitions
+        for tp in meta.partitions if forgets == self._forgets else ((topic, partition),):
+            led = part if tp == (topic, partition) else partitions.get(tp)
+            if led is not None and not led.closed:
+                verified[(producer_epoch, tp[0], tp[1])] = led
+
+    async def verify_group(self, transactional_id: str, producer_id: int, producer_epoch: int, group: str) -> None:
+        """KIP-890 part 1 for TxnOffsetCommit (versions below 5, which only verify): may
+        (pid, epoch) stage offsets of ``group``? Only while its transaction is Ongoing and
+        holds the group (AddOffsetsToTxn), as the slot file shows.
+
+        Raises:
+            KaasError: as ``verify_partition``; INVALID_TXN_STATE when the group is not in
+                the ongoing transaction.
+        """
+        meta = await self._current(transactional_id, producer_id, producer_epoch)
+        if meta.state is not TxnState.Ongoing or group not in meta.groups:
+            raise KaasError(ErrorCode.invalid_txn_state,
+                            f"group {group!r} is not in an ongoing transaction of {transactional_id!r}")
+
+    async def _current(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
+        """The entry of ``transactional_id`` (this broker's cached slot when it coordinates
+        the id, else the slot file read afresh), checked to be (pid, epoch)'s."""
+        slot = txn_slot(transactional_id)
         state = self.slots.cached(slot)
         if state is None:
             try:
@@ -98,18 +130,6 @@ class Verifier:
         if producer_epoch < meta.producer_epoch:
             raise KaasError(ErrorCode.invalid_producer_epoch,
                             f"producer {producer_id} epoch {producer_epoch} is fenced by {meta.producer_epoch}")
-        if (producer_epoch != meta.producer_epoch or meta.state is not TxnState.Ongoing
-                or (topic, partition) not in meta.partitions):
-            raise NotInTransaction(f"{topic}-{partition} is not in an ongoing transaction of {transactional_id!r}")
-        # Remember the answer for every partition of the transaction this broker leads, not
-        # only this one: a Produce that carries several of them (or the next one) then reads
-        # the slot file once. Each stays valid until its marker (``forget``), a fence
-        # (``forget_older``) or the partition's close (``forget_closed``), as for this one.
-        # Only when no marker landed while the read was out (a worker thread off tmpfs):
-        # that marker may have closed this very transaction on another of its partitions.
-        verified = self._verified.setdefault(producer_id, {})
-        partitions = self.broker.partitions
-        for tp in meta.partitions if forgets == self._forgets else ((topic, partition),):
-            led = part if tp == (topic, partition) else partitions.get(tp)
-            if led is not None and not led.closed:
-                verified[(producer_epoch, tp[0], tp[1])] = led
+        if producer_epoch != meta.producer_epoch:
+            raise NotInTransaction(f"producer {producer_id} epoch {producer_epoch} is not {transactional_id!r}'s")
+        return meta
