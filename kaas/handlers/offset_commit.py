@@ -25,8 +25,13 @@ VERSIONS = (2, 9)
 
 
 def partition_offsets(req: OffsetCommitRequest, now: int) -> dict[tuple[str, int], Committed]:
+    """The request's offsets, committed at ``now``; v2-v4's ``retention_time_ms`` other than
+    -1 (the default) gives them an expiry time of their own, ``now`` + it, as Apache does."""
+    retention = getattr(req, "retention_time", None)
+    retention_ms = -1 if retention is None else round(retention.total_seconds() * 1000)
+    expire = now + retention_ms if retention_ms != -1 else -1
     return {(t.name, p.partition_index): Committed(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                                   p.committed_metadata, now)
+                                                   p.committed_metadata, now, expire)
             for t in req.topics for p in t.partitions}
 
 
