@@ -82,8 +82,8 @@ def _verdict(e: GroupEntry, offsets: GroupOffsets, now_ms: int, retention: int) 
 
 
 async def expire_offsets(coord: GroupCoordinator) -> int:
-    """One pass over the groups this broker coordinates (loaded, or known by their file).
-    Returns how many groups it changed."""
+    """One pass over the groups this broker coordinates that have a file (a group only in
+    memory has nothing committed). Returns how many groups it changed."""
     broker = coord.broker
     try:
         on_file = await broker.run_io(coord.store.list_groups)
@@ -91,7 +91,7 @@ async def expire_offsets(coord: GroupCoordinator) -> int:
         log.warning("offset_expiry_list_failed", error=str(exc))
         return 0
     changed = 0
-    for gid in sorted(set(on_file) | set(coord.groups)):
+    for gid in sorted(on_file):
         if not broker.owns_group(gid):
             continue
         try:
@@ -104,7 +104,7 @@ async def expire_offsets(coord: GroupCoordinator) -> int:
 
 async def _expire_group(coord: GroupCoordinator, gid: str) -> bool:
     coord.check_owner(gid)
-    if gid not in coord.groups and not coord.store.path(gid).exists():
+    if not coord.store.path(gid).exists():
         return False  # deleted since the listing
     e = coord._entry(gid)
     now = coord._now()
@@ -118,8 +118,6 @@ async def _expire_group(coord: GroupCoordinator, gid: str) -> bool:
             return False  # unreadable: reported by _offsets, never reset
         verdict = _verdict(e, offsets, now, retention)
         if verdict is None or not verdict.changes:
-            if offsets.file_id is None and not offsets.offsets:
-                coord.forget(gid, e)  # loaded here for nothing
             return False
         if verdict.delete_group:
             await _delete(coord, gid, e)
