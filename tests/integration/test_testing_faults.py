@@ -6,6 +6,7 @@ fixture: the transaction coordinator killed, the commit, the victim restarted at
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -21,6 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 BROKERS = st.integers(0, 2)
 PAUSES = st.sampled_from([0.0, 0.0, 0.02, 0.2, 0.6])  # 0.6 s: past the cluster's restart_delay (0.5 s)
+CALLS = st.sampled_from(["kill", "pause", "resume", "restart"])
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +85,29 @@ class Faults(RuleBasedStateMachine):
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 
+    @rule(b=BROKERS, first=CALLS, second=CALLS)
+    def at_once(self, b: int, first: str, second: str) -> None:
+        """Two calls on one broker from two threads at the same time (a test and a chaos
+        schedule): each returns; then the test resumes it, as ``chaos.stop`` does."""
+        broker = self.c.brokers[b]
+        errors: list[BaseException] = []
+
+        def call(name: str) -> None:
+            try:
+                {"kill": broker.kill, "pause": broker.pause, "resume": broker.resume,
+                 "restart": lambda: broker.restart(wait=False)}[name]()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=call, args=(name,)) for name in (first, second)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        broker.resume()
+        self.paused.discard(b)
+
     @rule(b=BROKERS)
     def pid(self, b: int) -> None:
         try:
@@ -106,7 +131,7 @@ def test_any_sequence_of_faults_ends_healthy(shared):
     Faults.c = shared
     started = time.monotonic()
     run_state_machine_as_test(Faults, settings=settings(
-        max_examples=8, stateful_step_count=10, deadline=None, database=None,
+        max_examples=10, stateful_step_count=12, deadline=None, database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
     assert time.monotonic() - started < 240
 
