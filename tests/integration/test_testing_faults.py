@@ -127,12 +127,16 @@ class Faults(RuleBasedStateMachine):
         self.c.wait_healthy(timeout=60)
 
 
-def test_any_sequence_of_faults_ends_healthy(shared):
+def test_any_sequence_of_faults_ends_healthy(shared, tmp_path_factory):
     Faults.c = shared
     started = time.monotonic()
-    run_state_machine_as_test(Faults, settings=settings(
-        max_examples=10, stateful_step_count=12, deadline=None, database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    try:
+        run_state_machine_as_test(Faults, settings=settings(
+            max_examples=10, stateful_step_count=12, deadline=None, database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    except BaseException as exc:  # the cluster outlives the test: keep its logs now
+        exc.add_note(f"kaas: the cluster's logs are in {shared.keep_logs(tmp_path_factory.mktemp('kaas-logs'))}")
+        raise
     assert time.monotonic() - started < 240
 
 
