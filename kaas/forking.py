@@ -7,10 +7,11 @@ broker in a few milliseconds, and the brokers share the imported code's memory c
 
 ``fork_command(main, args, stdout=...)`` forks; the child becomes a session leader (as
 ``subprocess.Popen(start_new_session=True)`` makes it), takes the default signal
-dispositions back, points its standard streams at ``stdout`` (stdin at /dev/null), closes
-every other descriptor it inherited, takes ``env`` if given, and runs ``main(args)`` (a
-click entry point) to its end; it never returns into the caller's code. The parent gets a
-``Forked``: the part of ``subprocess.Popen``'s interface a supervisor uses.
+dispositions back (a signal sent to it meanwhile waits, blocked, and is delivered then),
+points its standard streams at ``stdout`` (stdin at /dev/null), closes every other
+descriptor it inherited, takes ``env`` if given, and runs ``main(args)`` (a click entry
+point) to its end; it never returns into the caller's code. The parent gets a ``Forked``:
+the part of ``subprocess.Popen``'s interface a supervisor uses.
 
 Only a process without threads may fork this way (a thread holding a lock at the fork
 would leave the lock held forever in the child): the supervisor and the fork server have
