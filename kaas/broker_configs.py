@@ -54,6 +54,8 @@ STATIC: dict[str, tuple[str, str]] = {
     "transaction.max.timeout.ms": ("int", "transaction_max_timeout_ms"),
     "producer.id.expiration.ms": ("int", "producer_id_expiration_ms"),
     "group.initial.rebalance.delay.ms": ("int", "group_initial_rebalance_delay_ms"),
+    "offsets.retention.minutes": ("int", "offsets_retention_minutes"),  # read-only in Apache 4.4 too
+    "offsets.retention.check.interval.ms": ("long", "offsets_retention_check_interval_ms"),
     "group.min.session.timeout.ms": ("int", "group_min_session_timeout_ms"),
     "group.max.session.timeout.ms": ("int", "group_max_session_timeout_ms"),
     # KIP-848 and KIP-932 (read-only in Apache 4.2 too: none is a reconfigurable config)
@@ -77,8 +79,8 @@ APACHE_READ_ONLY = frozenset({
     "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
     "controller.listener.names", "log.dir", "log.dirs", "metadata.log.dir", "advertised.listeners",
     "default.replication.factor", "auto.leader.rebalance.enable", "delete.topic.enable", "log.cleaner.enable",
-    "offsets.topic.replication.factor", "offsets.topic.num.partitions", "offsets.retention.minutes",
-    "offsets.retention.check.interval.ms", "transaction.state.log.replication.factor",
+    "offsets.topic.replication.factor", "offsets.topic.num.partitions",
+    "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "transaction.state.log.num.partitions", "transactional.id.expiration.ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.remove.expired.transaction.cleanup.interval.ms", "group.max.size",

@@ -234,6 +234,13 @@ def cli() -> None:
                    "by the coordinator's clock (transactional.id.expiration.ms).")
 @click.option("--group-initial-rebalance-delay-ms", type=int, default=3000, show_default=True,
               help="Wait for more members before the first rebalance of an empty group.")
+@click.option("--offsets-retention-minutes", type=click.IntRange(min=1), default=7 * 24 * 60, show_default=True,
+              help="Remove a group's committed offsets once it has been empty this long, and offsets "
+                   "committed without group membership this long after their commit "
+                   "(offsets.retention.minutes, KIP-211).")
+@click.option("--offsets-retention-check-interval-ms", type=click.IntRange(min=1), default=600_000,
+              show_default=True,
+              help="How often expired offsets are looked for (offsets.retention.check.interval.ms).")
 @_group_options
 @click.option("--fsync/--no-fsync", default=True, show_default=True,
               help="fsync appends for acks=all and state files (leave on outside of tests).")

@@ -7,10 +7,11 @@ broker in a few milliseconds, and the brokers share the imported code's memory c
 
 ``fork_command(main, args, stdout=...)`` forks; the child becomes a session leader (as
 ``subprocess.Popen(start_new_session=True)`` makes it), takes the default signal
-dispositions back, points its standard streams at ``stdout`` (stdin at /dev/null), closes
-every other descriptor it inherited, takes ``env`` if given, and runs ``main(args)`` (a
-click entry point) to its end; it never returns into the caller's code. The parent gets a
-``Forked``: the part of ``subprocess.Popen``'s interface a supervisor uses.
+dispositions back (a signal sent to it meanwhile waits, blocked, and is delivered then),
+points its standard streams at ``stdout`` (stdin at /dev/null), closes every other
+descriptor it inherited, takes ``env`` if given, and runs ``main(args)`` (a click entry
+point) to its end; it never returns into the caller's code. The parent gets a ``Forked``:
+the part of ``subprocess.Popen``'s interface a supervisor uses.
 
 Only a process without threads may fork this way (a thread holding a lock at the fork
 would leave the lock held forever in the child): the supervisor and the fork server have
@@ -33,6 +34,7 @@ from typing import IO
 # SIGPIPE and SIGXFSZ ignored (CPython's start-up sets both to SIG_IGN)
 _SIGNALS_DEFAULT = (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2)
 _SIGNALS_IGNORED = (signal.SIGPIPE, signal.SIGXFSZ)
+_SIGNALS_HELD = (*_SIGNALS_DEFAULT, signal.SIGINT)  # blocked across the fork (fork_command)
 
 
 class Forked:
@@ -118,8 +120,18 @@ def fork_command(main: Callable[[list[str]], object], args: Sequence[str], *,
     out = _stdout_fd(stdout)
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    # Signals wait (blocked) across the fork until the child has its own dispositions: a
+    # SIGTERM sent to the child the moment its pid is known would otherwise run the
+    # parent's handler in the child (the supervisor's sets a flag the child never reads)
+    # and be lost, leaving a broker that was told to stop running on.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        raise
     if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if stdout == subprocess.DEVNULL:
             os.close(out)
         return Forked(pid, args)
@@ -132,6 +144,7 @@ def fork_command(main: Callable[[list[str]], object], args: Sequence[str], *,
         for sig in _SIGNALS_IGNORED:
             signal.signal(sig, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what arrived meanwhile is delivered now
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out, 1)

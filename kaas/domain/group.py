@@ -800,13 +800,14 @@ class Group:
         every member with its metadata, assignment (``None`` while it has none) and
         ``last_heartbeat_ms``: when it was last heard from, ``now_ms`` for a member whose
         JoinGroup or SyncGroup is parked here (it is waiting on us, so alive). For an Empty
-        group the generation alone. ``None`` for a Dead group.
+        group its generation, protocol type and when it became Empty. ``None`` for a Dead
+        group.
         """
         if self._state is _DEAD:
             return None
-        if self._state is _EMPTY:
+        if self._state is _EMPTY:  # since_ms: when it became Empty (offset retention, KIP-211)
             return {"state": _EMPTY.value, "generation": self._generation_id,
-                    "protocol_type": self._protocol_type}
+                    "protocol_type": self._protocol_type, "since_ms": self._state_since_ms}
         return {
             "state": self._state.value,
             "generation": self._generation_id,
@@ -892,6 +893,8 @@ class Group:
                 raise ValueError(f"bad group snapshot: state {state!r}")
             members = snap.get("members") or []
             if state == _EMPTY.value or not members:
+                since = snap.get("since_ms")  # when it became Empty (None: a file older than that)
+                g._state_since_ms = now_ms if since is None else min(int(since), now_ms)  # type: ignore[call-overload]
                 return g
             proto = snap.get("protocol")
             g._protocol_name = None if proto is None else str(proto)

@@ -42,9 +42,14 @@ def topic_names(req: OffsetCommitRequest, topics: TopicStore) -> list[str | None
 
 
 def partition_offsets(req: OffsetCommitRequest, names: list[str | None], now: int) -> dict[tuple[str, int], Committed]:
+    """The request's offsets, committed at ``now``; v2-v4's ``retention_time_ms`` other than
+    -1 (the default) gives them an expiry time of their own, ``now`` + it, as Apache does."""
+    retention = getattr(req, "retention_time", None)
+    retention_ms = -1 if retention is None else round(retention.total_seconds() * 1000)
+    expire = now + retention_ms if retention_ms != -1 else -1
     topics: Sequence[Any] = req.topics  # (each version's topic class)
     return {(name, p.partition_index): Committed(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                                 p.committed_metadata, now)
+                                                 p.committed_metadata, now, expire)
             for i, t in enumerate(topics) if (name := names[i]) is not None for p in t.partitions}
 
 

@@ -38,6 +38,10 @@ brokers_alive                             gauge      live brokers as seen by thi
 txn_coordinator_events_total{event}       counter    markers written, queue entries applied, ...
 consumer_group_events_total{event}        counter    KIP-848 heartbeats, epoch bumps, revocations, ...
 groups{type,state}                        gauge      groups coordinated here, by type and state
+partition_high_watermark{topic,partition} gauge      per led partition, with its last_stable_offset
+consumer_group_lag{group,topic,partition} gauge      HW - committed per group and led partition, with
+                                                     committed_offset and lag_stable (LSO - committed):
+                                                     ``kaas.net.lag_metrics``
 broker_info{broker_id,cluster_id,...}     gauge      1, with identifying labels
 ========================================  =========  ==========================================
 
@@ -56,6 +60,7 @@ import trio
 
 from kaas import counters
 from kaas.handlers import REGISTRY
+from kaas.net.lag_metrics import committed_offsets, lag_families
 
 log = structlog.get_logger()
 
@@ -82,10 +87,16 @@ class BrokerCollector:
         self.txn_prepared = 0
         self.txn_slots_owned = 0
         self.txn_slots_unreadable = 0
+        self.committed: dict[str, dict[tuple[str, int], int]] = {}  # group -> led partition -> offset
 
     async def refresh(self) -> None:
-        """Read what lives on the shared volume (marker queue, owned slot files)."""
+        """Read what lives on the shared volume (marker queue, owned slot files, the groups'
+        committed offsets of the partitions led here)."""
         b = self.broker
+        groups = getattr(b, "groups", None)
+        if groups is not None:
+            led = {(p.topic, p.index) for p in b.partitions.values()}
+            self.committed = await trio.to_thread.run_sync(partial(committed_offsets, groups.store, led))
         txn = b.txn
         if txn is None:
             return
@@ -179,6 +190,7 @@ class BrokerCollector:
             if p.log.config.compact:
                 lag.add_metric([p.topic, str(p.index)], p.log.dirty_ratio(now)[1])
         yield lag
+        yield from lag_families(parts, self.committed)
 
     def _shares(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily

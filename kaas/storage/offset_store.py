@@ -32,14 +32,20 @@ class Committed:
     offset: int
     leader_epoch: int = -1
     metadata: str | None = ""
-    timestamp: int = -1
+    timestamp: int = -1  # the commit's time (the coordinator's wall clock, ms)
+    # when the offset expires, if its commit said (OffsetCommit v2-v4 retention_time_ms);
+    # -1: by offsets.retention.minutes (kaas.domain.offset_expiry)
+    expire_timestamp: int = -1
 
     def to_json(self) -> list[Any]:
-        return [self.offset, self.leader_epoch, self.metadata, self.timestamp]
+        out = [self.offset, self.leader_epoch, self.metadata, self.timestamp]
+        if self.expire_timestamp >= 0:
+            out.append(self.expire_timestamp)
+        return out
 
     @classmethod
     def from_json(cls, v: list[Any]) -> Committed:
-        return cls(int(v[0]), int(v[1]), v[2], int(v[3]))
+        return cls(int(v[0]), int(v[1]), v[2], int(v[3]), int(v[4]) if len(v) > 4 else -1)
 
 
 @dataclass(slots=True)

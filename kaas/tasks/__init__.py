@@ -1,7 +1,7 @@
 """Every trio loop of a broker process, started by ``net.server`` through ``serve_broker``:
 the membership tick and its doorbell (``membership``), presence connections
 (``presence``), retention (``retention``), the group and share-partition timers
-(``group_timers``), the
+(``group_timers``), offset retention (``offset_expiry``), the
 transaction coordinator's marker watcher, queue doorbell, fence watcher and sweeps
 (``txn``), the log cleaner (``log_cleaner``), the SCRAM credentials reload
 (``credentials``), the ACL reload (``acls``, with the authoriser on), the dynamic broker
@@ -24,6 +24,7 @@ from kaas.tasks.group_configs import serve_group_configs
 from kaas.tasks.group_timers import serve_timers
 from kaas.tasks.log_cleaner import serve_log_cleaner
 from kaas.tasks.membership import Membership
+from kaas.tasks.offset_expiry import serve_offset_expiry
 from kaas.tasks.presence import serve_presence
 from kaas.tasks.retention import serve_retention
 from kaas.tasks.trash import serve_trash
@@ -61,6 +62,7 @@ async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) 
         await nursery.start(serve_flush, broker)
         await nursery.start(serve_timers, broker.groups)
         await nursery.start(serve_timers, broker.shares)
+        await nursery.start(serve_offset_expiry, broker)
         if broker.txn is None:
             broker.txn = TxnCoordinator(broker)
         nursery.start_soon(serve_txn, broker.txn)

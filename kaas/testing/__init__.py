@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kaas.testing.clusters import Broker as Broker
+    from kaas.testing.clusters import BrokerDown as BrokerDown
     from kaas.testing.clusters import Cluster as Cluster
     from kaas.testing.clusters import Unsupported as Unsupported
     from kaas.testing.clusters import cluster as cluster
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "Broker": "kaas.testing.clusters",
+    "BrokerDown": "kaas.testing.clusters",
     "Cluster": "kaas.testing.clusters",
     "Unsupported": "kaas.testing.clusters",
     "cluster": "kaas.testing.clusters",

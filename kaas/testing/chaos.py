@@ -136,7 +136,7 @@ class Chaos:
             finally:
                 b.resume()
             self._record(Event(at, "pause", b.id, pid, hold=round(time.monotonic() - self._t0 - at, 2)))
-        except Exception as exc:  # noqa: BLE001 - recorded: a broker between incarnations has no pid
+        except Exception as exc:  # noqa: BLE001 - recorded: e.g. no process to pause within its timeout
             self._record(Event(at, action, None if b is None else b.id, error=str(exc) or type(exc).__name__))
 
     def _record(self, event: Event) -> None:

@@ -28,6 +28,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,11 +36,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kaas.testing import admin
+from kaas.testing import admin, incarnations
 from kaas.testing.faults import DiskFull, Failpoint, FailpointTable, Tmpfs, Unsupported
+from kaas.testing.incarnations import Incarnation
 from kaas.testing.procs import Backoff, ClusterProcess, Launcher, wait_ready
 
-__all__ = ["Broker", "Cluster", "ClusterContext", "Unsupported", "cluster"]
+__all__ = ["Broker", "BrokerDown", "Cluster", "ClusterContext", "Unsupported", "cluster"]
 
 TEST_BROKER_ARGS = ("--group-initial-rebalance-delay-ms", "0")
 """What a test cluster's brokers get unless ``broker_args`` says otherwise: a new group's
@@ -58,6 +60,12 @@ def shm_root() -> Path:
     return Path(tempfile.gettempdir())
 
 
+class BrokerDown(RuntimeError):
+    """The broker has no process now: the last one died (killed, crashed or stopped) and the
+    supervisor has not started the next one yet (it does after the cluster's
+    ``restart_delay``)."""
+
+
 class Broker:
     """One broker of a ``Cluster``: its id, port, process, and the faults a test puts on it.
 
@@ -65,13 +73,27 @@ class Broker:
     the death notice (peers move the broker's partitions and coordinators at once) and
     starts the broker again after the cluster's ``restart_delay``. ``pause`` (SIGSTOP)
     keeps it down for as long as the test wants: peers move its work once its lease
-    lapses (the brokers' ``--session-timeout-ms``, 3 s by default)."""
+    lapses (the brokers' ``--session-timeout-ms``, 3 s by default).
+
+    Every fault acts on the broker's incarnation (``kaas.testing.incarnations``): the
+    supervisor's child process that is the broker now, identified by pid and start time,
+    never a pid file's stale pid. The methods may be called in any order, at any speed and
+    from several threads (a ``Chaos`` schedule beside the test); each returns or raises one
+    of the errors its docstring names, and the supervisor brings the broker back in the
+    end. Between incarnations (after a kill or a crash, for ``restart_delay``):
+
+    - ``kill`` does nothing more (the broker is already down);
+    - ``restart`` signals nothing and waits for the next incarnation (``wait``);
+    - ``pause`` waits for the next incarnation and stops it as soon as it exists.
+    """
 
     def __init__(self, cluster: Cluster, broker_id: int, port: int) -> None:
         self.cluster = cluster
         self.id = broker_id
         self.port = port
-        self.paused_pid: int | None = None
+        self._lock = threading.RLock()
+        self._paused: Incarnation | None = None  # what this fixture SIGSTOPped
+        self._ended: Incarnation | None = None  # what it last SIGKILLed or SIGTERMed (it may still be exiting)
 
     def __repr__(self) -> str:
         return f"<kaas broker {self.id} at {self.bootstrap}>"
@@ -83,63 +105,132 @@ class Broker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def incarnation(self) -> Incarnation | None:
+        """The broker's process now (running or paused), or None between incarnations."""
+        return incarnations.current(self.cluster.process.pid_file(self.id), self.id,
+                                    self.cluster.process.supervisor_pid)
+
     @property
     def pid(self) -> int:
-        """The broker's current process (its supervisor's pid file).
+        """The pid of the broker's process now (running or paused).
 
         Raises:
-            FileNotFoundError, ValueError: not started yet, or being restarted.
+            BrokerDown: it has none (between incarnations).
         """
-        return self.cluster.process.pid(self.id)
+        inc = self.incarnation()
+        if inc is None:
+            raise BrokerDown(f"broker {self.id} has no process now (restarting)")
+        return inc.pid
+
+    @property
+    def paused_pid(self) -> int | None:
+        """The process this fixture holds stopped (``pause``), while it lives."""
+        inc = self._paused
+        return inc.pid if inc is not None and incarnations.alive(inc) else None
 
     @property
     def paused(self) -> bool:
         return self.paused_pid is not None
 
     def alive(self) -> bool:
-        """The process of the pid file exists (paused or not)."""
-        try:
-            os.kill(self.pid, 0)
-        except (OSError, ValueError):
-            return False
-        return True
+        """The broker has a process now (paused or not)."""
+        return self.incarnation() is not None
 
-    def kill(self, wait: bool = False, timeout: float = 30.0) -> int:
-        """SIGKILL the broker (the supervisor restarts it after the cluster's
-        ``restart_delay``). Returns the killed pid. With ``wait``, returns once the new
-        process serves."""
-        self.resume()
-        pid = self.cluster.process.kill(self.id)
+    def kill(self, wait: bool = False, timeout: float = 30.0) -> int | None:
+        """SIGKILL the broker's process (a paused one too); the supervisor restarts the
+        broker after the cluster's ``restart_delay``. A broker without a process (killed
+        before, not yet restarted) is left as it is. With ``wait``, return once the next
+        process serves.
+
+        Returns:
+            The pid of the process killed, or when there was none, of the broker's last
+            process (None if none was ever seen).
+
+        Raises:
+            TimeoutError: ``wait`` and no new process served within ``timeout`` s.
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._paused = None  # SIGKILL ends a stopped process too
+            inc = self.incarnation()
+            if inc is None:
+                inc = self._ended
+            elif incarnations.send(inc, signal.SIGKILL):
+                self._ended = inc
+            down = {inc} if inc is not None else set()
         if wait:
-            self.cluster.process.wait_restarted(self.id, pid, timeout)
-        return pid
+            self._wait_serving(down, deadline)
+        return inc.pid if inc is not None else self.cluster.process.last_pid(self.id)
 
-    def pause(self) -> int:
-        """SIGSTOP the broker: it holds its connections and answers nothing until ``resume``.
-        Returns the paused pid."""
-        if self.paused_pid is None:
-            self.paused_pid = self.cluster.process.signal(self.id, signal.SIGSTOP)
-        return self.paused_pid
+    def pause(self, timeout: float = 30.0) -> int:
+        """SIGSTOP the broker's process: it holds its connections and answers nothing until
+        ``resume``. Paused already: nothing more. Between incarnations, or while its
+        process is exiting after ``kill``/``restart``: the next process, once the
+        supervisor started it.
+
+        Returns:
+            The paused pid.
+
+        Raises:
+            TimeoutError: no process to pause appeared within ``timeout`` s.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                held = self._paused
+                if held is not None and incarnations.alive(held):
+                    return held.pid
+                self._paused = None
+                ended = {self._ended} if self._ended is not None else set()
+            inc = incarnations.wait_next(self.cluster.process.pid_file(self.id), self.id,
+                                         self.cluster.process.supervisor_pid, ended, deadline)
+            with self._lock:
+                if self._paused is None and inc != self._ended and incarnations.send(inc, signal.SIGSTOP):
+                    self._paused = inc
+                    return inc.pid
 
     def resume(self) -> None:
-        """SIGCONT a paused broker (nothing otherwise)."""
-        pid, self.paused_pid = self.paused_pid, None
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        """SIGCONT the process ``pause`` stopped, if it still lives (nothing otherwise)."""
+        with self._lock:
+            inc, self._paused = self._paused, None
+            if inc is not None:
+                incarnations.send(inc, signal.SIGCONT)
 
     def restart(self, wait: bool = True, timeout: float = 30.0) -> None:
-        """SIGTERM the broker (a graceful drain, then the supervisor starts it again after
-        ``restart_delay``); with ``wait``, return once the new process serves."""
-        self.resume()
-        pid = self.cluster.process.signal(self.id, signal.SIGTERM)
+        """SIGTERM the broker's process (resumed first if paused): a graceful drain, then
+        the supervisor starts it again after ``restart_delay``. A broker without a process,
+        or whose process is already exiting after ``kill``/``restart``, is not signalled
+        again. With ``wait``, return once the next process serves.
+
+        Raises:
+            TimeoutError: ``wait`` and no new process served within ``timeout`` s.
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self.resume()
+            inc = self.incarnation()
+            if inc is not None and inc != self._ended and incarnations.send(inc, signal.SIGTERM):
+                self._ended = inc
+            down = {i for i in (inc, self._ended) if i is not None}
         if wait:
-            self.cluster.process.wait_restarted(self.id, pid, timeout)
+            self._wait_serving(down, deadline)
+
+    def _wait_serving(self, down: set[Incarnation], deadline: float) -> None:
+        """Wait for a process not in ``down`` that answers ApiVersions.
+
+        Raises:
+            TimeoutError: none by ``deadline``.
+        """
+        incarnations.wait_next(self.cluster.process.pid_file(self.id), self.id, self.cluster.process.supervisor_pid,
+                               down, deadline)
+        self.wait_ready(max(0.1, deadline - time.monotonic()))
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        """Wait until the broker answers ApiVersions."""
+        """Wait until the broker answers ApiVersions.
+
+        Raises:
+            TimeoutError: it did not within ``timeout`` s.
+        """
         wait_ready("127.0.0.1", self.port, timeout=timeout, probe=self.cluster.process.probe)
 
     def log_text(self) -> str:

@@ -353,8 +353,30 @@ class ClusterProcess:
             if pending:
                 pause.sleep(deadline)
 
+    @property
+    def supervisor_pid(self) -> int | None:
+        """The supervisor's pid (the parent of every broker process), None before ``start``."""
+        return self.proc.pid if self.proc is not None else None
+
+    def pid_file(self, broker_id: int) -> Path:
+        """``DATA/run/kaas-<id>.pid``: the supervisor writes each new process's pid there."""
+        return self.data / "run" / f"kaas-{broker_id}.pid"
+
     def pid(self, broker_id: int) -> int:
-        return int((self.data / "run" / f"kaas-{broker_id}.pid").read_text().strip())
+        """The pid in the broker's pid file: its process now, or between incarnations its
+        last (dead) one; ``kaas.testing.incarnations.current`` tells them apart.
+
+        Raises:
+            FileNotFoundError, ValueError: no pid file (yet).
+        """
+        return int(self.pid_file(broker_id).read_text().strip())
+
+    def last_pid(self, broker_id: int) -> int | None:
+        """``pid``, or None without a pid file."""
+        try:
+            return self.pid(broker_id)
+        except (FileNotFoundError, ValueError):
+            return None
 
     def signal(self, broker_id: int, sig: int) -> int:
         pid = self.pid(broker_id)
@@ -389,6 +411,9 @@ class ClusterProcess:
         then every broker, at once (for data about to be deleted)."""
         if self.proc is None:
             return
+        from kaas.testing import incarnations
+
+        brokers = [incarnations.current(self.pid_file(i), i, self.proc.pid) for i in range(self.n)]
         try:
             if graceful:
                 self.proc.send_signal(signal.SIGTERM)
@@ -400,9 +425,7 @@ class ClusterProcess:
             if not graceful or self.proc.poll() is None:  # SIGKILL the supervisor, then every broker
                 self.proc.kill()
                 self.proc.wait()
-                for i in range(self.n):
-                    try:
-                        os.kill(self.pid(i), signal.SIGKILL)
-                    except (OSError, ValueError):
-                        pass
+                for inc in brokers:  # (read while the supervisor lived: its children then)
+                    if inc is not None:
+                        incarnations.send(inc, signal.SIGKILL)
             self.proc = None

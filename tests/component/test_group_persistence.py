@@ -77,7 +77,8 @@ async def test_heartbeat_times_reach_the_file_and_a_new_coordinator_counts_from_
     e.group.tick(clock.now_ms)
     assert member not in e.group.members
     await fresh._persist_membership(e)
-    assert on_file(groups, "g") == {"state": "Empty", "generation": gen + 1, "protocol_type": "consumer"}
+    assert on_file(groups, "g") == {"state": "Empty", "generation": gen + 1, "protocol_type": "consumer",
+                                    "since_ms": clock.now_ms}  # when it emptied: offset retention counts from it
     got, _ = await fresh.fetch("g", [("t", 0)], False)
     assert got[("t", 0)].offset == 7
 

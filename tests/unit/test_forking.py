@@ -56,3 +56,26 @@ def test_signals_and_timeouts_as_popen_has_them(tmp_path):
     child.terminate()
     assert child.wait(10) == -signal.SIGTERM
     child.kill()  # gone already: nothing happens
+
+
+def _run_on(args: list[str]) -> None:
+    """A child that would run for a while: only a signal ends it early."""
+    import time
+
+    time.sleep(float(args[0]))
+
+
+def test_a_sigterm_sent_the_moment_the_child_exists_is_not_lost():
+    """The parent (a supervisor) has a SIGTERM handler of its own; a SIGTERM that reaches
+    the child before the child reset its dispositions waits, blocked, and then ends it,
+    instead of running the parent's handler in the child and vanishing."""
+    seen: list[int] = []
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        for _ in range(20):
+            child = fork_command(_run_on, ["30"], stdout=subprocess.DEVNULL)
+            os.kill(child.pid, signal.SIGTERM)  # at once: the child is likely still in fork_command
+            assert child.wait(10) == -signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert seen == []  # and the parent's own handler never ran for them

@@ -962,7 +962,7 @@ def test_static_members_are_restored_with_their_instance_ids():
 
 def test_snapshots_of_each_state():
     g = new_group()
-    assert g.snapshot(0) == {"state": "Empty", "generation": 0, "protocol_type": None}
+    assert g.snapshot(0) == {"state": "Empty", "generation": 0, "protocol_type": None, "since_ms": 0}
     mid, _ = two_step(g, 0, client="a")  # parked: heard from "now" whenever the snapshot is taken
     snap = g.snapshot(700)
     assert snap["state"] == "CompletingRebalance" and snap["generation"] == 1 and snap["since_ms"] == 0

@@ -82,8 +82,9 @@ class GroupCoordinator:
         membership is restored (a Stable generation with its members and assignments, or a
         rebalance in progress; sessions from the heartbeat times on file, see
         ``Group.restore``), so consumers carry on across a coordinator move without a
-        rebalance, and a rebalance under way finishes. Without ``create`` only a group
-        whose file holds members is loaded."""
+        rebalance, and a rebalance under way finishes; an Empty group keeps its generation,
+        protocol type and when it became Empty. Without ``create`` only a group whose file
+        holds members is loaded."""
         e = self.groups.get(group_id)
         if e is not None:
             return e
@@ -97,7 +98,7 @@ class GroupCoordinator:
             log.warning("group_file_unreadable", group=group_id, error=str(exc))
         group = None
         snap = offsets.membership if offsets is not None else None
-        if snap is not None and snap.get("members"):
+        if snap is not None and (snap.get("members") or (create and snap.get("state") == GroupState.EMPTY.value)):
             try:
                 group = Group.restore(group_id, snap, now_ms=self._now(),
                                       initial_rebalance_delay_ms=s.group_initial_rebalance_delay_ms,
