@@ -12,7 +12,7 @@ import click
 from .report import REPORT_DIR, write_report
 from .rolling import ROLLING_DURATION_S
 from .runner import run_scenario
-from .scenarios import CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, EXTRA_SCENARIOS, SCENARIOS
+from .scenarios import CHURN_MESSAGES, CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, EXTRA_SCENARIOS, SCENARIOS
 from .share import SHARE_SECONDS, run_share_runs
 
 TARGET_STRETCH_S = 5.0  # issue 19: continuous's longest stretch without a commit
@@ -66,10 +66,11 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
 
     def one(name: str, s: int) -> dict:
         long = name in ("continuous", "none") and scenario in ("continuous", "none", "all")
-        m = messages or (CONT_MESSAGES if long else 4000)
+        churn = name == "consumer-churn"
+        m = messages or (CHURN_MESSAGES if churn else CONT_MESSAGES if long else 4000)
         d = duration if duration is not None else (CONT_DURATION_S if long else ROLLING_DURATION_S
-                                                   if name == "rolling-restart" else 40)
-        t = timeout or (CONT_TIMEOUT_S if name == "continuous" else 150)
+                                                   if name == "rolling-restart" else 60 if churn else 40)
+        t = timeout or (CONT_TIMEOUT_S if name in ("continuous", "consumer-churn") else 150)
         click.echo(f"== scenario {name} (seed {s}, {m} messages, paced to {d:.0f} s{', secure' if secure else ''}, "
                    f"group.protocol={group_protocol})")
         # continuous's report is written below, with its baseline's figures
@@ -111,7 +112,8 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
         rec = "-" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}"
         stretch = "-" if r["longest_no_commit_s"] is None else f"{r['longest_no_commit_s']:.2f}"
         name = r["scenario"] + (" (secure)" if r.get("secure") else "") + (
-            " (consumer)" if r.get("group_protocol") == "consumer" and r["scenario"] != "rolling-upgrade" else "")
+            " (consumer)" if r.get("group_protocol") == "consumer" and r["scenario"] not in ("rolling-upgrade",
+                                                                                           "consumer-churn") else "")
         click.echo(f"{name:<26} {r['seed']:>11} {r['messages']:>6} {r['kills']:>5} {rec:>10} {stretch:>9} "
                    f"{r['msgs_per_s']:>7} {r['transactions_committed']:>7} {r['transactions_aborted']:>7} "
                    f"{r['duplicates']:>5} {r['losses']:>5} {r['aborted_visible']:>15} {str(r['offsets_match']):>7} "

@@ -20,10 +20,11 @@ import eos_harness
 from eos_harness import HarnessConfig
 
 from kaas import failpoints
+from kaas.domain import sessions
 from kaas.testing import ClusterProcess
 
 from .report import longest_stretch, recovery, write_report
-from .scenarios import DISK_FULL_SIZE, UPGRADE_TO, Chaos
+from .scenarios import CHURN_SESSION_S, DISK_FULL_SIZE, UPGRADE_TO, Chaos
 from .secure import cleanup_violations, cluster_after, plant_bystander
 
 
@@ -87,10 +88,11 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
             duration: float, secure: bool = False, group_protocol: str = "classic") -> dict:
     rnd = random.Random(seed)
     upgrade = scenario == "rolling-upgrade"
-    protocol = "classic" if upgrade else group_protocol
+    churn = scenario == "consumer-churn"  # issue 42: consumer-protocol copiers on the cluster's defaults
+    protocol = "classic" if upgrade else "consumer" if churn else group_protocol
     # KAAS_CHAOS_BROKER_ARGS: extra `kaas broker` options, e.g. "--no-marker-rpc" for an A/B run
     extra = shlex.split(os.environ.get("KAAS_CHAOS_BROKER_ARGS", ""))
-    if upgrade or protocol == "consumer":  # the copiers' session timeout for consumer-protocol members
+    if upgrade or (protocol == "consumer" and not churn):  # the copiers' session timeout for consumer members
         extra = eos_harness.consumer_broker_args() + extra
     cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"}, extra=extra, secure=secure).start()
     cfg = HarnessConfig.new_run(cluster.bootstrap, seed, prefix="chaos", group_prefix="chaos", messages=messages,
@@ -99,7 +101,8 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
                                 output_partitions=6, timeout=timeout, group_protocol=protocol)
     if secure:
         cfg = replace(cfg, secure=True, security={"admin": eos_harness.admin_settings(cluster.client_properties)})
-    chaos = Chaos(scenario, cluster, rnd, echo, transactional_id=f"{eos_harness.txn_id_prefix(cfg)}0")
+    chaos = Chaos(scenario, cluster, rnd, echo, transactional_id=f"{eos_harness.txn_id_prefix(cfg)}0",
+                  group=cfg.group)
     chaos.watch_restarts()
     t0 = time.monotonic()
     try:
@@ -135,6 +138,15 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
                    "events": [[round(f.at - result["copy_started_at"], 3), f.kind, f.label] for f in chaos.events]})
     if scenario == "continuous":
         result["ok"] = result["ok"] and result["copy_completed"]
+    if churn:  # progress: the copy completes, and no stretch without a commit outlasts session + grace
+        bound = CHURN_SESSION_S + sessions.grace_ms(int(CHURN_SESSION_S * 1000)) / 1000
+        result["stretch_bound_s"] = bound
+        if not result["copy_completed"]:
+            result["violations"].append("consumer-churn: the copy did not complete")
+        if stretch is None or stretch > bound:
+            result["violations"].append(f"consumer-churn: longest stretch without a commit {stretch} s > {bound} s "
+                                        f"(the session timeout plus the grace)")
+        result["ok"] = result["ok"] and result["copy_completed"] and stretch is not None and stretch <= bound
     if upgrade:  # progress too: the copy completes, every copier ends on the new protocol
         upgraded = upgrade_done(result["copier_protocols"])
         mixed = mixed_phase_commits([f.at for f in chaos.events if f.kind == "copier-restart"],
