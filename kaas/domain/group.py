@@ -855,8 +855,9 @@ class Group:
         member's session deadline below, so that no live member is dropped before it could rejoin.
 
         Each member's session ends at ``restored_session_deadline``
-        (``domain.sessions.restored_deadline`` of its last heartbeat on file). A member the file gives no heartbeat time for (a file written
-        before they were kept) gets a whole session from ``now_ms``, as Apache does on load.
+        (``domain.sessions.restored_deadline`` of its last heartbeat on file). A member
+        the file gives no heartbeat time for (a file written before they were kept) gets a
+        whole session from ``now_ms``, as Apache does on load.
 
         Raises:
             ValueError: the snapshot is malformed.

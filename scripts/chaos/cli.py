@@ -28,7 +28,7 @@ SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "commit_times
 
 
 @cli.command()
-@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "share", "none", "all"]),
+@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "share", "share-churn", "none", "all"]),
               default="all", show_default=True)
 @click.option("--seed", type=int, default=None, help="Random seed (printed; reuse it to replay).")
 @click.option("--messages", type=int, default=None,
@@ -58,8 +58,9 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
         release: bool | None) -> None:
     """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
-    if scenario == "share":  # its own harness: share consumers, not the EOS copiers
-        ok = run_share_runs(seed, runs, duration if duration is not None else SHARE_SECONDS, out, click.echo, release)
+    if scenario in ("share", "share-churn"):  # its own harness: share consumers, not the EOS copiers
+        ok = run_share_runs(seed, runs, duration if duration is not None else SHARE_SECONDS, out, click.echo, release,
+                            churn=scenario == "share-churn")
         sys.exit(0 if ok else 1)
     names = SCENARIOS if scenario == "all" else (scenario,)
     results = []

@@ -1171,11 +1171,11 @@ def run_churn(tenures: list[int], gap: int, reach: int, hb: int, dead_leader: bo
     """A Stable group of two at 0; one member dies at 0, the other lives. The coordinator
     serves for each of ``tenures`` (ms) in turn, ``gap`` ms apart, each restoring the group
     from the last snapshot its predecessor wrote (checked at every step with
-    ``persist_due``: a heartbeat that makes it due wakes the runtime's loop). The live member reaches each new coordinator
-    ``reach`` ms after it loaded the group. With ``reset_on_load`` the heartbeat times on
-    file are ignored (every session restarts on load, Apache's rule). Returns (group,
-    client, [(end of each tenure, whether the dead member was still there then)], the
-    dead member's id)."""
+    ``persist_due``: a heartbeat that makes it due wakes the runtime's loop). The live
+    member reaches each new coordinator ``reach`` ms after it loaded the group. With
+    ``reset_on_load`` the heartbeat times on file are ignored (every session restarts on
+    load, Apache's rule). Returns (group, client, [(end of each tenure, whether the dead
+    member was still there then)], the dead member's id)."""
     g, (m0, m1) = stable_group(2, CHURN_SESSION)
     dead, live = (m0, m1) if dead_leader else (m1, m0)
     client = LiveClient(live, 1, hb)
@@ -1228,8 +1228,9 @@ def contact_gaps(tenures: list[int], gap: int, reach: int, hb: int) -> list[int]
 def test_under_coordinator_churn_a_live_member_stays_and_a_dead_one_goes(tenures, gap, reach, hb, dead_leader):
     """However often the coordinator moves, a live member that reaches each new coordinator
     within half a session (the grace), and is never unheard for longer than its session
-    and the grace less the lag of its time on file (a third of a session), is never dropped (``LiveClient`` asserts it); the dead member is gone by the
-    end of the first tenure that outlasts the grace after its session since it died, and
+    and the grace less the lag of its time on file (a third of a session), is never
+    dropped (``LiveClient`` asserts it); the dead member is gone by the end of the first
+    tenure that outlasts the grace after its session since it died, and
     by its death + session + grace under any tenure."""
     tenures = tenures + [4 * CHURN_SESSION]
     s, grace = CHURN_SESSION, CHURN_SESSION // 2
