@@ -138,10 +138,12 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
                    "events": [[round(f.at - result["copy_started_at"], 3), f.kind, f.label] for f in chaos.events]})
     if scenario == "continuous":
         result["ok"] = result["ok"] and result["copy_completed"]
-    if churn:  # progress: the copy completes, and no copier goes without a commit for longer than
-        # session + grace (the killed copier's partitions wait for its member's removal)
+    if churn:  # progress: the copy completes, and no copier nor input partition goes without a
+        # commit for longer than session + grace (the killed copier's partitions wait for its
+        # member's removal)
         bound = CHURN_SESSION_S + sessions.grace_ms(int(CHURN_SESSION_S * 1000)) / 1000
-        gaps = [g for g in [stretch, *result["longest_no_commit_by_copier_s"].values()] if g is not None]
+        gaps = [g for g in [stretch, *result["longest_no_commit_by_copier_s"].values(),
+                            *result.get("longest_no_progress_by_partition_s", {}).values()] if g is not None]
         worst = max(gaps) if gaps else None
         result["stretch_bound_s"], result["longest_no_progress_s"] = bound, worst
         if not result["copy_completed"]:
