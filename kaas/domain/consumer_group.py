@@ -358,6 +358,13 @@ class ConsumerGroup:
         return contact is not None and sessions.contact_persist_due(self._filed.get(member_id), contact,
                                                                      session_timeout_ms)
 
+    def _heard_from(self, member_id: str, now_ms: int, session_ms: int) -> bool:
+        """The member's heartbeat: its session starts again; whether its last contact on
+        file is late enough to write the group (``domain.sessions.contact_persist_due``)."""
+        self._session[member_id] = now_ms + session_ms
+        self._contact[member_id] = now_ms
+        return sessions.contact_persist_due(self._filed.get(member_id), now_ms, session_ms)
+
     def mark_filed(self) -> None:
         """The runtime wrote ``snapshot()``: the members' last contacts are on file."""
         self._filed = dict(self._contact)
@@ -489,10 +496,8 @@ class ConsumerGroup:
             else:
                 self._rebalance.pop(member_id, None)
                 self._asked.pop(member_id, None)
-        session_ms = classic.session_timeout_ms if classic is not None else config.session_timeout_ms
-        self._session[member_id] = now_ms + session_ms
-        self._contact[member_id] = now_ms
-        due = sessions.contact_persist_due(self._filed.get(member_id), now_ms, session_ms)
+        due = self._heard_from(member_id, now_ms,
+                               classic.session_timeout_ms if classic is not None else config.session_timeout_ms)
 
         full = (hb.rebalance_timeout_ms != -1 and hb.owned is not None
                 and (hb.subscribed_topic_names is not None or hb.subscribed_topic_regex is not None))

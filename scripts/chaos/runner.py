@@ -68,6 +68,23 @@ def upgrade_done(copier_protocols: dict[int, list[str]]) -> bool:
                                           for ps in copier_protocols.values())
 
 
+def churn_verdict(result: dict, stretch: float | None) -> None:
+    """consumer-churn's progress verdict: the copy completes, and neither the group, nor a
+    copier, nor an input partition goes without a commit for longer than the session plus
+    the grace (the killed copier's partitions wait for its member's removal)."""
+    bound = CHURN_SESSION_S + sessions.grace_ms(int(CHURN_SESSION_S * 1000)) / 1000
+    gaps = [g for g in [stretch, *result["longest_no_commit_by_copier_s"].values(),
+                        *result.get("longest_no_progress_by_partition_s", {}).values()] if g is not None]
+    worst = max(gaps) if gaps else None
+    result["stretch_bound_s"], result["longest_no_progress_s"] = bound, worst
+    if not result["copy_completed"]:
+        result["violations"].append("consumer-churn: the copy did not complete")
+    if worst is None or worst > bound:
+        result["violations"].append(f"consumer-churn: longest stretch without progress {worst} s > {bound} s "
+                                    f"(the session timeout plus the grace)")
+    result["ok"] = result["ok"] and result["copy_completed"] and worst is not None and worst <= bound
+
+
 def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
                  duration: float = 0, out: Path | None = None, secure: bool = False,
                  group_protocol: str = "classic") -> dict:
@@ -138,20 +155,8 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
                    "events": [[round(f.at - result["copy_started_at"], 3), f.kind, f.label] for f in chaos.events]})
     if scenario == "continuous":
         result["ok"] = result["ok"] and result["copy_completed"]
-    if churn:  # progress: the copy completes, and no copier nor input partition goes without a
-        # commit for longer than session + grace (the killed copier's partitions wait for its
-        # member's removal)
-        bound = CHURN_SESSION_S + sessions.grace_ms(int(CHURN_SESSION_S * 1000)) / 1000
-        gaps = [g for g in [stretch, *result["longest_no_commit_by_copier_s"].values(),
-                            *result.get("longest_no_progress_by_partition_s", {}).values()] if g is not None]
-        worst = max(gaps) if gaps else None
-        result["stretch_bound_s"], result["longest_no_progress_s"] = bound, worst
-        if not result["copy_completed"]:
-            result["violations"].append("consumer-churn: the copy did not complete")
-        if worst is None or worst > bound:
-            result["violations"].append(f"consumer-churn: longest stretch without progress {worst} s > {bound} s "
-                                        f"(the session timeout plus the grace)")
-        result["ok"] = result["ok"] and result["copy_completed"] and worst is not None and worst <= bound
+    if churn:
+        churn_verdict(result, stretch)
     if upgrade:  # progress too: the copy completes, every copier ends on the new protocol
         upgraded = upgrade_done(result["copier_protocols"])
         mixed = mixed_phase_commits([f.at for f in chaos.events if f.kind == "copier-restart"],

@@ -21,10 +21,9 @@ from kio.schema.errors import ErrorCode
 from kaas.aio import Wakeup
 from kaas.coord.group.classic_members import ClassicMembers
 from kaas.coord.group.consumer import ConsumerGroups
-from kaas.coord.group.entry import GroupEntry
+from kaas.coord.group.entry import GroupEntry, classic_contact_due
 from kaas.coord.group.share import ShareGroups
 from kaas.coord.ports import GroupBroker
-from kaas.domain import sessions
 from kaas.domain.group import Effect, Group, GroupDescription, GroupState, JoinReply, LeaveResult, SyncReply
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
@@ -340,25 +339,9 @@ class GroupCoordinator:
         if self.classic.serves(e):
             return self.classic.heartbeat(e, member_id, group_instance_id, generation_id)
         code = e.group.heartbeat(self._now(), member_id, group_instance_id, generation_id)
-        if code is ErrorCode.none and self._contact_due(e, member_id):
+        if code is ErrorCode.none and classic_contact_due(e, member_id):
             self.timer_wakeup.set()  # the loop writes it now, not at its next turn
         return code
-
-    @staticmethod
-    def _contact_due(e: _Entry, member_id: str) -> bool:
-        """Does the member's heartbeat time on file lag by a third of its session
-        (``domain.sessions.contact_persist_due``)? Checked per heartbeat for that member
-        alone, so that the write follows at once (``_persist_membership``)."""
-        m = e.group.members.get(member_id)
-        membership = e.offsets.membership if e.offsets is not None else None
-        if m is None or membership is None:
-            return False
-        for raw in membership.get("members") or ():
-            if isinstance(raw, dict) and raw.get("member_id") == member_id:
-                seen = raw.get("last_heartbeat_ms")
-                return sessions.contact_persist_due(seen if isinstance(seen, int) else None,
-                                                    m.last_heartbeat_ms, m.session_timeout_ms)
-        return False
 
     async def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
         self.check_owner(group_id)
