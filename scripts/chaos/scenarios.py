@@ -49,6 +49,9 @@ CHURN_STOP_S = float(os.environ.get("KAAS_CHAOS_STOP_GROUP_COORDINATOR_S", "0"))
 CHURN_STOP_AT_S = 20.0
 CHURN_MESSAGES = 20000  # consumer-churn: issue 42's copy
 CHURN_SESSION_S = 45.0  # the cluster's default group.consumer.session.timeout.ms, which it runs with
+# after a dead member's removal its partitions wait for a survivor's next heartbeat (the
+# default 5 s interval) and its first transaction on them (a fetch and a commit, under faults)
+CHURN_TAKEOVER_S = 10.0
 UPGRADE_GAP_S = 8.0  # rolling-upgrade: between one copier's restart and the next one's stop
 UPGRADE_TO = "consumer"  # rolling-upgrade: the group.protocol the copiers are restarted with
 

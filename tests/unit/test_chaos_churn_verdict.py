@@ -21,13 +21,17 @@ def result(**over) -> dict:
 def test_a_complete_copy_within_session_and_grace_passes():
     r = result()
     churn_verdict(r, 9.8)
-    assert r["ok"] and r["violations"] == [] and r["longest_no_progress_s"] == 44.0 and r["stretch_bound_s"] == 67.5
+    assert r["ok"] and r["violations"] == [] and r["longest_no_progress_s"] == 40.0 and r["stretch_bound_s"] == 67.5
+    assert r["longest_partition_stall_s"] == 44.0 and r["partition_stall_bound_s"] == 77.5
 
 
 def test_a_stalled_partition_or_an_incomplete_copy_fails():
     r = result(longest_no_progress_by_partition_s={0: 90.0})
     churn_verdict(r, 9.8)
-    assert not r["ok"] and "90.0 s > 67.5 s" in r["violations"][0]
+    assert not r["ok"] and "90.0 s > 77.5 s" in r["violations"][0]
+    r = result(longest_no_commit_by_copier_s={0: 70.0})
+    churn_verdict(r, 9.8)
+    assert not r["ok"] and "70.0 s > 67.5 s" in r["violations"][0]
     r = result(copy_completed=False)
     churn_verdict(r, 9.8)
     assert not r["ok"] and r["violations"] == ["consumer-churn: the copy did not complete"]
