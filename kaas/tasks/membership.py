@@ -352,10 +352,16 @@ class Membership:
             # our lease lapsed (e.g. we were paused): heartbeat first, take over next tick
             return
         now = self.clock.monotonic()
+        budget_end = now + view.period / 2
         took = False
         for key, version in list(self._became_leader_version.items()):
             if key in broker.partitions:
                 continue
+            if self.clock.monotonic() >= budget_end:
+                # the rest at the next tick, right after this one's heartbeat: hundreds of
+                # new partitions (a CreateTopics of many topics) must not starve our lease
+                view.wake()
+                break
             if rules.handoff_blockers(me, version, view.peers.values(), now, view.session):
                 continue
             pl = a.leader_of(*key)
