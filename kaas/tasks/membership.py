@@ -6,7 +6,9 @@ Every broker, every ``heartbeat_ms``:
      when its supervisor's death notice names its process);
   2. reads ``assignment.json`` (ignored when its controller epoch is below the highest
      ``controller/epoch-<n>``), relinquishes what moved away, takes over what moved to it
-     once the hand-off rule allows;
+     once the hand-off rule allows, for at most half a heartbeat period per tick (the
+     rest at the next tick, run at once): a CreateTopics of hundreds of partitions must
+     not hold back the heartbeat below and lapse the lease;
   3. writes its own heartbeat (counter, address, applied assignment version, draining,
      pending partitions, the counters it has seen), which renews its write lease.
 The controller (the broker that won the exclusive create of the highest epoch file)
