@@ -138,6 +138,8 @@ chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario random-kills --secure
 	$(BIN)/python scripts/chaos run --scenario random-kills --group-protocol consumer
 	$(BIN)/python scripts/chaos run --scenario continuous --group-protocol consumer
+	$(BIN)/python scripts/chaos run --scenario consumer-churn
+	$(BIN)/python scripts/chaos run --scenario share-churn
 	$(BIN)/python scripts/chaos run --scenario rolling-upgrade
 	$(BIN)/python scripts/chaos run --scenario share --runs 2
 

@@ -17,11 +17,12 @@ ACLs they add for it change what it may do. 0077 calls Kafka's ``kafka-topics.sh
 flags to ``kaas topics``.
 
 ``--group-protocol consumer`` runs the tests' consumers with ``group.protocol=consumer``
-(KIP-848: ``TEST_CONSUMER_GROUP_PROTOCOL=consumer``) on clusters whose brokers give
-consumer-protocol members a 500 ms heartbeat interval (``CONSUMER_BROKER_ARGS``, as Apache's
-own integration tests; the session timeout stays Kafka's 45 s, as in librdkafka's CI) and,
-without ``--only``, runs issue 33's set (``kip848``). ``--only kip848`` (or ``classic``)
-names a whole set, in either protocol.
+(KIP-848: ``TEST_CONSUMER_GROUP_PROTOCOL=consumer``) on clusters with the brokers' default
+group settings (a 5 s heartbeat interval, a 45 s session: what users run, and what
+librdkafka's CI runs against Apache) and, without ``--only``, runs issue 33's set
+(``kip848``). ``--fast-heartbeat`` gives consumer-protocol members a 500 ms heartbeat
+interval instead (``CONSUMER_BROKER_ARGS``, as Apache's own integration tests set it).
+``--only kip848`` (or ``classic``) names a whole set, in either protocol.
 
 ``--only share`` runs the share consumer tests (KIP-932, issue 34's set) as librdkafka's own
 CI runs them against Apache: the brokers allow record locks down to 1 s
@@ -97,9 +98,9 @@ ACL_BROKER_ARGS = [*BROKER_ARGS, "--authorizer", "--super-users", "User:ANONYMOU
 #: (Apache's ``allow.everyone.if.no.acl.found=true``), so the tests' user, no super user,
 #: may do everything until an ACL of its own narrows it
 SASL_BROKER_ARGS = [*BROKER_ARGS, "--allow-everyone-if-no-acl-found"]
-#: added to each cluster's options with ``--group-protocol consumer``: consumer-protocol
-#: members heartbeat every 500 ms (Apache's integration tests set the interval and its
-#: minimum so); the session timeout stays Kafka's default (45 s), as in librdkafka's CI
+#: added to each cluster's options with ``--group-protocol consumer --fast-heartbeat``:
+#: consumer-protocol members heartbeat every 500 ms (Apache's integration tests set the
+#: interval and its minimum so); the session timeout stays Kafka's default (45 s)
 CONSUMER_BROKER_ARGS = ["--group-consumer-heartbeat-interval-ms", "500",
                         "--group-consumer-min-heartbeat-interval-ms", "500"]
 #: added to each cluster's options when share consumer tests run: 0173 and 0176 set the
@@ -232,18 +233,21 @@ def run_one(run: Run, index: int, tests_dir: Path, cluster: ClusterProcess, conf
     echo(f"{run.name:<52} {run.cluster:<5} {run.result:<8} {run.seconds:>6.1f}s  {run.failure[:150]}")
 
 
-def broker_args(kind: str, group_protocol: str = "classic", more: tuple[str, ...] = ()) -> list[str]:
-    """The ``kaas broker`` options of the cluster of ``kind`` for a run in ``group_protocol``,
-    then ``more`` (``--broker-arg``)."""
+def broker_args(kind: str, group_protocol: str = "classic", more: tuple[str, ...] = (),
+                fast_heartbeat: bool = False) -> list[str]:
+    """The ``kaas broker`` options of the cluster of ``kind`` for a run in ``group_protocol``
+    (the brokers' default group settings, or with ``fast_heartbeat`` a 500 ms heartbeat for
+    consumer-protocol members), then ``more`` (``--broker-arg``)."""
     extra = {"acl": ACL_BROKER_ARGS, "sasl": SASL_BROKER_ARGS}.get(kind, BROKER_ARGS)
-    return [*extra, *(CONSUMER_BROKER_ARGS if group_protocol == "consumer" else ()), *more]
+    fast = fast_heartbeat and group_protocol == "consumer"
+    return [*extra, *(CONSUMER_BROKER_ARGS if fast else ()), *more]
 
 
 @contextmanager
 def open_cluster(kind: str, tmp: Path, echo, group_protocol: str = "classic",
-                 more: tuple[str, ...] = ()) -> Iterator[tuple[ClusterProcess, str]]:
+                 more: tuple[str, ...] = (), fast_heartbeat: bool = False) -> Iterator[tuple[ClusterProcess, str]]:
     """The cluster of ``kind`` running, with the ``test.conf`` text its clients need."""
-    extra = broker_args(kind, group_protocol, more)
+    extra = broker_args(kind, group_protocol, more, fast_heartbeat)
     secure = kind == "sasl"
     cluster = ClusterProcess(tmp / f"data-{kind}", 3, extra=extra, secure=secure)
     password = ""
@@ -286,8 +290,11 @@ def table(runs: list[Run]) -> str:
                    "22 tests), classic (issue 31's ten), share (issue 34's 14 share consumer tests). Default: "
                    "the ten classic tests, 0077 and each 0081 subtest; with --group-protocol consumer, kip848.")
 @click.option("--group-protocol", type=click.Choice(GROUP_PROTOCOLS), default="classic", show_default=True,
-              help="TEST_CONSUMER_GROUP_PROTOCOL: consumer runs the tests' consumers with KIP-848 and gives the "
-                   "brokers a 500 ms consumer-group heartbeat interval.")
+              help="TEST_CONSUMER_GROUP_PROTOCOL: consumer runs the tests' consumers with KIP-848, on brokers "
+                   "with their default group settings (5 s heartbeat interval, 45 s session).")
+@click.option("--fast-heartbeat", is_flag=True,
+              help="With --group-protocol consumer: give consumer-protocol members a 500 ms heartbeat interval "
+                   "(as Apache's own integration tests), not the brokers' default 5 s.")
 @click.option("--acl-for-all", is_flag=True, help="Run everything on the ACL cluster, not only 0081's ACL subtests "
               "(the SASL subtests stay on the SASL cluster).")
 @click.option("--sasl-for-all", is_flag=True, help="Run everything on the SASL cluster (SASL_SSL, a SCRAM user who is "
@@ -310,9 +317,9 @@ def table(runs: list[Run]) -> str:
               help="Where each run's output goes (default: a new temporary directory, kept).")
 @click.option("--json", "as_json", is_flag=True, help="The results as one JSON document on stdout.")
 @click.option("--list", "list_only", is_flag=True, help="Print the runs and exit.")
-def main(tests_dir: Path, only: tuple[str, ...], group_protocol: str, acl_for_all: bool, sasl_for_all: bool,
-         more_args: tuple[str, ...], kafka_version: str, timeout: float, as_ci: bool, subtests: str | None,
-         log_dir: Path | None, as_json: bool, list_only: bool) -> None:
+def main(tests_dir: Path, only: tuple[str, ...], group_protocol: str, fast_heartbeat: bool, acl_for_all: bool,
+         sasl_for_all: bool, more_args: tuple[str, ...], kafka_version: str, timeout: float, as_ci: bool,
+         subtests: str | None, log_dir: Path | None, as_json: bool, list_only: bool) -> None:
     """Run librdkafka's tests against 3-broker kaas clusters; print each result."""
     runs = plan(only, acl_for_all, sasl_for_all, group_protocol)
     if list_only:
@@ -329,14 +336,16 @@ def main(tests_dir: Path, only: tuple[str, ...], group_protocol: str, acl_for_al
 
     log_dir = (log_dir or Path(tempfile.mkdtemp(prefix="kaas-rdkafka-logs-"))).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
-    echo(f"# logs in {log_dir}; TEST_CONSUMER_GROUP_PROTOCOL={group_protocol}")
+    heartbeat = ("500 ms consumer-group heartbeat (--fast-heartbeat)" if fast_heartbeat and group_protocol == "consumer"
+                 else "the brokers' default group settings")
+    echo(f"# logs in {log_dir}; TEST_CONSUMER_GROUP_PROTOCOL={group_protocol}; {heartbeat}")
     with tempfile.TemporaryDirectory(prefix="kaas-rdkafka-") as tmp_s:
         tmp = Path(tmp_s)
         for kind in ("plain", "acl", "sasl"):
             mine = [(i, r) for i, r in enumerate(runs) if r.cluster == kind]
             if not mine:
                 continue
-            with open_cluster(kind, tmp, echo, group_protocol, more_args) as (cluster, conf_text):
+            with open_cluster(kind, tmp, echo, group_protocol, more_args, fast_heartbeat) as (cluster, conf_text):
                 conf = tmp / f"test-{kind}.conf"
                 conf.write_text(conf_text)
                 conf.chmod(0o600)  # a password for the sasl cluster

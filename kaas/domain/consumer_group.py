@@ -39,8 +39,10 @@ Choices where kaas differs from Apache, and why:
   (10 s) after the last resolution, as Apache batches its refreshes.
 * A member that re-joins with epoch 0 under its member id keeps its state (KAFKA-19233):
   earlier Apache versions answer FENCED_MEMBER_EPOCH until its session ends.
-* Restored sessions and rebalance deadlines count from the restore (``restore``), as
-  Apache's coordinator does after a load.
+* Restored sessions and revocation deadlines keep the time they had left, with a grace
+  to reach the new coordinator granted once per outage (``domain.sessions``, the rule all
+  group kinds share), where Apache's coordinator restarts them on load: a dead member is
+  removed within its session and the grace however often the coordinator moves.
 * While a group rebalances, its members are told a tenth of the heartbeat interval
   (``heartbeat_interval_ms``): a revocation, its acknowledgement and the hand-over each
   wait for a member's next heartbeat, so at Apache's fixed interval a join of ten members
@@ -68,7 +70,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain import assignors, topic_regex
+from kaas.domain import assignors, sessions, topic_regex
 from kaas.domain.consumer_member import (
     LEFT_STATIC,
     Assignment,
@@ -248,6 +250,9 @@ class ConsumerGroup:
         self._regex_stale = False  # the topics changed since
         self._session: dict[str, int] = {}  # member id -> deadline
         self._rebalance: dict[str, tuple[int, int]] = {}  # member id -> (epoch, deadline)
+        self._contact: dict[str, int] = {}  # member id -> last contact (kept on file)
+        self._filed: dict[str, int] = {}  # member id -> its last contact as on file
+        self._asked: dict[str, int] = {}  # member id -> when its pending revocation was asked
 
     def copy(self) -> ConsumerGroup:
         """An independent copy (members are immutable values, so shared): the runtime
@@ -259,6 +264,7 @@ class ConsumerGroup:
         g._signature, g._signature_stale, g._image_version = self._signature, self._signature_stale, self._image_version
         g._changed_ms, g._regex_refresh_ms, g._regex_stale = self._changed_ms, self._regex_refresh_ms, self._regex_stale
         g._session, g._rebalance = dict(self._session), dict(self._rebalance)
+        g._contact, g._filed, g._asked = dict(self._contact), dict(self._filed), dict(self._asked)
         return g
 
     # ------------------------------------------------------------------ views
@@ -343,6 +349,25 @@ class ConsumerGroup:
         """A classic member's Heartbeat: its session starts again."""
         if member_id in self._members:
             self._session[member_id] = now_ms + session_timeout_ms
+            self._contact[member_id] = now_ms
+
+    def contact_due(self, member_id: str, session_timeout_ms: int) -> bool:
+        """Is the member's last contact on file late enough to write the group again
+        (``domain.sessions.contact_persist_due``)?"""
+        contact = self._contact.get(member_id)
+        return contact is not None and sessions.contact_persist_due(self._filed.get(member_id), contact,
+                                                                     session_timeout_ms)
+
+    def _heard_from(self, member_id: str, now_ms: int, session_ms: int) -> bool:
+        """The member's heartbeat: its session starts again; whether its last contact on
+        file is late enough to write the group (``domain.sessions.contact_persist_due``)."""
+        self._session[member_id] = now_ms + session_ms
+        self._contact[member_id] = now_ms
+        return sessions.contact_persist_due(self._filed.get(member_id), now_ms, session_ms)
+
+    def mark_filed(self) -> None:
+        """The runtime wrote ``snapshot()``: the members' last contacts are on file."""
+        self._filed = dict(self._contact)
 
     def remove_member(self, member_id: str) -> None:
         """A member leaves (a classic LeaveGroup): removed, the group epoch rises."""
@@ -467,15 +492,19 @@ class ConsumerGroup:
             self._put(member)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 self._rebalance[member_id] = (member.member_epoch, now_ms + member.rebalance_timeout_ms)
+                self._asked[member_id] = now_ms
             else:
                 self._rebalance.pop(member_id, None)
-        self._session[member_id] = now_ms + (classic.session_timeout_ms if classic is not None
-                                             else config.session_timeout_ms)
+                self._asked.pop(member_id, None)
+        due = self._heard_from(member_id, now_ms,
+                               classic.session_timeout_ms if classic is not None else config.session_timeout_ms)
 
         full = (hb.rebalance_timeout_ms != -1 and hb.owned is not None
                 and (hb.subscribed_topic_names is not None or hb.subscribed_topic_regex is not None))
         send = joining or full or member.assigned != old.assigned
-        changed = replaced is not None or member != old or (self._group_epoch, self._assignment_epoch) != before
+        changed = due or replaced is not None or member != old or (self._group_epoch, self._assignment_epoch) != before
+        if changed:  # the runtime writes ``snapshot()`` before it answers
+            self.mark_filed()
         return HeartbeatReply(ErrorCode.none, None, member_id, member.member_epoch,
                               dict(member.assigned) if send else None, changed)
 
@@ -549,7 +578,9 @@ class ConsumerGroup:
             member = self._members[existing_id]
             self._put(dataclasses.replace(member, member_epoch=LEFT_STATIC, pending_revocation={}))
             self._rebalance.pop(existing_id, None)
+            self._asked.pop(existing_id, None)
             self._session[existing_id] = now_ms + config.session_timeout_ms
+            self._contact[existing_id] = now_ms
         else:
             self._fence(existing_id)
         return HeartbeatReply(ErrorCode.none, None, hb.member_id, hb.member_epoch, None, True)
@@ -573,6 +604,7 @@ class ConsumerGroup:
                 out.append(Fenced(mid, "rebalance"))
             else:
                 self._rebalance.pop(mid, None)
+                self._asked.pop(mid, None)
         if out:
             self._changed_ms = now_ms
         return out
@@ -653,14 +685,19 @@ class ConsumerGroup:
                 "member_epoch": m.member_epoch, "previous_member_epoch": m.previous_member_epoch,
                 "state": m.state.value, "assigned": enc(m.assigned), "pending_revocation": enc(m.pending_revocation),
                 "target": enc(self.target(m.member_id)),
+                "last_contact_ms": self._contact.get(m.member_id),
+                **({} if m.member_id not in self._asked else {"revocation_asked_ms": self._asked[m.member_id]}),
             } for m in self._members.values()],
         }
 
     @classmethod
     def restore(cls, group_id: str, snap: Mapping[str, Any], *, now_ms: int, session_timeout_ms: int) -> ConsumerGroup:
         """The group as ``snapshot()`` left it, for a coordinator taking it over at
-        ``now_ms``: every member gets a whole session from now, and a member in the middle
-        of a revocation a whole rebalance timeout.
+        ``now_ms``: each member's session ends by the rule all group kinds share
+        (``domain.sessions.restored_deadline`` of its last contact on file), and so does a
+        revocation under way (of when it was asked, with the rebalance timeout). A file
+        without those times gives a whole session (rebalance timeout) from ``now_ms``, as
+        Apache's load does.
 
         Raises:
             ValueError: the snapshot is malformed (a corrupt file: reported, never reset).
@@ -699,10 +736,17 @@ class ConsumerGroup:
                 target = _decode(raw["target"])
                 if target:
                     g._target[m.member_id] = target
-                g._session[m.member_id] = now_ms + (session_timeout_ms if classic is None
-                                                    else classic.session_timeout_ms)
+                session_ms = session_timeout_ms if classic is None else classic.session_timeout_ms
+                seen = _time(raw.get("last_contact_ms"))
+                g._session[m.member_id] = sessions.restored_deadline(seen, session_ms, now_ms)
+                g._contact[m.member_id] = now_ms if seen is None else min(seen, now_ms)
+                if seen is not None:
+                    g._filed[m.member_id] = seen
                 if m.state is MemberState.UNREVOKED_PARTITIONS:
-                    g._rebalance[m.member_id] = (m.member_epoch, now_ms + m.rebalance_timeout_ms)
+                    asked = _time(raw.get("revocation_asked_ms"))
+                    g._rebalance[m.member_id] = (m.member_epoch,
+                                                 sessions.restored_deadline(asked, m.rebalance_timeout_ms, now_ms))
+                    g._asked[m.member_id] = now_ms if asked is None else min(asked, now_ms)
             if g._assignment_epoch > g._group_epoch:
                 raise ValueError("assignment epoch ahead of the group epoch")
             return g
@@ -749,6 +793,9 @@ class ConsumerGroup:
             del self._static[member.instance_id]
         self._session.pop(member_id, None)
         self._rebalance.pop(member_id, None)
+        self._contact.pop(member_id, None)
+        self._filed.pop(member_id, None)
+        self._asked.pop(member_id, None)
         return member
 
     def _replace_static(self, old: ConsumerMember, new_id: str) -> None:
@@ -833,6 +880,11 @@ class ConsumerGroup:
         self._target = {mid: freeze(result.get(mid, {})) for mid in self._members}
         self._target = {mid: t for mid, t in self._target.items() if t}
         self._assignment_epoch = self._group_epoch
+
+
+def _time(raw: Any) -> int | None:
+    """A time on file (ms), or None when absent (a file from before it was kept)."""
+    return None if raw is None else int(raw)
 
 
 def _decode(raw: Mapping[str, Iterable[int]]) -> dict[str, frozenset[int]]:

@@ -49,8 +49,9 @@ Choices where Apache leaves room, or where this machine differs:
 * GROUP_MAX_SIZE_REACHED is not implemented (Apache's default max size is unbounded).
 * Persistence (``snapshot``/``restore``): a rebalance in progress is kept, not only a
   Stable generation, and so is each member's last heartbeat time; a restored member's
-  session ends at its last heartbeat plus its session, clamped to between half a session
-  and a whole one from the restore (``restored_session_deadline``), where Apache restarts
+  session ends by the rule all group kinds share (``domain.sessions``, through
+  ``restored_session_deadline``): the time it had left, a bounded grace to reach the new
+  coordinator granted once per outage, not once per move, where Apache restarts
   every session. So a dead member is removed, and a rebalance completes, even when the
   coordinator moves more often than the session timeout. docs/groups.rst says why.
 
@@ -79,6 +80,8 @@ from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
 from kio.schema.errors import ErrorCode
+
+from kaas.domain import sessions
 
 __all__ = [
     "DEFAULT_INITIAL_REBALANCE_DELAY_MS",
@@ -110,37 +113,23 @@ DEFAULT_MAX_SESSION_TIMEOUT_MS = 1_800_000
 """Apache ``group.max.session.timeout.ms``."""
 UNKNOWN_GENERATION_ID = -1
 UNKNOWN_MEMBER_ID = ""
-HEARTBEAT_PERSIST_FRACTION = 1 / 3
+HEARTBEAT_PERSIST_FRACTION = sessions.PERSIST_FRACTION
 """A member's heartbeat time on file is rewritten once it lags the truth by this fraction
 of the member's session timeout (``Group.persist_due``)."""
 
 
 def restored_session_floor_ms(session_timeout_ms: int) -> int:
-    """The least time a restored member is given, from the restore, to reach its new
-    coordinator: half its session timeout (at least 1.5 heartbeat intervals at the
-    interval of a third of the session that clients default to and Apache recommends)."""
-    return session_timeout_ms // 2
+    """The grace a restored member is given, from the restore, to reach its new
+    coordinator (``domain.sessions.grace_ms``: half its session timeout)."""
+    return sessions.grace_ms(session_timeout_ms)
 
 
 def restored_session_deadline(last_heartbeat_ms: int | None, session_timeout_ms: int, now_ms: int) -> int:
-    """When the session of a member restored at ``now_ms`` ends unless it is heard from.
-
-    Args:
-        last_heartbeat_ms: when the previous coordinator last heard from the member, by
-            its file (its wall clock), or ``None`` when the file does not say.
-        session_timeout_ms: the member's session timeout.
-        now_ms: the restoring coordinator's wall clock.
-
-    Returns:
-        ``last_heartbeat_ms + session_timeout_ms`` clamped to between
-        ``now_ms + restored_session_floor_ms(session_timeout_ms)`` and
-        ``now_ms + session_timeout_ms``; the upper end (Apache's reset on load) when the
-        file gives no heartbeat time.
-    """
-    if last_heartbeat_ms is None:
-        return now_ms + session_timeout_ms
-    return max(min(last_heartbeat_ms, now_ms) + session_timeout_ms,
-               now_ms + restored_session_floor_ms(session_timeout_ms))
+    """When the session of a member restored at ``now_ms`` ends unless it is heard from:
+    the rule all group kinds share, ``domain.sessions.restored_deadline`` (its time left,
+    at least the grace from the restore, never more than the grace past its session on
+    file; a whole session from the restore when the file gives no heartbeat time)."""
+    return sessions.restored_deadline(last_heartbeat_ms, session_timeout_ms, now_ms)
 
 
 class MemberDescription(TypedDict):
@@ -873,12 +862,12 @@ class Group:
         must rejoin, or have its session end), CompletingRebalance its new generation and
         leader (each member must send SyncGroup); the phase ends at its rebalance timeout
         counted from when it began (``since_ms``), but not before the latest restored
-        member's floor below, so that no live member is dropped before it could rejoin.
+        member's session deadline below, so that no live member is dropped before it could rejoin.
 
-        Each member's session ends at ``restored_session_deadline``: its last heartbeat on
-        file plus its session timeout, clamped to between half a session and a whole one
-        from ``now_ms``. A member the file gives no heartbeat time for (a file written
-        before they were kept) gets a whole session from ``now_ms``, as Apache does on load.
+        Each member's session ends at ``restored_session_deadline``
+        (``domain.sessions.restored_deadline`` of its last heartbeat on file). A member
+        the file gives no heartbeat time for (a file written before they were kept) gets a
+        whole session from ``now_ms``, as Apache does on load.
 
         Raises:
             ValueError: the snapshot is malformed.
@@ -916,7 +905,7 @@ class Group:
                     assignment=None if assignment is None else bytes.fromhex(assignment),
                 )
                 if seen is not None:
-                    m.grace_until_ms = now_ms + restored_session_floor_ms(m.session_timeout_ms)
+                    m.grace_until_ms = restored_session_deadline(int(seen), m.session_timeout_ms, now_ms)
                 g._members[m.member_id] = m
                 if m.group_instance_id is not None:
                     g._static[m.group_instance_id] = m.member_id

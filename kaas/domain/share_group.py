@@ -20,7 +20,9 @@ share coordinator after answering the first). A deleted topic leaves both sets.
 
 No I/O and no clock: times are handed in (``now_ms``). The runtime
 (``kaas.coord.group.share``) writes ``snapshot()`` into the group's file before it
-answers a heartbeat that changed the group, and a successor ``restore``s it.
+answers a heartbeat that changed the group (or whose member's last contact on file is a
+third of a session late), and a successor ``restore``s it: sessions follow the rule all
+group kinds share (``domain.sessions``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kaas.domain import sessions
 from kaas.domain.consumer_group import TopicImage
 from kaas.domain.share_assignor import Assignment, simple_assign
 
@@ -113,12 +116,15 @@ class ShareMember:
     # its assignment as last handed out with a new epoch (None: unknown since a restore):
     # an epoch move that leaves it as it was sends none, as Apache
     reconciled: Assignment | None = None
+    last_contact: int | None = None  # when last heard from (kept on file)
+    filed_contact: int | None = None  # ... as the file has it
 
     def to_json(self) -> dict[str, Any]:
         return {"member_id": self.member_id, "member_epoch": self.member_epoch,
                 "previous_member_epoch": self.previous_member_epoch, "subscribed": list(self.subscribed),
                 "rack_id": self.rack_id, "client_id": self.client_id, "client_host": self.client_host,
-                "assignment": {t: sorted(ps) for t, ps in sorted(self.assignment.items())}}
+                "assignment": {t: sorted(ps) for t, ps in sorted(self.assignment.items())},
+                "last_contact_ms": self.last_contact}
 
 
 @dataclass(slots=True)
@@ -213,6 +219,8 @@ class ShareGroup:
             self._assign(image)
             changed = True
         m.session_deadline = now_ms + config.session_timeout_ms
+        m.last_contact = now_ms
+        changed |= sessions.contact_persist_due(m.filed_contact, now_ms, config.session_timeout_ms)
         new_assignment = False
         if m.member_epoch != self.assignment_epoch:
             m.previous_member_epoch, m.member_epoch = m.member_epoch, self.assignment_epoch
@@ -221,6 +229,8 @@ class ShareGroup:
         full = hb.member_epoch == 0 or hb.subscribed_topic_names is not None
         send = dict(m.assignment) if full or new_assignment else None
         init = self._start_initializing(image, now_ms)
+        if changed or init:  # the runtime writes ``snapshot()`` before it answers
+            self.mark_filed()
         return ShareReply(ErrorCode.none, None, m.member_id, m.member_epoch, send, changed or bool(init),
                           init or None, retried)
 
@@ -243,6 +253,11 @@ class ShareGroup:
                     del self.initializing[tid]
                 changed = True
         return changed
+
+    def mark_filed(self) -> None:
+        """``snapshot()`` was written: the members' last contacts are on file."""
+        for m in self.members.values():
+            m.filed_contact = m.last_contact
 
     def remove(self, member_id: str, image: TopicImage) -> None:
         """The member leaves (or is fenced): the group epoch rises, the rest is reassigned."""
@@ -334,8 +349,10 @@ class ShareGroup:
 
     @classmethod
     def restore(cls, group_id: str, snap: Mapping[str, Any], *, now_ms: int, session_timeout_ms: int) -> ShareGroup:
-        """The group a snapshot holds; each member gets a fresh session from ``now_ms``, and
-        what was initializing counts from ``now_ms`` (as Apache's replay stamps it). A
+        """The group a snapshot holds; each member's session ends by the rule all group
+        kinds share (``domain.sessions.restored_deadline`` of its last contact on file; a
+        whole session from ``now_ms`` when the file has none, as Apache's load), and what
+        was initializing counts from ``now_ms`` (as Apache's replay stamps it). A
         snapshot from before initialization was kept holds as initialized what was assigned.
 
         Raises:
@@ -344,10 +361,14 @@ class ShareGroup:
         try:
             members = {}
             for mj in snap["members"]:
+                raw_seen = mj.get("last_contact_ms")
+                seen = None if raw_seen is None else int(raw_seen)
                 m = ShareMember(str(mj["member_id"]), int(mj["member_epoch"]), tuple(str(t) for t in mj["subscribed"]),
                                 mj.get("rack_id"), str(mj.get("client_id", "")), str(mj.get("client_host", "")),
                                 {str(t): frozenset(int(p) for p in ps) for t, ps in mj["assignment"].items()},
-                                now_ms + session_timeout_ms, int(mj.get("previous_member_epoch", -1)))
+                                sessions.restored_deadline(seen, session_timeout_ms, now_ms),
+                                previous_member_epoch=int(mj.get("previous_member_epoch", -1)),
+                                last_contact=now_ms if seen is None else min(seen, now_ms), filed_contact=seen)
                 members[m.member_id] = m
             metadata = {str(n): (str(v[0]), int(v[1])) for n, v in snap.get("metadata", {}).items()}
             if "initialized" in snap:

@@ -1,6 +1,8 @@
 """CreateTopics (19): exclusive create of each topic file; the answer waits (up to the
-request's timeout) until every live broker serves the topic: leaders opened, assignment
-applied everywhere.
+request's timeout) until every live broker serves the topics: leaders opened, assignment
+applied everywhere. Every topic file is written first and the wait is for all of them
+together, so that a request for many topics takes one placement by the controller, not
+one per topic.
 
 The replication factor is -1 (the default, 1, as Apache's default.replication.factor) or
 1..N where N is the number of registered brokers; above N is INVALID_REPLICATION_FACTOR
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from kio.schema.create_topics import v2, v3, v4, v5, v6, v7
 
     from kaas.handlers import Context
+    from kaas.storage.topics import TopicMeta
 
     CreateTopicsRequest: TypeAlias = (v2.CreateTopicsRequest | v3.CreateTopicsRequest | v4.CreateTopicsRequest
                                       | v5.CreateTopicsRequest | v6.CreateTopicsRequest | v7.CreateTopicsRequest)
@@ -47,6 +50,7 @@ async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
     # (REQUEST_TIMED_OUT past it; 0: answered as soon as the topic files exist)
     deadline = trio.current_time() + req.timeout.total_seconds()
     out: list[dict[str, object]] = []
+    created: list[tuple[dict[str, object], TopicMeta]] = []  # waited for once all exist
     seen: dict[str, int] = {}
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
@@ -97,7 +101,7 @@ async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
         try:
             meta, (code, msg) = await broker.admin.create_topic(
                 t.name, num_partitions, topic_configs, validate_only=req.validate_only, replication_factor=rf,
-                replica_assignment=manual, timeout=deadline - trio.current_time())
+                replica_assignment=manual, timeout=0)
         except OSError as exc:  # the topic file could not be written: no topic was created
             log.error("topic_write_failed", topic=t.name, error=str(exc))
             meta, code, msg = None, ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"
@@ -110,6 +114,7 @@ async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
             res["replication_factor"] = meta.replication_factor if meta else rf
             if meta is not None:
                 res["topic_id"] = meta.topic_id
+                created.append((res, meta))
             dyn = broker.dynamic
             res["configs"] = [
                 {"name": k, "value": v, "read_only": False, "is_sensitive": False,
@@ -117,4 +122,11 @@ async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
                  if is_default else broker_configs.SOURCE_TOPIC}
                 for k, (v, is_default) in configs.effective(broker.settings, topic_configs).items()
             ]
+    for res, meta in created:
+        if req.timeout.total_seconds() > 0 and \
+                not await broker.admin.ensure_partitions(meta, deadline - trio.current_time()):
+            # the topic exists and comes into service anyway, as with Apache
+            res.update(error_code=ErrorCode.request_timed_out, topic_id=None, num_partitions=-1,
+                       replication_factor=-1, configs=[],
+                       error_message=f"topic {meta.name} created; not yet served by every broker")
     return {"throttle_time": 0, "topics": out}

@@ -6,7 +6,9 @@ Every broker, every ``heartbeat_ms``:
      when its supervisor's death notice names its process);
   2. reads ``assignment.json`` (ignored when its controller epoch is below the highest
      ``controller/epoch-<n>``), relinquishes what moved away, takes over what moved to it
-     once the hand-off rule allows;
+     once the hand-off rule allows, for at most half a heartbeat period per tick (the
+     rest at the next tick, run at once): a CreateTopics of hundreds of partitions must
+     not hold back the heartbeat below and lapse the lease;
   3. writes its own heartbeat (counter, address, applied assignment version, draining,
      pending partitions, the counters it has seen), which renews its write lease.
 The controller (the broker that won the exclusive create of the highest epoch file)
@@ -362,10 +364,16 @@ class Membership:
             # our lease lapsed (e.g. we were paused): heartbeat first, take over next tick
             return
         now = self.clock.monotonic()
+        budget_end = now + view.period / 2
         took = False
         for key, version in list(self._became_leader_version.items()):
             if key in broker.partitions:
                 continue
+            if self.clock.monotonic() >= budget_end:
+                # the rest at the next tick, right after this one's heartbeat: hundreds of
+                # new partitions (a CreateTopics of many topics) must not starve our lease
+                view.wake()
+                break
             if rules.handoff_blockers(me, version, view.peers.values(), now, view.session):
                 continue
             pl = a.leader_of(*key)

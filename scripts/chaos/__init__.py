@@ -40,6 +40,14 @@ Scenarios (each reproducible from its seed, printed on failure):
                      consumer-protocol copier is refused with INCONSISTENT_GROUP_PROTOCOL,
                      which librdkafka retries quietly, and copies nothing until the last
                      classic copier has left)
+  consumer-churn     issue 42: the copy (20,000 records) with consumer-protocol copiers on a
+                     cluster with the default group settings (45 s session, 5 s heartbeat):
+                     for 60 s a broker SIGKILLed every 4 s in rotation
+                     (KAAS_CHAOS_KILL_EVERY_S), one copier SIGKILLed and restarted as a new
+                     member; KAAS_CHAOS_STOP_GROUP_COORDINATOR_S=12 also SIGSTOPs the group
+                     coordinator's broker for 12 s. The copy must complete, and no copier go
+                     without a commit for longer than the session plus the grace (67.5 s,
+                     docs/groups.rst); not part of ``all``
 
   share              not the EOS copy but KIP-932 share groups (``share``, ``share_clients``,
                      ``share_verdict``): 4 ShareConsumer processes (explicit acknowledgement,
@@ -57,6 +65,12 @@ Scenarios (each reproducible from its seed, printed on failure):
                      delivered after an accept answered success, delivery counts within the
                      limit, nothing of an aborted transaction delivered. ``--runs N`` runs
                      seeds SEED..SEED+N-1 (report: share-seedN.json; not part of ``all``)
+  share-churn        the share scenario's clients and verdict on brokers with the default
+                     share session (45 s) and heartbeat: a broker SIGKILLed every 4 s in
+                     rotation, one consumer SIGKILLed and restarted; its records come back
+                     when their locks end. The verdict also needs no stretch without an
+                     accepted record above the session plus the grace (report:
+                     share-churn-seedN.json; not part of ``all``)
 
 ``--group-protocol consumer`` runs the copiers with ``group.protocol=consumer`` (KIP-848) and
 starts the brokers with the copiers' 4 s session timeout and 1 s heartbeat interval for

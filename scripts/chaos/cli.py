@@ -12,7 +12,7 @@ import click
 from .report import REPORT_DIR, write_report
 from .rolling import ROLLING_DURATION_S
 from .runner import run_scenario
-from .scenarios import CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, EXTRA_SCENARIOS, SCENARIOS
+from .scenarios import CHURN_MESSAGES, CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, EXTRA_SCENARIOS, SCENARIOS
 from .share import SHARE_SECONDS, run_share_runs
 
 TARGET_STRETCH_S = 5.0  # issue 19: continuous's longest stretch without a commit
@@ -28,7 +28,7 @@ SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "commit_times
 
 
 @cli.command()
-@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "share", "none", "all"]),
+@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "share", "share-churn", "none", "all"]),
               default="all", show_default=True)
 @click.option("--seed", type=int, default=None, help="Random seed (printed; reuse it to replay).")
 @click.option("--messages", type=int, default=None,
@@ -58,18 +58,20 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
         release: bool | None) -> None:
     """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
-    if scenario == "share":  # its own harness: share consumers, not the EOS copiers
-        ok = run_share_runs(seed, runs, duration if duration is not None else SHARE_SECONDS, out, click.echo, release)
+    if scenario in ("share", "share-churn"):  # its own harness: share consumers, not the EOS copiers
+        ok = run_share_runs(seed, runs, duration if duration is not None else SHARE_SECONDS, out, click.echo, release,
+                            churn=scenario == "share-churn")
         sys.exit(0 if ok else 1)
     names = SCENARIOS if scenario == "all" else (scenario,)
     results = []
 
     def one(name: str, s: int) -> dict:
         long = name in ("continuous", "none") and scenario in ("continuous", "none", "all")
-        m = messages or (CONT_MESSAGES if long else 4000)
+        churn = name == "consumer-churn"
+        m = messages or (CHURN_MESSAGES if churn else CONT_MESSAGES if long else 4000)
         d = duration if duration is not None else (CONT_DURATION_S if long else ROLLING_DURATION_S
-                                                   if name == "rolling-restart" else 40)
-        t = timeout or (CONT_TIMEOUT_S if name == "continuous" else 150)
+                                                   if name == "rolling-restart" else 60 if churn else 40)
+        t = timeout or (CONT_TIMEOUT_S if name in ("continuous", "consumer-churn") else 150)
         click.echo(f"== scenario {name} (seed {s}, {m} messages, paced to {d:.0f} s{', secure' if secure else ''}, "
                    f"group.protocol={group_protocol})")
         # continuous's report is written below, with its baseline's figures
@@ -111,7 +113,8 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
         rec = "-" if r["recovery_s"] is None else f"{r['recovery_s']:.2f}"
         stretch = "-" if r["longest_no_commit_s"] is None else f"{r['longest_no_commit_s']:.2f}"
         name = r["scenario"] + (" (secure)" if r.get("secure") else "") + (
-            " (consumer)" if r.get("group_protocol") == "consumer" and r["scenario"] != "rolling-upgrade" else "")
+            " (consumer)" if r.get("group_protocol") == "consumer" and r["scenario"] not in ("rolling-upgrade",
+                                                                                           "consumer-churn") else "")
         click.echo(f"{name:<26} {r['seed']:>11} {r['messages']:>6} {r['kills']:>5} {rec:>10} {stretch:>9} "
                    f"{r['msgs_per_s']:>7} {r['transactions_committed']:>7} {r['transactions_aborted']:>7} "
                    f"{r['duplicates']:>5} {r['losses']:>5} {r['aborted_visible']:>15} {str(r['offsets_match']):>7} "

@@ -20,10 +20,11 @@ import eos_harness
 from eos_harness import HarnessConfig
 
 from kaas import failpoints
+from kaas.domain import sessions
 from kaas.testing import ClusterProcess
 
 from .report import longest_stretch, recovery, write_report
-from .scenarios import DISK_FULL_SIZE, UPGRADE_TO, Chaos
+from .scenarios import CHURN_SESSION_S, CHURN_TAKEOVER_S, DISK_FULL_SIZE, UPGRADE_TO, Chaos
 from .secure import cleanup_violations, cluster_after, plant_bystander
 
 
@@ -67,6 +68,30 @@ def upgrade_done(copier_protocols: dict[int, list[str]]) -> bool:
                                           for ps in copier_protocols.values())
 
 
+def churn_verdict(result: dict, stretch: float | None) -> None:
+    """consumer-churn's progress verdict: the copy completes; neither the group nor a
+    copier goes without a commit for longer than the session plus the grace; no input
+    partition stands still for longer than that plus ``CHURN_TAKEOVER_S`` (the killed
+    copier's partitions wait for its member's removal, then for a survivor's next heartbeat
+    and first transaction on them)."""
+    bound = CHURN_SESSION_S + sessions.grace_ms(int(CHURN_SESSION_S * 1000)) / 1000
+    gaps = [g for g in [stretch, *result["longest_no_commit_by_copier_s"].values()] if g is not None]
+    worst = max(gaps) if gaps else None
+    parts = list(result.get("longest_no_progress_by_partition_s", {}).values())
+    worst_part = max(parts) if parts else None
+    result.update(stretch_bound_s=bound, longest_no_progress_s=worst, longest_partition_stall_s=worst_part,
+                  partition_stall_bound_s=bound + CHURN_TAKEOVER_S)
+    if not result["copy_completed"]:
+        result["violations"].append("consumer-churn: the copy did not complete")
+    if worst is None or worst > bound:
+        result["violations"].append(f"consumer-churn: longest stretch without a commit {worst} s > {bound} s "
+                                    f"(the session timeout plus the grace)")
+    if worst_part is not None and worst_part > bound + CHURN_TAKEOVER_S:
+        result["violations"].append(f"consumer-churn: a partition stood still for {worst_part} s > "
+                                    f"{bound + CHURN_TAKEOVER_S} s (session + grace + take-over)")
+    result["ok"] = result["ok"] and not any(v.startswith("consumer-churn") for v in result["violations"])
+
+
 def run_scenario(scenario: str, seed: int, messages: int, copiers: int, timeout: float, echo,
                  duration: float = 0, out: Path | None = None, secure: bool = False,
                  group_protocol: str = "classic") -> dict:
@@ -87,10 +112,11 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
             duration: float, secure: bool = False, group_protocol: str = "classic") -> dict:
     rnd = random.Random(seed)
     upgrade = scenario == "rolling-upgrade"
-    protocol = "classic" if upgrade else group_protocol
+    churn = scenario == "consumer-churn"  # issue 42: consumer-protocol copiers on the cluster's defaults
+    protocol = "classic" if upgrade else "consumer" if churn else group_protocol
     # KAAS_CHAOS_BROKER_ARGS: extra `kaas broker` options, e.g. "--no-marker-rpc" for an A/B run
     extra = shlex.split(os.environ.get("KAAS_CHAOS_BROKER_ARGS", ""))
-    if upgrade or protocol == "consumer":  # the copiers' session timeout for consumer-protocol members
+    if upgrade or (protocol == "consumer" and not churn):  # the copiers' session timeout for consumer members
         extra = eos_harness.consumer_broker_args() + extra
     cluster = ClusterProcess(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"}, extra=extra, secure=secure).start()
     cfg = HarnessConfig.new_run(cluster.bootstrap, seed, prefix="chaos", group_prefix="chaos", messages=messages,
@@ -99,7 +125,8 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
                                 output_partitions=6, timeout=timeout, group_protocol=protocol)
     if secure:
         cfg = replace(cfg, secure=True, security={"admin": eos_harness.admin_settings(cluster.client_properties)})
-    chaos = Chaos(scenario, cluster, rnd, echo, transactional_id=f"{eos_harness.txn_id_prefix(cfg)}0")
+    chaos = Chaos(scenario, cluster, rnd, echo, transactional_id=f"{eos_harness.txn_id_prefix(cfg)}0",
+                  group=cfg.group)
     chaos.watch_restarts()
     t0 = time.monotonic()
     try:
@@ -135,6 +162,8 @@ def _run_in(tmp: Path, scenario: str, seed: int, messages: int, copiers: int, ti
                    "events": [[round(f.at - result["copy_started_at"], 3), f.kind, f.label] for f in chaos.events]})
     if scenario == "continuous":
         result["ok"] = result["ok"] and result["copy_completed"]
+    if churn:
+        churn_verdict(result, stretch)
     if upgrade:  # progress too: the copy completes, every copier ends on the new protocol
         upgraded = upgrade_done(result["copier_protocols"])
         mixed = mixed_phase_commits([f.at for f in chaos.events if f.kind == "copier-restart"],

@@ -13,6 +13,7 @@ import threading
 import time
 
 from kaas import failpoints
+from kaas.domain import routing
 from kaas.testing import ClusterProcess
 
 from .faults import Faults, controller_of, txn_coordinator_of
@@ -38,6 +39,19 @@ CONT_STOP_FOR_S = 6.0  # ...for this long
 CONT_MESSAGES = 15000  # continuous (and its baseline): default size
 CONT_DURATION_S = 75.0  # continuous: the copy is paced to take this long without faults
 CONT_TIMEOUT_S = 300.0  # continuous: copy timeout
+CHURN_SECONDS = 60.0  # consumer-churn: how long brokers are killed
+CHURN_KILL_EVERY_S = float(os.environ.get("KAAS_CHAOS_KILL_EVERY_S", "4"))  # ... one this often, in rotation
+CHURN_COPIER_KILL_AT_S = 10.0  # consumer-churn: a copier SIGKILLed this far into the faults...
+CHURN_COPIER_DOWN_S = 2.0  # ...and restarted (a new member of the group) this much later
+# consumer-churn: KAAS_CHAOS_STOP_GROUP_COORDINATOR_S > 0 also SIGSTOPs the group
+# coordinator's broker for that long, 20 s into the faults (no broker is killed meanwhile)
+CHURN_STOP_S = float(os.environ.get("KAAS_CHAOS_STOP_GROUP_COORDINATOR_S", "0"))
+CHURN_STOP_AT_S = 20.0
+CHURN_MESSAGES = 20000  # consumer-churn: issue 42's copy
+CHURN_SESSION_S = 45.0  # the cluster's default group.consumer.session.timeout.ms, which it runs with
+# after a dead member's removal its partitions wait for a survivor's next heartbeat (the
+# default 5 s interval) and its first transaction on them (a fetch and a commit, under faults)
+CHURN_TAKEOVER_S = 10.0
 UPGRADE_GAP_S = 8.0  # rolling-upgrade: between one copier's restart and the next one's stop
 UPGRADE_TO = "consumer"  # rolling-upgrade: the group.protocol the copiers are restarted with
 
@@ -46,8 +60,9 @@ class Chaos(Faults):
     """Calls faults into a running cluster on a schedule; every fault is logged."""
 
     def __init__(self, scenario: str, cluster: ClusterProcess, rnd: random.Random, echo,
-                 transactional_id: str = "") -> None:
+                 transactional_id: str = "", group: str = "") -> None:
         super().__init__(cluster, echo)
+        self.group = group  # the copiers' group: consumer-churn's SIGSTOP finds its coordinator
         self.scenario = scenario
         self.rnd = rnd
         self.next_at = 0.0
@@ -107,6 +122,51 @@ class Chaos(Faults):
                 self.log(f"SIGCONT broker {stopped}", kind="cont")
                 stopped = None
         self.log("continuous: faults over")
+
+    def _consumer_churn(self) -> None:
+        """consumer-churn's faults, by the clock (issue 42): a broker SIGKILLed every
+        ``CHURN_KILL_EVERY_S`` in rotation for ``CHURN_SECONDS``; the last copier SIGKILLed
+        and restarted; optionally the group coordinator's broker SIGSTOPped for
+        ``CHURN_STOP_S``. The cluster runs its default session (45 s) and heartbeat."""
+        f0 = time.monotonic()
+        plan: list[tuple[float, str, int]] = [(k * CHURN_KILL_EVERY_S, "kill", k)
+                                              for k in range(int(CHURN_SECONDS / CHURN_KILL_EVERY_S))]
+        plan += [(CHURN_COPIER_KILL_AT_S, "copier-kill", 0),
+                 (CHURN_COPIER_KILL_AT_S + CHURN_COPIER_DOWN_S, "copier-restart", 0)]
+        if CHURN_STOP_S > 0:
+            plan = [p for p in plan if not (p[1] == "kill" and CHURN_STOP_AT_S - 1 <= p[0] <= CHURN_STOP_AT_S
+                                            + CHURN_STOP_S)]
+            plan += [(CHURN_STOP_AT_S, "stop", 0), (CHURN_STOP_AT_S + CHURN_STOP_S, "cont", 0)]
+        plan.sort()
+        victim = max(0, (self.copiers.cfg.copiers if self.copiers else 1) - 1)
+        stopped: int | None = None
+        for at, what, k in plan:
+            while not self.done and time.monotonic() - f0 < at:
+                time.sleep(min(0.02, at - (time.monotonic() - f0)))
+            if self.done:
+                return
+            if what == "kill":
+                self.kill_broker(k % self.cluster.n)
+            elif what == "copier-kill" and self.copiers is not None:
+                pid = self.copiers.kill(victim)
+                self.log(f"SIGKILL copier {victim} (pid {pid})", time.time(), "copier-kill")
+            elif what == "copier-restart" and self.copiers is not None:
+                self.copiers.restart(victim)
+                self.log(f"copier {victim} restarted (a new member of the group)", kind="copier-restart")
+            elif what == "stop":
+                bid = group_coordinator_of(self.cluster.n, self.group)
+                self.cluster.signal(bid, signal.SIGSTOP)
+                stopped = bid
+                self.log(f"SIGSTOP broker {bid} (coordinator of group {self.group}) for {CHURN_STOP_S:.0f} s",
+                         time.time(), "stop")
+            elif what == "cont" and stopped is not None:
+                try:
+                    self.cluster.signal(stopped, signal.SIGCONT)
+                except (OSError, ValueError):
+                    pass
+                self.log(f"SIGCONT broker {stopped}", kind="cont")
+                stopped = None
+        self.log("consumer-churn: faults over")
 
     def _rolling_upgrade(self) -> None:
         """Restart the copiers one by one with ``group.protocol=consumer``, as an operator
@@ -194,6 +254,11 @@ class Chaos(Faults):
                 self.step = 1
                 threading.Thread(target=self._continuous, name="continuous", daemon=True).start()
             return
+        if self.scenario == "consumer-churn":
+            if elapsed >= self.next_at and self.step == 0:
+                self.step = 1
+                threading.Thread(target=self._consumer_churn, name="consumer-churn", daemon=True).start()
+            return
         if self.scenario == "rolling-restart":
             if elapsed >= self.next_at and self.step == 0:
                 self.step = 1
@@ -252,5 +317,11 @@ class Chaos(Faults):
 SCENARIOS = ("endtxn-failpoints", "random-kills", "pause-coordinator", "kill-controller", "kill-all",
              "disk-full", "continuous", "rolling-restart")
 # Run by name only, not by ``all``: the copiers change group protocol during the run.
-EXTRA_SCENARIOS = ("rolling-upgrade",)
+EXTRA_SCENARIOS = ("rolling-upgrade", "consumer-churn")
+
+
+def group_coordinator_of(n: int, group: str) -> int:
+    """The broker coordinating ``group`` in an ``n``-broker cluster with every broker up
+    (``kaas.domain.routing``: the primary by the placement hash)."""
+    return routing.coordinator_for(group, range(n), range(n)) or 0
 

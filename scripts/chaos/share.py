@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kaas import failpoints
+from kaas.domain import sessions
 from kaas.testing.clusters import Cluster, cluster
 
+from .scenarios import CHURN_KILL_EVERY_S
 from .share_verdict import Ack, Delivery, Evidence, verdict
 
 CLIENTS = Path(__file__).resolve().parent / "share_clients.py"
@@ -57,6 +59,14 @@ BROKER_ARGS = [
     "--group-share-delivery-count-limit", str(DELIVERY_LIMIT),
 ]
 IO_POINTS = ("append.write", "append.fsync", "state.write", "state.fsync")
+# share-churn (issue 42): the brokers' default share session (45 s) and heartbeat, a broker
+# SIGKILLed every CHURN_KILL_EVERY_S in rotation, and one consumer SIGKILLed and restarted
+CHURN_BROKER_ARGS = [
+    "--group-initial-rebalance-delay-ms", "0",
+    "--group-share-min-record-lock-duration-ms", "1000",
+    "--group-share-delivery-count-limit", str(DELIVERY_LIMIT),
+]
+SHARE_SESSION_S = 45.0  # Apache's group.share.session.timeout.ms, what share-churn runs with
 
 
 @dataclass
@@ -146,8 +156,11 @@ class Faults:
     up), SIGKILL any broker; once, a consumer SIGKILLed and started again
     ``CONSUMER_DOWN_S`` later."""
 
-    def __init__(self, c: Cluster, clients: Clients, rnd: random.Random, seconds: float, echo) -> None:
+    def __init__(self, c: Cluster, clients: Clients, rnd: random.Random, seconds: float, echo,
+                 churn: bool = False) -> None:
         self.c, self.clients, self.rnd, self.seconds, self.echo = c, clients, rnd, seconds, echo
+        self.churn = churn  # share-churn: only brokers killed in rotation, and the consumer
+        self.kills = 0
         self.events: list[tuple[float, str]] = []
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="share-faults", daemon=True)
@@ -185,6 +198,9 @@ class Faults:
                 self._kill(c.leader_of(self.clients.topic, p, timeout=10).id, f"leader of partition {p}")
             elif kind == "kill-any":
                 self._kill(self.rnd.randrange(len(c.brokers)), "random")
+            elif kind == "kill-rotate":
+                self._kill(self.kills % len(c.brokers), "in rotation")
+                self.kills += 1
             elif kind == "pause-volume":
                 self._pause_volume()
             elif kind == "stop-leader":
@@ -206,12 +222,19 @@ class Faults:
             self.log(f"{kind}: skipped ({exc})")
 
     def _run(self) -> None:
-        cycle = ["kill-coordinator", "kill-leader", "pause-volume", "stop-leader", "kill-any"]
-        steps = int(self.seconds / FAULT_EVERY_S) - 1
+        cycle = ["kill-rotate"] if self.churn else ["kill-coordinator", "kill-leader", "pause-volume",
+                                                     "stop-leader", "kill-any"]
+        every = CHURN_KILL_EVERY_S if self.churn else FAULT_EVERY_S
+        steps = int(self.seconds / every) - 1
         plan = [cycle[i % len(cycle)] for i in range(steps)]
-        plan.insert(min(len(plan), max(1, steps // 2)), "kill-consumer")
+        if self.churn:  # the consumer dies between two broker kills, in a thread of its own
+            at = self.t0 + (steps // 3 + 0.5) * every
+            threading.Thread(target=lambda: self.done.wait(max(0.0, at - time.monotonic())) or
+                             self._step("kill-consumer"), daemon=True).start()
+        else:
+            plan.insert(min(len(plan), max(1, steps // 2)), "kill-consumer")
         for i, kind in enumerate(plan):
-            if self.done.wait(max(0.0, self.t0 + (i + 1) * FAULT_EVERY_S - time.monotonic())):
+            if self.done.wait(max(0.0, self.t0 + (i + 1) * every - time.monotonic())):
                 return
             self._step(kind)
         self.log("faults over")
@@ -319,15 +342,16 @@ def drain(clients: Clients, committed: dict[tuple[int, int], str], echo) -> floa
     return round(time.monotonic() - t0, 1)
 
 
-def run_share(seed: int, seconds: float, echo, release: bool | None = None) -> dict:
-    """One run of the scenario; returns the report (``ok`` when no anomaly)."""
+def run_share(seed: int, seconds: float, echo, release: bool | None = None, churn: bool = False) -> dict:
+    """One run of the scenario (``churn``: share-churn's); returns the report (``ok`` when
+    no anomaly)."""
     rnd = random.Random(seed)
     release_pct = RELEASE_PCT if (seed % 2 == 1 if release is None else release) else 0.0
     t_start = time.monotonic()
-    ctx = cluster(3, broker_args=BROKER_ARGS, keep_data=True)
+    ctx = cluster(3, broker_args=CHURN_BROKER_ARGS if churn else BROKER_ARGS, keep_data=True)
     c = ctx.start()
     try:
-        result = _run_on(c, ctx, seed, seconds, rnd, release_pct, echo)
+        result = _run_on(c, ctx, seed, seconds, rnd, release_pct, echo, churn)
     finally:
         ctx.stop()
         if os.environ.get("KAAS_CHAOS_KEEP"):
@@ -338,12 +362,14 @@ def run_share(seed: int, seconds: float, echo, release: bool | None = None) -> d
     return result
 
 
-def _run_on(c: Cluster, ctx, seed: int, seconds: float, rnd: random.Random, release_pct: float, echo) -> dict:
+def _run_on(c: Cluster, ctx, seed: int, seconds: float, rnd: random.Random, release_pct: float, echo,
+            churn: bool = False) -> dict:
     work = c.root / "clients"
     work.mkdir()
     topic, group = f"share-chaos-{seed}", f"share-chaos-g{seed}"
     clients = Clients(work, c.bootstrap, topic, group, seed, release_pct)
-    result: dict = {"scenario": "share", "seed": seed, "seconds_of_faults": seconds, "release_pct": release_pct,
+    result: dict = {"scenario": "share-churn" if churn else "share", "seed": seed, "seconds_of_faults": seconds,
+                    "release_pct": release_pct,
                     "consumers": CONSUMERS, "partitions": PARTITIONS, "lock_ms": LOCK_MS,
                     "delivery_count_limit": DELIVERY_LIMIT}
     faults = None
@@ -355,7 +381,8 @@ def _run_on(c: Cluster, ctx, seed: int, seconds: float, rnd: random.Random, rele
         clients.start("produce", "p0", "--rate", str(PLAIN_RATE))
         for i in range(TXN_PRODUCERS):
             clients.start("txn", f"x{i}", "--rate", str(TXN_RATE), "--abort-pct", "25")
-        faults = Faults(c, clients, rnd, seconds, echo).start()
+        faults = Faults(c, clients, rnd, seconds, echo, churn).start()
+        faults_at = time.time()
         faults.thread.join(seconds + 60)
         faults.stop()
         result["faults"] = faults.events
@@ -377,37 +404,59 @@ def _run_on(c: Cluster, ctx, seed: int, seconds: float, rnd: random.Random, rele
         v["anomalies"]["share state corrupt"] = len(problems)
         v["examples"]["share state corrupt"] = problems
         v["ok"] = False
+    stretch = longest_without_accept(clients, faults_at)
+    result["longest_no_accept_s"] = stretch
+    if churn:  # progress: no stretch without an acceptance outlasts the session plus the grace
+        bound = SHARE_SESSION_S + sessions.grace_ms(int(SHARE_SESSION_S * 1000)) / 1000
+        result["stretch_bound_s"] = bound
+        if stretch is None or stretch > bound:
+            v["anomalies"]["stretch without an acceptance above session + grace"] = 1
+            v["examples"]["stretch without an acceptance above session + grace"] = [f"{stretch} s > {bound} s"]
+            v["ok"] = False
     errors = [item for _n, item in clients.lines() if item[0] == "e"]
     result.update(v, client_errors=len(errors), client_error_examples=sorted({str(e) for e in errors})[:5])
     return result
 
 
-def run_share_runs(seed: int, runs: int, seconds: float, out: Path, echo, release: bool | None = None) -> bool:
+def longest_without_accept(clients: Clients, since: float) -> float | None:
+    """The longest time, from ``since`` (the faults' start) to the last acceptance, without
+    an acknowledgement that accepted a record (the consumers' answered commits)."""
+    times = sorted(item[4] for _n, item in clients.lines("c") if item[0] == "a" and len(item) > 4
+                   and item[3] is None and any(t == 1 for _o, t, _c in item[2]) and item[4] >= since)
+    if not times:
+        return None
+    return round(max(b - a for a, b in zip([since, *times], times)), 2)
+
+
+def run_share_runs(seed: int, runs: int, seconds: float, out: Path, echo, release: bool | None = None,
+                   churn: bool = False) -> bool:
     """``runs`` runs (seeds ``seed``, ``seed + 1``, ...): each one's report in
     ``out/share-seedN.json``, a table of the counts, the anomalies; True when none."""
     results = []
     for i in range(runs):
         s = seed + i
-        echo(f"== scenario share (seed {s}, {seconds:.0f} s of faults, {CONSUMERS} consumers, "
+        name = "share-churn" if churn else "share"
+        echo(f"== scenario {name} (seed {s}, {seconds:.0f} s of faults, {CONSUMERS} consumers, "
              f"{PARTITIONS} partitions)")
-        r = run_share(s, seconds, echo, release)
+        r = run_share(s, seconds, echo, release, churn)
         out.mkdir(parents=True, exist_ok=True)
-        path = out / f"share-seed{s}.json"
+        path = out / f"{name}-seed{s}.json"
         path.write_text(json.dumps(r, indent=1) + "\n")
         echo(f"report: {path}")
         for kind, examples in r["examples"].items():
             echo(f"   {kind}: {r['anomalies'][kind]}, e.g. {'; '.join(examples[:3])}")
         if not r["ok"]:
-            echo(f"!! scenario share FAILED — replay with: python scripts/chaos run --scenario share --seed {s}")
+            echo(f"!! scenario {name} FAILED — replay with: python scripts/chaos run --scenario {name} --seed {s}")
         results.append(r)
     cols = ("committed", "delivered", "accepted", "deliveries", "redeliveries", "max_delivery_count", "released",
             "ack_failures", "accept_answer_lost", "archived_at_limit", "aborted_values")
     echo(f"{'seed':>11} {'release':>7} {'faults':>6} " + " ".join(f"{c[:12]:>12}" for c in cols)
-         + f" {'anomalies':>9} {'drain s':>7} {'secs':>6}  result")
+         + f" {'anomalies':>9} {'drain s':>7} {'stretch s':>9} {'secs':>6}  result")
     for r in results:
         kills = sum(1 for _t, what in r.get("faults", []) if what.startswith(("SIGKILL", "SIGSTOP", "volume paused")))
         echo(f"{r['seed']:>11} {r['release_pct']:>7} {kills:>6} " + " ".join(f"{r['counts'][c]:>12}" for c in cols)
-             + f" {sum(r['anomalies'].values()):>9} {r.get('drain_s', '-'):>7} {r['seconds']:>6}  "
+             + f" {sum(r['anomalies'].values()):>9} {r.get('drain_s', '-'):>7} {r.get('longest_no_accept_s', '-')!s:>9}"
+             + f" {r['seconds']:>6}  "
              + ("ok" if r["ok"] else "FAILED"))
     for r in results:
         echo(json.dumps({k: v for k, v in r.items() if k not in ("faults", "examples")}))

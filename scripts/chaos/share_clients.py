@@ -61,7 +61,7 @@ def consume(a: argparse.Namespace, report: Report, stop: Path) -> None:
         for tp, os_ in offsets.items():
             e = err if err is not None or tp.error is None else str(tp.error)
             acks = [[o, *pending.pop((tp.partition, o), (-1, -1))] for o in sorted(os_)]
-            report.put("a", tp.partition, acks, e)
+            report.put("a", tp.partition, acks, e, round(time.time(), 3))
 
     c.set_acknowledgement_commit_callback(answered)
     c.subscribe([a.topic])

@@ -74,6 +74,10 @@ def _seed_copy_verify(cfg: HarnessConfig, secured: dict | None, chaos, echo) -> 
         pool.start(i)
     last_print = 0.0
     completed = False
+    # per input partition: its committed offset as last seen, and when it last moved (the
+    # monitor's 1 s polls; a partition stalls while its committing member is dead)
+    part_seen: dict[int, tuple[int, float]] = {}
+    part_stall: dict[int, float] = {}
 
     def drain_stats():
         for item in pool.drain():
@@ -109,7 +113,9 @@ def _seed_copy_verify(cfg: HarnessConfig, secured: dict | None, chaos, echo) -> 
             if now - last_print >= 1.0:
                 last_print = now
                 try:
-                    committed = sum(max(tp.offset, 0) for tp in mon.committed(tps, 10))
+                    offsets = mon.committed(tps, 10)
+                    committed = sum(max(tp.offset, 0) for tp in offsets)
+                    _note_progress(part_seen, part_stall, offsets, now - t_copy)
                 except Exception:  # noqa: BLE001 — coordinator moving
                     committed = -1
                 c = sum(x[0] for x in progress.values())
@@ -153,6 +159,7 @@ def _seed_copy_verify(cfg: HarnessConfig, secured: dict | None, chaos, echo) -> 
         "longest_no_commit_by_copier_s": {i: _longest_gap(ts)
                                            for i, ts in sorted(commits_by_copier.items())},
         "commit_times_by_copier": {i: sorted(ts) for i, ts in sorted(commits_by_copier.items())},
+        "longest_no_progress_by_partition_s": {p: round(g, 1) for p, g in sorted(part_stall.items())},
     })
     if secured is not None:
         ran_as = sorted(f"User:{u}" if u else "(no SASL user)" for u in copier_users)
@@ -169,6 +176,18 @@ def _seed_copy_verify(cfg: HarnessConfig, secured: dict | None, chaos, echo) -> 
                         and result["open_txns_left"] == 0 and not result.get("read_anomalies") and not fatal)
     result["ok"] = result["eos_ok"] and (secured is None or secured["least_privilege"])
     return result
+
+
+def _note_progress(seen: dict[int, tuple[int, float]], stall: dict[int, float], offsets, at: float) -> None:
+    """Record, per partition, the longest time its committed offset stood still before it
+    moved again (``at``: seconds into the copy)."""
+    for tp in offsets:
+        off = max(tp.offset, 0)
+        last = seen.get(tp.partition)
+        if last is None or off > last[0]:
+            since = 0.0 if last is None else last[1]
+            stall[tp.partition] = max(stall.get(tp.partition, 0.0), at - since)
+            seen[tp.partition] = (off, at)
 
 
 def _longest_gap(times: list[float]) -> float | None:

@@ -98,3 +98,35 @@ async def test_a_topic_config_altered_through_another_broker_reaches_the_leader(
     await tk._tick()
     assert part.log.config.segment_bytes == 2048 and part.log.config.compact
     await broker._close_partition(part)
+
+
+async def test_a_tick_takes_over_a_bounded_share_so_its_heartbeat_stays_on_time(tmp_path, monkeypatch,
+                                                                                 autojump_clock):
+    """Many partitions to take over at once (a CreateTopics of 100 topics) are taken over
+    across ticks, half a heartbeat period of them per tick, each tick ending with its
+    heartbeat: a take-over that costs 50 ms (a loaded machine) no longer starves the lease.
+    (On trio's MockClock.)"""
+    broker = Broker(Settings(broker_id=0, data=tmp_path / "data", fsync=False), TrioClock(autojump_clock))
+    rt = broker.cluster
+    tk = membership(broker)
+    await tk._tick()
+    real = broker.take_over
+
+    async def slow(meta, index, epoch):
+        await trio.sleep(0.05)
+        return await real(meta, index, epoch)
+
+    monkeypatch.setattr(broker, "take_over", slow)
+    for i in range(25):
+        broker.topics.create(f"t{i}", 4)
+    ticks, longest = 0, 0.0
+    while len(broker.partitions) < 100:
+        t0 = trio.current_time()
+        rt.clear_wake()
+        await tk._tick()
+        longest = max(longest, trio.current_time() - t0)
+        ticks += 1
+        assert rt.lease_valid()
+        assert ticks < 100
+    # 100 take-overs of 50 ms: several ticks, none much longer than half a period of them
+    assert ticks > 1 and longest <= rt.period / 2 + 0.2

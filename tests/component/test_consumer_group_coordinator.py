@@ -160,6 +160,39 @@ async def test_state_is_on_file_before_the_answer_and_a_successor_carries_on(shm
         assert g.next_deadline() == broker.clock.wall_ms() + SESSION
 
 
+async def test_a_dead_member_goes_by_death_session_and_grace_however_often_the_coordinator_moves(
+        shm_path, thread_safe_autojump_clock):
+    """Issue 42: the coordinator moves every 2.5 s (under the 3 s grace, far under the 6 s
+    session); m1 dies, m2 heartbeats every second to whichever coordinator serves. Each
+    restore counts m1's session from its last contact on file, with the grace once: m1 is
+    fenced by its death + session + grace, and m2 gets its partitions, never fenced."""
+    async with open_broker(shm_path, thread_safe_autojump_clock) as (broker, _):
+        clock = broker.clock
+        tid, _kept, got = await two_members(broker)
+        death = clock.wall_ms()  # m1 is heard from no more
+        groups, epoch, moves, fenced_at = broker.groups, 2, 0, None
+        with structlog.testing.capture_logs() as logs:
+            while clock.wall_ms() < death + 2 * SESSION:
+                for _ in range(2):
+                    await trio.sleep(INTERVAL / 1000)
+                    await groups.fire_timers()
+                    r = await send(groups, beat("m2", epoch, got, tid))
+                    assert r.error_code == E.none, r  # the live member is never fenced
+                    epoch = r.member_epoch
+                    if r.assignment is not None:
+                        got = set(r.assignment[tid])
+                    if fenced_at is None and "m1" not in groups.groups["g"].consumer.members:
+                        fenced_at = clock.wall_ms()
+                await trio.sleep(0.5)
+                groups.unload("g")  # the coordinator moves: a fresh one restores the group from its file
+                groups = GroupCoordinator(broker)
+                moves += 1
+        assert moves >= 4 and fenced_at is not None
+        assert fenced_at <= death + SESSION + SESSION // 2 + INTERVAL  # (the heartbeats' step)
+        assert got == {0, 1, 2, 3}
+        assert [x["member"] for x in logs if x["event"] == "consumer_member_fenced"] == ["m1"]
+
+
 async def test_a_failed_write_fails_the_heartbeat_and_changes_nothing(shm_path, thread_safe_autojump_clock):
     async with open_broker(shm_path, thread_safe_autojump_clock) as (broker, _):
         groups, run = broker.groups, broker.layout.run

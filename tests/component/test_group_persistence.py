@@ -63,10 +63,11 @@ async def test_heartbeat_times_reach_the_file_and_a_new_coordinator_counts_from_
 
     # the member dies; much later another coordinator (fresh memory) loads the group
     fresh = GroupCoordinator(broker)
-    clock.now_ms = last + 60_000
+    clock.now_ms = last + SESSION - 1_000
     e = fresh._loaded("g")
     assert e is not None and e.group.generation_id == gen
     m = e.group.members[member]
+    # a second of its session left: the grace from the load instead
     assert m.last_heartbeat_ms == last and m.session_deadline_ms == clock.now_ms + SESSION // 2
     # loading wrote nothing; nor does the timer loop's check while nobody is heard from
     before = groups.store.path("g").read_bytes()
@@ -74,6 +75,7 @@ async def test_heartbeat_times_reach_the_file_and_a_new_coordinator_counts_from_
     assert groups.store.path("g").read_bytes() == before
     # its session ends half a session after the load, not a whole one
     clock.now_ms += SESSION // 2
+    assert e.group.next_deadline() == clock.now_ms
     e.group.tick(clock.now_ms)
     assert member not in e.group.members
     await fresh._persist_membership(e)

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from kio.schema.errors import ErrorCode as E
@@ -841,6 +841,9 @@ class GroupMachine(RuleBasedStateMachine):
         self.now += dt
         self.g = Group.restore("g", snap, now_ms=self.now, **self.group_settings)
         assert self.g.generation_id == snap["generation"]
+        # a member silent for longer than its session and the grace is past its deadline
+        # already: the first tick removes it
+        self._apply(self.g.tick(self.now))
         d = self.g.next_deadline()
         assert d is None or d > self.now
 
@@ -926,22 +929,27 @@ def test_a_restored_stable_group_carries_on_with_the_same_generation_and_assignm
     snap = g.snapshot(0)
     assert snap["state"] == "Stable" and snap["generation"] == 1
     assert [m["last_heartbeat_ms"] for m in snap["members"]] == [0, 0, 0]
-    r = Group.restore("g", snap, now_ms=50_000)
+    r = Group.restore("g", snap, now_ms=8_000)
     assert r.state is GroupState.STABLE and r.generation_id == 1
     assert r.leader_id == g.leader_id and r.protocol_name == g.protocol_name
     assert list(r.members) == ids
     for mid in ids:
         assert r.members[mid].assignment == g.members[mid].assignment
         assert r.members[mid].protocols == g.members[mid].protocols
-    # last heard from long ago: half a session to reach the new coordinator, not a whole one
-    assert r.next_deadline() == 50_000 + SESSION // 2
-    assert r.tick(50_000 + SESSION // 2 - 1) == []
-    assert all(r.heartbeat(50_000 + 100, mid, None, 1) is E.none for mid in ids)
-    assert r.heartbeat(50_000 + 100, ids[0], None, 0) is E.illegal_generation
-    assert r.heartbeat(50_000 + 100, "stranger", None, 1) is E.unknown_member_id
-    assert r.tick(50_100 + SESSION - 1) == [] and len(r.members) == 3  # heard from: a whole session
+    # little time left: half a session from the restore to reach the new coordinator
+    assert r.next_deadline() == 8_000 + SESSION // 2
+    assert r.tick(8_000 + SESSION // 2 - 1) == []
+    assert all(r.heartbeat(8_100, mid, None, 1) is E.none for mid in ids)
+    assert r.heartbeat(8_100, ids[0], None, 0) is E.illegal_generation
+    assert r.heartbeat(8_100, "stranger", None, 1) is E.unknown_member_id
+    assert r.tick(8_100 + SESSION - 1) == [] and len(r.members) == 3  # heard from: a whole session
+    # restored later than its session and the grace after its last heartbeat: removed at once
+    late = Group.restore("g", snap, now_ms=50_000)
+    assert late.next_deadline() == SESSION + SESSION // 2
+    late.tick(50_000)
+    assert late.state is GroupState.EMPTY and not late.members
     # the leader's rejoin starts the next generation's rebalance, as before the move
-    join(r, 50_200, ids[0], client="c0", key="rejoin")
+    join(r, 8_200, ids[0], client="c0", key="rejoin")
     assert r.state is GroupState.PREPARING_REBALANCE
     # and a member that stops heartbeating is removed after its session
     r2 = Group.restore("g", snap, now_ms=0)
@@ -986,17 +994,21 @@ def test_snapshots_of_each_state():
     session=st.integers(6_000, 1_800_000),
     now=st.integers(0, 10**9),
 )
-def test_a_restored_session_is_never_shorter_than_on_file_nor_than_half_a_session(heard, session, now):
+def test_a_restored_session_keeps_its_time_left_and_gets_a_grace_once_per_outage(heard, session, now):
     d = restored_session_deadline(heard, session, now)
-    # never later than Apache's reset on load, never earlier than half a session from the restore
-    assert now + session // 2 <= d <= now + session
+    grace = session // 2
+    # never later than Apache's reset on load
+    assert d <= now + session
     if heard is None:
         assert d == now + session
     else:
-        # never earlier than the session the previous coordinator would have given (a time
-        # on file from the future, another host's clock running ahead, counts as now)
-        assert d >= min(heard, now) + session
-        if now - session // 2 <= heard <= now:
+        p = min(heard, now)  # a time on file from the future (the writer's clock ahead) counts as now
+        # never earlier than the session the previous coordinator would have given, never
+        # more than the grace beyond it, however late the restore
+        assert p + session <= d <= p + session + grace
+        if p + session >= now:  # the member could still be alive: the grace from the restore
+            assert d >= now + grace
+        if now - grace <= heard <= now:
             assert d == heard + session
     # and it is the session a restored group gives the member
     g, (mid,) = stable_group(1)
@@ -1086,10 +1098,12 @@ def test_a_rebalance_in_progress_is_restored_and_completes():
 def test_a_restored_rebalance_ends_by_its_timeout_from_when_it_began_but_not_before_a_member_could_rejoin():
     g, (a, b) = stable_group(2)
     join(g, 0, a, client="c0", key="k", rebalance=REBALANCE)
-    snap = g.snapshot(0)
+    snap = g.snapshot(REBALANCE - 5_000)  # a (parked) was heard from then, b not since 0
     late = Group.restore("g", snap, now_ms=REBALANCE + 1_000)  # long past the rebalance timeout
-    assert late._join_deadline_ms == REBALANCE + 1_000 + SESSION // 2
-    early = Group.restore("g", snap, now_ms=1_000)
+    assert late._join_deadline_ms == REBALANCE + 1_000 + SESSION // 2  # a's grace
+    late.tick(REBALANCE + 1_000)
+    assert list(late.members) == [a]  # b, silent for longer than its session and the grace, is gone
+    early = Group.restore("g", g.snapshot(0), now_ms=1_000)
     assert early._join_deadline_ms == REBALANCE
 
 
@@ -1171,12 +1185,12 @@ class LiveClient:
 def run_churn(tenures: list[int], gap: int, reach: int, hb: int, dead_leader: bool, reset_on_load: bool = False):
     """A Stable group of two at 0; one member dies at 0, the other lives. The coordinator
     serves for each of ``tenures`` (ms) in turn, ``gap`` ms apart, each restoring the group
-    from the last snapshot its predecessor wrote (checked every 500 ms, as the runtime's
-    loop does, with ``persist_due``). The live member reaches each new coordinator
-    ``reach`` ms after it loaded the group. With ``reset_on_load`` the heartbeat times on
-    file are ignored (every session restarts on load, Apache's rule). Returns (group,
-    client, [(end of each tenure, whether the dead member was still there then)], the
-    dead member's id)."""
+    from the last snapshot its predecessor wrote (checked at every step with
+    ``persist_due``: a heartbeat that makes it due wakes the runtime's loop). The live
+    member reaches each new coordinator ``reach`` ms after it loaded the group. With
+    ``reset_on_load`` the heartbeat times on file are ignored (every session restarts on
+    load, Apache's rule). Returns (group, client, [(end of each tenure, whether the dead
+    member was still there then)], the dead member's id)."""
     g, (m0, m1) = stable_group(2, CHURN_SESSION)
     dead, live = (m0, m1) if dead_leader else (m1, m0)
     client = LiveClient(live, 1, hb)
@@ -1198,12 +1212,25 @@ def run_churn(tenures: list[int], gap: int, reach: int, hb: int, dead_leader: bo
             if g.state is GroupState.STABLE and before is not GroupState.STABLE:
                 on_file = g.snapshot(now)  # on file before the assignments go out, as the runtime does
             client.answer(effects)
-            if now % 500 == 0 and g.persist_due(on_file, now):
+            if g.persist_due(on_file, now):  # the runtime's loop is woken when a heartbeat makes it due
                 on_file = g.snapshot(now)
             now += STEP
         history.append((now, dead in g.members))
         now += gap
     return g, client, history, dead
+
+
+def contact_gaps(tenures: list[int], gap: int, reach: int, hb: int) -> list[int]:
+    """The longest times a live member goes unheard under ``run_churn``'s schedule: from
+    its last possible heartbeat at one coordinator to its first at the next one it can
+    reach (a coordinator that serves less than ``reach`` is never reached)."""
+    out, start, last = [], 0, 0
+    for length in tenures:
+        if length > reach:
+            out.append(start + reach - last)
+            last = start + length - hb
+        start += length + gap
+    return out
 
 
 @given(
@@ -1215,18 +1242,23 @@ def run_churn(tenures: list[int], gap: int, reach: int, hb: int, dead_leader: bo
 )
 def test_under_coordinator_churn_a_live_member_stays_and_a_dead_one_goes(tenures, gap, reach, hb, dead_leader):
     """However often the coordinator moves, a live member that reaches each new coordinator
-    within half a session is never dropped (``LiveClient`` asserts it); the dead member is
-    gone by the end of the first tenure that outlasts both its session since it died and
-    half a session since the restore; a last long tenure ends in a Stable generation of
-    the live member alone."""
+    within half a session (the grace), and is never unheard for longer than its session
+    and the grace less the lag of its time on file (a third of a session), is never
+    dropped (``LiveClient`` asserts it); the dead member is gone by the end of the first
+    tenure that outlasts the grace after its session since it died, and
+    by its death + session + grace under any tenure."""
     tenures = tenures + [4 * CHURN_SESSION]
+    s, grace = CHURN_SESSION, CHURN_SESSION // 2
+    assume(max(contact_gaps(tenures, gap, reach, hb)) < s + grace - s // 3 - STEP)
     g, client, history, dead = run_churn(tenures, gap, reach, hb, dead_leader)
     start = 0
     for length, (end, dead_present) in zip(tenures, history):
-        if length > CHURN_SESSION // 2 + STEP and end > CHURN_SESSION + STEP:
+        if length > grace + STEP and end > s + STEP:
             assert not dead_present, (start, end)
             break
         start = end + gap
+    for end, dead_present in history:
+        assert not (dead_present and end > s + grace + STEP), end
     assert g.state is GroupState.STABLE and list(g.members) == [client.member_id]
     assert client.generation == g.generation_id and client.assignment == client.member_id.encode()
 

@@ -71,14 +71,18 @@ def test_consumer_protocol_broker_options_are_kaas_settings():
 
     assert rt.broker_args("plain") == rt.BROKER_ARGS
     for kind in ("plain", "acl", "sasl"):
-        args = rt.broker_args(kind, "consumer")
+        # the consumer protocol on the brokers' defaults, unless a fast heartbeat is asked for
+        assert rt.broker_args(kind, "consumer") == rt.broker_args(kind)
+        assert rt.broker_args(kind, "classic", fast_heartbeat=True) == rt.broker_args(kind)
+        args = rt.broker_args(kind, "consumer", fast_heartbeat=True)
         assert args[-len(rt.CONSUMER_BROKER_ARGS):] == rt.CONSUMER_BROKER_ARGS
         assert args[: -len(rt.CONSUMER_BROKER_ARGS)] == rt.broker_args(kind)
     fields = {f"--{name.replace('_', '-')}" for name in Settings.__dataclass_fields__}
     assert set(rt.CONSUMER_BROKER_ARGS[::2]) <= fields
     # --broker-arg: appended after the cluster's and the protocol's own options
     share = ("--group-share-min-record-lock-duration-ms", "1000")
-    assert rt.broker_args("acl", "consumer", share) == [*rt.ACL_BROKER_ARGS, *rt.CONSUMER_BROKER_ARGS, *share]
+    assert rt.broker_args("acl", "consumer", share, True) == [*rt.ACL_BROKER_ARGS, *rt.CONSUMER_BROKER_ARGS, *share]
+    assert rt.broker_args("acl", "consumer", share) == [*rt.ACL_BROKER_ARGS, *share]
     assert rt.broker_args("plain", "classic", share) == [*rt.BROKER_ARGS, *share]
     assert share[0] in fields
 

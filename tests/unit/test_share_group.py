@@ -175,7 +175,12 @@ def test_snapshot_round_trips():
     g.heartbeat(ShareHeartbeat("m3", 0, subscribed_topic_names=("b", "c")), 0,
                 TopicImage.of(2, [*IMAGE.by_id.values(), TopicInfo("id-c", "c", 2)]), CFG)  # c initializing
     back = ShareGroup.restore("g", g.snapshot(), now_ms=100, session_timeout_ms=1000)
-    assert back.snapshot() == g.snapshot() and back.next_deadline() == 1100
+    # heard from at 0: each member keeps the session it had (the rule of ``domain.sessions``)
+    assert back.snapshot() == g.snapshot() and back.next_deadline() == 1000
+    untimed = g.snapshot()
+    for m in untimed["members"]:
+        del m["last_contact_ms"]
+    assert ShareGroup.restore("g", untimed, now_ms=100, session_timeout_ms=1000).next_deadline() == 1100
     assert back.members["m1"].previous_member_epoch == g.members["m1"].previous_member_epoch == 0
     assert back.initializing == {"id-c": (frozenset({0, 1}), 100)}
     # a file written before initialization was kept: what was assigned was initialized

@@ -141,8 +141,14 @@ class ClassicMembers:
         return SyncReply(None, ErrorCode.none, cp.PROTOCOL_TYPE, m.classic.protocols[0][0], data)
 
     def heartbeat(self, e: GroupEntry, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
-        assert e.consumer is not None
-        return classic.heartbeat(e.consumer, member_id, group_instance_id, generation_id, self.coord._now())
+        g = e.consumer
+        assert g is not None
+        code = classic.heartbeat(g, member_id, group_instance_id, generation_id, self.coord._now())
+        m = g.members.get(member_id)
+        if m is not None and m.classic is not None and g.contact_due(member_id, m.classic.session_timeout_ms):
+            e.consumer_dirty = True  # its last contact on file is a third of a session late:
+            self.coord.timer_wakeup.set()  # the timer loop writes the group now
+        return code
 
     async def leave(self, e: GroupEntry, members: list[tuple[str, str | None]]) -> LeaveResult:
         coord = self.coord

@@ -16,7 +16,10 @@ or a partition the file does not hold, and a failed write leaves memory and file
 were. Timers (session ends, unacknowledged revocations) fence members in memory first and
 write when they can (``dirty``): a successor that read the older file only fences them
 again. A successor restores the group from the file (``ConsumerGroup.restore``): members
-keep their epochs and partitions, each with a fresh session from the restore.
+keep their epochs and partitions, and their sessions by the rule all group kinds share
+(``domain.sessions``): each member's last contact is on file (a heartbeat writes the group
+when the file's lags by a third of a session), and a restored member keeps the time it had
+left, with a grace granted once per outage.
 """
 
 from __future__ import annotations
@@ -277,6 +280,7 @@ class ConsumerGroups:
         new.consumer = work.snapshot()
         new.membership = None
         await self.coord._save(e, new, consumer_write=True)
+        work.mark_filed()
 
     # ------------------------------------------------------------------ timers
 

@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from kaas.aio import Wakeup
 from kaas.coord.group.classic_members import ClassicMembers
 from kaas.coord.group.consumer import ConsumerGroups
-from kaas.coord.group.entry import GroupEntry, no_group_answer
+from kaas.coord.group.entry import GroupEntry, classic_contact_due, no_group_answer
 from kaas.coord.group.share import ShareGroups
 from kaas.coord.ports import GroupBroker
 from kaas.domain import group as dgroup
@@ -343,7 +343,10 @@ class GroupCoordinator:
             return ErrorCode.unknown_member_id
         if self.classic.serves(e):
             return self.classic.heartbeat(e, member_id, group_instance_id, generation_id)
-        return e.group.heartbeat(self._now(), member_id, group_instance_id, generation_id)
+        code = e.group.heartbeat(self._now(), member_id, group_instance_id, generation_id)
+        if code is ErrorCode.none and classic_contact_due(e, member_id):
+            self.timer_wakeup.set()  # the loop writes it now, not at its next turn
+        return code
 
     async def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
         self.check_owner(group_id)

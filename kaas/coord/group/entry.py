@@ -13,13 +13,14 @@ from typing import Protocol, TypeVar
 import trio
 from kio.schema.errors import ErrorCode
 
+from kaas.domain import sessions
 from kaas.domain.consumer_group import ConsumerGroup
 from kaas.domain.group import Group
 from kaas.domain.share_group import ShareGroup
 from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 
-__all__ = ["GroupEntry", "no_group_answer", "owned_groups", "refuse_unreadable", "typed_entry"]
+__all__ = ["GroupEntry", "classic_contact_due", "no_group_answer", "owned_groups", "refuse_unreadable", "typed_entry"]
 
 M = TypeVar("M")
 
@@ -117,3 +118,19 @@ def no_group_answer(coord: _Coordinator, group_id: str, generation: int, group_i
     if coord.store.path(group_id).exists():
         return None
     return ErrorCode.group_id_not_found if group_id_not_found else ErrorCode.illegal_generation
+
+
+def classic_contact_due(e: GroupEntry, member_id: str) -> bool:
+    """Does a classic member's heartbeat time on file lag its last heartbeat by a third of
+    its session (``domain.sessions.contact_persist_due``)? Asked per heartbeat, of that
+    member alone, so that the write follows at once (``GroupCoordinator._persist_membership``)."""
+    m = e.group.members.get(member_id)
+    membership = e.offsets.membership if e.offsets is not None else None
+    if m is None or membership is None:
+        return False
+    for raw in membership.get("members") or ():
+        if isinstance(raw, dict) and raw.get("member_id") == member_id:
+            seen = raw.get("last_heartbeat_ms")
+            return sessions.contact_persist_due(seen if isinstance(seen, int) else None,
+                                                m.last_heartbeat_ms, m.session_timeout_ms)
+    return False

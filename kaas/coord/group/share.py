@@ -8,7 +8,8 @@ rename). A heartbeat is handled on a copy of the group; a copy that changed is w
 before the answer leaves and only then becomes the group, so no answer hands out an epoch
 or a partition the file does not hold. A member fenced by its session timer is dropped
 in memory first and written when the lease allows (``dirty``). A successor restores the
-group from the file, each member with a fresh session.
+group from the file, each member's session by the rule all group kinds share
+(``domain.sessions``: its last contact on file, a grace once per outage).
 
 As in Apache, the share partitions do not follow the membership: a member that leaves or
 is fenced keeps its share sessions on the partitions' leaders until their final request
@@ -130,6 +131,7 @@ class ShareGroups:
         new.share = work.snapshot()
         new.membership = new.consumer = None
         await self.coord._save(e, new, consumer_write=True)
+        work.mark_filed()
 
     # ------------------------------------------------------------------ timers
 
