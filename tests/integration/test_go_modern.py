@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from kaas.testing.procs import ClusterProcess
+from tests.tools import missing, require_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -35,21 +35,12 @@ EXPECTED = {"TestFranzIdempotentProduceKeepsOrder", "TestFranzTransactionsCommit
             "TestSaramaIdempotentTransactionalProduceAndGroup", "TestKafkaGoWriterAndGroupReader"}
 
 
-def unavailable(why: str) -> None:
-    if os.environ.get("KAAS_REQUIRE_ALL") == "1":
-        pytest.fail(f"KAAS_REQUIRE_ALL=1 and {why}")
-    pytest.skip(why)
-
-
 def go_tool() -> str:
-    go = shutil.which("go")
-    if go is None:
-        unavailable("the Go toolchain is missing (go 1.26+ for tests/go/modern)")
-    assert go is not None
+    go = require_tool("go", package="golang-go (1.26 or later)", why="tests/go/modern")
     out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, timeout=60).stdout.strip()
     m = re.match(r"go(\d+)\.(\d+)", out)
     if m is None or (int(m.group(1)), int(m.group(2))) < NEEDS:
-        unavailable(f"tests/go/modern needs go {NEEDS[0]}.{NEEDS[1]}+, found {out or 'none'}")
+        missing(f"tests/go/modern needs go {NEEDS[0]}.{NEEDS[1]}+, found {out or 'none'}")
     return go
 
 

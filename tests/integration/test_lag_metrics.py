@@ -30,11 +30,14 @@ def lag_by_partition(samples: list[dict], name: str, group: str, topic: str) -> 
 
 
 def test_lag_on_metrics_matches_groups_describe(tmp_path):
-    mbase = free_ports(2)
-    c = ClusterProcess(tmp_path / "data", 2, supervisor_args=["--metrics-base-port", str(mbase)],
-                       extra=["--no-fsync", "--group-initial-rebalance-delay-ms", "0"], launcher="fork")
-    if mbase in c.ports or mbase + 1 in c.ports:
-        pytest.skip("port ranges collided")
+    for _ in range(20):  # metrics ports apart from the brokers' own
+        mbase = free_ports(2)
+        c = ClusterProcess(tmp_path / "data", 2, supervisor_args=["--metrics-base-port", str(mbase)],
+                           extra=["--no-fsync", "--group-initial-rebalance-delay-ms", "0"], launcher="fork")
+        if not {mbase, mbase + 1} & set(c.ports):
+            break
+    else:
+        pytest.fail("no metrics port range apart from the brokers' ports in 20 tries")
     with c.running():
         topic, group = "lagging", "behind"
         create_topic(c.bootstrap, topic, 2)
