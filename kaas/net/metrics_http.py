@@ -113,6 +113,7 @@ class BrokerCollector:
         yield from self._requests()
         yield from self._partitions_and_transactions()
         yield from self._log_cleaner()
+        yield from lag_families(list(self.broker.partitions.values()), self.committed)
         yield from self._shares()
         yield from self._cluster()
         yield from self._coordinators()
@@ -190,7 +191,6 @@ class BrokerCollector:
             if p.log.config.compact:
                 lag.add_metric([p.topic, str(p.index)], p.log.dirty_ratio(now)[1])
         yield lag
-        yield from lag_families(parts, self.committed)
 
     def _shares(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily
