@@ -27,7 +27,7 @@ from .workloads.share import COMMANDS as SHARE_COMMANDS
 from .workloads.startup import startup
 from .workloads.throughput import run_consume, run_fetch, run_idempotence, run_produce
 from .workloads.txn import run_eos, run_txn
-from .workloads.txn_many import txn_many, txn_many_worker
+from .workloads.txn_many import txn_many, txn_many_once, txn_many_worker
 
 
 def cpu_options(f):
@@ -347,5 +347,5 @@ def roundtrip(rounds, requests) -> None:
 for _command in (*GROUP_COMMANDS, *SHARE_COMMANDS):  # group-join, group-add (issue 33), share,
     cli.add_command(_command)  # share-lock (issue 34): defined with their workload
 cli.add_command(startup)
-for _command in (cpu, txn_many, txn_many_worker):  # issue 35: defined with their workloads
+for _command in (cpu, txn_many, txn_many_once, txn_many_worker):  # issue 35: defined with their workloads
     cli.add_command(_command)
