@@ -330,6 +330,20 @@ def run_compare(messages, rounds, size, partitions, acks, idempotence, linger_ms
             t.close(keep) if isinstance(t, _Kaas) else t.close()
 
 
+WARM_UP = (["txn", "--txn-messages", "1", "--count", "300", "--seconds", "4", "--size", "100", "--partitions", "4"],
+           ["produce", "--messages", "30000", "--size", "1024", "--partitions", "4", "--acks", "all"])
+"""Not recorded: run once against every fresh target, so that no target's first timed run
+pays for what a long-running broker has done long ago (the JVM's JIT, the first
+transaction's coordinator and internal topic)."""
+
+
+def _warm_up(target, timeout: float) -> None:
+    for argv in WARM_UP:
+        res = _run_child([*argv, "--bootstrap", target.bootstrap], timeout, target.env)
+        if "error" in res:
+            click.echo(f"warm-up of {target.name}: {res['error']}", err=True)
+
+
 def _sitting(brokers: int) -> dict:
     """What the figures depend on besides the brokers: commit, clients, machine, load."""
     import platform
@@ -343,7 +357,7 @@ def _sitting(brokers: int) -> dict:
                                 text=True, check=False).stdout.strip()
     except OSError:
         commit = ""
-    return {"commit": commit, "confluent_kafka": confluent_kafka.version()[0],
+    return {"commit": commit, "confluent_kafka": confluent_kafka.__version__,
             "librdkafka": confluent_kafka.libversion()[0], "python": platform.python_version(),
             "machine": f"{platform.machine()} {os.cpu_count()} CPUs", "loadavg": [round(x, 2) for x in os.getloadavg()],
             "apache": {"version": "4.4.0", "heap": HEAP, "log_flush": "stock (none: page cache, no fsync per append)",
@@ -383,6 +397,8 @@ def run_suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, 
                 notes.append(f"tansu skipped: {exc.message}")
         for note in notes:
             click.echo(note, err=True)
+        for target in targets.values():
+            _warm_up(target, run_timeout)
         _emit({"bench": "setup", "targets": {n: t.bootstrap for n, t in targets.items()}, "notes": notes,
                "rounds": rounds, "factor": factor, "cpus": os.cpu_count(), "kaas_brokers": brokers,
                "mock_brokers": 3, "tansu_brokers": 1 if "tansu" in targets else 0,
@@ -397,6 +413,8 @@ def run_suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, 
                     if spec.get("fresh") or spec.get("startup"):
                         target.close(keep)
                         target = targets[tname] = makers[tname]()
+                        if not spec.get("startup"):
+                            _warm_up(target, run_timeout)
                     target.wait_healthy()
                     if spec.get("startup"):
                         res = dict(target.startup)
