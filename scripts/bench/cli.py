@@ -239,7 +239,8 @@ def mock_peer(brokers: int, ctl: str) -> None:
 @click.option("--targets", "target_names", default="kaas,apache,mock,tansu", show_default=True)
 @click.option("--factor", type=float, default=1.0, show_default=True,
               help="Scale message/transaction counts (and consume passes) by this factor.")
-@click.option("--brokers", type=int, default=3, show_default=True, help="kaas brokers and Apache nodes (the mock runs 3).")
+@click.option("--brokers", type=int, default=3, show_default=True,
+              help="kaas brokers and Apache nodes (the mock runs 3).")
 @click.option("--scale-phase-seconds", type=float, default=20.0, show_default=True)
 @click.option("--run-timeout", type=float, default=240.0, show_default=True, help="Seconds per run.")
 @click.option("--kaas-arg", "kaas_args", multiple=True, help="Extra argument for every kaas broker (repeatable).")

@@ -12,8 +12,8 @@ import uuid
 
 import click
 
-from .common import BENCH, RECONNECT_BACKOFF_MAX_MS, REPO, _emit, _r, ensure_topic, topic_partitions
 from .apache_target import _Apache, apache_available
+from .common import BENCH, RECONNECT_BACKOFF_MAX_MS, REPO, _emit, _r, ensure_topic, topic_partitions
 from .targets import _Kaas, _KaasCluster, _Mock, _Tansu, tansu_available
 from .workloads.throughput import run_fetch, run_produce
 
