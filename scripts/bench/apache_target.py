@@ -190,6 +190,9 @@ class _Apache:
 
     def close(self, keep: bool = False) -> None:
         self._closing.set()
+        watchdog = getattr(self, "_watchdog", None)
+        if watchdog is not None:
+            watchdog.join(10)  # it launches nothing once closing: no JVM outlives this
         with self._lock:
             self.cluster.close()
         if keep:
