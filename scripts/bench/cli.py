@@ -9,7 +9,7 @@ import click
 
 from .common import _emit
 from .metering import BrokerPids
-from .suite import run_compare, run_suite, suite_benches
+from .suite import run_compare, run_suite, suite_benches, table_from_lines
 from .targets import _cluster_or, serve_mock_peer
 from .workloads.cpu import cpu
 from .workloads.create import run_create
@@ -255,6 +255,21 @@ def suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, run_
 
     run_suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, run_timeout, kaas_args, keep,
               table_out)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.File())
+@click.option("--targets", "target_names", default="kaas,apache,mock,tansu", show_default=True,
+              help="Columns, in this order (those with runs).")
+def table(files, target_names) -> None:
+    """``suite``'s summary table from its JSON lines (FILES: one or more suite outputs,
+    ``-`` for standard input), e.g. of a run cut short or of ``--only`` runs of one sitting."""
+    import json
+
+    lines = [json.loads(ln) for f in files for ln in f if ln.startswith("{")]
+    text, footer = table_from_lines(lines, [t.strip() for t in target_names.split(",") if t.strip()])
+    click.echo(text)
+    click.echo(footer)
 
 
 @cli.command()

@@ -457,3 +457,23 @@ def run_suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, 
         click.echo(f"note: {note}")
     if table_out:
         table_out.write_text(table + "\n" + footer + "\n")
+
+
+def table_from_lines(lines: list[dict], targets: list[str] | None = None) -> tuple[str, str]:
+    """The suite's table (and its footer) rebuilt from its JSON lines: of one run that was
+    cut short, or of several runs of ``--only`` subsets in one sitting."""
+    results: dict[tuple[str, str], list[dict]] = {}
+    for line in lines:
+        if line.get("bench") in SUITE_METRICS and "target" in line:
+            results.setdefault((line["bench"], line["target"]), []).append(line)
+    seen = list(dict.fromkeys(t for _b, t in results))
+    cols = [t for t in (targets or ["kaas", "apache", "mock", "tansu"]) if t in seen]
+    _summary, rows = suite_summary(results, cols)
+    header = ["benchmark", "metric", *cols, *(f"kaas/{o}" for o in cols if o != "kaas"), "target", "met"]
+    checks = [r[-1] for r in rows if r[-1]]
+    rounds = max((r.get("round", 0) + 1 for rs in results.values() for r in rs), default=0)
+    loads = [r["loadavg_1m"] for rs in results.values() for r in rs if isinstance(r.get("loadavg_1m"), (int, float))]
+    footer = (f"targets met: {checks.count('yes')}/{len(checks)}; {rounds} round(s); ratios are kaas/other of "
+              f"medians (failover gaps and RSS: worst run)"
+              + (f"; 1-minute load average {min(loads):.0f}-{max(loads):.0f}" if loads else ""))
+    return rst_table(header, rows), footer

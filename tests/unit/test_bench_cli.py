@@ -14,7 +14,7 @@ from bench.cli import cli  # noqa: E402
 from bench.suite import suite_benches  # noqa: E402
 
 COMMANDS = {"produce", "idempotence", "fetch", "consume", "txn", "eos", "failover", "scale", "create",
-            "compare", "suite", "mock-peer", "security", "ingest", "brokers", "roundtrip", "recompress",
+            "compare", "suite", "table", "mock-peer", "security", "ingest", "brokers", "roundtrip", "recompress",
             "group-join", "group-add", "startup", "share", "share-lock", "share-once", "cpu", "txn-many",
             "txn-many-once", "txn-many-worker"}
 
