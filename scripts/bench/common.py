@@ -129,11 +129,19 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     raise click.ClickException(f"topic {topic} has no leaders")
 
 
-def topic_partitions(bootstrap: str, topic: str) -> int:
+def topic_partitions(bootstrap: str, topic: str, timeout: float = 15.0) -> int:
+    """The topic's partition count, once the broker asked knows it (Apache's brokers learn
+    a new topic from the controller's log a little after CreateTopics answered)."""
     from confluent_kafka.admin import AdminClient
 
-    md = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_COMMON}).list_topics(topic, timeout=10)
-    return len(md.topics[topic].partitions)
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_COMMON})
+    deadline = time.monotonic() + timeout
+    while True:
+        t = admin.list_topics(topic, timeout=10).topics.get(topic)
+        n = len(t.partitions) if t is not None and t.error is None else 0
+        if n or time.monotonic() > deadline:
+            return n
+        time.sleep(0.1)
 
 
 def topic_leaders(bootstrap: str, topic: str, timeout: float = 15.0) -> dict[int, int]:
