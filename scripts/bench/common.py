@@ -71,6 +71,9 @@ _NO_CREATE_TOPICS: set[str] = set()
 # a unix socket of the ``mock-peer`` process that creates topics through rd_kafka_mock_topic_create.
 MOCK_CTL_ENV = "KAAS_BENCH_MOCK_CTL"
 _MOCK_CTLS: dict[str, str] = {}  # bootstrap -> control socket, for in-process use (compare)
+# Set by ``suite`` for runs against Apache Kafka: the replication factor of the topics the
+# benchmarks create (min(3, nodes); kaas and the peers keep one copy on their own storage).
+REPLICATION_ENV = "KAAS_BENCH_REPLICATION_FACTOR"
 
 
 def _mock_create_topic(ctl: str, topic: str, partitions: int) -> None:
@@ -101,7 +104,8 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     if ctl:
         _mock_create_topic(ctl, topic, partitions)
     elif bootstrap not in _NO_CREATE_TOPICS:
-        fut = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)[topic]
+        rf = int(os.environ.get(REPLICATION_ENV, "1"))
+        fut = admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=timeout)[topic]
         try:
             fut.result(max(3.0, timeout))
         except KafkaException as exc:
@@ -125,11 +129,19 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     raise click.ClickException(f"topic {topic} has no leaders")
 
 
-def topic_partitions(bootstrap: str, topic: str) -> int:
+def topic_partitions(bootstrap: str, topic: str, timeout: float = 15.0) -> int:
+    """The topic's partition count, once the broker asked knows it (Apache's brokers learn
+    a new topic from the controller's log a little after CreateTopics answered)."""
     from confluent_kafka.admin import AdminClient
 
-    md = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_COMMON}).list_topics(topic, timeout=10)
-    return len(md.topics[topic].partitions)
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_COMMON})
+    deadline = time.monotonic() + timeout
+    while True:
+        t = admin.list_topics(topic, timeout=10).topics.get(topic)
+        n = len(t.partitions) if t is not None and t.error is None else 0
+        if n or time.monotonic() > deadline:
+            return n
+        time.sleep(0.1)
 
 
 def topic_leaders(bootstrap: str, topic: str, timeout: float = 15.0) -> dict[int, int]:

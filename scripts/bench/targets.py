@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,6 +63,25 @@ def _stop_proc(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float
             proc.wait()
 
 
+class _probe_first(threading.Thread):  # noqa: N801 - used as a function
+    """Polls ApiVersions on ``port`` every 5 ms from now until it answers: ``at`` is then
+    the perf_counter() of the answer."""
+
+    def __init__(self, port: int, timeout: float = 180.0):
+        super().__init__(daemon=True)
+        self.port, self.at, self.deadline = port, None, time.monotonic() + timeout
+        self.start()
+
+    def run(self) -> None:
+        from kaas.testing import api_versions_ok
+
+        while time.monotonic() < self.deadline:
+            if api_versions_ok("127.0.0.1", self.port, timeout=0.5):
+                self.at = time.perf_counter()
+                return
+            time.sleep(0.005)
+
+
 def tmp_base() -> Path | None:
     """/dev/shm where there is one (brokers' data on tmpfs), else the default temporary directory."""
     return Path("/dev/shm") if Path("/dev/shm").is_dir() else None
@@ -108,11 +128,20 @@ class _KaasCluster:
         self.n = n
         self.dir = Path(tempfile.mkdtemp(prefix="kaas-bench-", dir=tmp_base()))
         self.data = self.dir / "data"
-        self.cluster = ClusterProcess(self.data, n, extra=extra, secure=secure).start()
+        self.cluster = ClusterProcess(self.data, n, extra=extra, secure=secure)
+        first = _probe_first(self.cluster.ports[0])
+        t0 = time.perf_counter()
+        self.cluster.start()
         self.client_config = self.cluster.client_properties if secure else None
         self.settings = security_settings(self.client_config) if secure else {}
         self.bootstrap = self.cluster.bootstrap
         self.wait_healthy()
+        formed = time.perf_counter()
+        first.join(5)
+        # start-up as ``suite`` measures it: `kaas cluster` launched to broker 0's first
+        # ApiVersions answer, to every broker healthy; the brokers' RSS then
+        self.startup = {"first_s": round(first.at - t0, 3) if first.at else None, "formed_s": round(formed - t0, 3),
+                        "rss_idle_mib": round(self.pids().rss() / 2**20, 1)}
 
     def pid_args(self) -> list[str]:
         return ["--kaas-data", str(self.data)]

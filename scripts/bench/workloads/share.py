@@ -32,10 +32,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 
 from ..common import CLIENT_COMMON, _emit, _payloads, _r, ensure_topic, producer_conf
+from ..metering import BrokerPids, CpuMeter
 from ..targets import _KaasCluster
 from .groups import _median, _mock_cluster, _nothing, _ratio, _target_names
 
@@ -139,7 +141,7 @@ class _Reader:
 
 
 def measure_share(bootstrap: str, topic: str, kind: str, messages: int, timeout: float, group: str,
-                  gate=None) -> dict:
+                  gate=None, consumers: int = CONSUMERS) -> dict:
     """A group of CONSUMERS ``kind`` (share, classic) consumers reads the ``messages``
     records of the topic. ``gate``: a producer whose open transaction holds them, committed
     once the group formed (share: ``SETTLE_S``; classic: every member assigned)."""
@@ -147,7 +149,7 @@ def measure_share(bootstrap: str, topic: str, kind: str, messages: int, timeout:
     lock, done = threading.Lock(), threading.Event()
     conf = {"bootstrap.servers": bootstrap, "group.id": group, **CLIENT_COMMON}
     readers = [_Reader(kind, {**conf, "client.id": f"{group}-{i}"}, topic, messages, seen, lock, done)
-               for i in range(CONSUMERS)]
+               for i in range(consumers)]
     t0 = time.monotonic()
     for r in readers:
         r.thread.start()
@@ -333,6 +335,30 @@ def share(rounds: int, messages: int, size: int, partitions: int, timeout: float
     _emit(run_share(rounds, messages, size, partitions, timeout, _emit, names, start))
 
 
+@click.command("share-once", hidden=True)
+@click.option("--bootstrap", required=True)
+@click.option("--consumers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--messages", type=click.IntRange(min=1), default=16_000, show_default=True)
+@click.option("--size", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--partitions", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--timeout", type=float, default=120.0, show_default=True)
+@click.option("--kaas-data", type=click.Path(path_type=Path), default=None, help="Broker pid files (CPU).")
+@click.option("--cpu-pid", "cpu_pids", type=int, multiple=True)
+def share_once(bootstrap, consumers, messages, size, partitions, timeout, kaas_data, cpu_pids) -> None:
+    """``suite``'s share run against any broker: a fresh topic and share group (its
+    ``share.auto.offset.reset`` set to earliest), ``--consumers`` share consumers joined
+    before the records are committed (``--start joined``); records acknowledged per second."""
+    topic, group = f"bench-share-{uuid.uuid4().hex[:8]}", f"bench-share-{uuid.uuid4().hex[:8]}"
+    ensure_topic(bootstrap, topic, partitions)
+    _group_configs(bootstrap, group, share_auto_offset_reset="earliest", share_isolation_level="read_committed")
+    gate = _fill(bootstrap, topic, messages, size, partitions, txn=True)
+    meter = CpuMeter(BrokerPids(cpu_pids, kaas_data)).start()
+    res = measure_share(bootstrap, topic, "share", messages, timeout, group, gate, consumers)
+    cpu_s = meter.stop()
+    _emit({"bench": "share", "consumers": consumers, "partitions": partitions, "size": size, **res,
+           "cpu_s": _r(cpu_s), "cpu_s_per_gib": _r(cpu_s / (messages * size / 2**30)) if cpu_s is not None else None})
+
+
 @click.command("share-lock")
 @click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--lock-ms", type=click.IntRange(min=1000), default=2000, show_default=True,
@@ -348,4 +374,4 @@ def share_lock(rounds: int, lock_ms: int, timeout: float, names: tuple[str, ...]
     _emit(run_share_lock(rounds, lock_ms, timeout, _emit, names))
 
 
-COMMANDS = (share, share_lock)
+COMMANDS = (share, share_lock, share_once)

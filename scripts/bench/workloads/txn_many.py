@@ -29,11 +29,13 @@ import sys
 import tempfile
 import time
 import uuid
+from pathlib import Path
+from types import SimpleNamespace
 
 import click
 
 from ..common import BENCH, REPO, _payloads, _r, ensure_topic, txn_producer_conf
-from ..metering import CpuMeter
+from ..metering import BrokerPids, CpuMeter
 from ..targets import _KaasCluster, _Mock, _Tansu, tansu_available
 from .txn import commit_one
 
@@ -195,6 +197,23 @@ def txn_many(producers, rounds, seconds, txn_size, partitions, target_names, bro
         raise click.BadParameter("a comma-separated choice of kaas, mock, tansu", param_hint="--targets")
     _emit(run_txn_many([int(n) for n in producers.split(",")], rounds, seconds, txn_size, partitions, names,
                        brokers, _emit))
+
+
+@click.command("txn-many-once", hidden=True)
+@click.option("--bootstrap", required=True)
+@click.option("--producers", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--seconds", type=float, default=10.0, show_default=True)
+@click.option("--txn-size", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--kaas-data", type=click.Path(path_type=Path), default=None, help="Broker pid files (CPU).")
+@click.option("--cpu-pid", "cpu_pids", type=int, multiple=True)
+def txn_many_once(bootstrap, producers, seconds, txn_size, partitions, kaas_data, cpu_pids) -> None:
+    """``suite``'s txn-many run: one run of ``--producers`` producers against a running
+    broker (any: the suite alternates the targets); one JSON line."""
+    from ..common import _emit
+
+    target = SimpleNamespace(name="", bootstrap=bootstrap, env={}, pids=lambda: BrokerPids(cpu_pids, kaas_data))
+    _emit({"bench": "txn-many", **run_once(target, producers, txn_size, partitions, seconds)})
 
 
 @click.command("txn-many-worker", hidden=True)
