@@ -7,6 +7,8 @@ is not made; a negative generation makes a simple group and commits."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import trio
 from kio.schema.errors import ErrorCode as E
@@ -18,10 +20,11 @@ from kaas.wire.build import build
 from tests.component.test_connection import open_broker_in, open_client
 
 
-def offset_commit_req(version: int, group: str, generation: int) -> object:
+def offset_commit_req(version: int, group: str, generation: int, topic_id: uuid.UUID) -> object:
+    """An OffsetCommit of t-0: by name, or by ``topic_id`` from v10 (which has no names)."""
     return build(codec.request_class(offset_commit.API_KEY, version), {
         "group_id": group, "generation_id_or_member_epoch": generation, "member_id": "m1" if generation >= 0 else "",
-        "group_instance_id": None, "retention_time": -1, "topics": [{"name": "t", "partitions": [
+        "group_instance_id": None, "retention_time": -1, "topics": [{"name": "t", "topic_id": topic_id, "partitions": [
             {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
 
 
@@ -38,17 +41,18 @@ async def test_offset_commit_with_a_generation_to_no_group(shm_path, thread_safe
     async with open_broker_in(shm_path, clock=TrioClock(thread_safe_autojump_clock)) as (broker, nursery), \
             open_client(broker, nursery) as client:
         broker.topics.create("t", 1)
+        tid = broker.topics.get("t").topic_id
         for generation in (0, 3):
-            r = await client.call(offset_commit_req(version, "nobody", generation))
+            r = await client.call(offset_commit_req(version, "nobody", generation, tid))
             want = E.group_id_not_found if version >= 9 else E.illegal_generation
             assert r.topics[0].partitions[0].error_code == want
             assert "nobody" not in broker.groups.groups and not broker.groups.store.path("nobody").exists()
         # a read of the group (which may keep an empty group in memory) does not make it one
         broker.groups._entry("nobody")
-        r = await client.call(offset_commit_req(version, "nobody", 1))
+        r = await client.call(offset_commit_req(version, "nobody", 1, tid))
         assert r.topics[0].partitions[0].error_code == (E.group_id_not_found if version >= 9 else E.illegal_generation)
         # a negative generation makes a simple group, and commits
-        r = await client.call(offset_commit_req(version, "simple", -1))
+        r = await client.call(offset_commit_req(version, "simple", -1, tid))
         assert r.topics[0].partitions[0].error_code == E.none
         assert broker.groups.store.path("simple").exists()
         await trio.lowlevel.checkpoint()
