@@ -9,7 +9,8 @@ warm JVM a fraction of that. ``tools().run("kafka-topics", "--list", bootstrap=b
 answers a ``ToolResult`` (exit status, standard output, standard error).
 
 The tests need java, a JDK's compiler (the runner is launched as a source file) and mvn:
-they skip saying so when one is missing, and fail instead when KAAS_REQUIRE_ALL=1.
+they skip (``tests/tools.py``) naming the missing tool and its package, and fail instead
+when KAAS_REQUIRE_ALL=1.
 """
 
 from __future__ import annotations
