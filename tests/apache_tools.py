@@ -9,7 +9,8 @@ warm JVM a fraction of that. ``tools().run("kafka-topics", "--list", bootstrap=b
 answers a ``ToolResult`` (exit status, standard output, standard error).
 
 The tests need java, a JDK's compiler (the runner is launched as a source file) and mvn:
-they skip saying so when one is missing, and fail instead when KAAS_REQUIRE_ALL=1.
+they skip (``tests/tools.py``) naming the missing tool and its package, and fail instead
+when KAAS_REQUIRE_ALL=1.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import atexit
 import hashlib
 import os
 import select
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-import pytest
+from tests.tools import missing, require_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 POM = ROOT / "compat" / "tools" / "pom.xml"
@@ -61,17 +61,10 @@ class ToolResult(NamedTuple):
         return self.stdout + self.stderr
 
 
-def require(reason: str) -> None:
-    """Skip with ``reason``, or fail when KAAS_REQUIRE_ALL=1."""
-    if os.environ.get("KAAS_REQUIRE_ALL") == "1":
-        pytest.fail(f"KAAS_REQUIRE_ALL=1: {reason}")
-    pytest.skip(reason)
-
-
 def tools_classpath() -> str:
     """The classpath of kafka-tools 4.4.0, resolved by Maven once per pom content."""
-    if shutil.which("java") is None or shutil.which("mvn") is None:
-        require("java and mvn are needed to run Apache's tools (apt-get install openjdk-17-jdk maven)")
+    require_tool("java", package="openjdk-17-jdk", why="Apache's tools run on it")
+    require_tool("mvn", package="maven", why="resolves Apache's kafka-tools 4.4.0")
     digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
     out = Path(tempfile.gettempdir()) / f"kaas-tools-cp-{digest}.txt"
     if not out.exists():
@@ -79,7 +72,7 @@ def tools_classpath() -> str:
         r = subprocess.run(["mvn", "-q", "-f", str(POM), "dependency:build-classpath",
                             f"-Dmdep.outputFile={tmp}"], capture_output=True, text=True, timeout=900)
         if r.returncode != 0:
-            require(f"mvn could not resolve kafka-tools 4.4.0: {r.stdout[-500:]}{r.stderr[-500:]}")
+            missing(f"mvn could not resolve kafka-tools 4.4.0: {r.stdout[-500:]}{r.stderr[-500:]}")
         tmp.replace(out)
     return out.read_text().strip()
 
@@ -98,8 +91,7 @@ class Tools:
         self.runs = 0
 
     def _start(self) -> subprocess.Popen[bytes]:
-        if shutil.which("javac") is None:
-            require("a JDK (javac) is needed to launch compat/tools/ToolRunner.java (apt-get install openjdk-17-jdk)")
+        require_tool("javac", package="openjdk-17-jdk", why="launches compat/tools/ToolRunner.java as a source file")
         self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", self.classpath, str(RUNNER)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         return self.proc

@@ -40,9 +40,6 @@ cluster = cluster_fixture(3, scope="module", name="apache-tools",
                                  "--allow-everyone-if-no-acl-found"],
                           doc="Three brokers, the authoriser on (allowing what no ACL names).")
 
-NEEDS_ADMIN_APIS = pytest.mark.xfail(strict=False, reason="needs APIs 35/43/45/46 (branch versions)")
-
-
 def tool(cluster, name: str, *args: str, ok: bool = True, broker: int = 0) -> ToolResult:
     """Run Apache's ``name`` against ``broker``; assert its exit status is 0 (or not)."""
     r = tools().run(name, *args, bootstrap=f"127.0.0.1:{cluster.ports[broker]}")
@@ -242,7 +239,6 @@ def test_perf_tests_transactional(cluster):
     assert all(n_ - 1 <= done[p] <= ends[p] for p, n_ in enumerate(ends)), (done, ends)
 
 
-@NEEDS_ADMIN_APIS
 def test_kafka_log_dirs_describe(cluster):
     bs, topic = cluster.bootstrap, uniq("tl")
     tool(cluster, "kafka-topics", "--create", "--topic", topic, "--partitions", "2")
@@ -254,17 +250,17 @@ def test_kafka_log_dirs_describe(cluster):
     assert set(sizes) == {f"{topic}-0", f"{topic}-1"} and sizes[f"{topic}-0"] > sizes[f"{topic}-1"] > 0
 
 
-@NEEDS_ADMIN_APIS
 def test_kafka_leader_election_preferred(cluster):
     topic = uniq("te")
     tool(cluster, "kafka-topics", "--create", "--topic", topic, "--partitions", "3", "--replication-factor", "3")
     r = tool(cluster, "kafka-leader-election", "--election-type", "preferred", "--topic", topic, "--partition", "1")
     assert f"Valid replica already elected for partitions {topic}-1" in r.stdout
+    # every partition asked, every leader alive: as Apache's controller, kaas lists only the
+    # partitions that needed an election, so the tool has nothing to print (and exits 0)
     r = tool(cluster, "kafka-leader-election", "--election-type", "unclean", "--all-topic-partitions")
-    assert "Successfully completed leader election" in r.stdout or "Valid replica already elected" in r.stdout
+    assert r.stdout.strip() == "", r
 
 
-@NEEDS_ADMIN_APIS
 def test_kafka_reassign_partitions_execute_verify_list(cluster, tmp_path):
     bs, topic = cluster.bootstrap, uniq("tr")
     tool(cluster, "kafka-topics", "--create", "--topic", topic, "--partitions", "1", "--replication-factor", "2")
@@ -272,9 +268,15 @@ def test_kafka_reassign_partitions_execute_verify_list(cluster, tmp_path):
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 1]}]}))
     r = tool(cluster, "kafka-reassign-partitions", "--execute", "--reassignment-json-file", str(plan))
     assert "Successfully started partition reassignment" in r.stdout
-    wait_for(lambda: "is completed" in tool(cluster, "kafka-reassign-partitions", "--verify",
-                                            "--reassignment-json-file", str(plan)).stdout,
-             timeout=20, what="reassignment completed")
+
+    def verified() -> ToolResult | None:
+        r = tool(cluster, "kafka-reassign-partitions", "--verify", "--reassignment-json-file", str(plan))
+        return r if "is completed" in r.stdout else None
+
+    r = wait_for(verified, timeout=20, what="reassignment completed")
+    # once complete, --verify clears the replication throttles: IncrementalAlterConfigs DELETEs
+    # on every broker and on the topic, which kaas accepts (nothing was set) as Apache does
+    assert "Clearing broker-level throttles" in r.stdout and "Clearing topic-level throttles" in r.stdout, r
     md = AdminClient({"bootstrap.servers": bs}).list_topics(topic, timeout=10).topics[topic].partitions[0]
     assert md.replicas == [2, 1]
     assert "No partition reassignments found." in tool(cluster, "kafka-reassign-partitions", "--list").stdout
