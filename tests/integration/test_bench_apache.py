@@ -17,15 +17,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 from bench.apache_target import _Apache, apache_available  # noqa: E402
 
+from tests.tools import require  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def apache():
-    if not apache_available():
-        if os.environ.get("KAAS_REQUIRE_ALL") == "1":
-            pytest.fail("java and mvn are needed for Apache Kafka (KAAS_REQUIRE_ALL=1)")
-        pytest.skip("java and mvn are needed for Apache Kafka: apt-get install openjdk-17-jre-headless maven")
+    require(apache_available(), "java and mvn are needed for Apache Kafka: apt-get install openjdk-17-jre-headless maven")
     target = _Apache(1)
     try:
         yield target
