@@ -24,7 +24,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def apache():
-    require(apache_available(), "java and mvn are needed for Apache Kafka: apt-get install openjdk-17-jre-headless maven")
+    require(apache_available(),
+            "java and mvn are needed for Apache Kafka: apt-get install openjdk-17-jre-headless maven")
     target = _Apache(1)
     try:
         yield target
