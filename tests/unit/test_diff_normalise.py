@@ -161,7 +161,7 @@ def test_substitute_templates():
 
 
 _LEAVES = {"member_id": "m", "producer_id": 0, "producer_epoch": 0, "generation_id": 1, "member_epoch": 1,
-           "base_offset": 0, "first_offset": 0, "last_offset": 0}
+           "base_offset": 0, "first_offset": 0, "last_offset": 0, "node_id": 0, "replica_nodes": [0, 1]}
 
 
 class _AnyResponse(dict):
