@@ -209,7 +209,8 @@ def select(diffs: Sequence[Difference], only: Sequence[str] = (), ignore: Sequen
 @dataclasses.dataclass(frozen=True)
 class Explanation:
     """Why a scenario's differences are expected: the scenarios (``fnmatch`` patterns of
-    their names) and fields (patterns of difference paths) it covers, and its reason.
+    their names) and fields (patterns of difference paths, or full paths when they name
+    a list element by its key) it covers, and its reason.
     ``kind`` is ``design`` or ``kaas bug, to fix``."""
 
     id: str
@@ -223,8 +224,12 @@ class Explanation:
         return cls(d["id"], tuple(d["scenarios"]), tuple(d["paths"]), d["reason"], d.get("kind", "design"))
 
     def covers(self, scenario: str, diff: Difference) -> bool:
+        """A path with a keyed element (``api_keys[api_key=0].max_version``) is matched
+        against the difference's full path, any other against its pattern."""
         return any(fnmatch.fnmatchcase(scenario, s) for s in self.scenarios) and any(
-            matches(diff.pattern, (p, p + ".*", p + "[]*")) for p in self.paths)
+            any(fnmatch.fnmatchcase(diff.path, q.replace("[", "[[]")) for q in (p, p + ".*", p + "[*"))
+            if "=" in p
+            else matches(diff.pattern, (p, p + ".*", p + "[]*")) for p in self.paths)
 
 
 def explain(scenario: str, diffs: Sequence[Difference], explanations: Sequence[Explanation]
