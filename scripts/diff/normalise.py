@@ -5,7 +5,7 @@ A tree is dicts, lists and scalars. ``normalise`` masks, by field name:
 
 - values that differ between any two brokers (throttle times, cluster, broker and node
   ids, hosts and ports, topic and producer ids, fetch session ids, generated member ids,
-  timestamps, error messages) to a placeholder, keeping "none" values (-1, null, empty) as
+  timestamps, error messages, log dir paths, disk and partition sizes) to a placeholder, keeping "none" values (-1, null, empty) as
   they are, so that "no leader" still differs from "a leader";
 - record batches (``records``) to a summary of their headers (offsets, counts,
   attributes, sequence), without timestamps, CRC or producer id;
@@ -40,7 +40,7 @@ VOLATILE = frozenset({
     "last_timestamp", "error_message", "leader_id_and_epoch", "assignment_epoch_hint",
     "member_epoch_hint", "current_leader", "last_caught_up_timestamp", "acquired_records_start_ts",
     "metadata_epoch", "finalized_features_epoch", "error_str", "message", "last_sequence_epoch",
-    "instance_id_epoch", "leader",
+    "instance_id_epoch", "leader", "log_dir", "total_bytes", "usable_bytes", "partition_size",
 })
 """Field names whose values differ between two brokers by nature."""
 ID_LISTS = frozenset({"replica_nodes", "isr_nodes", "offline_replicas", "eligible_leader_replicas",
