@@ -25,9 +25,9 @@ def request(retention_ms: int) -> OffsetCommitRequest:
 
 
 def test_retention_time_gives_an_expiry_time_of_its_own():
-    (default,) = partition_offsets(request(-1), 1_000).values()
+    (default,) = partition_offsets(request(-1), ["t"], 1_000).values()
     assert default.timestamp == 1_000 and default.expire_timestamp == -1
-    (own,) = partition_offsets(request(60_000), 1_000).values()
+    (own,) = partition_offsets(request(60_000), ["t"], 1_000).values()
     assert own.expire_timestamp == 61_000
     assert Committed.from_json(own.to_json()) == own and Committed.from_json(default.to_json()) == default
     assert len(default.to_json()) == 4  # files without an expiry read as before
