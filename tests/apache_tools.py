@@ -18,7 +18,6 @@ import atexit
 import hashlib
 import os
 import select
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-import pytest
+from tests.tools import missing, require_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 POM = ROOT / "compat" / "tools" / "pom.xml"
@@ -63,15 +62,13 @@ class ToolResult(NamedTuple):
 
 def require(reason: str) -> None:
     """Skip with ``reason``, or fail when KAAS_REQUIRE_ALL=1."""
-    if os.environ.get("KAAS_REQUIRE_ALL") == "1":
-        pytest.fail(f"KAAS_REQUIRE_ALL=1: {reason}")
-    pytest.skip(reason)
+    missing(reason)
 
 
 def tools_classpath() -> str:
     """The classpath of kafka-tools 4.4.0, resolved by Maven once per pom content."""
-    if shutil.which("java") is None or shutil.which("mvn") is None:
-        require("java and mvn are needed to run Apache's tools (apt-get install openjdk-17-jdk maven)")
+    require_tool("java", package="openjdk-17-jdk", why="Apache's tools")
+    require_tool("mvn", package="maven", why="resolves Apache's tools")
     digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
     out = Path(tempfile.gettempdir()) / f"kaas-tools-cp-{digest}.txt"
     if not out.exists():
@@ -98,8 +95,7 @@ class Tools:
         self.runs = 0
 
     def _start(self) -> subprocess.Popen[bytes]:
-        if shutil.which("javac") is None:
-            require("a JDK (javac) is needed to launch compat/tools/ToolRunner.java (apt-get install openjdk-17-jdk)")
+        require_tool("javac", package="openjdk-17-jdk", why="launches compat/tools/ToolRunner.java")
         self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", self.classpath, str(RUNNER)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         return self.proc

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from kaas.testing.procs import ClusterProcess
+from tests.tools import missing, require_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -36,16 +36,11 @@ EXPECTED = {"TestFranzIdempotentProduceKeepsOrder", "TestFranzTransactionsCommit
 
 
 def unavailable(why: str) -> None:
-    if os.environ.get("KAAS_REQUIRE_ALL") == "1":
-        pytest.fail(f"KAAS_REQUIRE_ALL=1 and {why}")
-    pytest.skip(why)
+    missing(why)
 
 
 def go_tool() -> str:
-    go = shutil.which("go")
-    if go is None:
-        unavailable("the Go toolchain is missing (go 1.26+ for tests/go/modern)")
-    assert go is not None
+    go = require_tool("go", package="golang-go", why="go 1.26+ for tests/go/modern")
     out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, timeout=60).stdout.strip()
     m = re.match(r"go(\d+)\.(\d+)", out)
     if m is None or (int(m.group(1)), int(m.group(2))) < NEEDS:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from kaas.testing.procs import ClusterProcess
+from tests.tools import require_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -39,14 +40,8 @@ def broker_args() -> list[str]:
 
 def tools() -> tuple[str, str]:
     """``java`` and ``mvn``, or a skip (a failure under KAAS_REQUIRE_ALL=1) naming what is missing."""
-    java, mvn = shutil.which("java"), shutil.which("mvn")
-    missing = [name for name, path in (("java", java), ("mvn", mvn)) if path is None]
-    if missing:
-        why = f"{' and '.join(missing)} missing: apt-get install openjdk-17-jdk-headless maven (.ci/run installs them)"
-        if os.environ.get("KAAS_REQUIRE_ALL") == "1":
-            pytest.fail(f"KAAS_REQUIRE_ALL=1 and {why}")
-        pytest.skip(why)
-    assert java is not None and mvn is not None
+    java = require_tool("java", package="openjdk-17-jdk-headless", why=".ci/run installs it")
+    mvn = require_tool("mvn", package="maven", why=".ci/run installs it")
     return java, mvn
 
 

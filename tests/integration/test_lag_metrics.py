@@ -30,11 +30,14 @@ def lag_by_partition(samples: list[dict], name: str, group: str, topic: str) -> 
 
 
 def test_lag_on_metrics_matches_groups_describe(tmp_path):
-    mbase = free_ports(2)
-    c = ClusterProcess(tmp_path / "data", 2, supervisor_args=["--metrics-base-port", str(mbase)],
-                       extra=["--no-fsync", "--group-initial-rebalance-delay-ms", "0"], launcher="fork")
-    if mbase in c.ports or mbase + 1 in c.ports:
-        pytest.skip("port ranges collided")
+    for _attempt in range(5):  # the metrics ports and the brokers' are drawn apart: draw again on a clash
+        mbase = free_ports(2)
+        c = ClusterProcess(tmp_path / "data", 2, supervisor_args=["--metrics-base-port", str(mbase)],
+                           extra=["--no-fsync", "--group-initial-rebalance-delay-ms", "0"], launcher="fork")
+        if mbase not in c.ports and mbase + 1 not in c.ports:
+            break
+    else:
+        raise AssertionError("the metrics ports kept colliding with the brokers'")
     with c.running():
         topic, group = "lagging", "behind"
         create_topic(c.bootstrap, topic, 2)
