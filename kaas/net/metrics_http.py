@@ -169,6 +169,7 @@ class BrokerCollector:
         tk = HistogramMetricFamily("kaas_partition_takeover_seconds", "Time to open (recover) one partition.")
         tk.add_metric([], counters.TAKEOVER.cumulative(), counters.TAKEOVER.total)
         yield tk
+        yield from lag_families(parts, self.committed)
 
     def _log_cleaner(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -190,7 +191,6 @@ class BrokerCollector:
             if p.log.config.compact:
                 lag.add_metric([p.topic, str(p.index)], p.log.dirty_ratio(now)[1])
         yield lag
-        yield from lag_families(parts, self.committed)
 
     def _shares(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily

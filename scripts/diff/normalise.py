@@ -5,8 +5,9 @@ A tree is dicts, lists and scalars. ``normalise`` masks, by field name:
 
 - values that differ between any two brokers (throttle times, cluster, broker and node
   ids, hosts and ports, topic and producer ids, fetch session ids, generated member ids,
-  timestamps, error messages, log dir paths, disk and partition sizes) to a placeholder, keeping "none" values (-1, null, empty) as
-  they are, so that "no leader" still differs from "a leader";
+  timestamps, error messages, log dir paths, disk and partition sizes) to a placeholder,
+  keeping "none" values (-1, null, empty) as they are, so that "no leader" still differs
+  from "a leader";
 - record batches (``records``) to a summary of their headers (offsets, counts,
   attributes, sequence), without timestamps, CRC or producer id;
 
