@@ -18,10 +18,11 @@ from kaas.wire.build import build
 from tests.component.test_connection import open_broker_in, open_client
 
 
-def offset_commit_req(version: int, group: str, generation: int) -> object:
+def offset_commit_req(version: int, group: str, generation: int, topic_id: object = None) -> object:
+    """(``topic_id``: the topic's id, which v10+ name it by.)"""
     return build(codec.request_class(offset_commit.API_KEY, version), {
         "group_id": group, "generation_id_or_member_epoch": generation, "member_id": "m1" if generation >= 0 else "",
-        "group_instance_id": None, "retention_time": -1, "topics": [{"name": "t", "partitions": [
+        "group_instance_id": None, "retention_time": -1, "topics": [{"name": "t", "topic_id": topic_id, "partitions": [
             {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
 
 
@@ -37,18 +38,20 @@ def txn_offset_commit_req(version: int, group: str, generation: int, pid: int, e
 async def test_offset_commit_with_a_generation_to_no_group(shm_path, thread_safe_autojump_clock, version):
     async with open_broker_in(shm_path, clock=TrioClock(thread_safe_autojump_clock)) as (broker, nursery), \
             open_client(broker, nursery) as client:
-        broker.topics.create("t", 1)
+        meta = broker.topics.create("t", 1)
+        assert meta is not None
+        tid = meta.topic_id
         for generation in (0, 3):
-            r = await client.call(offset_commit_req(version, "nobody", generation))
+            r = await client.call(offset_commit_req(version, "nobody", generation, tid))
             want = E.group_id_not_found if version >= 9 else E.illegal_generation
             assert r.topics[0].partitions[0].error_code == want
             assert "nobody" not in broker.groups.groups and not broker.groups.store.path("nobody").exists()
         # a read of the group (which may keep an empty group in memory) does not make it one
         broker.groups._entry("nobody")
-        r = await client.call(offset_commit_req(version, "nobody", 1))
+        r = await client.call(offset_commit_req(version, "nobody", 1, tid))
         assert r.topics[0].partitions[0].error_code == (E.group_id_not_found if version >= 9 else E.illegal_generation)
         # a negative generation makes a simple group, and commits
-        r = await client.call(offset_commit_req(version, "simple", -1))
+        r = await client.call(offset_commit_req(version, "simple", -1, tid))
         assert r.topics[0].partitions[0].error_code == E.none
         assert broker.groups.store.path("simple").exists()
         await trio.lowlevel.checkpoint()
@@ -57,7 +60,8 @@ async def test_offset_commit_with_a_generation_to_no_group(shm_path, thread_safe
 @pytest.mark.parametrize("version", range(3, txn_offset_commit.VERSIONS[1] + 1))
 async def test_txn_offset_commit_with_a_generation_to_no_group(shm_path, thread_safe_autojump_clock, version):
     """TxnOffsetCommit v3+ carries a generation: >= 0 to no group is ILLEGAL_GENERATION
-    below v6 (GROUP_ID_NOT_FOUND from v6, which kaas does not serve yet)."""
+    below v6 (GROUP_ID_NOT_FOUND from v6, which kaas does not serve yet). Before the group
+    is added to the transaction: INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v4."""
     async with open_broker_in(shm_path, clock=TrioClock(thread_safe_autojump_clock)) as (broker, nursery), \
             open_client(broker, nursery) as client:
         broker.topics.create("t", 1)
@@ -66,7 +70,8 @@ async def test_txn_offset_commit_with_a_generation_to_no_group(shm_path, thread_
             "transactional_id": "x", "transaction_timeout": 60_000, "producer_id": -1, "producer_epoch": -1}))
         assert init.error_code == E.none
         unadded = await client.call(txn_offset_commit_req(version, "nobody", 2, init.producer_id, init.producer_epoch))
-        assert unadded.topics[0].partitions[0].error_code == E.invalid_txn_state  # KIP-890, as Apache
+        assert unadded.topics[0].partitions[0].error_code == (  # KIP-890, as Apache (make diff)
+            E.transaction_abortable if version >= txn_offset_commit.ABORTABLE_FROM else E.invalid_txn_state)
         added = await client.call(build(codec.request_class(25, 3), {
             "transactional_id": "x", "producer_id": init.producer_id, "producer_epoch": init.producer_epoch,
             "group_id": "nobody"}))
