@@ -8,7 +8,9 @@ the dead is otherwise given partitions only after ``membership.placeable``'s hol
 answer comes once the assignment names the elected leader, bounded by the request's
 timeout (REQUEST_TIMED_OUT past it; the election still completes). As in Apache: ALTER on
 the cluster is needed; an unknown topic or partition answers UNKNOWN_TOPIC_OR_PARTITION;
-asked for every partition (null topics), only those whose election was needed are listed.
+asked for every partition (null topics), every topic is listed with only those of its
+partitions whose election was needed. An election type other than 0 and 1 answers
+INVALID_REQUEST (and each partition's refusal).
 """
 
 from __future__ import annotations
@@ -102,9 +104,9 @@ async def handle(ctx: Context, req: ElectLeadersRequest) -> dict[str, object] | 
             if d.error == elections.ELECT and broker.served_leader(topic, p)[0] != d.leader:
                 code, message = ErrorCode.request_timed_out, f"broker {d.leader} elected; not yet leading"
             rows.append({"partition_id": p, "error_code": code, "error_message": message})
-        if rows:
-            results.append({"topic": topic, "partition_result": rows})
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "replica_election_results": results}
+        results.append({"topic": topic, "partition_result": rows})
+    code = ErrorCode.none if election_type in (elections.PREFERRED, elections.UNCLEAN) else ErrorCode.invalid_request
+    return {"throttle_time": 0, "error_code": code, "replica_election_results": results}
 
 
 __all__ = ["API_KEY", "VERSIONS", "handle"]

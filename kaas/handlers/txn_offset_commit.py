@@ -7,7 +7,8 @@ replaced producer answers INVALID_PRODUCER_EPOCH (47) (librdkafka treats 90 here
 abortable); a transaction that is not Ongoing with the group added by AddOffsetsToTxn
 answers INVALID_TXN_STATE (48) and stages nothing.
 
-v4 only allows the answer TRANSACTION_ABORTABLE (KIP-890 part 1). v5 is transaction.version
+v4 only allows the answer TRANSACTION_ABORTABLE (KIP-890 part 1): from v4 a transaction
+that is not Ongoing with the group added answers TRANSACTION_ABORTABLE (90), as Apache's does. v5 is transaction.version
 2 (the request also adds the group's offsets partition to the transaction, as
 AddOffsetsToTxn does); Apache's client sends v5+ only when transaction.version 2 is
 finalized, which kaas does not do (version 1 only). v6 (topic ids) is beyond kio 0.6.5."""
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 API_KEY = 28
 VERSIONS = (0, 4)
+ABORTABLE_FROM = 4  # the first version told TRANSACTION_ABORTABLE instead of INVALID_TXN_STATE
 
 
 def _everywhere(req: TxnOffsetCommitRequest, code: ErrorCode) -> dict[str, object]:
@@ -69,6 +71,8 @@ async def handle(ctx: Context, req: TxnOffsetCommitRequest) -> dict[str, object]
     elif broker.txn is not None:
         code = await broker.txn.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch,
                                                        req.group_id)
+        if code == ErrorCode.invalid_txn_state and ctx.api_version >= ABORTABLE_FROM:
+            code = ErrorCode.transaction_abortable
     if code == ErrorCode.none and offsets:
         try:
             code = await broker.groups.txn_commit(

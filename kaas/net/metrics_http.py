@@ -170,6 +170,7 @@ class BrokerCollector:
         tk = HistogramMetricFamily("kaas_partition_takeover_seconds", "Time to open (recover) one partition.")
         tk.add_metric([], counters.TAKEOVER.cumulative(), counters.TAKEOVER.total)
         yield tk
+        yield from lag_families(parts, self.committed)
 
     def _log_cleaner(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily

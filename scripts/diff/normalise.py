@@ -5,8 +5,9 @@ A tree is dicts, lists and scalars. ``normalise`` masks, by field name:
 
 - values that differ between any two brokers (throttle times, cluster, broker and node
   ids, hosts and ports, topic and producer ids, fetch session ids, generated member ids,
-  timestamps, error messages) to a placeholder, keeping "none" values (-1, null, empty) as
-  they are, so that "no leader" still differs from "a leader";
+  timestamps, error messages, log dir paths, disk and partition sizes) to a placeholder,
+  keeping "none" values (-1, null, empty) as they are, so that "no leader" still differs
+  from "a leader";
 - record batches (``records``) to a summary of their headers (offsets, counts,
   attributes, sequence), without timestamps, CRC or producer id;
 
@@ -40,7 +41,7 @@ VOLATILE = frozenset({
     "last_timestamp", "error_message", "leader_id_and_epoch", "assignment_epoch_hint",
     "member_epoch_hint", "current_leader", "last_caught_up_timestamp", "acquired_records_start_ts",
     "metadata_epoch", "finalized_features_epoch", "error_str", "message", "last_sequence_epoch",
-    "instance_id_epoch", "leader",
+    "instance_id_epoch", "leader", "log_dir", "total_bytes", "usable_bytes", "partition_size",
 })
 """Field names whose values differ between two brokers by nature."""
 ID_LISTS = frozenset({"replica_nodes", "isr_nodes", "offline_replicas", "eligible_leader_replicas",
@@ -209,7 +210,8 @@ def select(diffs: Sequence[Difference], only: Sequence[str] = (), ignore: Sequen
 @dataclasses.dataclass(frozen=True)
 class Explanation:
     """Why a scenario's differences are expected: the scenarios (``fnmatch`` patterns of
-    their names) and fields (patterns of difference paths) it covers, and its reason.
+    their names) and fields (patterns of difference paths, or full paths when they name
+    a list element by its key) it covers, and its reason.
     ``kind`` is ``design`` or ``kaas bug, to fix``."""
 
     id: str
@@ -223,8 +225,12 @@ class Explanation:
         return cls(d["id"], tuple(d["scenarios"]), tuple(d["paths"]), d["reason"], d.get("kind", "design"))
 
     def covers(self, scenario: str, diff: Difference) -> bool:
+        """A path with a keyed element (``api_keys[api_key=0].max_version``) is matched
+        against the difference's full path, any other against its pattern."""
         return any(fnmatch.fnmatchcase(scenario, s) for s in self.scenarios) and any(
-            matches(diff.pattern, (p, p + ".*", p + "[]*")) for p in self.paths)
+            any(fnmatch.fnmatchcase(diff.path, q.replace("[", "[[]")) for q in (p, p + ".*", p + "[*"))
+            if "=" in p
+            else matches(diff.pattern, (p, p + ".*", p + "[]*")) for p in self.paths)
 
 
 def explain(scenario: str, diffs: Sequence[Difference], explanations: Sequence[Explanation]

@@ -137,6 +137,12 @@ def test_elect_leaders_preferred_and_unclean(placement):
             (topic, 9): ErrorCode.unknown_topic_or_partition}
     assert _elect(placement.ports[0], 1, [(topic, [0])]) == {(topic, 0): ErrorCode.election_not_needed}
     assert _elect(placement.ports[0], 0, None) == {}  # every partition: only those needing one are listed
+    with WireClient("127.0.0.1", placement.ports[0], timeout=20) as wc:  # ... under every topic, as Apache's
+        every = wc.call(ELECT_LEADERS, 2, {"election_type": 0, "timeout": 10000, "topic_partitions": None})
+        bad = wc.call(ELECT_LEADERS, 2, {"election_type": 7, "timeout": 10000,
+                                         "topic_partitions": [{"topic": topic, "partitions": [0]}]})
+    assert {(t.topic, t.partition_result) for t in every.replica_election_results} >= {(topic, ()), ("elect-ring", ())}
+    assert bad.error_code == ErrorCode.invalid_request  # an unknown election type
     # librdkafka's admin client: an election not needed is its error per partition
     from confluent_kafka import ElectionType
 

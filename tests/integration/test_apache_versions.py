@@ -301,3 +301,24 @@ def test_add_partitions_to_txn_v4_v5_broker_form(vbroker):
             pid, epoch = pids[txn_id]
             assert wc.call(END_TXN, 4, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
                                         "committed": False}).error_code == 0
+
+
+def test_txn_offset_commit_outside_the_transaction_is_abortable_from_v4(vbroker):
+    """TxnOffsetCommit for a group not added by AddOffsetsToTxn: INVALID_TXN_STATE up to v3,
+    TRANSACTION_ABORTABLE from v4 (KIP-890 part 1), as Apache 4.4 answers (make diff)."""
+    topic, txn_id = uniq("toc4"), uniq("toc4-t")
+    create_topic(vbroker.bootstrap, topic, 1)
+    with _wc(vbroker) as wc:
+        ip = wc.call(INIT_PRODUCER_ID, 5, {"transactional_id": txn_id, "transaction_timeout": 60000,
+                                           "producer_id": -1, "producer_epoch": -1})
+
+        def commit(version: int) -> ErrorCode:
+            r = wc.call(TXN_OFFSET_COMMIT, version, {
+                "transactional_id": txn_id, "group_id": uniq("toc4-g"), "producer_id": ip.producer_id,
+                "producer_epoch": ip.producer_epoch, "generation_id": -1, "member_id": "",
+                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                           "committed_leader_epoch": -1}]}]})
+            return r.topics[0].partitions[0].error_code
+
+        assert [commit(v) for v in (0, 3, 4)] == [ErrorCode.invalid_txn_state, ErrorCode.invalid_txn_state,
+                                                  ErrorCode.transaction_abortable]

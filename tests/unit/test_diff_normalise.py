@@ -112,6 +112,14 @@ def test_select_only_and_ignore():
     assert select(diffs, ignore=["*"]) == []
 
 
+def test_explain_by_keyed_full_path():
+    e = Explanation("x", ("*",), ("api_keys[api_key=0].max_version", "features[name=a.*]"), "because")
+    produce = Difference("api_keys[api_key=0].max_version", 13, 11)
+    fetch = Difference("api_keys[api_key=1].max_version", 18, 17)
+    feature = Difference("features[name=a.version].max_version", 2, 1)
+    assert explain("s@v3", [produce, fetch, feature], [e]) == ([(produce, e), (feature, e)], [fetch])
+
+
 def test_explain_by_scenario_and_path():
     e = Explanation("x", ("fam/name@*",), ("topics[].error_code",), "because")
     d = Difference("topics[name=t].error_code", 1, 2)
@@ -161,7 +169,7 @@ def test_substitute_templates():
 
 
 _LEAVES = {"member_id": "m", "producer_id": 0, "producer_epoch": 0, "generation_id": 1, "member_epoch": 1,
-           "base_offset": 0, "first_offset": 0, "last_offset": 0}
+           "base_offset": 0, "first_offset": 0, "last_offset": 0, "node_id": 0, "replica_nodes": [0, 1]}
 
 
 class _AnyResponse(dict):
