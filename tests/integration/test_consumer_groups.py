@@ -317,9 +317,16 @@ def test_bad_input_gets_apaches_errors_and_the_group_keeps_serving(kbroker):
         r = heartbeat(addr, group, member_id="wide", subscribed_topic_names=many, topic_partitions=[])
         assert (r.error_code, r.assignment.topic_partitions) == (E.none, ())  # accepted, as Apache: none exist
         assert heartbeat(addr, group, member_id="wide", member_epoch=-1).error_code == E.none
-        # a TxnOffsetCommit from a stale member epoch is fenced
+        # a TxnOffsetCommit from a stale member epoch is fenced (inside a transaction that added
+        # the group: one that did not is INVALID_TXN_STATE first, KIP-890 verification)
         with wire(addr) as w:
-            r = w.call(28, 3, {"transactional_id": "t", "group_id": group, "producer_id": 1, "producer_epoch": 0,
+            init = w.call(22, 4, {"transactional_id": "t", "transaction_timeout": 60_000, "producer_id": -1,
+                                  "producer_epoch": -1})
+            assert init.error_code == E.none
+            pid, epoch = init.producer_id, init.producer_epoch
+            assert w.call(25, 3, {"transactional_id": "t", "producer_id": pid, "producer_epoch": epoch,
+                                  "group_id": group}).error_code == E.none
+            r = w.call(28, 3, {"transactional_id": "t", "group_id": group, "producer_id": pid, "producer_epoch": epoch,
                                "generation_id": member.member_epoch - 1, "member_id": member.member_id,
                                "group_instance_id": None, "topics": [{"name": topic, "partitions": [
                                    {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,

@@ -205,7 +205,8 @@ def test_topic_admin_on_a_failing_disk_answers_storage_error(disk_broker):
         pr = wc.call(0, 9, {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
             {"name": uniq("auto-produce"), "partition_data": [
                 {"index": 0, "records": build_batch(records=[(None, b"v")])}]}]})
-        assert pr.responses[0].partition_responses[0].error_code == ErrorCode.kafka_storage_error
+        # only Metadata creates topics (as Apache): a Produce to a missing one writes no file
+        assert pr.responses[0].partition_responses[0].error_code == ErrorCode.unknown_topic_or_partition
         r = wc.call(37, 0, {"topics": [{"name": existing, "count": 3, "assignments": None}],
                             "timeout": 5000, "validate_only": False})
         assert r.results[0].error_code == ErrorCode.kafka_storage_error
@@ -220,7 +221,7 @@ def test_topic_admin_on_a_failing_disk_answers_storage_error(disk_broker):
         r = wc.call(37, 0, {"topics": [{"name": existing, "count": 3, "assignments": None}],
                             "timeout": 5000, "validate_only": False})
         assert r.results[0].error_code == ErrorCode.none
-    assert _count(b, "topic_write_failed") >= 5
+    assert _count(b, "topic_write_failed") >= 4  # CreateTopics, Metadata, CreatePartitions, AlterConfigs
 
 
 # ----------------------------------------------------------------------------- heartbeat

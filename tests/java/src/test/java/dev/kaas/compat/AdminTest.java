@@ -479,26 +479,11 @@ class AdminTest {
     String t = createTopic(admin, unique("adm-unsupported"), 1);
     TopicPartition tp = new TopicPartition(t, 0);
     Map<String, Executable> calls = new java.util.LinkedHashMap<>();
-    calls.put("describeLogDirs", () -> admin.describeLogDirs(List.of(0)).allDescriptions().get());
-    calls.put("electLeaders", () -> admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, Set.of(tp)).all().get());
-    calls.put("listPartitionReassignments", () -> admin.listPartitionReassignments().reassignments().get());
-    calls.put("describeClientQuotas", () -> admin.describeClientQuotas(
-        org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get());
     calls.put("describeMetadataQuorum", () -> admin.describeMetadataQuorum().quorumInfo().get());
     calls.put("describeDelegationToken", () -> admin.describeDelegationToken().delegationTokens().get());
     calls.put("createDelegationToken", () -> admin.createDelegationToken().delegationToken().get());
-    calls.put("alterPartitionReassignments", () -> admin.alterPartitionReassignments(
-        Map.of(tp, Optional.of(new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(1))))).all().get());
-    calls.put("describeReplicaLogDirs", () -> admin.describeReplicaLogDirs(
-        List.of(new org.apache.kafka.common.TopicPartitionReplica(t, 0, 0))).all().get());
     calls.put("alterReplicaLogDirs", () -> admin.alterReplicaLogDirs(
         Map.of(new org.apache.kafka.common.TopicPartitionReplica(t, 0, 0), "/nowhere")).all().get());
-    calls.put("alterClientQuotas", () -> admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(
-        new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("user", "u")),
-        List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 1000.0))))).all().get());
-    calls.put("updateFeatures", () -> admin.updateFeatures(Map.of("transaction.version",
-        new org.apache.kafka.clients.admin.FeatureUpdate((short) 2, org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.UPGRADE)),
-        new org.apache.kafka.clients.admin.UpdateFeaturesOptions()).all().get());
     calls.put("listConfigResources", () -> admin.listConfigResources().all().get());
     calls.put("describeStreamsGroups", () -> admin.describeStreamsGroups(List.of("sg")).all().get());
     calls.put("unregisterBroker", () -> admin.unregisterBroker(7).all().get());
@@ -516,5 +501,37 @@ class AdminTest {
       }
     }
     assertEquals(Map.of(), wrong, "methods that did not fail as unsupported");
+  }
+
+  /** Admin methods of the placement, quota and feature APIs kaas serves: each answers as Apache's would. */
+  @Test
+  void placementQuotaAndFeatureMethodsAnswerAsApache() throws Exception {
+    String t = createTopic(admin, unique("adm-served"), 1);
+    TopicPartition tp = new TopicPartition(t, 0);
+    var dirs = admin.describeLogDirs(List.of(0, 1, 2)).allDescriptions().get();
+    assertEquals(Set.of(0, 1, 2), dirs.keySet(), "every broker describes its log dir");
+    long holders = dirs.values().stream().filter(m -> m.values().stream()
+        .anyMatch(d -> d.replicaInfos().containsKey(tp))).count();
+    assertEquals(1, holders, "the partition is listed once, by its leader");
+    var replica = admin.describeReplicaLogDirs(List.of(new org.apache.kafka.common.TopicPartitionReplica(t, 0, 0)))
+        .all().get();
+    assertEquals(1, replica.size());
+    ExecutionException notNeeded = assertThrows(ExecutionException.class, () -> admin.electLeaders(
+        org.apache.kafka.common.ElectionType.PREFERRED, Set.of(tp)).all().get());
+    assertTrue(notNeeded.getCause() instanceof org.apache.kafka.common.errors.ElectionNotNeededException,
+        String.valueOf(notNeeded.getCause()));
+    admin.alterPartitionReassignments(Map.of(tp, Optional.of(
+        new org.apache.kafka.clients.admin.NewPartitionReassignment(List.of(1))))).all().get();
+    admin.listPartitionReassignments().reassignments().get();
+    var entity = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of("user", unique("u")));
+    admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity,
+        List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 1000.0))))).all().get();
+    admin.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get();
+    ExecutionException refused = assertThrows(ExecutionException.class, () -> admin.updateFeatures(
+        Map.of("transaction.version", new org.apache.kafka.clients.admin.FeatureUpdate((short) 2,
+            org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.UPGRADE)),
+        new org.apache.kafka.clients.admin.UpdateFeaturesOptions()).all().get());
+    assertTrue(refused.getCause() instanceof org.apache.kafka.common.errors.InvalidUpdateVersionException,
+        String.valueOf(refused.getCause()));
   }
 }
