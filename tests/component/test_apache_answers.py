@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 
+import trio
 from kio.schema.errors import ErrorCode as E
 
 from kaas.clock import TrioClock
@@ -117,6 +118,8 @@ async def test_read_share_state_of_a_partition_never_initialised(shm_path, threa
             open_client(broker, nursery) as client:
         broker.topics.create("t", 1)
         topic_id = broker.topics.get("t").topic_id
+        while not broker.admin.serves_topic("t", 1):  # the partition's leader answers for its share state
+            await trio.sleep(0.01)
         r = await client.call(req(84, 0, {"group_id": "sg", "topics": [
             {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}))
         p = r.results[0].partitions[0]

@@ -70,31 +70,11 @@ import org.apache.kafka.common.resource.PatternType;
 import org.apache.kafka.common.resource.ResourcePattern;
 import org.apache.kafka.common.resource.ResourcePatternFilter;
 import org.apache.kafka.common.resource.ResourceType;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.function.Executable;
 
 /** Admin methods of Kafka 4.4 that map to APIs kaas serves, and what it answers for the rest. */
-@ExtendWith(WithKaas.class)
-@Timeout(value = 120, unit = TimeUnit.SECONDS)
-class AdminTest {
-  static KaasCluster kaas;
-  static Admin admin;
-
-  @BeforeAll
-  static void setUp(KaasCluster c) {
-    kaas = c;
-    admin = c.admin();
-  }
-
-  @AfterAll
-  static void tearDown() {
-    admin.close();
-  }
-
+class AdminTest extends OnKaas {
   static <T> T get(org.apache.kafka.common.KafkaFuture<T> f) throws Exception {
     return f.get(30, TimeUnit.SECONDS);
   }

@@ -19,7 +19,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
-import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -27,34 +26,12 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.TopicPartition;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** Client-side assignors (classic), server-side assignors (consumer), and online migration. */
-@ExtendWith(WithKaas.class)
-@Timeout(value = 120, unit = TimeUnit.SECONDS)
-class AssignorMigrationTest {
-  static KaasCluster kaas;
-  static Admin admin;
-
-  @BeforeAll
-  static void setUp(KaasCluster c) {
-    kaas = c;
-    admin = c.admin();
-    ConsumerGroupTest.kaas = c;
-    ConsumerGroupTest.admin = admin;
-  }
-
-  @AfterAll
-  static void tearDown() {
-    admin.close();
-  }
-
+class AssignorMigrationTest extends OnKaas {
   static Set<TopicPartition> both(String a, String b, int n) {
     Set<TopicPartition> s = new HashSet<>(partitions(a, n));
     s.addAll(partitions(b, n));

@@ -24,7 +24,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
-import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -39,31 +38,11 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.TopicPartition;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /** KafkaConsumer in a group, each test with group.protocol=classic and =consumer (KIP-848). */
-@ExtendWith(WithKaas.class)
-@Timeout(value = 120, unit = TimeUnit.SECONDS)
-class ConsumerGroupTest {
-  static KaasCluster kaas;
-  static Admin admin;
-
-  @BeforeAll
-  static void setUp(KaasCluster c) {
-    kaas = c;
-    admin = c.admin();
-  }
-
-  @AfterAll
-  static void tearDown() {
-    admin.close();
-  }
-
+class ConsumerGroupTest extends OnKaas {
   /** A group consumer of {@code protocol}; the classic one with a short session. */
   static KafkaConsumer<String, String> member(String protocol, String group, Object... kv) {
     List<Object> all = new ArrayList<>(List.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol));

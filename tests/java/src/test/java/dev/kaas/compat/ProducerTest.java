@@ -15,9 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
-import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -26,31 +24,11 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.record.TimestampType;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-@ExtendWith(WithKaas.class)
-@Timeout(value = 120, unit = TimeUnit.SECONDS)
-class ProducerTest {
-  static KaasCluster kaas;
-  static Admin admin;
-
-  @BeforeAll
-  static void setUp(KaasCluster c) {
-    kaas = c;
-    admin = c.admin();
-  }
-
-  @AfterAll
-  static void tearDown() {
-    admin.close();
-  }
-
+class ProducerTest extends OnKaas {
   /** Every record of {@code topic}-0 from offset 0, read_uncommitted. */
   static List<ConsumerRecord<String, String>> readAll(String topic, int expected) {
     try (KafkaConsumer<String, String> k = consumer(kaas, null)) {

@@ -20,7 +20,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
-import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
@@ -32,31 +31,11 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.extension.ExtendWith;
 
 /** KafkaShareConsumer (KIP-932) in share groups. */
-@ExtendWith(WithKaas.class)
-@Timeout(value = 120, unit = TimeUnit.SECONDS)
-class ShareConsumerTest {
-  static KaasCluster kaas;
-  static Admin admin;
-
-  @BeforeAll
-  static void setUp(KaasCluster c) {
-    kaas = c;
-    admin = c.admin();
-  }
-
-  @AfterAll
-  static void tearDown() {
-    admin.close();
-  }
-
+class ShareConsumerTest extends OnKaas {
   /** A share group reading from the earliest offset, with more group configs. */
   static String shareGroup(String prefix, String... configs) throws Exception {
     String group = unique(prefix);

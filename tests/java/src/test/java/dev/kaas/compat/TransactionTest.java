@@ -18,7 +18,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
-import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.TransactionState;
@@ -33,29 +32,9 @@ import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.extension.ExtendWith;
 
-@ExtendWith(WithKaas.class)
-@Timeout(value = 120, unit = TimeUnit.SECONDS)
-class TransactionTest {
-  static KaasCluster kaas;
-  static Admin admin;
-
-  @BeforeAll
-  static void setUp(KaasCluster c) {
-    kaas = c;
-    admin = c.admin();
-  }
-
-  @AfterAll
-  static void tearDown() {
-    admin.close();
-  }
-
+class TransactionTest extends OnKaas {
   static KafkaProducer<String, String> txProducer(String tid, Object... kv) {
     Object[] base = {ProducerConfig.TRANSACTIONAL_ID_CONFIG, tid, ProducerConfig.ACKS_CONFIG, "all"};
     Object[] all = new Object[base.length + kv.length];
