@@ -19,8 +19,26 @@ func TestKafkaGoWriterAndGroupReader(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = kafka.Message{Key: []byte(strconv.Itoa(i)), Value: []byte("v" + strconv.Itoa(i))}
 	}
-	if err := w.WriteMessages(ctx, msgs...); err != nil {
-		t.Fatal(err)
+	// a broker's view of a new topic's leaders can lag its creation by one poll: kafka-go's
+	// writer does not retry "no leader", so the messages that failed are written again
+	pending := msgs
+	for attempt := 0; len(pending) > 0; attempt++ {
+		err := w.WriteMessages(ctx, pending...)
+		if err == nil {
+			break
+		}
+		werrs, ok := err.(kafka.WriteErrors)
+		if !ok || attempt >= 20 {
+			t.Fatal(err)
+		}
+		var again []kafka.Message
+		for i, e := range werrs {
+			if e != nil {
+				again = append(again, pending[i])
+			}
+		}
+		pending = again
+		time.Sleep(200 * time.Millisecond)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
