@@ -53,11 +53,15 @@ def share_consumer(bootstrap: str, group: str, topic: str, **extra: str) -> Shar
     return c
 
 
-def produce(bootstrap: str, topic: str, n: int) -> list[bytes]:
+def produce(bootstrap: str, topic: str, n: int, partitions: int = 0) -> list[bytes]:
+    """``n`` records, keyless (the sticky partitioner's choice), or spread over ``partitions``."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     values = [f"v{i}".encode() for i in range(n)]
-    for v in values:
-        p.produce(topic, v)
+    for i, v in enumerate(values):
+        if partitions:
+            p.produce(topic, v, partition=i % partitions)
+        else:
+            p.produce(topic, v)
     assert p.flush(15) == 0
     return values
 
@@ -268,7 +272,7 @@ def test_a_lost_heartbeat_answer_keeps_the_members_epoch_and_assignment(sbroker)
         assert sorted(len(m.assignment.topic_partitions[0].partitions) for m in d.members) == [1, 1]
         assert ma.member_id not in "".join(line for line in log.read_text().splitlines()
                                            if "share_heartbeat_refused" in line), "never fenced"
-        more = produce(bs, topic, 40)
+        more = produce(bs, topic, 40, partitions=2)  # both members' partitions get records
         got = drain([a, b], len(more))
         assert sorted(got[0] + got[1]) == sorted(more) and got[0], "a goes on consuming"
     finally:
