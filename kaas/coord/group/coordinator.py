@@ -11,7 +11,6 @@ NOT_COORDINATOR otherwise.
 from __future__ import annotations
 
 import itertools
-import struct
 from collections.abc import Hashable, Iterable
 
 import structlog
@@ -28,6 +27,7 @@ from kaas.domain import group as dgroup
 from kaas.domain.group import Effect, Group, GroupDescription, GroupState, JoinReply, LeaveResult, SyncReply
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
+from kaas.wire import consumer_protocol as cp
 
 log = structlog.get_logger()
 
@@ -559,7 +559,7 @@ class GroupCoordinator:
         if e.consumer is not None:
             subscribed = e.consumer.subscribed_topics()
         elif e.group.state is not GroupState.EMPTY:
-            subscribed = self._subscribed_topics(e.group)
+            subscribed = subscribed_topics(e.group)
         results: dict[tuple[str, int], ErrorCode] = {}
         async with e.lock:
             new = (await self._offsets(e)).copy()
@@ -575,15 +575,12 @@ class GroupCoordinator:
                 await self._save(e, new)
         return ErrorCode.none, results
 
-    @staticmethod
-    def _subscribed_topics(group: Group) -> set[str]:
-        topics: set[str] = set()
-        if group.protocol_type != "consumer":
-            return topics
-        for m in group.members.values():
-            meta = m.metadata_for(group.protocol_name)
-            topics.update(_subscription_topics(meta))
-        return topics
+
+def subscribed_topics(group: Group) -> set[str]:
+    """The topics a classic consumer group's members subscribe to (none for other types)."""
+    if group.protocol_type != "consumer":
+        return set()
+    return {t for m in group.members.values() for t in _subscription_topics(m.metadata_for(group.protocol_name))}
 
 
 def _is_share(e: _Entry | None) -> bool:
@@ -592,18 +589,10 @@ def _is_share(e: _Entry | None) -> bool:
     return e is not None and (e.share is not None or e.share_error is not None)
 
 
-def _subscription_topics(meta: bytes) -> list[str]:
-    """Topics of a consumer protocol subscription (version i16, topics array of i16 strings)."""
+
+def _subscription_topics(meta: bytes) -> tuple[str, ...]:
+    """Topics of a consumer protocol subscription (none when it does not parse)."""
     try:
-        pos = 2
-        (n,) = struct.unpack_from(">i", meta, pos)
-        pos += 4
-        out = []
-        for _ in range(max(n, 0)):
-            (ln,) = struct.unpack_from(">h", meta, pos)
-            pos += 2
-            out.append(meta[pos:pos + ln].decode())
-            pos += ln
-        return out
-    except (struct.error, UnicodeDecodeError):
-        return []
+        return cp.decode_subscription(meta).topics
+    except cp.MalformedProtocol:
+        return ()

@@ -65,9 +65,9 @@ def view_of(e: GroupEntry) -> GroupView | None:
     g = e.group
     subscribed: frozenset[str] = frozenset()
     if g.state is GroupState.STABLE and g.protocol_type == "consumer":
-        from kaas.coord.group.coordinator import GroupCoordinator
+        from kaas.coord.group.coordinator import subscribed_topics
 
-        subscribed = frozenset(GroupCoordinator._subscribed_topics(g))
+        subscribed = frozenset(subscribed_topics(g))
     since = g.state_since_ms if g.state is GroupState.EMPTY else None
     return GroupView(offset_expiry.CLASSIC, g.state.value, g.protocol_type, since, subscribed)
 
