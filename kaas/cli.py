@@ -114,14 +114,22 @@ _GROUP_OPTIONS: tuple[tuple[str, str], ...] = (
                                           "share.heartbeat.interval.ms wins"),
     ("group_share_min_heartbeat_interval_ms", "The smallest share.heartbeat.interval.ms a group may set"),
     ("group_share_max_heartbeat_interval_ms", "The largest share.heartbeat.interval.ms a group may set"),
-    ("group_share_record_lock_duration_ms", "How long a share consumer holds an acquired record (1000..60000); "
+    ("group_share_record_lock_duration_ms", "How long a share consumer holds an acquired record (1000..3600000); "
                                             "a group's share.record.lock.duration.ms wins"),
     ("group_share_min_record_lock_duration_ms", "The smallest share.record.lock.duration.ms a group may set "
                                                 "(1000..30000)"),
     ("group_share_max_record_lock_duration_ms", "The largest share.record.lock.duration.ms a group may set "
                                                 "(30000..3600000)"),
-    ("group_share_delivery_count_limit", "Deliveries of a record to a share group before it is archived (2..10)"),
-    ("group_share_partition_max_record_locks", "Records a share-partition may have acquired at once (100..10000)"),
+    ("group_share_delivery_count_limit", "Deliveries of a record to a share group before it is archived (2..10); "
+     "a group's share.delivery.count.limit wins"),
+    ("group_share_min_delivery_count_limit", "The smallest share.delivery.count.limit a group may set (2..5)"),
+    ("group_share_max_delivery_count_limit", "The largest share.delivery.count.limit a group may set (5..25)"),
+    ("group_share_partition_max_record_locks", "Records a share-partition may have acquired at once (100..10000); "
+     "a group's share.partition.max.record.locks wins"),
+    ("group_share_min_partition_max_record_locks", "The smallest share.partition.max.record.locks a group may set "
+     "(100..2000)"),
+    ("group_share_max_partition_max_record_locks", "The largest share.partition.max.record.locks a group may set "
+     "(2000..10000)"),
     ("group_share_max_size", "The most members a share group may have (1..1000)"),
 )
 

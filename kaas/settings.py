@@ -71,7 +71,7 @@ class Settings:
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     group_consumer_migration_policy: str = "bidirectional"  # bidirectional|upgrade|downgrade|disabled
     group_consumer_max_size: int = 2**31 - 1
-    # KIP-932 share groups (Kafka 4.2's defaults)
+    # KIP-932 share groups (Kafka 4.4's defaults)
     group_share_session_timeout_ms: int = 45_000
     group_share_min_session_timeout_ms: int = 45_000
     group_share_max_session_timeout_ms: int = 60_000
@@ -82,7 +82,11 @@ class Settings:
     group_share_min_record_lock_duration_ms: int = 15_000
     group_share_max_record_lock_duration_ms: int = 60_000
     group_share_delivery_count_limit: int = 5
+    group_share_min_delivery_count_limit: int = 2
+    group_share_max_delivery_count_limit: int = 10
     group_share_partition_max_record_locks: int = 2_000
+    group_share_min_partition_max_record_locks: int = 100
+    group_share_max_partition_max_record_locks: int = 4_000
     group_share_max_size: int = 200
     log_json: bool = False
     log_level: str = "info"

@@ -1,4 +1,4 @@
-"""Group configs (KIP-848, KIP-932): the keys Apache Kafka 4.2 takes on a GROUP config
+"""Group configs (KIP-848, KIP-932): the keys Apache Kafka 4.4 takes on a GROUP config
 resource, their validation against the broker's ``group.consumer.*`` / ``group.share.*``
 settings, and the values a group runs with (``effective``); plus Apache's checks of those
 broker settings themselves (``settings_problem``).
@@ -53,9 +53,11 @@ class GroupConfig:
     share_session_timeout_ms: int
     share_heartbeat_interval_ms: int
     share_record_lock_duration_ms: int
-    share_delivery_count_limit: int  # the broker's group.share.delivery.count.limit (no group key in 4.2)
+    share_delivery_count_limit: int
+    share_partition_max_record_locks: int
     share_auto_offset_reset: str  # "latest" | "earliest" | "by_duration:PT..." (reset_duration_ms)
     share_isolation_level: str  # "read_uncommitted" | "read_committed"
+    share_renew_acknowledge_enable: bool
 
 
 class GroupSettings(Protocol):
@@ -103,6 +105,14 @@ class GroupSettings(Protocol):
     def group_share_partition_max_record_locks(self) -> int: ...
     @property
     def group_share_max_size(self) -> int: ...
+    @property
+    def group_share_min_delivery_count_limit(self) -> int: ...
+    @property
+    def group_share_max_delivery_count_limit(self) -> int: ...
+    @property
+    def group_share_min_partition_max_record_locks(self) -> int: ...
+    @property
+    def group_share_max_partition_max_record_locks(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +120,7 @@ class Key:
     """One group config.
 
     Attributes:
-        type: Apache's type (``int`` or ``string``).
+        type: Apache's type (``int``, ``string`` or ``boolean``).
         field: the ``GroupConfig`` attribute it sets.
         setting: the broker setting (a ``GroupSettings`` attribute) that is its default,
             whose ``min``/``max`` siblings bound it; "" for a key with a fixed default.
@@ -127,7 +137,7 @@ class Key:
     doc: str = ""
 
 
-# Apache 4.2's GroupConfig, in its definition order (the order ConfigDef checks the values in).
+# Apache 4.4's GroupConfig, in its definition order (the order ConfigDef checks the values in).
 GROUP_CONFIG_KEYS: dict[str, Key] = {
     "consumer.session.timeout.ms": Key("int", "consumer_session_timeout_ms", "group_consumer_session_timeout_ms",
                                        doc="a consumer-protocol member that sends no heartbeat for this long is "
@@ -143,21 +153,40 @@ GROUP_CONFIG_KEYS: dict[str, Key] = {
                                          at_least=1000,
                                          doc="how long a share consumer holds a record it acquired before it is "
                                              "released to be delivered again"),
+    "share.delivery.count.limit": Key("int", "share_delivery_count_limit", "group_share_delivery_count_limit",
+                                      at_least=2,
+                                      doc="deliveries of a record to the group before it is archived"),
+    "share.partition.max.record.locks": Key("int", "share_partition_max_record_locks",
+                                            "group_share_partition_max_record_locks", at_least=100,
+                                            doc="records one share-partition of the group may have acquired at once"),
     "share.auto.offset.reset": Key("string", "share_auto_offset_reset", default=LATEST,
                                    doc="where a share-partition starts when the group first reads it: latest, "
                                        "earliest, or by_duration:<ISO-8601 duration> back from now"),
     "share.isolation.level": Key("string", "share_isolation_level", default=READ_UNCOMMITTED,
                                  doc="read_committed: a share group gets no record of an aborted transaction and "
                                      "none past the last stable offset"),
+    "share.renew.acknowledge.enable": Key("boolean", "share_renew_acknowledge_enable", default="true",
+                                          doc="false: a RENEW acknowledgement (KIP-1222) is refused with "
+                                              "INVALID_RECORD_STATE"),
 }
 
 _NO_STREAMS = "kaas has no streams groups (KIP-1071): nothing would read it"
-# Apache 4.2 group configs kaas refuses (INVALID_CONFIG with the reason) rather than store unread.
+_NO_INTERVAL = ("kaas computes a group's target assignment at the heartbeat that changes it; it has no "
+                "assignment interval")
+_NO_OFFLOAD = "kaas has no assignor threads to offload to"
+_NO_DLQ = "kaas has no share-group dead-letter queues (KIP-1191, share.version 2)"
+# Apache 4.4 group configs kaas refuses (INVALID_CONFIG with the reason) rather than store unread.
 NOT_TAKEN: dict[str, str] = {
-    "streams.session.timeout.ms": _NO_STREAMS,
-    "streams.heartbeat.interval.ms": _NO_STREAMS,
-    "streams.num.standby.replicas": _NO_STREAMS,
-    "streams.initial.rebalance.delay.ms": _NO_STREAMS,
+    "consumer.assignment.interval.ms": _NO_INTERVAL,
+    "consumer.assignor.offload.enable": _NO_OFFLOAD,
+    "share.assignment.interval.ms": _NO_INTERVAL,
+    "share.assignor.offload.enable": _NO_OFFLOAD,
+    **{f"streams.{k}": _NO_STREAMS for k in (
+        "session.timeout.ms", "heartbeat.interval.ms", "num.standby.replicas", "initial.rebalance.delay.ms",
+        "assignment.interval.ms", "rack.aware.assignment.tags", "assignor.offload.enable",
+        "task.offset.interval.ms", "num.warmup.replicas", "acceptable.recovery.lag", "assignor.name")},
+    "errors.deadletterqueue.topic.name": _NO_DLQ,
+    "errors.deadletterqueue.copy.record.enable": _NO_DLQ,
 }
 
 # (value key, broker min setting, broker max setting) in the order Apache checks the bounds
@@ -169,6 +198,9 @@ _BOUNDS: tuple[tuple[str, str, str], ...] = (
     ("share.session.timeout.ms", "group_share_min_session_timeout_ms", "group_share_max_session_timeout_ms"),
     ("share.record.lock.duration.ms", "group_share_min_record_lock_duration_ms",
      "group_share_max_record_lock_duration_ms"),
+    ("share.delivery.count.limit", "group_share_min_delivery_count_limit", "group_share_max_delivery_count_limit"),
+    ("share.partition.max.record.locks", "group_share_min_partition_max_record_locks",
+     "group_share_max_partition_max_record_locks"),
 )
 _SESSION_OVER_HEARTBEAT = (("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"),
                            ("share.session.timeout.ms", "share.heartbeat.interval.ms"))
@@ -246,7 +278,13 @@ def _check(name: str, raw: str) -> Refusal | None:
                                          "either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.")
     elif name == "share.isolation.level" and value not in ISOLATION_LEVELS:
         return _invalid(name, value, f"String must be one of: {', '.join(ISOLATION_LEVELS)}")
+    elif key.type == "boolean":
+        return _refused(check_value(name, "boolean", raw))
     return None
+
+
+def _refused(err: str | None) -> Refusal | None:
+    return Refusal("invalid_config", err) if err is not None else None
 
 
 def check_stored(name: str, value: str) -> str | None:
@@ -261,7 +299,8 @@ def check_stored(name: str, value: str) -> str | None:
 def normalized(name: str, value: str) -> str:
     """A valid value as kaas stores and shows it (ints without sign or blanks; trimmed)."""
     v = value.strip()
-    return str(int(v)) if GROUP_CONFIG_KEYS[name].type == "int" else v
+    kind = GROUP_CONFIG_KEYS[name].type
+    return str(int(v)) if kind == "int" else v.lower() if kind == "boolean" else v
 
 
 def validate(configs: Mapping[str, str | None], settings: GroupSettings) -> Refusal | None:
@@ -308,19 +347,20 @@ def effective(settings: GroupSettings, overrides: Mapping[str, str]) -> GroupCon
     """The values a group runs with: its ``overrides`` (as stored), the broker's settings for
     the rest; an int override outside the broker's current bounds is clamped into them."""
     bounds = {name: (getattr(settings, low), getattr(settings, high)) for name, low, high in _BOUNDS}
-    values: dict[str, int | str] = {}
+    values: dict[str, int | str | bool] = {}
     for name, key in GROUP_CONFIG_KEYS.items():
         default = getattr(settings, key.setting) if key.setting else key.default
         raw = overrides.get(name)
-        value: int | str = default
+        value: int | str | bool = default
         if raw is not None and _check(name, raw) is None:
             value = int(raw) if key.type == "int" else raw.strip()
             if isinstance(value, int) and name in bounds:
                 low, high = bounds[name]
                 value = min(max(value, low), high)
+        if key.type == "boolean":
+            value = str(value).strip().lower() == "true"
         values[key.field] = value
-    return GroupConfig(share_delivery_count_limit=settings.group_share_delivery_count_limit,
-                       **values)  # type: ignore[arg-type]  # (each field gets its key's type)
+    return GroupConfig(**values)  # type: ignore[arg-type]  # (each field gets its key's type)
 
 
 # ------------------------------------------------------------------ the broker's own settings
@@ -335,7 +375,10 @@ BROKER_SETTINGS: tuple[str, ...] = (
     "group_share_heartbeat_interval_ms", "group_share_min_heartbeat_interval_ms",
     "group_share_max_heartbeat_interval_ms", "group_share_record_lock_duration_ms",
     "group_share_min_record_lock_duration_ms", "group_share_max_record_lock_duration_ms",
-    "group_share_delivery_count_limit", "group_share_partition_max_record_locks", "group_share_max_size",
+    "group_share_delivery_count_limit", "group_share_min_delivery_count_limit",
+    "group_share_max_delivery_count_limit", "group_share_partition_max_record_locks",
+    "group_share_min_partition_max_record_locks", "group_share_max_partition_max_record_locks",
+    "group_share_max_size",
 )
 
 # (setting, smallest, largest) Apache's ConfigDef ranges of the group.* broker configs
@@ -348,11 +391,23 @@ _RANGES: tuple[tuple[str, int, int | None], ...] = (
     ("group_share_max_session_timeout_ms", 1, None), ("group_share_heartbeat_interval_ms", 1, None),
     ("group_share_min_heartbeat_interval_ms", 1, None), ("group_share_max_heartbeat_interval_ms", 1, None),
     ("group_share_max_size", 1, 1000),
-    ("group_share_delivery_count_limit", 2, 10),
-    ("group_share_record_lock_duration_ms", 1000, 60_000),
+    ("group_share_delivery_count_limit", 2, 10), ("group_share_max_delivery_count_limit", 5, 25),
+    ("group_share_min_delivery_count_limit", 2, 5),
+    ("group_share_record_lock_duration_ms", 1000, 3_600_000),
     ("group_share_min_record_lock_duration_ms", 1000, 30_000),
     ("group_share_max_record_lock_duration_ms", 30_000, 3_600_000),
     ("group_share_partition_max_record_locks", 100, 10_000),
+    ("group_share_max_partition_max_record_locks", 2000, 10_000),
+    ("group_share_min_partition_max_record_locks", 100, 2000),
+)
+# ShareGroupConfig's require() checks, in its order: (setting, at least this setting)
+_SHARE_ORDER: tuple[tuple[str, str], ...] = (
+    ("group_share_max_delivery_count_limit", "group_share_delivery_count_limit"),
+    ("group_share_delivery_count_limit", "group_share_min_delivery_count_limit"),
+    ("group_share_max_partition_max_record_locks", "group_share_partition_max_record_locks"),
+    ("group_share_partition_max_record_locks", "group_share_min_partition_max_record_locks"),
+    ("group_share_record_lock_duration_ms", "group_share_min_record_lock_duration_ms"),
+    ("group_share_max_record_lock_duration_ms", "group_share_record_lock_duration_ms"),
 )
 
 
@@ -409,13 +464,10 @@ def settings_problem(settings: GroupSettings) -> tuple[str, str] | None:
             a, b = getattr(settings, left), getattr(settings, right)
             if not (a >= b if op == ">=" else a <= b if op == "<=" else a < b):
                 return option_name(left), f"{option_name(left)} must be {_WORDS[op]} {option_name(right)}"
-    lock = settings.group_share_record_lock_duration_ms
-    if lock < settings.group_share_min_record_lock_duration_ms:
-        return ("group.share.record.lock.duration.ms", "group.share.record.lock.duration.ms must be greater than "
-                "or equal to group.share.min.record.lock.duration.ms")
-    if settings.group_share_max_record_lock_duration_ms < lock:
-        return ("group.share.max.record.lock.duration.ms", "group.share.max.record.lock.duration.ms must be greater "
-                "than or equal to group.share.record.lock.duration.ms")
+    for larger, smaller in _SHARE_ORDER:
+        if getattr(settings, larger) < getattr(settings, smaller):
+            return (option_name(larger),
+                    f"{option_name(larger)} must be greater than or equal to {option_name(smaller)}")
     try:
         parse_assignors(",".join(settings.group_consumer_assignors))
     except ValueError as exc:

@@ -136,9 +136,9 @@ class AutoOffsetReset:
 
 @dataclass(frozen=True, slots=True)
 class ShareLimits:
-    """What one share partition runs with: the group's delivery-count limit and record
-    lock duration (its group configs, else the broker's settings) and the broker's
-    ``group.share.partition.max.record.locks``. ``domain.group_configs`` refuses values
+    """What one share partition runs with: the group's delivery-count limit, record lock
+    duration, record-lock limit and ``share.renew.acknowledge.enable`` (its group configs,
+    else the broker's settings). ``domain.group_configs`` refuses values
     outside Apache's ranges where they are configured; this refuses what no configuration
     can reach.
 
@@ -149,6 +149,7 @@ class ShareLimits:
     delivery_count_limit: int = 5
     record_lock_duration_ms: int = 30_000
     max_record_locks: int = 2_000
+    renew_enabled: bool = True
 
     def __post_init__(self) -> None:
         if not 2 <= self.delivery_count_limit <= 25:
@@ -513,12 +514,14 @@ class SharePartition:
     def acknowledge(self, member: str, batches: Sequence[AckBatch], now_ms: int) -> Outcome:
         """Acknowledge ``member`` 's records: all of the batches or none.
 
-        ``batches`` passed ``check_ack_batches``. Offsets below ``start`` are done already
-        and skipped (Apache does the same).
+        ``batches`` passed ``check_ack_batches``. Offsets below ``start`` in a batch that
+        reaches ``start`` are done already and skipped; a batch wholly below ``start`` is
+        refused, as Apache refuses a batch none of whose offsets is in its in-flight cache.
 
         Raises:
             ShareError: INVALID_RECORD_STATE for an offset not ACQUIRED, or acquired by
-                another member, or when nothing is in flight, or acknowledged by two
+                another member, for a batch wholly below ``start``, for a RENEW in a
+                group that does not take them, when nothing is in flight, or acknowledged by two
                 batches (a batch may begin at the offset the one before ends at, as
                 Apache's request check lets through: its first acknowledgement leaves
                 the offset ACQUIRED only when it was a RENEW); INVALID_REQUEST for
@@ -527,8 +530,11 @@ class SharePartition:
         prev: tuple[int, int] | None = None  # (last offset, its type) of the batch before
         for b in batches:
             if b.last < self.start:
-                prev = None
-                continue
+                raise ShareError(ErrorCode.invalid_record_state,
+                                 f"offsets {b.first}-{b.last} are not in flight (below the start {self.start})")
+            if not self.limits.renew_enabled and AckType.RENEW in b.types:
+                raise ShareError(ErrorCode.invalid_record_state,
+                                 "Renewing acquisition locks is not enabled for the group.")
             if prev is not None and b.first == prev[0] and prev[1] != AckType.RENEW:
                 raise ShareError(ErrorCode.invalid_record_state,
                                  f"offset {b.first} is acknowledged by two batches")

@@ -68,8 +68,11 @@ async def test_set_describe_delete_and_replace(tmp_path):
                           "share.session.timeout.ms": ("45000", DEFAULT),
                           "share.heartbeat.interval.ms": ("5000", DEFAULT),
                           "share.record.lock.duration.ms": ("20000", STATIC),  # the option given
+                          "share.delivery.count.limit": ("5", DEFAULT),
+                          "share.partition.max.record.locks": ("2000", DEFAULT),
                           "share.auto.offset.reset": ("latest", DEFAULT),
-                          "share.isolation.level": ("read_uncommitted", DEFAULT)}
+                          "share.isolation.level": ("read_uncommitted", DEFAULT),
+                          "share.renew.acknowledge.enable": ("true", DEFAULT)}
 
         assert await altered(client, incremental("g", ("consumer.session.timeout.ms", SET, "50000"),
                                                  validate_only=True)) == (ErrorCode.none, None)

@@ -19,7 +19,8 @@ WAIT_MS = 10_000
 
 async def test_an_accept_that_frees_the_window_wakes_a_waiting_fetch(shm_path, thread_safe_autojump_clock):
     async with broker_with_topic(shm_path, thread_safe_autojump_clock,
-                                 group_share_partition_max_record_locks=10) as (broker, tid):
+                                 group_share_partition_max_record_locks=10,
+                                 group_share_min_partition_max_record_locks=10) as (broker, tid):
         await produce(broker, "q", 10)
         await produce(broker, "q", 10)
         # m1 holds the whole window (10 in-flight records): nothing more may be acquired

@@ -40,7 +40,14 @@ def test_accepted(configs):
     ({"consumer.session.timeout.ms": None, "share.isolation.level": None},
      "Null value not supported for group configs: consumer.session.timeout.ms,share.isolation.level"),
     ({"consumer.session.timeout.ms": "50000", "foobar": "abc"}, "Unknown group config name: foobar"),
-    ({"share.delivery.count.limit": "3"}, "Unknown group config name: share.delivery.count.limit"),  # 4.3's
+    ({"consumer.assignment.interval.ms": "10"}, "consumer.assignment.interval.ms is not supported: kaas "),
+    ({"errors.deadletterqueue.topic.name": "dlq"}, "is not supported: kaas has no share-group dead-letter"),
+    ({"share.delivery.count.limit": "1"},
+     "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2"),
+    ({"share.partition.max.record.locks": "99"},
+     "Invalid value 99 for configuration share.partition.max.record.locks: Value must be at least 100"),
+    ({"share.renew.acknowledge.enable": "yes"},
+     "Invalid value yes for configuration share.renew.acknowledge.enable: Expected value to be either true or false"),
     ({"streams.num.standby.replicas": "1"}, "streams.num.standby.replicas is not supported: kaas has no streams"),
     ({"consumer.session.timeout.ms": "45s"},
      "Invalid value 45s for configuration consumer.session.timeout.ms: Not a number of type INT"),
@@ -74,6 +81,10 @@ def test_accepted(configs):
      "share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms"),
     ({"share.record.lock.duration.ms": "60001"},
      "share.record.lock.duration.ms must be less than or equal to group.share.max.record.lock.duration.ms"),
+    ({"share.delivery.count.limit": "11"},
+     "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit"),
+    ({"share.partition.max.record.locks": "4001"},
+     "share.partition.max.record.locks must be less than or equal to group.share.max.partition.max.record.locks"),
 ])
 def test_refused_with_apaches_message(configs, message):
     got = gc.validate(configs, S)
@@ -96,7 +107,8 @@ def test_bounds_and_defaults_are_the_brokers():
 
 
 def test_effective_takes_the_overrides_and_the_brokers_settings():
-    assert gc.effective(S, {}) == gc.GroupConfig(45000, 5000, 45000, 5000, 30000, 5, "latest", "read_uncommitted")
+    assert gc.effective(S, {}) == gc.GroupConfig(45000, 5000, 45000, 5000, 30000, 5, 2000, "latest",
+                                                    "read_uncommitted", True)
     mine = dataclasses.replace(S, group_share_delivery_count_limit=3, group_consumer_heartbeat_interval_ms=6000)
     got = gc.effective(mine, {"consumer.session.timeout.ms": "50000", "share.isolation.level": "read_committed",
                               "share.auto.offset.reset": "by_duration:PT10M"})
@@ -221,7 +233,9 @@ def test_describe_sources_and_synonyms():
         == ("20000", 4)
     assert entries["share.auto.offset.reset"]["synonyms"] == [("share.auto.offset.reset", "latest", 5)]
     assert entries["share.isolation.level"]["source"] == gc.SOURCE_GROUP
-    assert {e["type"] for e in entries.values()} == {"int", "string"}
+    assert {e["type"] for e in entries.values()} == {"int", "string", "boolean"}
+    assert (entries["share.renew.acknowledge.enable"]["value"],
+            entries["share.renew.acknowledge.enable"]["source"]) == ("true", 5)
 
 
 # ------------------------------------------------------------------------------- the file

@@ -206,11 +206,31 @@ def test_an_offset_acknowledged_by_two_batches_is_invalid_record_state():
     out = sp.acknowledge("m", [AckBatch(0, 4, (RENEW,)), AckBatch(4, 6, (ACCEPT,))], 500)
     assert out.acknowledged == {RENEW: 5, ACCEPT: 3}
     assert [(f, la, s) for f, la, s, _c, _m in states(sp)] == [(0, 3, Q), (4, 6, K), (7, 9, Q)]
-    # batches wholly below the start are skipped before they can share an offset
+    # a batch that reaches the start skips the offsets below it
     sp = acquired_0_9()
     ack(sp, "m", 0, 4, ACCEPT)
-    sp.acknowledge("m", [AckBatch(2, 4, (ACCEPT,)), AckBatch(4, 6, (ACCEPT,))], 0)
+    sp.acknowledge("m", [AckBatch(2, 5, (ACCEPT,)), AckBatch(6, 6, (ACCEPT,))], 0)
     assert sp.start == 7
+
+
+def test_a_batch_wholly_below_the_start_is_invalid_record_state():
+    """Apache finds none of its offsets in its in-flight cache: INVALID_RECORD_STATE, and
+    the request's other batches roll back with it (a late acknowledgement of records
+    another member already settled)."""
+    sp = acquired_0_9()
+    ack(sp, "m", 0, 4, ACCEPT)
+    refused(ErrorCode.invalid_record_state, sp, "m", [AckBatch(2, 4, (RELEASE,))])
+    refused(ErrorCode.invalid_record_state, sp, "m", [AckBatch(0, 1, (ACCEPT,)), AckBatch(5, 6, (ACCEPT,))])
+    assert sp.start == 5 and [s for _f, _l, s, _c, _m in states(sp)] == [Q]
+
+
+def test_renew_is_invalid_record_state_where_the_group_does_not_take_it():
+    sp = SharePartition(dataclasses.replace(limits(), renew_enabled=False), 0)
+    sp.acquire("m", 0, [Span(0, 9, True)], max_records=10, now_ms=0)
+    refused(ErrorCode.invalid_record_state, sp, "m", [AckBatch(0, 4, (RENEW,))])
+    refused(ErrorCode.invalid_record_state, sp, "m", [AckBatch(0, 1, (ACCEPT,)), AckBatch(2, 4, (RENEW,))])
+    assert sp.start == 0
+    assert sp.acknowledge("m", [AckBatch(0, 4, (ACCEPT,))], 0).acknowledged == {ACCEPT: 5}
 
 
 # ---------------------------------------------------------------- locks and the delivery-count limit

@@ -86,7 +86,7 @@ class ShareRuntime:
     def __init__(self, host: ShareHost, configs: ShareConfigSource | None = None) -> None:
         self.host = host
         self.configs: ShareConfigSource = (configs if configs is not None
-                                           else GroupShareConfigs(host.group_config, lambda: host.settings))
+                                           else GroupShareConfigs(host.group_config))
         self.sessions: ShareSessions[tuple[uuid.UUID, int]] = ShareSessions(
             idle_ms=host.settings.group_share_session_timeout_ms)
         self._held: dict[Key, _Held] = {}

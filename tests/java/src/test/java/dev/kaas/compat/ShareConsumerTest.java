@@ -31,7 +31,6 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 /** KafkaShareConsumer (KIP-932) in share groups. */
@@ -182,14 +181,76 @@ class ShareConsumerTest extends OnKaas {
   }
 
   @Test
-  @Disabled("kaas: share.delivery.count.limit is not a group config (IncrementalAlterConfigs on a GROUP answers "
-      + "INVALID_CONFIG 'Unknown group config name'); Apache 4.4's GroupConfig has it (KIP-1240). "
-      + "kaas/domain/group_configs.py takes the 4.2 keys only")
   void theGroupsDeliveryCountLimitOverridesTheBrokers() throws Exception {
     String topic = createTopic(admin, unique("share-glimit"), 1);
     String group = shareGroup("sg-glimit", "share.delivery.count.limit", "2");
     Clients.produce(kaas, topic, 1, 1);
     assertEquals(List.of((short) 1, (short) 2), releaseUntilArchived(group, topic));
+  }
+
+  /** Hold one record for {@code ms}, acknowledging RENEW at every poll that presents it. */
+  static List<ConsumerRecord<String, String>> renewFor(KafkaShareConsumer<String, String> holder,
+      KafkaShareConsumer<String, String> other, List<ConsumerRecord<String, String>> stolen, long ms) {
+    List<ConsumerRecord<String, String>> presented = new ArrayList<>();
+    long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ms);
+    while (System.nanoTime() < end) {
+      for (ConsumerRecord<String, String> r : holder.poll(Duration.ofMillis(200))) {
+        presented.add(r);
+        holder.acknowledge(r, AcknowledgeType.RENEW);
+      }
+      other.poll(Duration.ofMillis(100)).forEach(stolen::add);
+    }
+    return presented;
+  }
+
+  @Test
+  void renewKeepsARecordLockedPastItsLockDuration() throws Exception {
+    String topic = createTopic(admin, unique("share-renew"), 1);
+    String group = shareGroup("sg-renew", "share.record.lock.duration.ms", "1500");
+    Clients.produce(kaas, topic, 1, 1);
+    try (KafkaShareConsumer<String, String> holder = shareConsumer(group, "explicit");
+        KafkaShareConsumer<String, String> other = shareConsumer(group, "explicit")) {
+      holder.subscribe(List.of(topic));
+      List<ConsumerRecord<String, String>> first = pollN(holder, 1, Duration.ofSeconds(30));
+      assertEquals(range(1), values(first));
+      first.forEach(r -> holder.acknowledge(r, AcknowledgeType.RENEW));
+      other.subscribe(List.of(topic)); // only now: the record is the holder's
+      List<ConsumerRecord<String, String>> stolen = new ArrayList<>();
+      List<ConsumerRecord<String, String>> presented = renewFor(holder, other, stolen, 6000);
+      assertEquals(List.of(), stolen, "a renewed lock is never released to the other member");
+      assertTrue(presented.size() >= 1, "the renewed record is presented again");
+      assertTrue(presented.stream().allMatch(r -> r.deliveryCount().equals(Optional.of((short) 1))));
+      // the last RENEW presents the record once more: settle it then
+      List<ConsumerRecord<String, String>> last = pollN(holder, 1, Duration.ofSeconds(10));
+      assertEquals(range(1), values(last));
+      holder.acknowledge(last.get(0), AcknowledgeType.ACCEPT);
+      Map<?, Optional<org.apache.kafka.common.KafkaException>> ok = holder.commitSync();
+      assertTrue(ok.values().stream().allMatch(Optional::isEmpty), ok.toString());
+      assertEquals(List.of(), pollN(other, 1, Duration.ofSeconds(3)), "an accepted record is not redelivered");
+    }
+  }
+
+  @Test
+  void renewIsRefusedInAGroupThatDisablesIt() throws Exception {
+    String topic = createTopic(admin, unique("share-norenew"), 1);
+    String group = shareGroup("sg-norenew", "share.record.lock.duration.ms", "1500",
+        "share.renew.acknowledge.enable", "false");
+    Clients.produce(kaas, topic, 1, 1);
+    try (KafkaShareConsumer<String, String> holder = shareConsumer(group, "explicit");
+        KafkaShareConsumer<String, String> other = shareConsumer(group, "explicit")) {
+      holder.subscribe(List.of(topic));
+      List<ConsumerRecord<String, String>> held = pollN(holder, 1, Duration.ofSeconds(30));
+      assertEquals(range(1), values(held));
+      held.forEach(r -> holder.acknowledge(r, AcknowledgeType.RENEW));
+      Map<?, Optional<org.apache.kafka.common.KafkaException>> got = holder.commitSync();
+      assertTrue(got.values().stream().anyMatch(e -> e.isPresent()
+          && e.get() instanceof org.apache.kafka.common.errors.InvalidRecordStateException), got.toString());
+      // the lock was not renewed: it expires and the other member gets the record again
+      other.subscribe(List.of(topic));
+      List<ConsumerRecord<String, String>> redelivered = pollN(other, 1, Duration.ofSeconds(30));
+      assertEquals(range(1), values(redelivered));
+      assertEquals(Optional.of((short) 2), redelivered.get(0).deliveryCount());
+    }
   }
 
   @Test
