@@ -75,6 +75,7 @@ class _LazyGroup(click.Group):
         "certs": "kaas.tools.certs:certs",
         "health": "kaas.tools.health:health",
         "features": "kaas.tools.features:features",
+        "configs": "kaas.tools.configs:configs",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
