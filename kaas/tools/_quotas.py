@@ -36,8 +36,10 @@ __all__ = ["Entity", "QUOTA_KEYS", "alter_quotas", "alter_scram", "describe_quot
 # Apache's QuotaConfig client and user quota names
 QUOTA_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage",
                         "controller_mutation_rate"})
-WIRE_TYPE = {"users": "user", "clients": "client-id"}
-LABEL = {"user": "user-principal", "client-id": "client-id"}
+IP_KEYS = frozenset({"connection_creation_rate"})
+WIRE_TYPE = {"users": "user", "clients": "client-id", "ips": "ip"}
+LABEL = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
+ORDER = {"user": 0, "client-id": 1, "ip": 2}
 EXACT, DEFAULT, ANY = 0, 1, 2  # DescribeClientQuotas match types
 SCRAM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 SCRAM_NAMES = {v: k for k, v in SCRAM_CODES.items()}
@@ -71,7 +73,7 @@ def java_double(value: float) -> str:
 def quota_text(parts: list[Entity]) -> str:
     """Apache's name of a quota entity: ``user-principal 'alice', client-id 'c1'``, ``the
     default client-id``."""
-    order = sorted(parts, key=lambda p: 0 if p.kind == "user" else 1)
+    order = sorted(parts, key=lambda p: ORDER[p.kind])
     return ", ".join(f"the default {LABEL[p.kind]}" if not p.name else f"{LABEL[p.kind]} '{p.name}'"
                      for p in order)
 
@@ -88,7 +90,7 @@ def describe_quotas(c: Cluster, parts: list[Entity]) -> list[tuple[list[Entity],
     out = []
     for e in r.entries or ():
         ents = [Entity(d.entity_type, d.entity_name if d.entity_name is not None else "") for d in e.entity]
-        out.append((ents, {v.key: float(v.value) for v in e.values}))
+        out.append((ents, {v.key: float(v.value) for v in sorted(e.values, key=lambda v: v.key)}))
     out.sort(key=lambda x: [(p.kind, p.name or "") for p in x[0]])
     return out
 
@@ -100,9 +102,11 @@ def alter_quotas(c: Cluster, parts: list[Entity], add: dict[str, str], delete: l
     Raises:
         click.ClickException: a check or the broker refused.
     """
-    unknown = sorted((set(add) | set(delete)) - QUOTA_KEYS)
+    keys = IP_KEYS if parts[0].kind == "ip" else QUOTA_KEYS
+    unknown = sorted((set(add) | set(delete)) - keys)
     if unknown:
-        raise click.ClickException(f"Only quota configs can be changed for {quota_text(parts)}. "
+        raise click.ClickException(f"Only {'connection ' if keys is IP_KEYS else ''}quota configs can be changed "
+                                   f"for {quota_text(parts)}. "
                                    f"Unexpected config names: {','.join(unknown)}")
     values: dict[str, float] = {}
     for k, v in add.items():

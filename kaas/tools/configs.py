@@ -30,7 +30,7 @@ from kaas.tools._wire import Cluster, code_name, command_config_option, json_opt
 from kaas.tools.output import emit
 
 RESOURCE = {"topics": 2, "brokers": 4, "groups": 32}
-QUOTA_TYPES = ("clients", "users")
+QUOTA_TYPES = ("clients", "users", "ips")
 ENTITY_TYPES = (*RESOURCE, *QUOTA_TYPES)
 # DescribeConfigs config_source -> Apache's ConfigEntry.ConfigSource name
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
@@ -95,7 +95,7 @@ def _entities(entity_types: tuple[str, ...], entity_names: tuple[str, ...], enti
 @click.option("--describe", is_flag=True, help="List the configs of the entity.")
 @click.option("--alter", is_flag=True, help="Change the configs of the entity.")
 @click.option("--entity-type", "entity_types", multiple=True, type=click.Choice(ENTITY_TYPES),
-              help="topics, brokers, groups, clients or users (users may be combined with clients).")
+              help="topics, brokers, groups, clients, users (users may be combined with clients) or ips.")
 @click.option("--entity-name", "entity_names", multiple=True,
               help="The entity's name: a topic, broker id, group id, client id or user principal name.")
 @click.option("--entity-default", is_flag=True,
@@ -125,7 +125,7 @@ def configs(describe: bool, alter: bool, entity_types: tuple[str, ...], entity_n
         raise click.UsageError("give exactly one of --describe and --alter")
     pairs = _entities(entity_types, entity_names, entity_default, {
         "topics": (topic, False), "brokers": (broker, broker_defaults), "groups": (group, False),
-        "clients": (client, client_defaults), "users": (user, user_defaults)})
+        "clients": (client, client_defaults), "users": (user, user_defaults), "ips": (None, False)})
     add = parse_add_config(add_config)
     delete = [k.strip() for k in delete_config.split(",") if k.strip()]
     if alter and not add and not delete:
@@ -146,7 +146,7 @@ def configs(describe: bool, alter: bool, entity_types: tuple[str, ...], entity_n
             if name is None:
                 raise click.UsageError(f"--alter of {kind} needs --entity-name" +
                                        (" or --entity-default" if kind == "brokers" else ""))
-            _alter_resource(c, kind, name, add, delete)
+            alter_resource(c, kind, name, add, delete)
             _altered(kind, name, add, delete, as_json)
 
 
@@ -218,7 +218,7 @@ def _describe_resources(c: Cluster, kind: str, name: str | None, describe_all: b
     emit(out, as_json, lambda: lines)
 
 
-def _alter_resource(c: Cluster, kind: str, name: str, add: dict[str, str], delete: list[str]) -> None:
+def alter_resource(c: Cluster, kind: str, name: str, add: dict[str, str], delete: list[str]) -> None:
     """Apache's alter: refuse deleting what is not set now, then deletes and sets in one
     IncrementalAlterConfigs."""
     current = {e["name"] for e in _entries(_fetch(c, kind, name, False), kind, name, False)}
@@ -248,7 +248,7 @@ def _describe_quotas(c: Cluster, pairs: list[tuple[str, str | None]], parts: lis
              + ", ".join(f"{k}={_quotas.java_double(v)}" for k, v in values.items()) for ents, values in found]
     kinds = [k for k, _ in pairs]
     names = [n for _, n in pairs]
-    if "clients" not in kinds and "" not in names:  # Apache: SCRAM only for users, named or all
+    if kinds == ["users"] and "" not in names:  # Apache: SCRAM only for users alone, named or all
         users = [n for n in names if n is not None] or None
         for user, infos in _quotas.describe_scram(c, users):
             out["scram"].append({"user": user, "credentials": [{"mechanism": m, "iterations": i} for m, i in infos]})

@@ -60,17 +60,21 @@ Ranges = list[tuple[int, int | None]]
 
 
 def _partition_set(text: str) -> Ranges | None:
-    """``0,2,4-6,9-``: (first, last) ranges, both ends included, ``9-`` open (last None);
-    None for an empty text (every partition)."""
+    """GetOffsetShell's partition patterns: ``3``, ``2-5`` (the upper end excluded), ``4-``
+    (open), ``-3`` (below 3): [first, last] ranges, last None when open; None for an empty
+    text (every partition)."""
     if not text.strip():
         return None
     out: Ranges = []
     for item in text.split(","):
         lo, dash, hi = item.strip().partition("-")
         try:
-            out.append((int(lo), int(lo) if not dash else (int(hi) if hi else None)))
+            if not dash:
+                out.append((int(lo), int(lo)))
+            else:
+                out.append((int(lo) if lo else 0, int(hi) - 1 if hi else None))
         except ValueError:
-            raise click.BadParameter(f"{item!r} is not N, N-M or N-", param_hint="--partitions") from None
+            raise click.BadParameter(f"{item!r} is not N, N-M, N- or -M", param_hint="--topic-partitions") from None
     return out
 
 
@@ -91,7 +95,11 @@ def _selected(c: Cluster, topic: str | None, partitions: str, topic_partitions: 
                 pattern, _, parts = item.partition(":")
                 specs.append((re.compile(pattern or ".*"), _partition_set(parts)))
         else:
-            specs.append((re.compile(topic or ".*"), _partition_set(partitions)))
+            ids = [x.strip() for x in partitions.split(",") if x.strip()]
+            if not all(x.isdigit() for x in ids):
+                raise click.BadParameter(f"--partitions expects a comma separated list of numeric partition ids, "
+                                         f"but received: {partitions}", param_hint="--partitions")
+            specs.append((re.compile(topic or ".*"), [(int(x), int(x)) for x in ids] or None))
     except re.error as exc:
         raise click.BadParameter(f"bad topic pattern: {exc}", param_hint="--topic") from None
     out: list[tuple[str, int]] = []
@@ -106,9 +114,10 @@ def _selected(c: Cluster, topic: str | None, partitions: str, topic_partitions: 
 
 @click.command("get-offsets")
 @click.option("--topic", default=None, help="A regular expression of the topic names (default: every topic).")
-@click.option("--partitions", default="", help="Partition ids and ranges, e.g. 0,2,4-6 (default: all).")
+@click.option("--partitions", default="", help="Partition ids, e.g. 0,2,4 (default: all).")
 @click.option("--topic-partitions", default="", metavar="REGEX[:PARTS],...",
-              help="Topics and partitions together, e.g. t1:0,t2:1-3,logs.* (excludes --topic, --partitions).")
+              help="Topics and partitions together, e.g. t1:0,t2:1-3,t3:4-,t4:-2,logs.* (N-M excludes M, N- is "
+                   "open; excludes --topic and --partitions).")
 @click.option("--time", "time_", default="latest", show_default=True,
               help="latest (-1), earliest (-2), max-timestamp (-3), earliest-local (-4), latest-tiered (-5), or a "
                    "timestamp in ms: the first offset whose timestamp is at or after it.")
@@ -126,7 +135,8 @@ def get_offsets(topic: str | None, partitions: str, topic_partitions: str, time_
         found = list_offsets(c, tps, spec) if tps else {}
     rows = [{"topic": t, "partition": p, "offset": found[(t, p)]} for t, p in tps
             if found.get((t, p)) is not None and found[(t, p)] >= 0]  # type: ignore[operator]
-    emit(rows, as_json, lambda: [f"{r['topic']}:{r['partition']}:{r['offset']}" for r in rows])
+    if rows or as_json:  # (nothing found: no line at all, as Apache)
+        emit(rows, as_json, lambda: [f"{r['topic']}:{r['partition']}:{r['offset']}" for r in rows])
 
 
 def _plan(offset_json_file: Path | None, topic: str | None, partition: int | None,

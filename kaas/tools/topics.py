@@ -231,7 +231,7 @@ def alter(name: str | None, topic_opt: str | None, partitions: int | None, confi
     from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
     from kio.schema.create_partitions.v3.response import CreatePartitionsResponse
 
-    from kaas.tools.configs import _alter_resource
+    from kaas.tools.configs import alter_resource
 
     topic = name or topic_opt
     if not topic or (name and topic_opt and name != topic_opt):
@@ -254,7 +254,7 @@ def alter(name: str | None, topic_opt: str | None, partitions: int | None, confi
                 raise click.ClickException(f"cannot alter topic {topic}: {code_name(res.error_code)}"
                                            + (f": {res.error_message}" if res.error_message else ""))
         if add or delete_configs:
-            _alter_resource(c, "topics", topic, add, list(delete_configs))
+            alter_resource(c, "topics", topic, add, list(delete_configs))
     out = {"name": topic, "partitions_before": before, "partitions": partitions if partitions is not None else before,
            "set": add, "deleted": list(delete_configs)}
     emit(out, as_json, lambda: f"Altered topic {topic}: {before} -> {out['partitions']} partitions"
