@@ -55,9 +55,10 @@ def console() -> None:
     """Produce lines of standard input, consume records to standard output."""
 
 
-def _property_option(f: Any) -> Any:
-    return click.option("--property", "props", multiple=True, metavar="KEY=VALUE",
-                        help="A reader (produce) or formatter (consume) property, as Apache's (repeatable).")(f)
+def _property_option(apache_name: str) -> Any:
+    """``--property`` and Apache 4.4's name for it (``--reader-property``, ``--formatter-property``)."""
+    return click.option(f"--{apache_name}", "--property", "props", multiple=True, metavar="KEY=VALUE",
+                        help=f"A {apache_name.split('-')[0]} property, as Apache's (repeatable).")
 
 
 def _partition_count(c: Cluster, topic: str) -> int:
@@ -109,7 +110,7 @@ def _send(c: Cluster, topic: str, batches: dict[int, list[Outgoing]], acks: int,
 @click.option("--topic", required=True, help="The topic to produce to.")
 @click.option("--partition", type=int, default=None, help="Every record to this partition (default: keyed records "
                                                           "by murmur2 of the key, others in turn).")
-@_property_option
+@_property_option("reader-property")
 @click.option("--request-required-acks", "acks", type=click.Choice(["1", "-1", "all"]), default="-1",
               show_default=True, help="acks: the leader's append (1) or its durable write (-1, all).")
 @click.option("--batch-size", type=click.IntRange(1, 100_000), default=200, show_default=True,
@@ -234,7 +235,7 @@ def _headers(data: bytes) -> list[Any]:
 @click.option("--isolation-level", type=click.Choice(sorted(ISOLATION)), default="read_uncommitted",
               show_default=True, help="read_committed: only committed transactions' records, up to the last "
                                       "stable offset.")
-@_property_option
+@_property_option("formatter-property")
 @bootstrap_option
 @command_config_option
 @json_option

@@ -42,15 +42,25 @@ from kaas.tools.output import emit, table
 
 __all__ = ["delete", "delete_offsets", "share_groups"]
 
-# Apache's messages of DeleteGroups and OffsetDelete error codes, as its exceptions say them
-MESSAGES = {
-    ErrorCode.non_empty_group: "The group is not empty.",
-    ErrorCode.group_id_not_found: "The group id does not exist.",
-    ErrorCode.group_authorization_failed: "Not authorized to access group: Group authorization failed.",
-    ErrorCode.group_subscribed_to_topic: "The consumer group is actively subscribed to the topic",
-    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
-    ErrorCode.topic_authorization_failed: "Not authorized to access topics: [Topic authorization failed.]",
+# Apache's exceptions of DeleteGroups and OffsetDelete error codes: (class, message), as its tools print them
+EXCEPTIONS = {
+    ErrorCode.non_empty_group: ("GroupNotEmptyException", "The group is not empty."),
+    ErrorCode.group_id_not_found: ("GroupIdNotFoundException", "The group id does not exist."),
+    ErrorCode.group_authorization_failed: ("GroupAuthorizationException", "Group authorization failed."),
+    ErrorCode.group_subscribed_to_topic: ("GroupSubscribedToTopicException",
+                                          "The consumer group is actively subscribed to the topic"),
+    ErrorCode.unknown_topic_or_partition: ("UnknownTopicOrPartitionException",
+                                           "This server does not host this topic-partition."),
+    ErrorCode.topic_authorization_failed: ("TopicAuthorizationException", "Topic authorization failed."),
 }
+
+
+def exception_text(code: ErrorCode) -> str:
+    """How Apache's group tools print an error: its exception's class and message."""
+    if code not in EXCEPTIONS:
+        return code_name(code)
+    cls, message = EXCEPTIONS[code]
+    return f"org.apache.kafka.common.errors.{cls}: {message}"
 
 
 def _groups_arg(f):  # type: ignore[no-untyped-def]
@@ -74,7 +84,10 @@ def _delete_groups(c: Cluster, names: list[str]) -> dict[str, ErrorCode]:
     return out
 
 
-def _report_delete(kind: str, result: dict[str, ErrorCode], as_json: bool) -> None:
+def _report_delete(kind: str, result: dict[str, ErrorCode], as_json: bool,
+                   messages: dict[str, str] | None = None) -> None:
+    """Apache's lines of a ``--delete`` (``messages``: a group's own error text)."""
+    messages = messages or {}
     rows = [{"group": g, "deleted": code == ErrorCode.none,
              "error": None if code == ErrorCode.none else code_name(code)} for g, code in result.items()]
     ok = [r["group"] for r in rows if r["deleted"]]
@@ -83,11 +96,10 @@ def _report_delete(kind: str, result: dict[str, ErrorCode], as_json: bool) -> No
     def human() -> list[str]:
         if not failed:
             return [f"Deletion of requested {kind} groups ({', '.join(repr(g) for g in ok)}) was successful."]
-        lines = [f"Error: Deletion of some {kind} groups failed:"]
+        lines = ["", f"Error: Deletion of some {kind} groups failed:"]
         for r in failed:
-            code = ErrorCode[str(r["error"]).lower()]
-            lines.append(f"* Group '{r['group']}' could not be deleted due to: {r['error']}: "
-                         f"{MESSAGES.get(code, code_name(code))}")
+            lines.append(f"* Group '{r['group']}' could not be deleted due to: "
+                         + messages.get(str(r["group"]), exception_text(ErrorCode[str(r["error"]).lower()])))
         if ok:
             lines.append(f"These {kind} groups were deleted successfully: " + ", ".join(repr(g) for g in ok))
         return lines
@@ -146,10 +158,10 @@ def delete_offsets(group: str, topic_specs: tuple[str, ...], bootstrap: str, com
     for a partition the group is subscribed to while it has members."""
     with open_cluster(bootstrap, command_config) as c:
         wanted = _partitions(c, topic_specs)
+        known = {t: ps for t, ps in wanted.items() if ps is not None}
         req = OffsetDeleteRequest(group_id=GroupId(group), topics=tuple(
             OffsetDeleteRequestTopic(name=TopicName(t), partitions=tuple(
-                OffsetDeleteRequestPartition(partition_index=i32(p)) for p in (ps if ps is not None else [-1])))
-            for t, ps in wanted.items()))
+                OffsetDeleteRequestPartition(partition_index=i32(p)) for p in ps)) for t, ps in known.items()))
 
         def attempt() -> OffsetDeleteResponse:
             r: OffsetDeleteResponse = c.call(c.group_coordinator(group), req)
@@ -157,30 +169,27 @@ def delete_offsets(group: str, topic_specs: tuple[str, ...], bootstrap: str, com
                 raise RetriableError(r.error_code, f"OffsetDelete({group})")
             return r
         r = retry(attempt)
-    rows = [{"topic": t.name, "partition": int(p.partition_index) if p.partition_index >= 0 else None,
-             "status": "Successful" if p.error_code == ErrorCode.none else
-             f"Error: {MESSAGES.get(p.error_code, code_name(p.error_code))}",
-             "error": None if p.error_code == ErrorCode.none else code_name(p.error_code)}
-            for t in r.topics for p in t.partitions]
-    rows.sort(key=lambda x: (x["topic"], x["partition"] if x["partition"] is not None else -1))
     top = r.error_code
-    failed = top != ErrorCode.none or any(x["error"] for x in rows)
+    codes: dict[tuple[str, int | None], ErrorCode] = {(t, None): ErrorCode.unknown_topic_or_partition
+                                                      for t, ps in wanted.items() if ps is None}
+    for t, ps in known.items():  # a group-level error is every partition's (as Apache shows it)
+        codes.update({(t, p): top for p in ps})
+    codes.update({(t.name, int(p.partition_index)): p.error_code for t in r.topics for p in t.partitions
+                  if top == ErrorCode.none})
+    rows = [{"topic": t, "partition": p, "error": None if code == ErrorCode.none else code_name(code),
+             "status": "Successful" if code == ErrorCode.none else f"Error: {exception_text(code)}"}
+            for (t, p), code in sorted(codes.items(), key=lambda x: (x[0][0], -1 if x[0][1] is None else x[0][1]))]
     out = {"group_id": group, "error": None if top == ErrorCode.none else code_name(top), "partitions": rows}
 
     def human() -> list[str]:
-        if top == ErrorCode.none and not failed:
-            head = f"Request succeed for deleting offsets with topic {', '.join(wanted)} group {group}"
-        elif top == ErrorCode.non_empty_group:
-            head = f"Error: Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty."
-        elif top == ErrorCode.group_id_not_found:
-            head = f"Error: '{group}' does not exist."
+        if top == ErrorCode.none:
+            head = [f"Request succeeded for deleting offsets from group {group}."]
         else:
-            head = "Error: Encounter some partition level error, see the follow-up details:"
-        return [head, "", table([{**x, "partition": x["partition"] if x["partition"] is not None else
-                                  "Not Provided"} for x in rows], ["topic", "partition", "status"])]
+            head = ["", f"Error: {EXCEPTIONS[top][1] if top in EXCEPTIONS else code_name(top)}"]
+        return [*head, "", table(rows, ["topic", "partition", "status"])]
 
     emit(out, as_json, human)
-    if failed:
+    if top != ErrorCode.none or any(x["error"] for x in rows):
         raise click.exceptions.Exit(1)
 
 
@@ -211,7 +220,9 @@ def share_delete(group_args: tuple[str, ...], group_opts: tuple[str, ...], boots
         for g in names:  # as Apache: a group that is not a share group is not deleted here
             result[g] = ErrorCode.none if share_group(c, g) is not None else ErrorCode.group_id_not_found
         result.update(_delete_groups(c, [g for g, code in result.items() if code == ErrorCode.none]))
-        _report_delete("share", result, as_json)
+        not_share = {g: f"org.apache.kafka.common.errors.GroupIdNotFoundException: Group '{g}' is not a share group."
+                     for g, code in result.items() if code == ErrorCode.group_id_not_found}
+        _report_delete("share", result, as_json, not_share)
 
 
 @share_groups.command("delete-offsets")

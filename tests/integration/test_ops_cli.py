@@ -197,13 +197,19 @@ def test_groups_delete_offsets_and_delete(cluster):
     theirs = apache(cluster, "kafka-consumer-groups", "--delete-offsets", "--group", other, "--topic", f"{topic}:1")
     assert mine.split() == theirs.replace(other, group).split()  # the same words (Apache pads its columns)
     assert committed(bs, group, topic, [1]) == {1: -1001}
+    nope = uniq("nope")  # an unknown group, an unknown topic: Apache's lines, but a failing exit status
+    for args in (("--group", nope, "--topic", topic), ("--group", group, "--topic", nope)):
+        mine = kaas("groups", "delete-offsets", args[1], "--topic", args[3], "--bootstrap-server", bs, ok=False).stdout
+        assert mine.split() == apache(cluster, "kafka-consumer-groups", "--delete-offsets", *args).split(), args
 
     out = kaas("groups", "delete", group, "--bootstrap-server", bs).stdout
     assert out == apache(cluster, "kafka-consumer-groups", "--delete", "--group", other).replace(other, group)
     listed = {g["group_id"] for g in kaas_json("groups", "list", "--bootstrap-server", bs)}
     assert group not in listed and other not in listed
     res = kaas("groups", "delete", group, "--bootstrap-server", bs, ok=False)
-    assert f"* Group '{group}' could not be deleted due to: GROUP_ID_NOT_FOUND" in res.output
+    assert res.stdout == apache(cluster, "kafka-consumer-groups", "--delete", "--group", group)
+    assert f"* Group '{group}' could not be deleted due to: org.apache.kafka.common.errors.GroupIdNotFoundException" \
+        in res.stdout
 
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "session.timeout.ms": 6000})
     c.subscribe([topic])
@@ -257,7 +263,9 @@ def test_share_groups_delete_offsets_and_delete(cluster):
     assert out == theirs.replace(other, group)
     listed = {g["group_id"] for g in kaas_json("groups", "list", "--bootstrap-server", bs)}
     assert group not in listed and other not in listed
-    assert "GROUP_ID_NOT_FOUND" in kaas("share-groups", "delete", group, "--bootstrap-server", bs, ok=False).output
+    mine = kaas("share-groups", "delete", group, "--bootstrap-server", bs, ok=False).stdout
+    assert f"GroupIdNotFoundException: Group '{group}' is not a share group." in mine
+    assert mine == apache(cluster, "kafka-share-groups", "--delete", "--group", group)
 
 
 # --------------------------------------------------------------------------- offsets and records
@@ -325,7 +333,8 @@ def test_console_produce_keys_headers_and_consume_as_apache(cluster):
     mine = kaas("console", "consume", "--topic", topic, "--partition", "1", "--from-beginning", "--max-messages",
                 "100", "--timeout-ms", "3000", *props, "--bootstrap-server", bs).stdout
     theirs = apache(cluster, "kafka-console-consumer", "--topic", topic, "--partition", "1", "--from-beginning",
-                    "--max-messages", "100", "--timeout-ms", "5000", *props)
+                    "--max-messages", "100", "--timeout-ms", "5000",
+                    *[a.replace("--property", "--formatter-property") for a in props])
     assert mine == theirs and mine.count("\n") == sum(1 for m in got if m.partition() == 1) + \
         sum(1 for m in checks if m.partition() == 1)
     records = kaas_json("console", "consume", "--topic", topic, "--partition", "0", "--offset", "2",
@@ -338,6 +347,7 @@ def test_console_consume_read_committed_and_from_timestamp(cluster):
     create_topic(bs, topic, 1)
     produce(bs, topic, {0: 4}, timestamp=2_000_000)  # offsets 0-3
     tx = txn_producer(bs, uniq("console-txid"))
+    tx.init_transactions(20)
     tx.begin_transaction()
     for i in range(3):
         tx.produce(topic, f"aborted-{i}".encode(), partition=0, timestamp=3_000_000)
