@@ -87,7 +87,7 @@ class LineReader:
     def _headers(self, text: str | None) -> tuple[tuple[str, bytes | None], ...]:
         if text is None or text == self.null_marker:
             return ()
-        out = []
+        out: list[tuple[str, bytes | None]] = []
         for pair in text.split(self.headers_separator):
             i = pair.find(self.headers_key_separator)
             if i < 0:

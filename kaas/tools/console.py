@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -27,7 +28,7 @@ from kio.schema.fetch.v12.response import FetchResponse
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.types import TopicName
-from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from kaas.tools._console_format import Formatter, LineReader, properties
 from kaas.tools._offsets import EARLIEST, LATEST, leaders, list_offsets
@@ -35,6 +36,7 @@ from kaas.tools._records import Fetched, Outgoing, decode_batches, encode_batch,
 from kaas.tools._wire import (
     RETRIABLE,
     Cluster,
+    F,
     RetriableError,
     bootstrap_option,
     code_name,
@@ -55,7 +57,7 @@ def console() -> None:
     """Produce lines of standard input, consume records to standard output."""
 
 
-def _property_option(apache_name: str) -> Any:
+def _property_option(apache_name: str) -> Callable[[F], F]:
     """``--property`` and Apache 4.4's name for it (``--reader-property``, ``--formatter-property``)."""
     return click.option(f"--{apache_name}", "--property", "props", multiple=True, metavar="KEY=VALUE",
                         help=f"A {apache_name.split('-')[0]} property, as Apache's (repeatable).")
@@ -90,7 +92,7 @@ def _send(c: Cluster, topic: str, batches: dict[int, list[Outgoing]], acks: int,
                 transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(
                     datetime.timedelta(milliseconds=timeout_ms)),
                 topic_data=(TopicProduceData(name=TopicName(topic), partition_data=tuple(
-                    PartitionProduceData(index=i32(p), records=encode_batch(batches[p], now)) for p in parts)),)))
+                    PartitionProduceData(index=i32(p), records=Records(encode_batch(batches[p], now))) for p in parts)),)))
             for t in r.responses:
                 for pr in t.partition_responses:
                     if pr.error_code == ErrorCode.none:

@@ -30,6 +30,7 @@ from kio.static.primitive import i32
 from kaas.tools._wire import (
     RETRIABLE,
     Cluster,
+    F,
     RetriableError,
     bootstrap_option,
     code_name,
@@ -63,7 +64,7 @@ def exception_text(code: ErrorCode) -> str:
     return f"org.apache.kafka.common.errors.{cls}: {message}"
 
 
-def _groups_arg(f):  # type: ignore[no-untyped-def]
+def _groups_arg(f: F) -> F:
     f = click.option("--group", "group_opts", multiple=True, help="A group to delete (repeatable; as Apache's "
                                                                  "--group).")(f)
     return click.argument("group_args", nargs=-1, metavar="[GROUP]...")(f)
