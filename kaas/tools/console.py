@@ -17,8 +17,8 @@ import datetime
 import json
 import sys
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -92,7 +92,8 @@ def _send(c: Cluster, topic: str, batches: dict[int, list[Outgoing]], acks: int,
                 transactional_id=None, acks=i16(acks), timeout=i32Timedelta.parse(
                     datetime.timedelta(milliseconds=timeout_ms)),
                 topic_data=(TopicProduceData(name=TopicName(topic), partition_data=tuple(
-                    PartitionProduceData(index=i32(p), records=Records(encode_batch(batches[p], now))) for p in parts)),)))
+                    PartitionProduceData(index=i32(p), records=Records(encode_batch(batches[p], now)))
+                    for p in parts)),)))
             for t in r.responses:
                 for pr in t.partition_responses:
                     if pr.error_code == ErrorCode.none:
