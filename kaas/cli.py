@@ -75,6 +75,11 @@ class _LazyGroup(click.Group):
         "certs": "kaas.tools.certs:certs",
         "health": "kaas.tools.health:health",
         "features": "kaas.tools.features:features",
+        "configs": "kaas.tools.configs:configs",
+        "share-groups": "kaas.tools.group_admin:share_groups",
+        "get-offsets": "kaas.tools.records:get_offsets",
+        "delete-records": "kaas.tools.records:delete_records",
+        "console": "kaas.tools.console:console",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -72,8 +72,23 @@ class ShareStats:
         self.archived = 0
 
 
+class TopicStats:
+    """One topic's traffic through this broker, as Apache's per-topic BrokerTopicMetrics:
+    bytes and records appended by Produce (in), and bytes and records handed to consumers
+    by Fetch and ShareFetch (out: whole batches, their header's record count)."""
+
+    __slots__ = ("bytes_in", "records_in", "bytes_out", "records_out")
+
+    def __init__(self) -> None:
+        self.bytes_in = 0
+        self.records_in = 0
+        self.bytes_out = 0
+        self.records_out = 0
+
+
 # Process-wide (one broker per process). Keys: Kafka api keys.
 API: dict[int, ApiStats] = {}
+TOPIC: dict[str, TopicStats] = {}
 FSYNC = Histogram(FSYNC_BOUNDS)
 TAKEOVER = Histogram(TAKEOVER_BOUNDS)
 SHARE = ShareStats()
@@ -94,6 +109,25 @@ def record_request(api_key: int, size_in: int, response: bytes | memoryview | No
     s.latency.observe(seconds)
 
 
+def record_produced(topic: str, size: int, records: int) -> None:
+    """A batch of ``records`` records, ``size`` bytes, appended to ``topic`` (not a duplicate)."""
+    t = TOPIC.get(topic) or TOPIC.setdefault(topic, TopicStats())
+    t.bytes_in += size
+    t.records_in += records
+
+
+def record_fetched(topic: str, size: int, records: int) -> None:
+    """``size`` bytes holding ``records`` records of ``topic`` put into a fetch response."""
+    t = TOPIC.get(topic) or TOPIC.setdefault(topic, TopicStats())
+    t.bytes_out += size
+    t.records_out += records
+
+
+def forget_topic(topic: str) -> None:
+    """A deleted topic's counts (its series end with it)."""
+    TOPIC.pop(topic, None)
+
+
 def record_error(api_key: int) -> None:
     s = API.get(api_key) or _api(api_key)
     s.errors += 1
@@ -103,6 +137,7 @@ def reset() -> None:
     """Forget every count (tests)."""
     global FSYNC, TAKEOVER, SHARE
     API.clear()
+    TOPIC.clear()
     FSYNC = Histogram(FSYNC_BOUNDS)
     TAKEOVER = Histogram(TAKEOVER_BOUNDS)
     SHARE = ShareStats()

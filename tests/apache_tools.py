@@ -37,6 +37,7 @@ JVM_FLAGS = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:CIC
 MAIN_CLASSES = {
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",

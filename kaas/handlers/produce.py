@@ -27,7 +27,7 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas import configs
+from kaas import configs, counters
 from kaas.domain import replicas
 from kaas.errors import KaasError, NotInTransaction
 from kaas.handlers._auth import TOPIC, TXN_ID, Op, authorize
@@ -250,6 +250,8 @@ async def _append_partition(run: _Appends, topic: str, meta: TopicMeta | None, p
             raise KaasError(ErrorCode.unsupported_compression_type)
         records, header = wv.validate(records, policy, run.now)
         result = await part.produce(records, header, run.transactional_id, log_append_time=log_append_time)
+        if not result.duplicate:
+            counters.record_produced(topic, len(records), header.records_count)
     except KaasError as exc:
         out["error_code"] = (ErrorCode.transaction_abortable
                              if isinstance(exc, NotInTransaction) and ctx.api_version >= ABORTABLE_FROM else exc.code)

@@ -29,6 +29,7 @@ import trio
 from kio.schema.errors import ErrorCode
 from kio.schema.share_fetch.v2.request import ShareFetchRequest as ShareFetchV2
 
+from kaas import counters
 from kaas.domain.share_batches import join_acquired, split_acquired
 from kaas.domain.share_sessions import FINAL_EPOCH
 from kaas.errors import KaasError
@@ -120,6 +121,7 @@ async def _fetch(ctx: Context, req: ShareFetchRequest, group: str, member: str, 
                 continue
             if got.acquired:
                 records = _past(got.records, covered.get(key, -1))
+                counters.record_fetched(name, len(records), sum(h.records_count for _, h in wb.iter_headers(records)))
                 covered[key] = max(covered.get(key, -1), _last_offset(got.records))
                 before = held.get(key, (b"", ()))
                 held[key] = (before[0] + records, tuple(join_acquired(before[1], got.acquired)))

@@ -19,6 +19,9 @@ request_duration_seconds{api}             histogram  decode-to-encoded-response 
                                                      fetches include their wait)
 request_bytes_total{api}                  counter    request frame bytes received (bytes in)
 response_bytes_total{api}                 counter    response frame bytes sent (bytes out)
+topic_bytes_in_total{topic}               counter    bytes appended by Produce per topic, with
+                                                     records_in and (Fetch, ShareFetch) bytes_out,
+                                                     records_out: ``kaas.net.topic_metrics``
 partitions_led                            gauge      partitions this broker leads
 producer_states                           gauge      idempotence entries over led partitions
 transactions_open                         gauge      Ongoing transactions of owned slots
@@ -38,6 +41,8 @@ brokers_alive                             gauge      live brokers as seen by thi
 txn_coordinator_events_total{event}       counter    markers written, queue entries applied, ...
 consumer_group_events_total{event}        counter    KIP-848 heartbeats, epoch bumps, revocations, ...
 groups{type,state}                        gauge      groups coordinated here, by type and state
+share_partition_in_flight{group,...}      gauge      records in a held share partition's window, with
+                                                     start_offset and records{state}
 partition_high_watermark{topic,partition} gauge      per led partition, with its last_stable_offset
 consumer_group_lag{group,topic,partition} gauge      HW - committed per group and led partition, with
                                                      committed_offset and lag_stable (LSO - committed):
@@ -61,6 +66,7 @@ import trio
 from kaas import counters
 from kaas.handlers import REGISTRY
 from kaas.net.lag_metrics import committed_offsets, lag_families
+from kaas.net.topic_metrics import share_partition_families, topic_families
 
 log = structlog.get_logger()
 
@@ -114,7 +120,9 @@ class BrokerCollector:
         yield from self._partitions_and_transactions()
         yield from self._log_cleaner()
         yield from lag_families(list(self.broker.partitions.values()), self.committed)
+        yield from topic_families(lambda name: self.broker.topics.get(name) is not None)
         yield from self._shares()
+        yield from share_partition_families(self.broker.shares.held())
         yield from self._cluster()
         yield from self._coordinators()
         info = GaugeMetricFamily("kaas_broker_info", "Identifies the broker.",

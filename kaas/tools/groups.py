@@ -348,3 +348,14 @@ def reset_offsets(group: str, topic_specs: tuple[str, ...], all_topics: bool, to
         return lines
 
     emit(out, as_json, human)
+
+
+def _admin_commands() -> None:
+    """``delete`` and ``delete-offsets`` live in ``kaas.tools.group_admin``."""
+    from kaas.tools.group_admin import delete, delete_offsets
+
+    groups.add_command(delete, "delete")
+    groups.add_command(delete_offsets, "delete-offsets")
+
+
+_admin_commands()

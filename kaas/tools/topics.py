@@ -85,7 +85,7 @@ def _parse_configs(items: tuple[str, ...]) -> dict[str, str]:
 
 @click.group("topics")
 def topics() -> None:
-    """List, describe, create and delete topics (over the wire protocol)."""
+    """List, describe, create, alter and delete topics (over the wire protocol)."""
 
 
 @topics.command("list")
@@ -211,3 +211,52 @@ def delete(names: tuple[str, ...], if_exists: bool, bootstrap: str, command_conf
     emit(rows, as_json, lambda: table(rows, ["name", "deleted", "error", "topic_id"]))
     if failed:
         raise click.ClickException(f"cannot delete {', '.join(failed)}")
+
+
+@topics.command()
+@click.argument("name", required=False, metavar="[TOPIC]")
+@click.option("--topic", "topic_opt", default=None, help="The topic (as kafka-topics --alter --topic).")
+@click.option("--partitions", type=int, default=None, help="The new, larger, number of partitions.")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A config override to set "
+                                                                            "(repeatable).")
+@click.option("--delete-config", "delete_configs", multiple=True, metavar="KEY",
+              help="A config override to remove (repeatable; it must be set).")
+@bootstrap_option
+@command_config_option
+@json_option
+def alter(name: str | None, topic_opt: str | None, partitions: int | None, configs: tuple[str, ...],
+          delete_configs: tuple[str, ...], bootstrap: str, command_config: Path | None, as_json: bool) -> None:
+    """Add partitions to TOPIC (CreatePartitions) and set or remove its config overrides
+    (IncrementalAlterConfigs)."""
+    from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
+    from kio.schema.create_partitions.v3.response import CreatePartitionsResponse
+
+    from kaas.tools.configs import alter_resource
+
+    topic = name or topic_opt
+    if not topic or (name and topic_opt and name != topic_opt):
+        raise click.UsageError("name one topic (TOPIC or --topic)")
+    if partitions is None and not configs and not delete_configs:
+        raise click.UsageError("give --partitions, --config or --delete-config")
+    add = _parse_configs(configs)
+    with open_cluster(bootstrap, command_config) as c:
+        rows = _topic_rows(c.metadata([topic]))
+        if not rows or rows[0]["error"]:
+            raise click.ClickException(f"Topic '{topic}' does not exist as expected"
+                                       + (f" ({rows[0]['error']})" if rows else ""))
+        before = rows[0]["partition_count"]
+        if partitions is not None and partitions != before:
+            r: CreatePartitionsResponse = c.call_controller(CreatePartitionsRequest(
+                topics=(CreatePartitionsTopic(name=TopicName(topic), count=i32(partitions), assignments=None),),
+                timeout=ADMIN_TIMEOUT, validate_only=False))
+            res = r.results[0]
+            if res.error_code != ErrorCode.none:
+                raise click.ClickException(f"cannot alter topic {topic}: {code_name(res.error_code)}"
+                                           + (f": {res.error_message}" if res.error_message else ""))
+        if add or delete_configs:
+            alter_resource(c, "topics", topic, add, list(delete_configs))
+    out = {"name": topic, "partitions_before": before, "partitions": partitions if partitions is not None else before,
+           "set": add, "deleted": list(delete_configs)}
+    emit(out, as_json, lambda: f"Altered topic {topic}: {before} -> {out['partitions']} partitions"
+                               + (f", set {','.join(f'{k}={v}' for k, v in add.items())}" if add else "")
+                               + (f", removed {','.join(delete_configs)}" if delete_configs else "") + ".")

@@ -6,7 +6,7 @@
 #   --create --topic T [--partitions N] [--replication-factor R] [--config K=V]... [--if-not-exists]
 #   --delete --topic T [--if-exists]
 #   --list, --describe [--topic T]
-# --alter (adding partitions) has no `kaas topics` counterpart: it exits 1 saying so.
+#   --alter --topic T --partitions N (kaas topics alter; --config K=V sets overrides there too)
 # The kaas command is $KAAS, else the repository's .venv/bin/kaas, else `kaas` on PATH.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -46,6 +46,8 @@ case "$action" in
   describe)
     if [[ -n "$topic" ]]; then exec "$kaas" topics describe "$topic" "${common[@]}"; fi
     exec "$kaas" topics describe "${common[@]}" ;;
-  alter) die "--alter (CreatePartitions) has no kaas topics counterpart; use the Admin API" ;;
-  *) die "one of --create, --delete, --list, --describe is required" ;;
+  alter)
+    [[ -n "$topic" ]] || die "--alter needs --topic"
+    exec "$kaas" topics alter "$topic" ${create_args[@]+"${create_args[@]}"} "${common[@]}" ;;
+  *) die "one of --create, --delete, --list, --describe, --alter is required" ;;
 esac
