@@ -33,8 +33,8 @@ def value_batch(n: int) -> bytes:
     return wb.build_batch(base_timestamp=1_000, records=[(None, b"x" * n)])
 
 
-async def test_produce_over_the_byte_rate_is_throttled_and_muted(tmp_path, autojump_clock):
-    async with open_broker_in(tmp_path, clock=TrioClock(autojump_clock)) as (broker, nursery), \
+async def test_produce_over_the_byte_rate_is_throttled_and_muted(shm_path, autojump_clock):
+    async with open_broker_in(shm_path, clock=TrioClock(autojump_clock)) as (broker, nursery), \
             open_client(broker, nursery) as client:
         assert (await client.call(create_topic("pq", 1))).topics[0].error_code == ErrorCode.none
         await set_quota(client, "producer_byte_rate", 1000)
@@ -54,8 +54,8 @@ async def test_produce_over_the_byte_rate_is_throttled_and_muted(tmp_path, autoj
         assert view.throttle_time_ms == pytest.approx(throttle * 1000, abs=1)
 
 
-async def test_fetch_over_the_byte_rate_is_answered_empty(tmp_path, autojump_clock):
-    async with open_broker_in(tmp_path, clock=TrioClock(autojump_clock)) as (broker, nursery), \
+async def test_fetch_over_the_byte_rate_is_answered_empty(shm_path, autojump_clock):
+    async with open_broker_in(shm_path, clock=TrioClock(autojump_clock)) as (broker, nursery), \
             open_client(broker, nursery) as client:
         assert (await client.call(create_topic("fq", 1))).topics[0].error_code == ErrorCode.none
         for _ in range(8):
@@ -72,8 +72,8 @@ async def test_fetch_over_the_byte_rate_is_answered_empty(tmp_path, autojump_clo
         assert view.rate * 10 < 10_500
 
 
-async def test_request_quota_throttles_any_api_capped_at_one_window(tmp_path, autojump_clock):
-    async with open_broker_in(tmp_path, clock=TrioClock(autojump_clock)) as (broker, nursery), \
+async def test_request_quota_throttles_any_api_capped_at_one_window(shm_path, autojump_clock):
+    async with open_broker_in(shm_path, clock=TrioClock(autojump_clock)) as (broker, nursery), \
             open_client(broker, nursery) as client:
         await set_quota(client, "request_percentage", 0.0001)  # 1 us of thread time a second
         throttles = []
@@ -85,8 +85,8 @@ async def test_request_quota_throttles_any_api_capped_at_one_window(tmp_path, au
         assert view.rate > 0.0001
 
 
-async def test_a_client_id_without_a_quota_runs_free(tmp_path, autojump_clock):
-    async with open_broker_in(tmp_path, clock=TrioClock(autojump_clock)) as (broker, nursery), \
+async def test_a_client_id_without_a_quota_runs_free(shm_path, autojump_clock):
+    async with open_broker_in(shm_path, clock=TrioClock(autojump_clock)) as (broker, nursery), \
             open_client(broker, nursery) as client:
         assert (await client.call(create_topic("free", 1))).topics[0].error_code == ErrorCode.none
         await set_quota(client, "producer_byte_rate", 1000, client_id="someone-else")
