@@ -141,7 +141,8 @@ class WireClient:
     """
 
     def __init__(self, host: str, port: int, timeout: float = 10.0, sasl: SaslConfig | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, client_id: str = "kaas-tools") -> None:
+        self.client_id = client_id
         sock = socket.create_connection((host, port), timeout=timeout)
         if ssl_context is not None:
             try:
@@ -197,7 +198,7 @@ class WireClient:
     def _exchange(self, req: RequestPayload) -> tuple[type[ResponsePayload], bytes]:
         api_key, version = req.__api_key__, req.__version__
         self.corr += 1
-        self.sock.sendall(codec.encode_request(api_key, version, self.corr, "kaas-tools", req))
+        self.sock.sendall(codec.encode_request(api_key, version, self.corr, self.client_id, req))
         size = struct.unpack(">i", self._recv(4))[0]
         payload = self._recv(size)
         corr, off = codec.response_header(api_key, version, payload)

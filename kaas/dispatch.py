@@ -13,15 +13,19 @@ from time import perf_counter
 from typing import TYPE_CHECKING
 
 import structlog
+import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import counters
+from kaas.broker.quota_sensors import REQUEST
 from kaas.errors import CloseConnection
-from kaas.handlers import REGISTRY, Context, Handler, versions_table
+from kaas.handlers import REGISTRY, Answer, Context, Handler, versions_table
 from kaas.handlers.session import Session
 from kaas.wire import codec
 from kaas.wire.build import build
+from kaas.wire.codec import PEER_CLIENT_PREFIX
 from kaas.wire.framing import frame as size_prefixed
+from kaas.wire.throttle import with_throttle
 
 if TYPE_CHECKING:
     from kio.static.protocol import RequestPayload
@@ -107,23 +111,35 @@ def prepare(broker: Broker, frame: codec.Buffer, peer: str, lapses: int = 0, ses
         raise CloseConnection(f"api_key {api_key} v{version}: {exc}") from None
     ctx = Context(broker, api_key, version, corr, req.client_id, peer, lapses,
                   session if session is not None else Session())
-    return Prepared(api_key, version, corr, handler, ctx, req.body, size=len(frame) + 4)
+    ctx.request_size = len(frame) + 4
+    return Prepared(api_key, version, corr, handler, ctx, req.body, size=ctx.request_size)
 
 
 async def execute(p: Prepared) -> bytes | memoryview | None:
     """Run a prepared request. Returns the framed response, or None (acks=0)."""
     if p.handler is None or p.ctx is None or p.body is None:
         return p.response
+    ctx = p.ctx
     t0 = perf_counter()
     out: bytes | memoryview | None = None
+    timed = not p.raw and _request_quota_applies(ctx)
     try:
-        result = await p.handler.handle(p.ctx, p.body)
+        if timed:
+            ctx.broker.task_times.start()
+        try:
+            result = await p.handler.handle(ctx, p.body)
+        finally:
+            spent = ctx.broker.task_times.stop() if timed else 0.0
         if p.raw:  # a raw token's answer, or nothing (a failure: the connection closes)
             assert isinstance(result, dict)  # SaslAuthenticate's
             token = result["auth_bytes"]
             assert isinstance(token, bytes)
             out = size_prefixed(token) if result["error_code"] == ErrorCode.none else None
             return out
+        if timed and result is not None:  # (an acks=0 Produce is not charged request time, as in Apache)
+            ctx.throttle(REQUEST, ctx.broker.quotas.record(REQUEST, ctx.principal, ctx.client_id, spent * 100))
+        if ctx.throttle_ms > 0:
+            result = _throttled(ctx, result)
         if result is not None:
             if isinstance(result, dict):  # (bytes: a body the handler encoded once)
                 result = build(codec.response_class(p.api_key, p.version), result)
@@ -134,6 +150,24 @@ async def execute(p: Prepared) -> bytes | memoryview | None:
         raise
     finally:
         counters.record_request(p.api_key, p.size, out, perf_counter() - t0)
+
+
+def _request_quota_applies(ctx: Context) -> bool:
+    """Is this request charged to its client's request quota? Not while no request quota
+    is set, nor the SASL exchange, nor a peer broker's requests (Apache exempts its
+    cluster actions)."""
+    return (ctx.broker.quotas.enabled(REQUEST) and ctx.api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+            and not (ctx.client_id or "").startswith(PEER_CLIENT_PREFIX))
+
+
+def _throttled(ctx: Context, result: Answer) -> Answer:
+    """The answer with its throttle time; the connection reads nothing more until the
+    throttle ends (Apache mutes the channel; KIP-219 clients also wait on their own)."""
+    assert ctx.throttle_type is not None
+    ctx.broker.quotas.throttled(ctx.throttle_type, ctx.principal, ctx.client_id, ctx.throttle_ms)
+    session = ctx.session
+    session.muted_until = max(session.muted_until, trio.current_time() + ctx.throttle_ms / 1000)
+    return with_throttle(ctx.api_key, ctx.api_version, result, ctx.throttle_ms)
 
 
 async def dispatch(broker: Broker, frame: codec.Buffer, peer: str) -> bytes | memoryview | None:

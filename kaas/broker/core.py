@@ -22,6 +22,8 @@ from kaas.broker.dynamic import DynamicConfigs
 from kaas.broker.features import FeatureStore
 from kaas.broker.group_configs import GroupConfigStore
 from kaas.broker.partition import Partition
+from kaas.broker.quota_sensors import ClientQuotaEnforcer
+from kaas.broker.task_time import TaskTimes
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.clock import SYSTEM, Clock
 from kaas.coord.group import GroupCoordinator
@@ -139,6 +141,10 @@ class Broker:
         self.features = FeatureStore(self.layout, fsync=settings.fsync)
         # client quotas (KIP-546): __cluster/client_quotas.json, reloaded by tasks.features
         self.client_quotas = ClientQuotaStore(self.layout, fsync=settings.fsync)
+        # their enforcement on this broker (windows per quota entity) and the request
+        # quota's measure of the time a request runs
+        self.quotas = ClientQuotaEnforcer(self.client_quotas, clock)
+        self.task_times = TaskTimes()
         self.acls = Acls(settings, self.layout)  # the authoriser's ACLs (tasks.acls reloads them)
         self.takeovers = 0
         self.takeover_seconds = 0.0

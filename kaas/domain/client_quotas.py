@@ -15,7 +15,9 @@ Invariants:
     - ``alter_entry`` never returns a quota Apache would refuse: a known key of the
       entity's kind, a finite value > 0, integral and in range for LONG and INT keys;
     - ``effective`` follows KIP-55's order for each key separately: the most specific
-      entity that sets the key wins.
+      entity that sets the key wins; ``quota_for_tags(metric_tags(...))``, Apache's own
+      two-step lookup that enforcement uses, gives the same quota for any non-empty
+      user and client id.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["CLIENT_ID", "IP", "USER", "Entity", "Op", "Quotas", "Refusal", "alter_entry", "check_stored",
-           "describe", "effective", "entity_text", "parse_entity"]
+           "describe", "effective", "entity_text", "metric_tags", "parse_entity", "quota_for_tags", "user_name"]
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 ENTITY_TYPES = (USER, CLIENT_ID, IP)
@@ -256,3 +258,65 @@ def effective(quotas: Quotas, key: str, *, user: str = "", client_id: str = "",
         if got is not None and key in got:
             return got[key], entity
     return None
+
+
+def _shape(entity: Entity) -> str:
+    types = {t for t, _ in entity}
+    return "uc" if types == {USER, CLIENT_ID} else "u" if types == {USER} else "c" if types == {CLIENT_ID} else "ip"
+
+
+def metric_tags(quotas: Quotas, key: str, *, user: str, client_id: str) -> tuple[str, str]:
+    """The (user, client-id) a connection's usage of quota ``key`` is counted under:
+    Apache's ``quotaMetricTags``. Every connection with the same tags shares one window
+    (a user quota: all that user's client ids; a default client-id quota: each client id
+    its own); a part that the resolved quota does not name is "".
+
+    With quotas of one kind only (client-id, user, or user and client-id together) the
+    tags are that kind's; otherwise the walk of KIP-55's levels decides, as Apache's.
+    """
+    having = [e for e, q in quotas.items() if key in q]
+    shapes = {_shape(e) for e in having} - {"ip"}
+    if not shapes or shapes == {"c"}:
+        return "", client_id
+    if shapes == {"u"}:
+        return user, ""
+    if shapes == {"uc"}:
+        return user, client_id
+    present = set(having)
+    levels = (
+        (((CLIENT_ID, client_id), (USER, user)), (user, client_id)),
+        (((CLIENT_ID, None), (USER, user)), (user, client_id)),
+        (((USER, user),), (user, "")),
+        (((CLIENT_ID, client_id), (USER, None)), (user, client_id)),
+        (((CLIENT_ID, None), (USER, None)), (user, client_id)),
+        (((USER, None),), (user, "")),
+    )
+    for entity, tags in levels:
+        if entity in present:
+            return tags
+    return "", client_id
+
+
+def quota_for_tags(quotas: Quotas, key: str, user_tag: str, client_tag: str) -> float | None:
+    """The quota ``key`` of a window's tags (Apache's ``quotaLimit``): the most specific
+    entity of the tags' kind that sets it, falling back to that kind's defaults; None:
+    unlimited."""
+    if user_tag and client_tag:
+        order: tuple[Entity, ...] = (((CLIENT_ID, client_tag), (USER, user_tag)), ((CLIENT_ID, None), (USER, user_tag)),
+                                     ((CLIENT_ID, client_tag), (USER, None)), ((CLIENT_ID, None), (USER, None)))
+    elif user_tag:
+        order = (((USER, user_tag),), ((USER, None),))
+    elif client_tag:
+        order = (((CLIENT_ID, client_tag),), ((CLIENT_ID, None),))
+    else:
+        return None
+    for entity in order:
+        got = quotas.get(entity)
+        if got is not None and key in got:
+            return got[key]
+    return None
+
+
+def user_name(principal: str) -> str:
+    """A principal's name (``User:alice`` -> ``alice``), as quota user entities name it."""
+    return principal.split(":", 1)[1] if ":" in principal else principal

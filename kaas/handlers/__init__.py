@@ -76,10 +76,21 @@ class Context:
     # a pipelined Produce's place among its connection's Produce requests: its appends wait
     # for the earlier ones' (net.connection gives it; None: answered alone, in order)
     turn: Turn | None = None
+    # client quotas: the throttle time a handler's own quota (a byte rate, the mutation
+    # rate) asks for, and that quota's type (``broker.quota_sensors``); dispatch adds the
+    # request quota, sets the answer's throttle_time_ms and mutes the connection
+    throttle_ms: int = 0
+    throttle_type: str | None = None
+    request_size: int = 0  # the request's bytes on the wire (the producer byte rate counts them)
 
     @property
     def principal(self) -> str:
         return self.session.principal
+
+    def throttle(self, quota_type: str, throttle_ms: int) -> None:
+        """Ask for ``throttle_ms`` on behalf of ``quota_type`` (the longest ask wins)."""
+        if throttle_ms > self.throttle_ms:
+            self.throttle_ms, self.throttle_type = throttle_ms, quota_type
 
 
 # (imported here, below Context: the modules name it, under TYPE_CHECKING only)

@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas.handlers import _forward
 from kaas.handlers._auth import TOPIC, Op, authorize, merge, without
+from kaas.handlers._mutation_quota import REFUSED, Mutations
 
 if TYPE_CHECKING:
     from kio.schema.create_partitions import v0, v1, v2, v3
@@ -30,15 +31,28 @@ log = structlog.get_logger()
 
 
 async def handle(ctx: Context, req: CreatePartitionsRequest) -> dict[str, object] | ResponsePayload:
+    # the ACL is checked before forwarding (the controller checks the forwarding broker
+    # again), then KIP-599's quota charges each topic the partitions it would add
     denied: list[dict[str, object]] = [
         {"name": t.name, "error_code": ErrorCode.topic_authorization_failed, "error_message": None}
         for t in req.topics if not authorize(ctx, Op.ALTER, TOPIC, t.name)]
-    if denied:  # checked before forwarding; the controller checks the forwarding broker again
-        keep = tuple(t for t in req.topics if authorize(ctx, Op.ALTER, TOPIC, t.name))
-        if not keep:
-            return {"throttle_time": 0, "results": denied}
-        return merge(await _create(ctx, without(req, "topics", keep)), "results", denied)
-    return await _create(ctx, req)
+    mutations = Mutations(ctx)
+    topics = ctx.broker.topics
+    keep = []
+    for t in req.topics:
+        if not authorize(ctx, Op.ALTER, TOPIC, t.name):
+            continue
+        meta = topics.get(t.name)
+        if meta is None or mutations.admit(t.name, t.count - meta.partitions):
+            keep.append(t)
+        else:
+            denied.append({"name": t.name, **REFUSED})
+    if not keep:
+        mutations.settle([])
+        return {"throttle_time": 0, "results": denied}
+    answer = await _create(ctx, req if len(keep) == len(req.topics) else without(req, "topics", tuple(keep)))
+    mutations.settle_answer(answer, "results")
+    return merge(answer, "results", denied)
 
 
 async def _create(ctx: Context, req: CreatePartitionsRequest) -> dict[str, object] | ResponsePayload:

@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from kaas import broker_configs, configs
 from kaas.domain import replicas
 from kaas.handlers._auth import CLUSTER, TOPIC, Op, authorize
+from kaas.handlers._mutation_quota import REFUSED, Mutations
 
 if TYPE_CHECKING:
     from kio.schema.create_topics import v2, v3, v4, v5, v6, v7
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
     CreateTopicsRequest: TypeAlias = (v2.CreateTopicsRequest | v3.CreateTopicsRequest | v4.CreateTopicsRequest
                                       | v5.CreateTopicsRequest | v6.CreateTopicsRequest | v7.CreateTopicsRequest)
+    CreatableTopic: TypeAlias = (v2.request.CreatableTopic | v3.request.CreatableTopic | v4.request.CreatableTopic
+                                 | v5.request.CreatableTopic | v6.request.CreatableTopic | v7.request.CreatableTopic)
 
 API_KEY = 19
 VERSIONS = (2, 7)
@@ -52,6 +55,7 @@ async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
     out: list[dict[str, object]] = []
     created: list[tuple[dict[str, object], TopicMeta]] = []  # waited for once all exist
     seen: dict[str, int] = {}
+    mutations = Mutations(ctx)
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
     for t in req.topics:
@@ -68,60 +72,18 @@ async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
         if not (authorize(ctx, Op.CREATE, CLUSTER) or authorize(ctx, Op.CREATE, TOPIC, t.name)):
             res["error_code"] = ErrorCode.topic_authorization_failed
             continue
-        manual: dict[int, tuple[int, ...]] = {}
-        num_partitions: int = t.num_partitions
-        if t.assignments:
-            lists = replicas.check_create([(a.partition_index, a.broker_ids) for a in t.assignments],
-                                          t.num_partitions, t.replication_factor, broker.registered_brokers(),
-                                          broker.alive_brokers())
-            if isinstance(lists, replicas.AssignmentError):
-                res["error_code"] = ErrorCode[lists.error]
-                res["error_message"] = lists.message
-                continue
-            manual = dict(enumerate(lists))
-            num_partitions = len(lists)
-        rf = len(manual[0]) if manual else \
-            DEFAULT_REPLICATION_FACTOR if t.replication_factor == -1 else t.replication_factor
-        registered = len(broker.registered_brokers())
-        if rf <= 0:
-            res["error_code"] = ErrorCode.invalid_replication_factor
-            res["error_message"] = "Replication factor must be larger than 0, or -1 to use the default value."
+        plan = _plan(ctx, t, res)
+        if plan is None:
             continue
-        if rf > registered:
-            res["error_code"] = ErrorCode.invalid_replication_factor
-            res["error_message"] = (f"Unable to replicate the partition {rf} time(s): The target replication factor "
-                                    f"of {rf} cannot be reached because only {registered} broker(s) are registered.")
+        num_partitions = plan[0]
+        if not mutations.admit(t.name, num_partitions if num_partitions > 0 else broker.settings.num_partitions):
+            res.update(REFUSED)  # KIP-599: the client's controller mutation quota is spent
             continue
-        topic_configs = {c.name: c.value for c in t.configs if c.value is not None}
-        isr_error = replicas.min_insync_replicas_error(topic_configs.get("min.insync.replicas"))
-        if isr_error is not None:
-            res["error_code"] = ErrorCode.invalid_config
-            res["error_message"] = isr_error
-            continue
-        try:
-            meta, (code, msg) = await broker.admin.create_topic(
-                t.name, num_partitions, topic_configs, validate_only=req.validate_only, replication_factor=rf,
-                replica_assignment=manual, timeout=0)
-        except OSError as exc:  # the topic file could not be written: no topic was created
-            log.error("topic_write_failed", topic=t.name, error=str(exc))
-            meta, code, msg = None, ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"
-        res["error_code"] = code
-        res["error_message"] = msg
-        if code == ErrorCode.none:
-            asked = num_partitions if num_partitions > 0 else broker.settings.num_partitions
-            parts = meta.partitions if meta else asked
-            res["num_partitions"] = parts
-            res["replication_factor"] = meta.replication_factor if meta else rf
-            if meta is not None:
-                res["topic_id"] = meta.topic_id
-                created.append((res, meta))
-            dyn = broker.dynamic
-            res["configs"] = [
-                {"name": k, "value": v, "read_only": False, "is_sensitive": False,
-                 "config_source": broker_configs.topic_source(dyn.static, dyn.default, dyn.mine, k)[0]
-                 if is_default else broker_configs.SOURCE_TOPIC}
-                for k, (v, is_default) in configs.effective(broker.settings, topic_configs).items()
-            ]
+        meta = await _create(ctx, t.name, plan, req.validate_only, res)
+        if meta is not None:
+            created.append((res, meta))
+    mutations.settle([(t, c) for t, c in ((str(r["name"]), r["error_code"]) for r in out)
+                      if isinstance(c, ErrorCode) and c != ErrorCode.throttling_quota_exceeded])
     for res, meta in created:
         if req.timeout.total_seconds() > 0 and \
                 not await broker.admin.ensure_partitions(meta, deadline - trio.current_time()):
@@ -130,3 +92,74 @@ async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
                        replication_factor=-1, configs=[],
                        error_message=f"topic {meta.name} created; not yet served by every broker")
     return {"throttle_time": 0, "topics": out}
+
+
+Plan: TypeAlias = "tuple[int, int, dict[int, tuple[int, ...]], dict[str, str]]"
+"""(partitions asked, replication factor, manual assignment, configs) of a valid topic."""
+
+
+def _plan(ctx: Context, t: CreatableTopic, res: dict[str, object]) -> Plan | None:
+    """The topic's checked parameters, or None with the refusal in ``res``."""
+    broker = ctx.broker
+    manual: dict[int, tuple[int, ...]] = {}
+    num_partitions: int = t.num_partitions
+    if t.assignments:
+        lists = replicas.check_create([(a.partition_index, a.broker_ids) for a in t.assignments],
+                                      t.num_partitions, t.replication_factor, broker.registered_brokers(),
+                                      broker.alive_brokers())
+        if isinstance(lists, replicas.AssignmentError):
+            res["error_code"] = ErrorCode[lists.error]
+            res["error_message"] = lists.message
+            return None
+        manual = dict(enumerate(lists))
+        num_partitions = len(lists)
+    rf = len(manual[0]) if manual else \
+        DEFAULT_REPLICATION_FACTOR if t.replication_factor == -1 else t.replication_factor
+    registered = len(broker.registered_brokers())
+    if rf <= 0:
+        res["error_code"] = ErrorCode.invalid_replication_factor
+        res["error_message"] = "Replication factor must be larger than 0, or -1 to use the default value."
+        return None
+    if rf > registered:
+        res["error_code"] = ErrorCode.invalid_replication_factor
+        res["error_message"] = (f"Unable to replicate the partition {rf} time(s): The target replication factor "
+                                f"of {rf} cannot be reached because only {registered} broker(s) are registered.")
+        return None
+    topic_configs = {c.name: c.value for c in t.configs if c.value is not None}
+    isr_error = replicas.min_insync_replicas_error(topic_configs.get("min.insync.replicas"))
+    if isr_error is not None:
+        res["error_code"] = ErrorCode.invalid_config
+        res["error_message"] = isr_error
+        return None
+    return num_partitions, rf, manual, topic_configs
+
+
+async def _create(ctx: Context, name: str, plan: Plan, validate_only: bool, res: dict[str, object]) -> TopicMeta | None:
+    """Create (or validate) the topic; its answer into ``res``. The topic's metadata when
+    a file was written (the answer then waits for every broker to serve it)."""
+    broker = ctx.broker
+    num_partitions, rf, manual, topic_configs = plan
+    try:
+        meta, (code, msg) = await broker.admin.create_topic(
+            name, num_partitions, topic_configs, validate_only=validate_only, replication_factor=rf,
+            replica_assignment=manual, timeout=0)
+    except OSError as exc:  # the topic file could not be written: no topic was created
+        log.error("topic_write_failed", topic=name, error=str(exc))
+        meta, code, msg = None, ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"
+    res["error_code"] = code
+    res["error_message"] = msg
+    if code != ErrorCode.none:
+        return None
+    asked = num_partitions if num_partitions > 0 else broker.settings.num_partitions
+    res["num_partitions"] = meta.partitions if meta else asked
+    res["replication_factor"] = meta.replication_factor if meta else rf
+    if meta is not None:
+        res["topic_id"] = meta.topic_id
+    dyn = broker.dynamic
+    res["configs"] = [
+        {"name": k, "value": v, "read_only": False, "is_sensitive": False,
+         "config_source": broker_configs.topic_source(dyn.static, dyn.default, dyn.mine, k)[0]
+         if is_default else broker_configs.SOURCE_TOPIC}
+        for k, (v, is_default) in configs.effective(broker.settings, topic_configs).items()
+    ]
+    return meta

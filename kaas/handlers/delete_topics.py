@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from kaas.handlers import _forward
 from kaas.handlers._auth import TOPIC, Op, authorize, enabled, merge, without
+from kaas.handlers._mutation_quota import REFUSED, Mutations
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -51,11 +52,40 @@ def _split(ctx: Context, req: DeleteTopicsRequest) -> tuple[DeleteTopicsRequest 
                    "error_message": None} for n, tid in denied]
 
 
+def _charge(ctx: Context, req: DeleteTopicsRequest,
+            mutations: Mutations) -> tuple[DeleteTopicsRequest | None, list[dict[str, object]]]:
+    """KIP-599: each topic is charged its partitions; (the request with the topics the
+    quota admits, None when none is; the answers for those a strict quota refused)."""
+    topics = ctx.broker.topics
+
+    def admitted(name: str | None, topic_id: UUID | None) -> bool:
+        if name is None:
+            name = next((m.name for m in topics.topics.values() if m.topic_id == topic_id), None)
+        meta = topics.get(name) if name is not None else None
+        return meta is None or mutations.admit(meta.name, meta.partitions)
+
+    refused: list[dict[str, object]] = []
+    if isinstance(req, v6.DeleteTopicsRequest):
+        keep = tuple(t for t in req.topics if admitted(t.name, t.topic_id))
+        refused = [{"name": t.name, "topic_id": t.topic_id, **REFUSED} for t in req.topics if t not in keep]
+        return (without(req, "topics", keep) if keep else None), refused
+    names = tuple(n for n in req.topic_names if admitted(n, None))
+    refused = [{"name": n, "topic_id": None, **REFUSED} for n in req.topic_names if n not in names]
+    return (without(req, "topic_names", names) if names else None), refused
+
+
 async def handle(ctx: Context, req: DeleteTopicsRequest) -> dict[str, object] | ResponsePayload:
     kept, denied = _split(ctx, req)
+    mutations = Mutations(ctx)
+    if kept is not None:
+        kept, refused = _charge(ctx, kept, mutations)
+        denied += refused
     if kept is None:
+        mutations.settle([])
         return {"throttle_time": 0, "responses": denied}
-    return merge(await _delete(ctx, kept), "responses", denied)
+    answer = await _delete(ctx, kept)
+    mutations.settle_answer(answer, "responses")
+    return merge(answer, "responses", denied)
 
 
 async def _delete(ctx: Context, req: DeleteTopicsRequest) -> dict[str, object] | ResponsePayload:

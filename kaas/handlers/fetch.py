@@ -18,10 +18,12 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import counters
+from kaas.broker.quota_sensors import FETCH as FETCH_QUOTA
 from kaas.errors import KaasError
 from kaas.handlers._auth import CLUSTER, TOPIC, Op, authorize
 from kaas.wire import batch as wb
-from kaas.wire.build import ms
+from kaas.wire import codec
+from kaas.wire.build import build, ms
 
 if TYPE_CHECKING:
     from kio.schema.fetch import v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16, v17, v18
@@ -50,16 +52,23 @@ def _leader_hint(broker: Broker, topic: str, index: int, p: dict[str, object], l
         leaders.add(leader)
 
 
-def _collect(ctx: Context, req: FetchRequest,
-             leaders: set[int]) -> tuple[list[dict[str, object]], int, bool]:
+def _follower(req: FetchRequest) -> bool:
+    """Does the fetch name a replica (Apache: a follower's, which needs CLUSTER_ACTION and
+    is never throttled; kaas brokers send none)?"""
+    return max(getattr(req, "replica_id", -1), getattr(getattr(req, "replica_state", None), "replica_id", -1)) >= 0
+
+
+def _collect(ctx: Context, req: FetchRequest, leaders: set[int],
+             cap: int | None) -> tuple[list[dict[str, object]], int, bool]:
     broker = ctx.broker
     read_committed = req.isolation_level == 1
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    if cap is not None:  # a consumer quota: no more than one quota window's worth at once
+        budget = min(budget, max(1, cap))
     total = 0
     errors = False
     out: list[dict[str, object]] = []
-    # Apache: a follower's fetch (a replica id) needs CLUSTER_ACTION; kaas brokers send none
-    follower = max(getattr(req, "replica_id", -1), getattr(getattr(req, "replica_state", None), "replica_id", -1)) >= 0
+    follower = _follower(req)
     by_id = ctx.api_version >= TOPIC_IDS_FROM
     for ft in req.topics:
         parts: list[dict[str, object]] = []
@@ -139,13 +148,15 @@ def _blank(index: int, code: ErrorCode) -> dict[str, object]:
             "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
 
 
-async def handle(ctx: Context, req: FetchRequest) -> dict[str, object]:
+async def handle(ctx: Context, req: FetchRequest) -> dict[str, object] | bytes:
     max_wait = ms(req.max_wait) / 1000
     deadline = trio.current_time() + max(0.0, max_wait)
     leaders: set[int] = set()
+    quotas = ctx.broker.quotas
+    cap = None if _follower(req) else quotas.fetch_cap(ctx.principal, ctx.client_id)
     while True:
         leaders.clear()
-        responses, total, errors = _collect(ctx, req, leaders)
+        responses, total, errors = _collect(ctx, req, leaders, cap)
         # Like Apache: min_bytes <= 0 answers at once, even with no data.
         if total >= req.min_bytes or errors or trio.current_time() >= deadline:
             break
@@ -159,5 +170,22 @@ async def handle(ctx: Context, req: FetchRequest) -> dict[str, object]:
         infos = (ctx.broker.broker_info(b, ctx.session.listener) for b in sorted(leaders))
         endpoints = [{"node_id": i.node_id, "host": i.host, "port": i.port, "rack": i.rack}
                      for i in infos if i is not None]
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses,
-            "node_endpoints": endpoints}
+    answer = {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses,
+              "node_endpoints": endpoints}
+    if _follower(req) or not quotas.enabled(FETCH_QUOTA):
+        return answer
+    return _metered(ctx, answer)
+
+
+def _metered(ctx: Context, answer: dict[str, object]) -> dict[str, object] | bytes:
+    """The consumer byte rate counts the encoded answer; over the quota the answer is
+    empty and its bytes are taken back (Apache), with the throttle time."""
+    body = codec.encode_body(API_KEY, ctx.api_version, build(codec.response_class(API_KEY, ctx.api_version), answer))
+    quotas = ctx.broker.quotas
+    throttle = quotas.record(FETCH_QUOTA, ctx.principal, ctx.client_id, len(body))
+    if throttle <= 0:
+        return body
+    quotas.unrecord(FETCH_QUOTA, ctx.principal, ctx.client_id, len(body))
+    ctx.throttle(FETCH_QUOTA, throttle)
+    return {"throttle_time": throttle, "error_code": ErrorCode.none, "session_id": 0, "responses": [],
+            "node_endpoints": []}

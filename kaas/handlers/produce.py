@@ -28,6 +28,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas import configs, counters
+from kaas.broker.quota_sensors import PRODUCE as PRODUCE_QUOTA
 from kaas.domain import replicas
 from kaas.errors import KaasError, NotInTransaction
 from kaas.handlers._auth import TOPIC, TXN_ID, Op, authorize
@@ -177,6 +178,10 @@ async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes
         if turn is not None:
             turn.done()
     await _wait_durable(ctx.broker, run.waits)
+    # the producer byte rate counts the request's bytes, acks=0 or not (Apache); an acks=0
+    # producer over its quota gets no answer but a muted connection all the same
+    ctx.throttle(PRODUCE_QUOTA, ctx.broker.quotas.record(PRODUCE_QUOTA, ctx.principal, ctx.client_id,
+                                                         ctx.request_size))
     if req.acks == 0:
         return None
     body = produce_body(ctx.api_version, topics_out)  # the answer's template, patched

@@ -30,6 +30,9 @@ class Session:
     reauth_deadline: float | None = None  # KIP-368: trio time the session must re-authenticate by
     close_reason: str | None = None  # set by a handler: close the connection after this response
     conn_id: int = 0  # the connection's number in this process (0: no connection, as in tests)
+    # client quotas (KIP-219): the trio time until which the connection reads no request
+    # (set when a throttled answer is decided; ``net.connection`` waits it out)
+    muted_until: float = 0.0
 
     @property
     def awaiting_raw_token(self) -> bool:

@@ -220,8 +220,14 @@ class _Connection:
     async def read(self, nursery: trio.Nursery) -> None:
         """Cut frames and start their requests until the stream ends."""
         broker, session, decoder, order = self.broker, self.session, self.decoder, self.order
-        while await self.receiver.fill():
+        while True:
+            if session.muted_until:
+                await self.wait_unmuted()
+            if not await self.receiver.fill():
+                break
             for frame in decoder.frames():
+                if session.muted_until:
+                    await self.wait_unmuted()
                 try:
                     prepared = prepare(broker, frame, self.peer, self.lapses, session,
                                        None if session.reauth_deadline is None else trio.current_time())
@@ -244,6 +250,13 @@ class _Connection:
                     prepared.ctx.turn = self.produce_turns.take()  # appends in arrival order
                 self.wake.set()
                 nursery.start_soon(self.run, prepared, slot)
+
+    async def wait_unmuted(self) -> None:
+        """A throttled answer mutes the connection (client quotas, KIP-219): no request is
+        read or started until its throttle time has passed."""
+        wait = self.session.muted_until - trio.current_time()
+        if wait > 0:
+            await trio.sleep(wait)
 
     async def serve(self) -> None:
         """Read and answer until the stream ends or a close; then release the connection."""

@@ -47,6 +47,9 @@ partition_high_watermark{topic,partition} gauge      per led partition, with its
 consumer_group_lag{group,topic,partition} gauge      HW - committed per group and led partition, with
                                                      committed_offset and lag_stable (LSO - committed):
                                                      ``kaas.net.lag_metrics``
+client_quota_*{quota_type,user,client_id} gauge     per client quota window: byte_rate, request_time,
+                                                     mutation_rate, tokens, throttle_time_ms, limit:
+                                                     ``kaas.net.quota_metrics``
 broker_info{broker_id,cluster_id,...}     gauge      1, with identifying labels
 ========================================  =========  ==========================================
 
@@ -67,6 +70,7 @@ from kaas import counters
 from kaas.handlers import REGISTRY
 from kaas.net.lag_metrics import committed_offsets, lag_families
 from kaas.net.topic_metrics import share_partition_families, topic_families
+from kaas.net.quota_metrics import quota_families
 
 log = structlog.get_logger()
 
@@ -121,6 +125,7 @@ class BrokerCollector:
         yield from self._log_cleaner()
         yield from lag_families(list(self.broker.partitions.values()), self.committed)
         yield from topic_families(lambda name: self.broker.topics.get(name) is not None)
+        yield from quota_families(self.broker.quotas.views())
         yield from self._shares()
         yield from share_partition_families(self.broker.shares.held())
         yield from self._cluster()

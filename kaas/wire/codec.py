@@ -237,6 +237,11 @@ def response_header(api_key: int, version: int, payload: Buffer) -> tuple[int, i
     return header.correlation_id, off
 
 
+def decode_body(api_key: int, version: int, body: Buffer) -> Any:
+    """The kio response object of an encoded body alone (``encode_body``'s output)."""
+    return _response_readers(api_key, version)[2](body, 0)[0]
+
+
 def decode_response(api_key: int, version: int, payload: Buffer) -> tuple[int, Any]:
     """(correlation id, kio response object) of a response frame's payload.
 
