@@ -107,14 +107,17 @@ async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
             meta, code, msg = None, ErrorCode.kafka_storage_error, f"topic file not written: {exc.strerror}"
         res["error_code"] = code
         res["error_message"] = msg
-        if code == ErrorCode.none:
+        if code == ErrorCode.none and meta is not None:
+            res["topic_id"] = meta.topic_id
+            created.append((res, meta))
+        if code == ErrorCode.none and not authorize(ctx, Op.DESCRIBE_CONFIGS, TOPIC, t.name):
+            # Apache: the layout and configs only to a principal that may describe them
+            res["topic_config_error_code"] = int(ErrorCode.topic_authorization_failed)
+        elif code == ErrorCode.none:
             asked = num_partitions if num_partitions > 0 else broker.settings.num_partitions
             parts = meta.partitions if meta else asked
             res["num_partitions"] = parts
             res["replication_factor"] = meta.replication_factor if meta else rf
-            if meta is not None:
-                res["topic_id"] = meta.topic_id
-                created.append((res, meta))
             dyn = broker.dynamic
             res["configs"] = [
                 {"name": k, "value": v, "read_only": False, "is_sensitive": False,

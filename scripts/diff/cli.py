@@ -70,10 +70,17 @@ def served(side: Side) -> dict[int, tuple[int, int]]:
 
 def warm_up(side: Side) -> None:
     """Internal topics (Apache creates them on first use) and coordinators loaded: a group,
-    a transactional id, and a share group (whose state topic Apache creates on its first
-    heartbeat), which then leaves."""
+    a transactional id, a block of producer ids (Apache's first idempotent InitProducerId
+    answers COORDINATOR_LOAD_IN_PROGRESS while it fetches one), and a share group (whose
+    state topic Apache creates on its first heartbeat), which then leaves."""
     port = side.coordinator("warm-up-group", 0)
     side.coordinator("warm-up-txn", 1)
+    deadline = time.monotonic() + 60
+    init = {"transactional_id": None, "transaction_timeout": -1, "producer_id": -1, "producer_epoch": -1}
+    while side.call(side.ports[0], 22, 4, init).get("error_code") != "none":
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{side.name}: no producer id")
+        time.sleep(0.3)
     hb = {"group_id": "warm-up-group", "member_id": "warm-up-member-0000001", "member_epoch": 0,
           "rack_id": None, "subscribed_topic_names": ["warm-up"]}
     deadline = time.monotonic() + 60
