@@ -52,8 +52,8 @@ def metadata_auto(*topics: str) -> MetadataRequest:
 
 
 async def test_auto_creation_without_create_is_a_topic_authorization_failure(tmp_path):
-    async with open_broker(tmp_path, auto_create_topics=True) as (broker, nursery), open_client(broker, nursery, ALICE) as alice, \
-            open_client(broker, nursery, ADMIN) as admin:
+    async with open_broker(tmp_path, auto_create_topics=True) as (broker, nursery), \
+            open_client(broker, nursery, ALICE) as alice, open_client(broker, nursery, ADMIN) as admin:
         await grant(admin, creation(T, "auto-", Operation.DESCRIBE, pt=PRE))
         r = await alice.call(metadata_auto("auto-1"))
         assert r.topics[0].error_code == ErrorCode.topic_authorization_failed  # was UNKNOWN_TOPIC_OR_PARTITION
@@ -161,6 +161,9 @@ async def test_acl_requests_apache_refuses_while_parsing_close_the_connection(tm
             await admin.send(DeleteAclsRequest(filters=(DeleteAclsFilter(
                 resource_type_filter=2, resource_name_filter=None, pattern_type_filter=0, principal_filter=None,
                 host_filter=None, operation=1, permission_type=1),)))
+            assert await admin.wait_closed() == b""
+        async with open_client(broker, nursery, ADMIN) as admin:
+            await admin.send(CreateAclsRequest(creations=(creation(0, "g", Operation.READ),)))
             assert await admin.wait_closed() == b""
         async with open_client(broker, nursery, ADMIN) as admin:  # the broker serves on
             r = await admin.call(CreateAclsRequest(creations=(creation(G, "g", Operation.READ),)))

@@ -15,10 +15,10 @@ from kaas.domain.acl import (
     PatternType,
     Permission,
     ResourceType,
+    acl_filter,
     apply_create,
     apply_delete,
     invalid_binding,
-    acl_filter,
     invalid_filter,
     unknown_codes,
 )
