@@ -220,11 +220,32 @@ def invalid_binding(b: AclBinding) -> str | None:
     return None
 
 
+def filter_only(b: AclBinding) -> str | None:
+    """Why ``b`` cannot even be an ACL, or None: a value only a filter may hold (resource
+    type ANY, pattern type ANY or MATCH, operation ANY, permission ANY). Apache's binding
+    classes throw on these, and the whole CreateAcls request fails with
+    UNKNOWN_SERVER_ERROR for every creation."""
+    if b.resource_type == ResourceType.ANY:
+        return "resourceType must not be ANY"
+    if b.pattern_type in (PatternType.ANY, PatternType.MATCH):
+        return "patternType must not be ANY or MATCH"
+    if b.operation == Operation.ANY:
+        return "operation must not be ANY"
+    if b.permission == Permission.ANY:
+        return "permissionType must not be ANY"
+    return None
+
+
+def unknown_codes(*codes: int) -> bool:
+    """Whether a filter's or creation's wire codes (resource type, pattern type, operation,
+    permission) hold 0, UNKNOWN: Apache's request classes refuse such a request while
+    parsing it, and the connection is closed. (Another code no enum has also reads as
+    UNKNOWN, but passes that check: a filter with one matches nothing.)"""
+    return 0 in codes
+
+
 def invalid_filter(f: AclFilter) -> str | None:
     """Why DescribeAcls/DeleteAcls must refuse ``f`` (INVALID_REQUEST), or None."""
-    for part in (f.resource_type, f.pattern_type, f.operation, f.permission):
-        if part.value == 0:
-            return "filter contains UNKNOWN elements"
     if f.principal is not None and not valid_principal(f.principal):
         return f"principal {f.principal!r} is not TYPE:NAME"
     return None

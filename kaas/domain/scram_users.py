@@ -7,8 +7,11 @@ Invariants:
       upsertions is refused, none of that user's is applied (Apache
       ``ControllerApis``/``ScramControlManager``); one result per user, in the order the
       users first appear;
-    - a (user, mechanism) named twice in one request is DUPLICATE_RESOURCE, an unknown
-      mechanism UNSUPPORTED_SASL_MECHANISM, iterations outside [4096, 16384] or an empty
+    - a user named twice in one request, whatever the mechanisms and whether deleted or
+      upserted, is DUPLICATE_RESOURCE (Apache's ``ScramControlManager.alterCredentials``
+      keys a request's changes by user name: ``kafka-configs`` sends one mechanism per
+      request), unless its first change was refused already (that error stands); an
+      unknown mechanism is UNSUPPORTED_SASL_MECHANISM, iterations outside [4096, 16384] or an empty
       user name UNACCEPTABLE_CREDENTIAL, the deletion of a credential that does not exist
       RESOURCE_NOT_FOUND;
     - an upsertion stores (salt, StoredKey, ServerKey, iterations) computed from the
@@ -59,15 +62,14 @@ class Result:
     error_message: str | None = None
 
 
-def _check(change: Deletion | Upsertion, users: Users, seen: set[tuple[str, int]]) -> tuple[ErrorCode, str] | None:
+_TWICE = (ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request")
+
+
+def _check(change: Deletion | Upsertion, users: Users) -> tuple[ErrorCode, str] | None:
     if not change.user:
         return ErrorCode.unacceptable_credential, "Username must not be empty"
     if change.mechanism not in MECHANISM_TYPES:
         return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
-    key = (change.user, change.mechanism)
-    if key in seen:
-        return ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request"
-    seen.add(key)
     name = MECHANISM_TYPES[change.mechanism]
     if isinstance(change, Deletion):
         if name not in users.get(change.user, {}):
@@ -92,18 +94,21 @@ def alter(users: Users, deletions: Iterable[Deletion], upsertions: Iterable[Upse
     """
     changes: list[Deletion | Upsertion] = [*deletions, *upsertions]
     order = list(dict.fromkeys(c.user for c in changes))
-    seen: set[tuple[str, int]] = set()
+    accepted: dict[str, Deletion | Upsertion] = {}
     failed: dict[str, tuple[ErrorCode, str]] = {}
-    # duplicates count across the whole request, so every change is checked (and marks
-    # its key seen) even after its user already failed
-    for change in changes:
-        err = _check(change, users, seen)
-        if err is not None and change.user not in failed:
-            failed[change.user] = err
-    out = {u: dict(creds) for u, creds in users.items()}
-    for change in changes:
+    for change in changes:  # deletions first, then upsertions, as Apache walks them
         if change.user in failed:
             continue
+        if accepted.pop(change.user, None) is not None:
+            failed[change.user] = _TWICE
+            continue
+        err = _check(change, users)
+        if err is not None:
+            failed[change.user] = err
+        else:
+            accepted[change.user] = change
+    out = {u: dict(creds) for u, creds in users.items()}
+    for change in accepted.values():
         name = MECHANISM_TYPES[change.mechanism]
         if isinstance(change, Deletion):
             out[change.user].pop(name, None)

@@ -67,6 +67,14 @@ def authorized_operations(ctx: Context, resource_type: ResourceType, name: str =
     return authorizer.authorized_operations(ctx.principal, ctx.session.peer_host, resource_type, name)
 
 
+def cluster_operations(ctx: Context) -> int:
+    """``cluster_authorized_operations`` as Apache answers it (Metadata, DescribeCluster):
+    the operations on the cluster for a principal that may DESCRIBE it, else 0."""
+    if not authorize(ctx, Operation.DESCRIBE, CLUSTER):
+        return 0
+    return authorized_operations(ctx, CLUSTER)
+
+
 def without(req: E, field: str, kept: tuple[object, ...]) -> E:
     """``req`` with its list ``field`` cut to ``kept``, entries of its own: the part of a
     request left to handle or forward once the refused part is answered (``merge``)."""

@@ -23,9 +23,9 @@ __all__ = ["assignment", "describe_each"]
 Described = dict[str, Any]  # a coordinator's ``describe`` view of one group
 
 
-def _failed(group_id: str, code: ErrorCode, message: str | None = None) -> dict[str, object]:
+def _failed(group_id: str, code: ErrorCode, message: str | None = None, epoch: int = -1) -> dict[str, object]:
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
-            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "group_epoch": epoch, "assignment_epoch": epoch, "assignor_name": "", "members": [],
             "authorized_operations": OPS_NOT_ASKED}
 
 
@@ -44,7 +44,8 @@ def describe_each(ctx: Context, group_ids: Sequence[str], include_ops: bool, des
     out = []
     for gid in group_ids:
         if not authorize(ctx, Op.DESCRIBE, GROUP, gid):
-            out.append(_failed(gid, ErrorCode.group_authorization_failed))
+            # refused before the coordinator: Apache's schema defaults (epochs 0)
+            out.append(_failed(gid, ErrorCode.group_authorization_failed, epoch=0))
             continue
         try:
             d = describe(gid)

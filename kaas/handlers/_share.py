@@ -188,10 +188,10 @@ class Call:
     def open(cls, ctx: Context, req: WireRequest, *, renew: bool) -> Call | dict[str, object]:
         """The call, or the answer that refuses the request as a whole (``refusal``)."""
         group, member = req.group_id or "", req.member_id or ""
-        lock_ms = ctx.broker.shares.lock_ms(group) if group else 0
         refused = refusal(ctx, req.group_id, req.member_id)
-        if refused is not None:
-            return answer(lock_ms, *refused)
+        if refused is not None:  # refused before the group is asked: no lock duration (Apache: 0)
+            return answer(0, *refused)
+        lock_ms = ctx.broker.shares.lock_ms(group) if group else 0
         requested, acks = named(req.topics)
         return cls(ctx, group, member, req.share_session_epoch, lock_ms, renew, requested, acks,
                    Answers(ctx, topic_names(ctx)))

@@ -35,7 +35,7 @@ class _Topic(Protocol):
 
 
 async def serve(ctx: Context, group_id: str, topics: Iterable[_Topic], one: One,
-                failed: Mapping[str, object]) -> dict[str, object]:
+                failed: Mapping[str, object], denied: Mapping[str, object] | None = None) -> dict[str, object]:
     """The response: ``one(group, topic name, request partition)`` 's fields for each
     partition (its ``partition`` and error code added), or ``failed`` 's with the error.
 
@@ -43,6 +43,9 @@ async def serve(ctx: Context, group_id: str, topics: Iterable[_Topic], one: One,
         one: the leader's call for one partition; raises KaasError (NOT_LEADER_OR_FOLLOWER,
             KAFKA_STORAGE_ERROR, ...), answered for that partition.
         failed: the fields of a partition that failed (besides its error).
+        denied: those of a partition the principal may not ask for (CLUSTER_ACTION
+            missing; default ``failed``): Apache answers the request's error response,
+            with the schema's defaults, rather than the share coordinator's.
     """
     allowed = authorize(ctx, Op.CLUSTER_ACTION, CLUSTER)
     by_id = {m.topic_id: m for m in ctx.broker.topics.topics.values()}
@@ -61,6 +64,7 @@ async def serve(ctx: Context, group_id: str, topics: Iterable[_Topic], one: One,
                     continue
                 except KaasError as exc:
                     code, message = exc.code, exc.message
-            parts.append({**failed, "partition": p.partition, "error_code": code, "error_message": message})
+            fields = failed if allowed or denied is None else denied
+            parts.append({**fields, "partition": p.partition, "error_code": code, "error_message": message})
         results.append({"topic_id": t.topic_id, "partitions": parts})
     return {"results": results}

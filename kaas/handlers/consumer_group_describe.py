@@ -31,7 +31,7 @@ def _fields(d: dict[str, Any]) -> dict[str, object]:
             "member_id": m["member_id"], "instance_id": m["instance_id"], "rack_id": m["rack_id"],
             "member_epoch": m["member_epoch"], "client_id": m["client_id"], "client_host": m["client_host"],
             "subscribed_topic_names": m["subscribed_topic_names"],
-            "subscribed_topic_regex": m["subscribed_topic_regex"],
+            "subscribed_topic_regex": m["subscribed_topic_regex"] or "",  # Apache: "" for none
             "assignment": assignment(m["assignment"]), "target_assignment": assignment(m["target_assignment"]),
             "member_type": CLASSIC_MEMBER if m.get("classic") else CONSUMER_MEMBER,
         } for m in d["members"]],

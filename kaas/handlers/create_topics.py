@@ -47,6 +47,23 @@ DEFAULT_REPLICATION_FACTOR = 1
 log = structlog.get_logger()
 
 
+def _described(ctx: Context, name: str, meta: TopicMeta | None, num_partitions: int, rf: int,
+               topic_configs: dict[str, str]) -> dict[str, object]:
+    """A created (or validated) topic's layout and configs, for a principal that may
+    describe its configs; for another, TOPIC_AUTHORIZATION_FAILED in their place (Apache)."""
+    broker = ctx.broker
+    if not authorize(ctx, Op.DESCRIBE_CONFIGS, TOPIC, name):
+        return {"topic_config_error_code": int(ErrorCode.topic_authorization_failed)}
+    asked = num_partitions if num_partitions > 0 else broker.settings.num_partitions
+    dyn = broker.dynamic
+    return {"num_partitions": meta.partitions if meta else asked,
+            "replication_factor": meta.replication_factor if meta else rf,
+            "configs": [{"name": k, "value": v, "read_only": False, "is_sensitive": False,
+                         "config_source": broker_configs.topic_source(dyn.static, dyn.default, dyn.mine, k)[0]
+                         if is_default else broker_configs.SOURCE_TOPIC}
+                        for k, (v, is_default) in configs.effective(broker.settings, topic_configs).items()]}
+
+
 async def handle(ctx: Context, req: CreateTopicsRequest) -> dict[str, object]:
     broker = ctx.broker
     # answered once every live broker serves the new topics, within the request's timeout
@@ -150,16 +167,7 @@ async def _create(ctx: Context, name: str, plan: Plan, validate_only: bool, res:
     res["error_message"] = msg
     if code != ErrorCode.none:
         return None
-    asked = num_partitions if num_partitions > 0 else broker.settings.num_partitions
-    res["num_partitions"] = meta.partitions if meta else asked
-    res["replication_factor"] = meta.replication_factor if meta else rf
     if meta is not None:
         res["topic_id"] = meta.topic_id
-    dyn = broker.dynamic
-    res["configs"] = [
-        {"name": k, "value": v, "read_only": False, "is_sensitive": False,
-         "config_source": broker_configs.topic_source(dyn.static, dyn.default, dyn.mine, k)[0]
-         if is_default else broker_configs.SOURCE_TOPIC}
-        for k, (v, is_default) in configs.effective(broker.settings, topic_configs).items()
-    ]
+    res.update(_described(ctx, name, meta, num_partitions, rf, topic_configs))
     return meta

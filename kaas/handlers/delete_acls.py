@@ -10,7 +10,8 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.broker.acls import AclFileUnusable
-from kaas.domain.acl import AclFilter, acl_filter, invalid_filter
+from kaas.domain.acl import AclFilter, acl_filter, invalid_filter, unknown_codes
+from kaas.errors import CloseConnection
 from kaas.handlers import _forward
 from kaas.handlers._auth import CLUSTER, Op, authorize, enabled
 
@@ -35,6 +36,9 @@ def _all(req: DeleteAclsRequest, code: ErrorCode, message: str | None) -> dict[s
 
 
 async def handle(ctx: Context, req: DeleteAclsRequest) -> dict[str, object] | ResponsePayload:
+    if any(unknown_codes(f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type)
+           for f in req.filters):
+        raise CloseConnection("DeleteAclsRequest filters contain UNKNOWN elements")  # Apache: refused while parsed
     if not enabled(ctx):
         return _all(req, ErrorCode.security_disabled, "No Authorizer is configured on the broker")
     if not authorize(ctx, Op.ALTER, CLUSTER):

@@ -35,14 +35,16 @@ def _split(ctx: Context, req: DeleteTopicsRequest) -> tuple[DeleteTopicsRequest 
     the controller checks the forwarding broker's principal again."""
     if not enabled(ctx):
         return req, []
-    denied: list[tuple[str, UUID | None]]
+    denied: list[tuple[str | None, UUID | None]]
     kept: DeleteTopicsRequest | None
     if isinstance(req, v6.DeleteTopicsRequest):  # by name or topic id
         known = ctx.broker.topics.topics.values()
         named = [(t, t.name or next((m.name for m in known if m.topic_id == t.topic_id), None)) for t in req.topics]
         # (an unknown topic id is left to the handler: UNKNOWN_TOPIC_ID)
         keep = tuple(t for t, n in named if n is None or authorize(ctx, Op.DELETE, TOPIC, n))
-        denied = [(n, t.topic_id) for t, n in named if n is not None and not authorize(ctx, Op.DELETE, TOPIC, n)]
+        # a topic asked by id is refused without its name (Apache: the name is not the
+        # principal's to learn)
+        denied = [(t.name, t.topic_id) for t, n in named if n is not None and not authorize(ctx, Op.DELETE, TOPIC, n)]
         kept = without(req, "topics", keep) if keep else None
     else:
         names = tuple(n for n in req.topic_names if authorize(ctx, Op.DELETE, TOPIC, n))

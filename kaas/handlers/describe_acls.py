@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.acl import PatternType, ResourceType, acl_filter, invalid_filter
+from kaas.domain.acl import PatternType, ResourceType, acl_filter, invalid_filter, unknown_codes
+from kaas.errors import CloseConnection
 from kaas.handlers._auth import CLUSTER, Op, authorize, enabled
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ def _error(code: ErrorCode, message: str | None) -> dict[str, object]:
 
 
 async def handle(ctx: Context, req: DescribeAclsRequest) -> dict[str, object]:
+    if unknown_codes(req.resource_type_filter, req.pattern_type_filter, req.operation, req.permission_type):
+        raise CloseConnection("DescribeAclsRequest contains UNKNOWN elements")  # Apache: refused while parsed
     if not enabled(ctx):
         return _error(ErrorCode.security_disabled, "No Authorizer is configured on the broker")
     if not authorize(ctx, Op.DESCRIBE, CLUSTER):

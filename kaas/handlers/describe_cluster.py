@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
-from kaas.handlers._auth import CLUSTER, OPS_NOT_ASKED, Op, authorize, authorized_operations
+from kaas.handlers._auth import OPS_NOT_ASKED, cluster_operations
 
 if TYPE_CHECKING:
     from kio.schema.describe_cluster import v0, v1, v2
@@ -22,9 +22,6 @@ VERSIONS = (0, 2)
 
 async def handle(ctx: Context, req: DescribeClusterRequest) -> dict[str, object]:
     broker = ctx.broker
-    if not authorize(ctx, Op.DESCRIBE, CLUSTER):
-        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
-                "cluster_id": "", "brokers": []}
     endpoint_type = getattr(req, "endpoint_type", 1)
     if endpoint_type != 1:  # as Apache: brokers answer for their own endpoints, controllers for theirs
         return {"throttle_time": 0, "error_code": ErrorCode.mismatched_endpoint_type if endpoint_type == 2
@@ -36,6 +33,6 @@ async def handle(ctx: Context, req: DescribeClusterRequest) -> dict[str, object]
         "cluster_id": broker.settings.cluster_id, "controller_id": broker.controller_id(ctx.session.listener),
         "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "is_fenced": False}
                     for b in broker.brokers(ctx.session.listener)],
-        "cluster_authorized_operations": authorized_operations(ctx, CLUSTER)
+        "cluster_authorized_operations": cluster_operations(ctx)
         if req.include_cluster_authorized_operations else OPS_NOT_ASKED,
     }

@@ -26,8 +26,10 @@ VERSIONS = (0, 0)
 def _row(txn_id: str, code: ErrorCode, d: TxnDescription | None,
          describable: Callable[[str], bool] = lambda _topic: True) -> dict[str, object]:
     if d is None:
+        # refused before the coordinator: Apache's schema defaults (0), else the coordinator's -1
+        none = 0 if code == ErrorCode.transactional_id_authorization_failed else -1
         return {"error_code": code, "transactional_id": txn_id, "transaction_state": "", "transaction_timeout": 0,
-                "transaction_start_time": -1, "producer_id": -1, "producer_epoch": -1, "topics": []}
+                "transaction_start_time": none, "producer_id": none, "producer_epoch": none, "topics": []}
     return {"error_code": code, "transactional_id": txn_id, "transaction_state": d.state,
             "transaction_timeout": d.timeout_ms, "transaction_start_time": d.start_time_ms,
             "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,

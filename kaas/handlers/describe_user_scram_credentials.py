@@ -29,8 +29,10 @@ log = structlog.get_logger()
 
 async def handle(ctx: Context, req: DescribeUserScramCredentialsRequest) -> dict[str, object]:
     if not authorize(ctx, Op.DESCRIBE, CLUSTER):
-        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
-                "error_message": "Cluster authorization failed.", "results": ()}
+        # Apache's error response: one result per user asked, its name left empty
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                "results": [{"user": "", "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                             "credential_infos": []} for _ in req.users or ()]}
     try:
         users = ctx.broker.credentials.snapshot()
     except CorruptState as exc:

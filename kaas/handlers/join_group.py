@@ -40,7 +40,8 @@ async def handle(ctx: Context, req: JoinGroupRequest) -> dict[str, object]:
         rebalance = session
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "generation_id": -1,
-                "protocol_name": "", "leader": "", "member_id": req.member_id or "", "members": []}
+                "protocol_name": None if ctx.api_version >= 7 else "", "leader": "", "member_id": req.member_id or "",
+                "members": []}
     if not req.group_id:  # before the coordinator check, as Apache's group coordinator service
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_group_id, "generation_id": -1,
                 "protocol_name": None if ctx.api_version >= 7 else "", "leader": "", "member_id": req.member_id or "",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import structlog
 from kio.schema.errors import ErrorCode
 
-from kaas.handlers._auth import CLUSTER, OPS_NOT_ASKED, TOPIC, Op, authorize, authorized_operations
+from kaas.handlers._auth import CLUSTER, OPS_NOT_ASKED, TOPIC, Op, authorize, authorized_operations, cluster_operations
 from kaas.handlers._partitions import partition_row
 
 if TYPE_CHECKING:
@@ -87,6 +87,8 @@ async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
         if meta is None:
             from kaas.storage.topics import valid_topic_name
             code = ErrorCode.unknown_topic_or_partition if valid_topic_name(name) else ErrorCode.invalid_topic_exception
+            if auto and name in by_name and broker.settings.auto_create_topics and not create:
+                code = ErrorCode.topic_authorization_failed  # Apache: creation asked for, CREATE missing
             topics.append({"error_code": code, "name": name, "partitions": []})
             continue
         parts = [partition_row(broker, view, meta, p) for p in range(meta.partitions)]
@@ -102,7 +104,7 @@ async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
         "controller_id": broker.controller_id(ctx.session.listener),
         "topics": topics,
         "error_code": ErrorCode.none,
-        "cluster_authorized_operations": authorized_operations(ctx, CLUSTER)
+        "cluster_authorized_operations": cluster_operations(ctx)
         if getattr(req, "include_cluster_authorized_operations", False) else OPS_NOT_ASKED,
     }
 

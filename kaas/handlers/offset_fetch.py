@@ -71,6 +71,14 @@ def _blank(partitions: Sequence[int], code: ErrorCode) -> list[_PartitionAnswer]
              "error_code": code} for p in partitions]
 
 
+def _group_error(ctx: Context, code: ErrorCode, asked: list[_Asked] | None) -> tuple[ErrorCode, list[_TopicAnswer]]:
+    """A group-level error: alone from v2 on; before (no top-level error field), on each
+    partition asked for."""
+    if asked is None or ctx.api_version >= 2:
+        return code, []
+    return code, [{"name": n or "", "topic_id": i, "partitions": _blank(ps, code)} for n, i, ps in asked]
+
+
 async def _one(ctx: Context, group_id: str, topics: Sequence[Any] | None,
                require_stable: bool, member_id: str | None = None,
                member_epoch: int = -1) -> tuple[ErrorCode, list[_TopicAnswer]]:
@@ -80,9 +88,9 @@ async def _one(ctx: Context, group_id: str, topics: Sequence[Any] | None,
     Apache: clients then retry the whole request. Partitions each carrying the error would
     reach the application as per-partition errors with no offset, which a consumer can
     mistake for "nothing committed"."""
-    if not authorize(ctx, Op.DESCRIBE, GROUP, group_id):
-        return ErrorCode.group_authorization_failed, []
     asked = _asked(ctx, topics)
+    if not authorize(ctx, Op.DESCRIBE, GROUP, group_id):
+        return _group_error(ctx, ErrorCode.group_authorization_failed, asked)
     wanted = None
     denied: set[str] = set()
     if asked is not None:
@@ -92,9 +100,7 @@ async def _one(ctx: Context, group_id: str, topics: Sequence[Any] | None,
         committed, pending = await ctx.broker.groups.fetch(group_id, wanted, require_stable,
                                                            member_id=member_id, member_epoch=member_epoch)
     except KaasError as exc:
-        if asked is None or ctx.api_version >= 2:
-            return exc.code, []
-        return exc.code, [{"name": n or "", "topic_id": i, "partitions": _blank(ps, exc.code)} for n, i, ps in asked]
+        return _group_error(ctx, exc.code, asked)
     out: list[_TopicAnswer] = []
     by_topic: dict[str, list[_PartitionAnswer]] = {}
     for name, topic_id, ps in asked or ():

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 API_KEY = 87
 VERSIONS = (0, 1)
 NONE: dict[str, object] = {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1, "delivery_complete_count": -1}
+DENIED: dict[str, object] = {"state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1}
 
 
 async def handle(ctx: Context, req: ReadShareGroupStateSummaryRequest) -> dict[str, object]:
@@ -30,7 +31,7 @@ async def handle(ctx: Context, req: ReadShareGroupStateSummaryRequest) -> dict[s
             return NONE
         return {"state_epoch": 0, "leader_epoch": st.leader_epoch, "start_offset": st.start,
                 "delivery_complete_count": st.delivery_complete}
-    return await serve(ctx, req.group_id, req.topics, one, NONE)
+    return await serve(ctx, req.group_id, req.topics, one, NONE, DENIED)
 
 
 __all__ = ["API_KEY", "VERSIONS", "handle"]

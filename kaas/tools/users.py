@@ -79,6 +79,21 @@ def _target_of(bootstrap: str | None, data: Path | None) -> str | Path:
 Change = Callable[[scram_users.Users], tuple[scram_users.Users, list[scram_users.Result]]]
 
 
+def _one_at_a_time(deletions: Sequence[scram_users.Deletion], upsertions: Sequence[scram_users.Upsertion]) -> Change:
+    """The changes applied as one request each, as they go over the wire (a request
+    changes a user once)."""
+    def change(users: scram_users.Users) -> tuple[scram_users.Users, list[scram_users.Result]]:
+        results: list[scram_users.Result] = []
+        for d in deletions:
+            users, res = scram_users.alter(users, [d], [])
+            results += res
+        for u in upsertions:
+            users, res = scram_users.alter(users, [], [u])
+            results += res
+        return users, results
+    return change
+
+
 def _offline(data: Path, change: Change) -> list[scram_users.Result]:
     layout = Layout(data)
     try:
@@ -100,8 +115,7 @@ def add_offline(data: Path, name: str, password: str, mechanisms: Sequence[str] 
     Raises:
         click.ClickException: the file is corrupt or refused the change.
     """
-    ups = _upsertions(name, password, iterations, mechanisms)
-    results = _offline(data, lambda users: scram_users.alter(users, [], ups))
+    results = _offline(data, _one_at_a_time([], _upsertions(name, password, iterations, mechanisms)))
     failed = [r for r in results if r.error_code != ErrorCode.none]
     if failed:
         raise click.ClickException(f"{name}: {code_name(failed[0].error_code)} {failed[0].error_message or ''}")
@@ -172,20 +186,22 @@ def _mechanisms_option(f: F) -> F:
 @json_option
 def add(name: str, password: str, iterations: int, mechanisms: tuple[str, ...], bootstrap: str | None,
         command_config: Path | None, data: Path | None, as_json: bool) -> None:
-    """Create NAME, or set its password (the salt is new each time)."""
+    """Create NAME, or set its password (the salt is new each time). One request per
+    mechanism, as ``kafka-configs`` does: a request changes a user once."""
     target = _target_of(bootstrap, data)
     ups = _upsertions(name, password, iterations, mechanisms)
-    results: Sequence[scram_users.Result | AlterUserScramCredentialsResult]
+    results: list[scram_users.Result | AlterUserScramCredentialsResult] = []
     if isinstance(target, Path):
-        results = _offline(target, lambda users: scram_users.alter(users, [], ups))
+        results += _offline(target, _one_at_a_time([], ups))
     else:
         with open_cluster(target, command_config) as c:
-            resp: AlterUserScramCredentialsResponse = c.call_controller(AlterUserScramCredentialsRequest(
-                deletions=(), upsertions=tuple(
-                    ScramCredentialUpsertion(name=u.user, mechanism=i8(u.mechanism), iterations=i32(u.iterations),
-                                             salt=u.salt, salted_password=u.salted_password) for u in ups)))
-        results = resp.results
-    _report(results, as_json)
+            for u in ups:
+                resp: AlterUserScramCredentialsResponse = c.call_controller(AlterUserScramCredentialsRequest(
+                    deletions=(), upsertions=(ScramCredentialUpsertion(
+                        name=u.user, mechanism=i8(u.mechanism), iterations=i32(u.iterations), salt=u.salt,
+                        salted_password=u.salted_password),)))
+                results += resp.results
+    _report(_per_user(results), as_json)
 
 
 @users.command()
@@ -197,13 +213,13 @@ def remove(name: str, mechanisms: tuple[str, ...], bootstrap: str | None, comman
            data: Path | None, as_json: bool) -> None:
     """Delete NAME's credentials (every mechanism it has, unless --mechanism)."""
     target = _target_of(bootstrap, data)
-    results: Sequence[scram_users.Result | AlterUserScramCredentialsResult]
+    results: list[scram_users.Result | AlterUserScramCredentialsResult] = []
     if isinstance(target, Path):
         def change(users: scram_users.Users) -> tuple[scram_users.Users, list[scram_users.Result]]:
             mechs = mechanisms or sorted(users.get(name, {})) or MECHANISMS[:1]
-            return scram_users.alter(users, [scram_users.Deletion(name, scram_users.MECHANISM_CODES[m])
-                                             for m in mechs], [])
-        results = _offline(target, change)
+            return _one_at_a_time([scram_users.Deletion(name, scram_users.MECHANISM_CODES[m]) for m in mechs],
+                                  [])(users)
+        results += _offline(target, change)
     else:
         with open_cluster(target, command_config) as c:
             mechs = list(mechanisms)
@@ -212,8 +228,20 @@ def remove(name: str, mechanisms: tuple[str, ...], bootstrap: str | None, comman
                     DescribeUserScramCredentialsRequest(users=None))
                 mechs = [scram.MECHANISM_TYPES[ci.mechanism] for r in described.results if r.user == name
                          for ci in r.credential_infos if ci.mechanism in scram.MECHANISM_TYPES] or MECHANISMS[:1]
-            resp: AlterUserScramCredentialsResponse = c.call_controller(AlterUserScramCredentialsRequest(
-                upsertions=(), deletions=tuple(
-                    ScramCredentialDeletion(name=name, mechanism=i8(scram_users.MECHANISM_CODES[m])) for m in mechs)))
-        results = resp.results
-    _report(results, as_json)
+            for m in mechs:  # one request per mechanism: a request changes a user once
+                resp: AlterUserScramCredentialsResponse = c.call_controller(AlterUserScramCredentialsRequest(
+                    upsertions=(), deletions=(
+                        ScramCredentialDeletion(name=name, mechanism=i8(scram_users.MECHANISM_CODES[m])),)))
+                results += resp.results
+    _report(_per_user(results), as_json)
+
+
+def _per_user(results: Sequence[scram_users.Result | AlterUserScramCredentialsResult]
+              ) -> list[scram_users.Result | AlterUserScramCredentialsResult]:
+    """One result per user of several requests' results: its first failure, else its
+    first success."""
+    out: dict[str, scram_users.Result | AlterUserScramCredentialsResult] = {}
+    for r in results:
+        if r.user not in out or (out[r.user].error_code == ErrorCode.none and r.error_code != ErrorCode.none):
+            out[r.user] = r
+    return list(out.values())

@@ -20,7 +20,14 @@ In bodies, strings are templates: ``$uniq`` becomes the instance's unique tag, `
 and ``$txn`` its group and transactional id; a whole string ``$topic_id:NAME`` is the
 topic's id on that broker, ``$uuid:HEX`` a UUID, ``$sN.path`` a value from setup step N's response; a dict
 ``{"$batch": {...}}`` is a record batch (``runner.make_batch``), ``{"$batches": [...]}``
-several, one after the other, ``{"$hex": "..."}`` bytes.
+several, one after the other, ``{"$hex": "..."}`` bytes, ``{"$scram_first": {...}}`` and
+``{"$scram_final": {...}}`` a SCRAM client message (``runner.make_sasl``).
+
+A file with ``"cluster": "secure"`` runs against a second pair of clusters, with SASL and
+the authoriser on (``scripts/diff/secure.py``): its ``users`` (name -> password) are made
+on both, and a step's ``as`` names the user its connection authenticates as (default
+``admin``, a super user; ``none``: a connection of the instance's that has not
+authenticated).
 """
 
 from __future__ import annotations
@@ -56,6 +63,11 @@ class Instance:
 def load(directory: Path) -> list[dict[str, Any]]:
     files = sorted(directory.glob("*.json"))
     return [json.loads(f.read_text()) | {"_file": f.name} for f in files]
+
+
+def secure(f: Mapping[str, Any]) -> bool:
+    """Whether a corpus file runs against the secure pair of clusters."""
+    return f.get("cluster", "plain") == "secure"
 
 
 def topics(files: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -99,10 +111,17 @@ def lookup(tree: Any, path: str) -> Any:
 
 
 def substitute(value: Any, inst: Instance, setup: list[Any], topic_ids: Mapping[str, str],
-               make_batch: Any) -> Any:
+               make_batch: Any, make_sasl: Any = None) -> Any:
     """``value`` with the templates of the module's docstring filled for one broker.
-    ``setup``: the responses so far as plain trees; ``make_batch``: spec dict -> bytes."""
+    ``setup``: the responses so far as plain trees; ``make_batch``: spec dict -> bytes;
+    ``make_sasl``: (``first`` or ``final``, spec dict, instance) -> bytes."""
+    def sub(v: Any) -> Any:
+        return substitute(v, inst, setup, topic_ids, make_batch, make_sasl)
+
     if isinstance(value, dict):
+        for kind in ("first", "final"):
+            if f"$scram_{kind}" in value:
+                return make_sasl(kind, sub(value[f"$scram_{kind}"]), inst)
         if "$batches" in value:
             return b"".join(make_batch({k: substitute(v, inst, setup, topic_ids, make_batch) for k, v in spec.items()})
                             for spec in value["$batches"])
@@ -111,9 +130,9 @@ def substitute(value: Any, inst: Instance, setup: list[Any], topic_ids: Mapping[
                                for k, v in value["$batch"].items()})
         if "$hex" in value:
             return bytes.fromhex(value["$hex"])
-        return {k: substitute(v, inst, setup, topic_ids, make_batch) for k, v in value.items()}
+        return {k: sub(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [substitute(v, inst, setup, topic_ids, make_batch) for v in value]
+        return [sub(v) for v in value]
     if not isinstance(value, str) or "$" not in value:
         return value
     if value.startswith("$topic_id:"):

@@ -5,7 +5,7 @@ A tree is dicts, lists and scalars. ``normalise`` masks, by field name:
 
 - values that differ between any two brokers (throttle times, cluster, broker and node
   ids, hosts and ports, topic and producer ids, fetch session ids, generated member ids,
-  timestamps, error messages, log dir paths, disk and partition sizes) to a placeholder,
+  timestamps, error messages, log dir paths, disk and partition sizes, SASL tokens) to a placeholder,
   keeping "none" values (-1, null, empty) as they are, so that "no leader" still differs
   from "a leader";
 - record batches (``records``) to a summary of their headers (offsets, counts,
@@ -42,6 +42,7 @@ VOLATILE = frozenset({
     "member_epoch_hint", "current_leader", "last_caught_up_timestamp", "acquired_records_start_ts",
     "metadata_epoch", "finalized_features_epoch", "error_str", "message", "last_sequence_epoch",
     "instance_id_epoch", "leader", "log_dir", "total_bytes", "usable_bytes", "partition_size",
+    "auth_bytes",
 })
 """Field names whose values differ between two brokers by nature."""
 ID_LISTS = frozenset({"replica_nodes", "isr_nodes", "offline_replicas", "eligible_leader_replicas",
@@ -51,7 +52,7 @@ _BATCH = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header, 61 bytes
 
 
 def _is_none_value(v: Any) -> bool:
-    return v is None or v == -1 or v == "" or v == _ZERO_UUID or v == []
+    return v is None or v == -1 or v == "" or v == b"" or v == _ZERO_UUID or v == []
 
 
 def to_tree(value: Any) -> Any:

@@ -1,9 +1,12 @@
-"""One broker cluster as the differ sees it: connections per broker, routing to
-coordinators and leaders, topic ids, and the run of one instance (setup, then the request
-under test) to a plain tree."""
+"""One broker cluster as the differ sees it: connections per broker (and, on a secure
+cluster, per user), routing to coordinators and leaders, topic ids, and the run of one
+instance (setup, then the request under test) to a plain tree."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import ssl
 import struct
 import time
 import uuid
@@ -12,7 +15,7 @@ from typing import Any
 
 from kio.serial import entity_reader
 
-from kaas.client import WireClient, response_reader
+from kaas.client import SaslConfig, ScramClient, WireClient, response_reader
 from kaas.wire import codec
 from kaas.wire.batch import ATTR_TRANSACTIONAL, build_batch
 from kaas.wire.build import build
@@ -21,6 +24,33 @@ from .corpus import Instance, lookup, substitute
 from .normalise import to_tree
 
 TIMEOUT = 20.0
+NOBODY = "none"
+"""A step's ``as`` for a connection that has not authenticated (yet): one per instance and
+broker, kept across its steps, so that a SaslHandshake and the SaslAuthenticate after it
+share it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Auth:
+    """How a secure cluster's connections authenticate: SCRAM as one of ``passwords``'
+    users (``default_user`` unless a step says ``as``), over TLS with ``ssl_context``."""
+
+    passwords: Mapping[str, str]
+    ssl_context: ssl.SSLContext | None = None
+    mechanism: str = "SCRAM-SHA-512"
+    default_user: str = "admin"
+
+
+def make_sasl(kind: str, spec: Mapping[str, Any], inst: Instance) -> bytes:
+    """A SCRAM client message of the instance (its nonce derived from its id, so that both
+    clusters see the same): ``first`` (``user``) or ``final`` (``user``, ``password``,
+    ``mechanism``, ``server_first``: the server's first message)."""
+    nonce = hashlib.sha256(inst.id.encode()).hexdigest()[:24]
+    client = ScramClient(spec.get("mechanism", "SCRAM-SHA-256"), spec["user"], spec.get("password", ""), nonce)
+    first = client.first()
+    if kind == "first":
+        return first
+    return client.final(bytes(spec["server_first"]))
 
 
 def make_batch(spec: Mapping[str, Any]) -> bytes:
@@ -49,10 +79,11 @@ def make_batch(spec: Mapping[str, Any]) -> bytes:
 class Side:
     """``apache`` or ``kaas``: a cluster reached at ``ports`` on 127.0.0.1."""
 
-    def __init__(self, name: str, ports: list[int]) -> None:
+    def __init__(self, name: str, ports: list[int], auth: Auth | None = None) -> None:
         self.name = name
         self.ports = ports
-        self.conns: dict[int, WireClient] = {}
+        self.auth = auth
+        self.conns: dict[tuple[int, str | None], WireClient] = {}
         self.topic_ids: dict[str, str] = {}
 
     def close(self) -> None:
@@ -60,17 +91,41 @@ class Side:
             c.close()
         self.conns.clear()
 
-    def _conn(self, port: int, fresh: bool) -> WireClient:
-        if fresh:
+    def _open(self, port: int, user: str | None) -> WireClient:
+        if self.auth is None:
             return WireClient("127.0.0.1", port, timeout=TIMEOUT)
-        if port not in self.conns:
-            self.conns[port] = WireClient("127.0.0.1", port, timeout=TIMEOUT)
-        return self.conns[port]
+        sasl = None if user in (None, NOBODY) else SaslConfig(self.auth.mechanism, user, self.auth.passwords[user])
+        return WireClient("127.0.0.1", port, timeout=TIMEOUT, sasl=sasl, ssl_context=self.auth.ssl_context)
 
-    def call(self, port: int, api: int, version: int, body: Any, fresh: bool = False) -> dict[str, Any]:
+    def _conn(self, port: int, fresh: bool, user: str | None) -> WireClient:
+        if fresh:
+            return self._open(port, user)
+        key = (port, user)
+        if key not in self.conns:
+            self.conns[key] = self._open(port, user)
+        return self.conns[key]
+
+    def _user(self, step: Mapping[str, Any]) -> str | None:
+        if self.auth is None:
+            return None
+        return str(step.get("as", self.auth.default_user))
+
+    def end_instance(self) -> None:
+        """Close the instance's unauthenticated connections (``as``: ``none``)."""
+        for key in [k for k in self.conns if k[1] == NOBODY]:
+            self.conns.pop(key).close()
+
+    def call(self, port: int, api: int, version: int, body: Any, fresh: bool = False,
+             user: str | None = None) -> dict[str, Any]:
         """The response as a plain tree, or ``{"closed": ...}`` when the broker closed the
-        connection (or did not answer in time)."""
-        wc = self._conn(port, fresh)
+        connection (or did not answer in time). ``user``: on a secure cluster, who the
+        connection authenticated as (default: the admin; ``none``: nobody)."""
+        if self.auth is not None and user is None:
+            user = self.auth.default_user
+        try:
+            wc = self._conn(port, fresh, user)
+        except (OSError, EOFError, ConnectionError) as exc:
+            return {"closed": f"connect: {type(exc).__name__}"}
         try:
             if isinstance(body, bytes):
                 wc.corr += 1
@@ -83,8 +138,11 @@ class Side:
                 resp_cls, data = wc._exchange(build(codec.request_class(api, version), body))
         except (OSError, EOFError, ConnectionError, struct.error) as exc:
             wc.close()
-            self.conns.pop(port, None)
-            return {"closed": type(exc).__name__ if not isinstance(exc, TimeoutError) else "timeout"}
+            self.conns.pop((port, user), None)
+            if isinstance(exc, TimeoutError):
+                return {"closed": "timeout"}
+            # over TLS a close is an SSL error or a reset as often as an end of file
+            return {"closed": type(exc).__name__ if self.auth is None else "closed"}
         finally:
             if fresh:
                 wc.close()
@@ -149,18 +207,28 @@ class Side:
         return self.ports[0]
 
     def run(self, inst: Instance) -> dict[str, Any]:
-        """The response to the instance's request, after its setup steps."""
+        """The response to the instance's request, after its setup steps. After a setup
+        step that creates or deletes ACLs, wait until every broker sees the change
+        (``sync_acls``), unless the step says ``"sync": false``."""
         setup: list[Any] = []
         spec = inst.spec
-        for i, step in enumerate(spec.get("setup", [])):
-            version = inst.version if step["version"] == "same" else step["version"]
-            resp = self._step(step, inst, setup, step["api"], version)
-            if "closed" in resp:
-                return {"setup_failed": i, "closed": resp["closed"]}
-            setup.append(resp)
-            if step.get("sleep_ms"):
-                time.sleep(step["sleep_ms"] / 1000)
-        return self._step(spec, inst, setup, inst.api, inst.version)
+        try:
+            for i, step in enumerate(spec.get("setup", [])):
+                version = inst.version if step["version"] == "same" else step["version"]
+                resp = self._step(step, inst, setup, step["api"], version)
+                if "closed" in resp:
+                    return {"setup_failed": i, "closed": resp["closed"]}
+                setup.append(resp)
+                if step["api"] in (30, 31) and step.get("sync", True) and self.auth is not None:
+                    from .secure import sync_acls
+
+                    sync_acls(self, step["api"], substitute(step.get("body", {}), inst, setup, self._ids(),
+                                                            make_batch, make_sasl))
+                if step.get("sleep_ms"):
+                    time.sleep(step["sleep_ms"] / 1000)
+            return self._step(spec, inst, setup, inst.api, inst.version)
+        finally:
+            self.end_instance()
 
     def _step(self, step: Mapping[str, Any], inst: Instance, setup: list[Any], api: int, version: int
               ) -> dict[str, Any]:
@@ -169,15 +237,16 @@ class Side:
             body: Any = bytes.fromhex(step["raw_body"])
         else:
             try:
-                body = substitute(step.get("body", {}), inst, setup, self._ids(), make_batch)
+                body = substitute(step.get("body", {}), inst, setup, self._ids(), make_batch, make_sasl)
             except (KeyError, IndexError, TypeError) as exc:  # a setup answer without the field
                 return {"unresolved": f"{type(exc).__name__}: {exc}"}
+        user = self._user(step)
         if step.get("to") == "trial":
-            return self._trial(api, version, body)
+            return self._trial(api, version, body, user)
         retry = step.get("retry_on")
         deadline = time.monotonic() + 30
         while True:
-            resp = self.call(port, api, version, body, fresh=bool(step.get("fresh")))
+            resp = self.call(port, api, version, body, fresh=bool(step.get("fresh")), user=user)
             if not retry or "closed" in resp or time.monotonic() > deadline:
                 return resp
             try:
@@ -188,13 +257,13 @@ class Side:
                 return resp
             time.sleep(0.2)
 
-    def _trial(self, api: int, version: int, body: Any) -> dict[str, Any]:
+    def _trial(self, api: int, version: int, body: Any, user: str | None = None) -> dict[str, Any]:
         """The answer of the broker that coordinates the request's key: each broker in
         turn, the first whose answer has no NOT_COORDINATOR or NOT_LEADER_OR_FOLLOWER
         (share-state APIs, whose coordinator kaas's FindCoordinator versions cannot name)."""
         first: dict[str, Any] | None = None
         for port in self.ports:
-            resp = self.call(port, api, version, body)
+            resp = self.call(port, api, version, body, user=user)
             first = first or resp
             if "not_coordinator" not in repr(resp) and "not_leader_or_follower" not in repr(resp):
                 return resp

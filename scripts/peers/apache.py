@@ -6,12 +6,19 @@ dependency:build-classpath``; the classpath is cached in ``compat/java/target/``
 ignores). Each node is one JVM that is both controller and broker, with a capped heap and
 few threads, so that a 3-node cluster fits beside kaas and its clients on two cores.
 
-    .venv/bin/python scripts/peers/apache.py --brokers 3 [--port P] [--data DIR]
+    .venv/bin/python scripts/peers/apache.py --brokers 3 [--port P] [--data DIR] [--secure]
 
 The first line on stdout is the bootstrap string; start-up time and each JVM's RSS go to
 stderr. It runs until SIGTERM or SIGINT, then stops the JVMs (and removes the data
 directory unless ``--data`` named one). ``--port P`` puts the brokers' listeners on P, P+1,
 ...; the controllers' listeners are on other free ports. A JVM that dies stops the rest.
+
+``--secure`` puts the clients' listener on SASL_PLAINTEXT (SCRAM-SHA-256 and SCRAM-SHA-512,
+as ``kaas cluster --secure`` offers) and turns StandardAuthorizer on: the SCRAM user
+``admin`` (password ``--admin-password``, stored at format time with ``--add-scram``) is a
+super user, everyone else gets what ACLs grant. The brokers and controllers talk over
+PLAINTEXT listeners of their own (``INTERNAL``, ``CONTROLLER``), as ``User:ANONYMOUS``,
+which is therefore a super user too: a local test peer, not a deployment.
 """
 
 from __future__ import annotations
@@ -95,13 +102,19 @@ def cluster_id() -> str:
             return cid
 
 
-def node_properties(node: int, brokers: int, broker_port: int, voters: str, logs: Path) -> str:
+SECURE_ADMIN = "admin"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+_SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
+def node_properties(node: int, brokers: int, broker_port: int, voters: str, logs: Path,
+                    internal_port: int = 0) -> str:
     """server.properties of one combined-mode node. Internal topics replicate to every node
     (up to 3) with a min ISR of 1, have few partitions (a quicker first group or
     transaction), and the first rebalance of a group happens at once, as kaas's test
-    clusters do."""
+    clusters do. With ``internal_port``, the secure layout of the module's docstring."""
     rf = min(3, brokers)
-    props = {
+    props: dict[str, object] = {
         "process.roles": "broker,controller",
         "node.id": node,
         "controller.quorum.voters": voters,
@@ -130,7 +143,29 @@ def node_properties(node: int, brokers: int, broker_port: int, voters: str, logs
         "log.cleaner.dedupe.buffer.size": 8 * 1024 * 1024,
         "socket.request.max.bytes": 104857600,
     }
+    if internal_port:
+        props.update(secure_properties(broker_port, internal_port, _ctl_port(voters, node)))
     return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def secure_properties(broker_port: int, internal_port: int, ctl_port: int) -> dict[str, object]:
+    """What ``--secure`` changes: clients on SASL_PLAINTEXT with SCRAM, the brokers among
+    themselves on a PLAINTEXT ``INTERNAL`` listener, StandardAuthorizer with the admin and
+    the internal listeners' ``User:ANONYMOUS`` as super users."""
+    props: dict[str, object] = {
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker_port},INTERNAL://127.0.0.1:{internal_port},"
+                     f"CONTROLLER://127.0.0.1:{ctl_port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker_port},INTERNAL://127.0.0.1:{internal_port}",
+        "inter.broker.listener.name": "INTERNAL",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": ",".join(SCRAM_MECHANISMS),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:{SECURE_ADMIN};User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    for mech in SCRAM_MECHANISMS:
+        props[f"listener.name.sasl_plaintext.{mech.lower()}.sasl.jaas.config"] = _SCRAM_LOGIN
+    return props
 
 
 def _ctl_port(voters: str, node: int) -> int:
@@ -141,15 +176,17 @@ def _ctl_port(voters: str, node: int) -> int:
     raise ValueError(f"node {node} is not a voter")
 
 
-def ready(port: int, brokers: int) -> bool:
-    """Whether the broker on ``port`` answers Metadata with every broker registered."""
-    from kaas.client import WireClient
+def ready(port: int, brokers: int, admin_password: str | None = None) -> bool:
+    """Whether the broker on ``port`` answers Metadata with every broker registered (as
+    the admin, over SCRAM, when secure)."""
+    from kaas.client import SaslConfig, SaslFailed, WireClient
 
+    sasl = SaslConfig("SCRAM-SHA-512", SECURE_ADMIN, admin_password) if admin_password is not None else None
     try:
-        with WireClient("127.0.0.1", port, timeout=2.0) as wc:
+        with WireClient("127.0.0.1", port, timeout=2.0, sasl=sasl) as wc:
             md = wc.call(3, 12, {"topics": [], "allow_auto_topic_creation": False})
             return len(md.brokers) == brokers
-    except (OSError, EOFError, ConnectionError):
+    except (OSError, EOFError, ConnectionError, SaslFailed):
         return False
 
 
@@ -170,7 +207,9 @@ class Stopped(Exception):
 class ApacheCluster:
     """Nodes 1..N: formatted, started, and stopped on ``close``."""
 
-    def __init__(self, brokers: int, port: int, data: Path, log_level: str = "WARN") -> None:
+    def __init__(self, brokers: int, port: int, data: Path, log_level: str = "WARN",
+                 admin_password: str | None = None) -> None:
+        """``admin_password``: the secure layout (``--secure``) with that admin password."""
         self.brokers = brokers
         self.data = data
         taken: set[int] = set()
@@ -180,6 +219,8 @@ class ApacheCluster:
         else:
             self.ports = [free_port(taken) for _ in range(brokers)]
         ctl = [free_port(taken) for _ in range(brokers)]
+        self.admin_password = admin_password
+        self.internal = [free_port(taken) for _ in range(brokers)] if admin_password is not None else [0] * brokers
         self.voters = ",".join(f"{i + 1}@127.0.0.1:{ctl[i]}" for i in range(brokers))
         self.cluster_id = cluster_id()
         self.log_level = log_level
@@ -198,7 +239,7 @@ class ApacheCluster:
             d = self._node_dir(node)
             (d / "logs").mkdir(parents=True, exist_ok=True)
             (d / "server.properties").write_text(
-                node_properties(node, self.brokers, port, self.voters, d / "logs"))
+                node_properties(node, self.brokers, port, self.voters, d / "logs", self.internal[i]))
             (d / "log4j2.properties").write_text(LOG4J2.format(log=d / "server.log", level=self.log_level))
 
     def _java(self, node: int, cp: str, main: str, *args: str) -> list[str]:
@@ -208,8 +249,12 @@ class ApacheCluster:
 
     def format(self, cp: str) -> None:
         """kafka-storage format of every node's log directory (in parallel: one JVM each)."""
+        scram: list[str] = []
+        if self.admin_password is not None:
+            for mech in SCRAM_MECHANISMS:
+                scram += ["--add-scram", f"{mech}=[name={SECURE_ADMIN},password={self.admin_password}]"]
         fmts = [subprocess.Popen(self._java(i + 1, cp, "kafka.tools.StorageTool", "format", "--ignore-formatted",
-                                            "-t", self.cluster_id,
+                                            "-t", self.cluster_id, *scram,
                                             "-c", str(self._node_dir(i + 1) / "server.properties")),
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                 for i in range(self.brokers)]
@@ -233,7 +278,7 @@ class ApacheCluster:
                 raise Stopped
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Apache Kafka not ready after {timeout:.0f} s (logs in {self.data})")
-            pending = [p for p in pending if not ready(p, self.brokers)]
+            pending = [p for p in pending if not ready(p, self.brokers, self.admin_password)]
             if pending:
                 time.sleep(0.3)
 
@@ -264,6 +309,9 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0, help="first broker port (default: free ports)")
     ap.add_argument("--data", type=Path, default=None, help="data directory (default: a temporary one, removed)")
     ap.add_argument("--log-level", default="WARN", help="the brokers' log level (server.log per node)")
+    ap.add_argument("--secure", action="store_true",
+                    help="SASL_PLAINTEXT (SCRAM) for clients and StandardAuthorizer, the user admin a super user")
+    ap.add_argument("--admin-password", default="admin-secret", help="with --secure: the admin's password")
     args = ap.parse_args()
     data = args.data or Path(tempfile.mkdtemp(prefix="apache-kafka-"))
     data.mkdir(parents=True, exist_ok=True)
@@ -271,7 +319,8 @@ def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     t0 = time.monotonic()
-    cluster = ApacheCluster(args.brokers, args.port, data.resolve(), args.log_level)
+    cluster = ApacheCluster(args.brokers, args.port, data.resolve(), args.log_level,
+                            args.admin_password if args.secure else None)
     code = 0
     try:
         cp = classpath()

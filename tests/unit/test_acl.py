@@ -15,10 +15,12 @@ from kaas.domain.acl import (
     PatternType,
     Permission,
     ResourceType,
+    acl_filter,
     apply_create,
     apply_delete,
     invalid_binding,
     invalid_filter,
+    unknown_codes,
 )
 
 T, G, C, X = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
@@ -95,7 +97,12 @@ def test_validation():
     assert invalid_binding(acl(principal="alice"))
     assert invalid_binding(acl(rt=ResourceType.ANY))
     assert invalid_filter(AclFilter()) is None
-    assert invalid_filter(AclFilter(pattern_type=PatternType.UNKNOWN))
+    assert invalid_filter(AclFilter(principal="alice"))
+    # code 0 is refused while the request is parsed (the connection closes); another code
+    # no enum has reads as UNKNOWN and matches nothing, as in Apache
+    assert unknown_codes(2, 0, 3, 3) and not unknown_codes(2, 3, 99, 3)
+    odd = acl_filter(2, None, 3, None, None, 99, 3)
+    assert invalid_filter(odd) is None and not odd.matches(acl())
 
 
 def test_filter_match_semantics():

@@ -45,3 +45,19 @@ def test_cluster_layout_on_given_ports(tmp_path):
         props = _props((tmp_path / f"node-{node}" / "server.properties").read_text())
         assert props["log.dirs"] == str(tmp_path / f"node-{node}" / "logs")
         assert (tmp_path / f"node-{node}" / "log4j2.properties").exists()
+
+
+def test_secure_node_config():
+    """--secure: clients on SASL_PLAINTEXT with SCRAM, brokers among themselves on
+    PLAINTEXT as ANONYMOUS, StandardAuthorizer with admin and ANONYMOUS super users."""
+    voters = "1@127.0.0.1:7001"
+    p = _props(apache.node_properties(1, 1, 9092, voters, Path("/tmp/x"), internal_port=9192))
+    assert p["listeners"] == ("SASL_PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9192,"
+                              "CONTROLLER://127.0.0.1:7001")
+    assert p["advertised.listeners"] == "SASL_PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:9192"
+    assert p["inter.broker.listener.name"] == "INTERNAL"
+    assert p["sasl.enabled.mechanisms"] == "SCRAM-SHA-256,SCRAM-SHA-512"
+    assert p["authorizer.class.name"].endswith("StandardAuthorizer")
+    assert p["super.users"] == "User:admin;User:ANONYMOUS"
+    assert "ScramLoginModule" in p["listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"]
+    assert "sasl.enabled.mechanisms" not in _props(apache.node_properties(1, 1, 9092, voters, Path("/tmp/x")))

@@ -20,8 +20,9 @@ def up(user, mechanism=2, iterations=4096, password="pw"):
 
 
 def test_upsert_then_delete():
-    users, res = scram_users.alter({}, [], [up("a"), up("a", 1), up("b")])
+    users, res = scram_users.alter({}, [], [up("a"), up("b")])
     assert [(r.user, r.error_code) for r in res] == [("a", ErrorCode.none), ("b", ErrorCode.none)]
+    users, res = scram_users.alter(users, [], [up("a", 1)])
     assert sorted(users["a"]) == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
     assert scram.verify_password("SCRAM-SHA-512", users["a"]["SCRAM-SHA-512"], "pw")
     assert "salted" not in repr(up("a")) and "pw" not in repr(up("a"))
@@ -36,6 +37,34 @@ def test_a_user_with_one_refused_change_gets_none_applied():
     assert users == {}
     _users, res = scram_users.alter({}, [], [up("")])
     assert res[0].error_code == ErrorCode.unacceptable_credential
+
+
+def test_a_user_changed_twice_in_one_request_is_a_duplicate_whatever_the_mechanisms():
+    """Apache keys a request's changes by user name (``ScramControlManager``): two
+    mechanisms of one user, or a deletion and an upsertion, are DUPLICATE_RESOURCE and
+    neither is applied (the bug: kaas keyed them by user and mechanism)."""
+    base, _ = scram_users.alter({}, [], [up("a", 2)])
+    users, res = scram_users.alter(base, [], [up("b", 1), up("b", 2), up("c")])
+    assert [(r.user, r.error_code) for r in res] == [("b", ErrorCode.duplicate_resource), ("c", ErrorCode.none)]
+    assert "b" not in users and "c" in users
+    users, res = scram_users.alter(base, [Deletion("a", 2)], [up("a", 1), up("a", 1)])
+    assert [(r.user, r.error_code) for r in res] == [("a", ErrorCode.duplicate_resource)]
+    assert users == base
+    # a first change refused keeps its own error
+    users, res = scram_users.alter(base, [Deletion("a", 1)], [up("a", 2)])
+    assert [(r.user, r.error_code) for r in res] == [("a", ErrorCode.resource_not_found)]
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from([0, 1, 2, 3]), st.booleans()), max_size=8))
+def test_at_most_one_change_per_user_is_applied(changes):
+    base, _ = scram_users.alter({}, [], [up("a", 1)])
+    dels = [Deletion(u, m) for u, m, is_del in changes if is_del]
+    ups = [up(u, m) for u, m, is_del in changes if not is_del]
+    after, res = scram_users.alter(base, dels, ups)
+    named = [d.user for d in dels] + [u.user for u in ups]
+    for r in res:
+        if named.count(r.user) > 1:
+            assert r.error_code != ErrorCode.none and after.get(r.user) == base.get(r.user)
 
 
 @given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from([0, 1, 2, 3]), st.booleans()), max_size=8))
@@ -74,7 +103,8 @@ def test_file_round_trip_and_corruption(tmp_path):
 
 
 def test_describe():
-    users, _ = scram_users.alter({}, [], [up("a"), up("a", 1), up("b")])
+    users, _ = scram_users.alter({}, [], [up("a"), up("b")])
+    users, _ = scram_users.alter(users, [], [up("a", 1)])
     assert [(d.user, d.credentials) for d in scram_users.describe(users, None)] == [
         ("a", ((1, 4096), (2, 4096))), ("b", ((2, 4096),))]
     assert [(d.user, d.error_code) for d in scram_users.describe(users, ["b", "x", "a", "a"])] == [

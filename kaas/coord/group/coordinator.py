@@ -402,7 +402,8 @@ class GroupCoordinator:
                 out[gid] = {"group_id": gid, "protocol_type": "share", "group_state": e.share.state,
                             "group_type": "share"}
             elif e.group.state is not GroupState.DEAD:
-                out[gid] = {"group_id": gid, "protocol_type": e.group.protocol_type or "consumer",
+                # a group only committed to (no member ever joined) has none, as in Apache
+                out[gid] = {"group_id": gid, "protocol_type": e.group.protocol_type or "",
                             "group_state": e.group.state.value, "group_type": "classic"}
         return list(out.values())
 
