@@ -318,6 +318,8 @@ class TxnCoordinator:
             KaasError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
         """
         slot = self.slots.owned(transactional_id)
+        tv = dtxn.version_of_end_txn(version)
+        self.stats["end_txn_tv2" if tv == dtxn.TV2 else "end_txn_tv1"] += 1
         async with self.slots.locked(transactional_id):
             if not await self._settled(transactional_id):
                 return ErrorCode.concurrent_transactions, -1, -1
@@ -339,7 +341,7 @@ class TxnCoordinator:
                               partitions=len(res.meta.partitions), groups=len(res.meta.groups),
                               producer_epoch=res.meta.producer_epoch, transaction_version=res.meta.txn_version)
             code = await self._carry_out(slot, res, answer_early=True)
-            if code != ErrorCode.none or dtxn.version_of_end_txn(version) != dtxn.TV2:
+            if code != ErrorCode.none or tv != dtxn.TV2:
                 return code, -1, -1
             reply = res.reply
             if reply is not None and reply.producer_id != -1:
