@@ -10,9 +10,12 @@ feature                            supported   new     what a level changes in k
 =================================  ==========  ======  ===========================================
 ``metadata.version``               33-33       33      nothing: kaas keeps no KRaft records; the
                                                        level (4.4-IV2) is shown, never changed
-``transaction.version``            0-``TV``    ``TV``  0 and 1 behave alike (1 is Apache's
+``transaction.version``            0-2         2       0 and 1 behave alike (1 is Apache's
                                                        flexible transaction-log format); 2 is
-                                                       KIP-890 part 2, not served yet
+                                                       KIP-890 part 2: clients that see it end
+                                                       transactions with EndTxn v5 (an epoch
+                                                       bump each) and let the leaders add
+                                                       their partitions (Produce v12)
 ``group.version``                  0-1         1       1: ConsumerGroupHeartbeat/Describe (KIP-848)
 ``share.version``                  0-1         1       1: the share-group APIs (KIP-932); Apache's
                                                        2 (share-group DLQ) is not served
@@ -43,9 +46,9 @@ TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 SHARE_VERSION = "share.version"
 
-# The highest transaction.version kaas serves: raise to 2 with KIP-890 part 2 (EndTxn v5,
-# the epoch bump per transaction); a new cluster then finalizes 2, as Apache 4.4 does.
-TRANSACTION_VERSION_MAX = 1
+# The highest transaction.version kaas serves: 2, KIP-890 part 2 (EndTxn v5, the epoch
+# bump per transaction); a new cluster finalizes it, as Apache 4.4 does.
+TRANSACTION_VERSION_MAX = 2
 # Apache 4.4's latest production metadata.version (4.4-IV2), the only one kaas claims.
 METADATA_VERSION_LEVEL = 33
 
@@ -63,7 +66,10 @@ NEW_CLUSTER: dict[str, int] = {
     GROUP_VERSION: 1,
     SHARE_VERSION: 1,
 }
-"""The levels a new kaas cluster finalizes (Apache 4.4: transaction.version 2, share.version 2)."""
+"""The levels a new kaas cluster finalizes. Apache 4.4's new cluster (``kafka-storage format``
+defaults, seen in its ApiVersions): metadata.version 33, transaction.version 2,
+group.version 1, share.version 2, streams.version 1, eligible.leader.replicas.version 1;
+kaas finalizes the same for the features it supports, share.version at its own 1."""
 
 # Every production feature Apache 4.4 knows: disabling one kaas lacks (level 0) is a no-op,
 # a name outside this set at level 0 is "not found", as in Apache.

@@ -36,7 +36,19 @@ Ongoing -> Prepare*   EndTxn(commit|abort), dispatch set retained
 Ongoing ->            timeout reaper: epoch + 1, dispatch set retained
 PrepareAbort
 Prepare* -> Complete* every marker durable: clears partitions + groups
+--- TV2 (EndTxn v5+, ``txn_tv2``) ---------------------------------------------
+Ongoing -> Prepare*   EndTxn: epoch + 1 (markers at it); exhausted: + a
+                      ``next_producer_id``
+Empty/Complete* ->    EndTxn(abort), not a retry: an empty transaction,
+PrepareAbort          epoch + 1
+Ongoing ->            timeout reaper of a TV2 transaction: as its EndTxn(abort)
+PrepareAbort
+Prepare* -> Complete* a ``next_producer_id``: that pid at epoch 0
 ====================  =========================================================
+
+Each entry records the transaction version its transaction runs under (``txn_version``):
+set when the transaction begins, from the request that began it, and at EndTxn, from
+that request's version (the client learns a new epoch only from EndTxn v5).
 
 ``txn_seq`` numbers the transactions of one transactional id (it rises when a transaction
 begins). ``WriteMarkers`` carries it so that a slow dispatcher (the reconcile racing the
@@ -47,6 +59,8 @@ Invariants:
     - Epochs never fall: for a given producer id the stored epoch only rises. Exhaustion
       allocates a fresh producer id instead of wrapping; a producer id, once left, never
       comes back as the current one.
+    - TV2: every end (commit, abort, timeout) raises the epoch by one, or moves to a new
+      producer id at epoch 0; the markers carry the raised epoch, never the client's.
     - A Prepare* entry keeps its dispatch set (partitions + groups) unchanged until the
       Complete* transition: it is the durable record of markers still owed. Nothing but
       ``complete_end_txn`` leaves Prepare*.
@@ -67,7 +81,7 @@ No I/O, no clock, no logging: times come in as ``now_ms``; pids come from the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -97,11 +111,16 @@ from kaas.domain.txn_records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     SLOT_FORMAT,
+    TV1,
+    TV2,
     SlotState,
     TopicPartition,
     TxnMetadata,
     TxnState,
+    version_of_add_partitions,
+    version_of_end_txn,
 )
+from kaas.domain.txn_tv2 import complete_rotated, continues_with, end_txn_v2, is_dispatch_of, reaper_abort_v2
 
 __all__ = [
     "EPOCH_EXHAUSTED",
@@ -109,6 +128,8 @@ __all__ = [
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
     "SLOT_FORMAT",
+    "TV1",
+    "TV2",
     "Effect",
     "Fence",
     "OffsetHook",
@@ -124,6 +145,7 @@ __all__ = [
     "add_offsets",
     "add_partitions",
     "complete_end_txn",
+    "continues_with",
     "describe",
     "expired",
     "fence_and_abort",
@@ -133,6 +155,8 @@ __all__ = [
     "prepare_end_txn",
     "reaper_abort",
     "timed_out",
+    "version_of_add_partitions",
+    "version_of_end_txn",
 ]
 
 # --- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------
@@ -159,6 +183,7 @@ def _add(
     groups: frozenset[str],
     now_ms: int,
     request_version: int,
+    txn_version: int,
 ) -> TxnResult:
     failed = _check_producer(meta, pid, epoch, request_version)
     if failed is not None:
@@ -171,8 +196,9 @@ def _add(
             return unchanged_ok()
         updated = moved(meta, meta.state, meta.partitions | partitions, meta.groups | groups,
                          meta.ongoing_since_ms, now_ms, meta.txn_seq)
-    else:  # Empty / Complete*: a new transaction begins
-        updated = moved(meta, TxnState.Ongoing, partitions, groups, stamp(now_ms), now_ms, meta.txn_seq + 1)
+    else:  # Empty / Complete*: a new transaction begins, under the version of this request
+        updated = moved(meta, TxnState.Ongoing, partitions, groups, stamp(now_ms), now_ms, meta.txn_seq + 1,
+                        txn_version)
     return TxnResult(ErrorCode.none, updated, (Persist(updated), Reply(ErrorCode.none)))
 
 
@@ -189,8 +215,11 @@ def add_partitions(
     Checks in order: no entry or pid mismatch -> INVALID_PRODUCER_ID_MAPPING; epoch
     mismatch -> PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2); Prepare* ->
     CONCURRENT_TRANSACTIONS. Empty/Complete* -> Ongoing (stamps ``ongoing_since_ms``,
-    ``txn_seq + 1``); Ongoing adds the partitions, or answers NONE without Persist when
-    they are all present already. The handler copies the code to every partition.
+    ``txn_seq + 1``, ``txn_version`` from the request version: v4+ is the broker form a
+    partition leader sends for a TV2 producer, ``version_of_add_partitions``); Ongoing
+    adds the partitions (the transaction keeps the version it began with), or answers
+    NONE without Persist when they are all present already. The handler copies the code
+    to every partition.
 
     Args:
         meta: the current entry, or None.
@@ -203,7 +232,8 @@ def add_partitions(
     Returns:
         A ``TxnResult``; effects ``(Persist, Reply)`` on change, else ``(Reply,)``.
     """
-    return _add(meta, pid, epoch, frozenset(partitions), frozenset(), now_ms, request_version)
+    return _add(meta, pid, epoch, frozenset(partitions), frozenset(), now_ms, request_version,
+                version_of_add_partitions(request_version))
 
 
 def add_offsets(
@@ -213,6 +243,8 @@ def add_offsets(
     group: str,
     now_ms: int,
     request_version: int,
+    *,
+    txn_version: int = TV1,
 ) -> TxnResult:
     """AddOffsetsToTxn (key 25): same checks and transitions as ``add_partitions``, adding
     ``group`` to the groups the completion's ``OffsetHook`` commits or discards.
@@ -223,12 +255,15 @@ def add_offsets(
         epoch: request producer epoch.
         group: the consumer group id.
         now_ms: the caller's clock.
-        request_version: the AddOffsetsToTxn version.
+        request_version: the AddOffsetsToTxn version (the epoch error's spelling).
+        txn_version: the version a transaction begun here runs under: TV1 for
+            AddOffsetsToTxn itself (TV2 clients never send it), TV2 for the group
+            coordinator's implicit add of a TxnOffsetCommit v5.
 
     Returns:
         A ``TxnResult``; effects ``(Persist, Reply)`` on change, else ``(Reply,)``.
     """
-    return _add(meta, pid, epoch, frozenset(), frozenset((group,)), now_ms, request_version)
+    return _add(meta, pid, epoch, frozenset(), frozenset((group,)), now_ms, request_version, txn_version)
 
 
 # --- EndTxn ----------------------------------------------------------------------------
@@ -243,8 +278,10 @@ def prepare_end_txn(
     request_version: int,
     *,
     committed_here: bool = False,
+    allocate_pid: Callable[[], int] | None = None,
 ) -> TxnResult:
-    """EndTxn (key 26), first phase.
+    """EndTxn (key 26), first phase. v5+ is transaction.version 2: ``txn_tv2.end_txn_v2``
+    (the epoch bumped at every end); the rules below are versions 0-4's (TV1).
 
     - No entry or pid mismatch -> INVALID_PRODUCER_ID_MAPPING; epoch mismatch ->
       PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2).
@@ -284,10 +321,13 @@ def prepare_end_txn(
         request_version: the EndTxn version.
         committed_here: the caller prepared the commit of this entry's transaction (same
             pid, epoch and ``txn_seq``) and has owned the entry without a break since.
+        allocate_pid: returns a never-used pid (v5+, an exhausted epoch only).
 
     Returns:
         A ``TxnResult`` as described.
     """
+    if version_of_end_txn(request_version) == TV2:
+        return end_txn_v2(meta, pid, epoch, commit, now_ms, allocate_pid)
     failed = _check_producer(meta, pid, epoch, request_version)
     if failed is not None:
         return failed
@@ -295,7 +335,7 @@ def prepare_end_txn(
     state = meta.state
     if state is TxnState.Ongoing:
         prepared = moved(meta, TxnState.PrepareCommit if commit else TxnState.PrepareAbort, meta.partitions,
-                          meta.groups, meta.ongoing_since_ms, now_ms, meta.txn_seq)
+                          meta.groups, meta.ongoing_since_ms, now_ms, meta.txn_seq, TV1)
         return TxnResult(ErrorCode.none, prepared, (Persist(prepared), dispatch_of(prepared)))
     wanted_prepare = TxnState.PrepareCommit if commit else TxnState.PrepareAbort
     wanted_complete = TxnState.CompleteCommit if commit else TxnState.CompleteAbort
@@ -322,12 +362,15 @@ def complete_end_txn(
     """EndTxn second phase (and the reconcile's): every marker of the dispatch is durable.
 
     PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort; clears partitions and
-    groups, ``ongoing_since_ms = 0``. Effects ``(OffsetHook, Persist, Reply(NONE))``;
-    ``OffsetHook`` (groups from before clearing) is left out when there are no groups.
+    groups, ``ongoing_since_ms = 0``; a TV2 entry with a ``next_producer_id`` moves to it
+    at epoch 0 (``txn_tv2.complete_rotated``). Effects ``(OffsetHook, Persist,
+    Reply(NONE, pid, epoch))``, the pair the client continues with; ``OffsetHook``
+    (groups from before clearing) is left out when there are no groups.
 
     When ``dispatched`` (the ``WriteMarkers`` that was carried out) is given, it must
-    describe this entry's transaction (same pid, epoch, direction, ``txn_seq``, and a
-    superset of its partitions and groups):
+    describe this entry's transaction (``txn_tv2.is_dispatch_of``: same id, pid and epoch
+    of the markers, ``txn_seq``; same direction and a superset of its partitions and
+    groups):
 
     - the entry is already the matching Complete* -> NONE, unchanged (someone else
       completed it; the hook has fired already);
@@ -350,13 +393,7 @@ def complete_end_txn(
     if meta is None:
         return error(ErrorCode.invalid_txn_state)
     if dispatched is not None:
-        same_txn = (
-            dispatched.transactional_id == meta.transactional_id
-            and dispatched.producer_id == meta.producer_id
-            and dispatched.producer_epoch == meta.producer_epoch
-            and dispatched.txn_seq == meta.txn_seq
-        )
-        if not same_txn:
+        if not is_dispatch_of(meta, dispatched):
             return error(ErrorCode.invalid_txn_state)
         if meta.state.is_complete:
             done = TxnState.CompleteCommit if dispatched.commit else TxnState.CompleteAbort
@@ -374,9 +411,12 @@ def complete_end_txn(
         return error(ErrorCode.invalid_txn_state)
 
     commit = meta.state is TxnState.PrepareCommit
-    completed = moved(meta, TxnState.CompleteCommit if commit else TxnState.CompleteAbort, NO_PARTITIONS,
-                       NO_GROUPS, 0, now_ms, meta.txn_seq)
-    effects: tuple[Effect, ...] = (Persist(completed), Reply(ErrorCode.none))
+    done_state = TxnState.CompleteCommit if commit else TxnState.CompleteAbort
+    if meta.next_producer_id != NO_PRODUCER_ID:  # a TV2 end of an exhausted epoch
+        completed = complete_rotated(meta, done_state, now_ms)
+    else:
+        completed = moved(meta, done_state, NO_PARTITIONS, NO_GROUPS, 0, now_ms, meta.txn_seq)
+    effects: tuple[Effect, ...] = (Persist(completed), Reply(ErrorCode.none, *continues_with(completed)))
     if meta.groups:
         effects = (OffsetHook(meta.producer_id, meta.groups, commit), *effects)
     return TxnResult(ErrorCode.none, completed, effects)
@@ -413,20 +453,25 @@ def expired(meta: TxnMetadata, now_ms: int, expiration_ms: int) -> bool:
         now_ms - meta.last_update_ms > expiration_ms
 
 
-def reaper_abort(meta: TxnMetadata, now_ms: int) -> TxnResult:
+def reaper_abort(meta: TxnMetadata, now_ms: int, *, allocate_pid: Callable[[], int] | None = None) -> TxnResult:
     """The 10 s timeout sweep for one entry.
 
     Args:
         meta: the current entry.
         now_ms: the caller's clock.
+        allocate_pid: returns a never-used pid (a TV2 transaction of an exhausted epoch).
 
     Returns:
-        When ``timed_out``: ``fence_and_abort`` (PrepareAbort, epoch + 1, effects
-        ``(Persist, WriteMarkers(abort))``; the reconcile completes it). Otherwise NONE,
-        unchanged, no effects.
+        When ``timed_out``: PrepareAbort with epoch + 1, effects ``(Persist,
+        WriteMarkers(abort))``, which the reconcile completes; under the version the
+        transaction began with: TV1 ``fence_and_abort`` (the producer is fenced), TV2
+        ``txn_tv2.reaper_abort_v2`` (its own abort is then a retry, answered with the new
+        epoch). Otherwise NONE, unchanged, no effects.
     """
     if not timed_out(meta, now_ms):
         return TxnResult(ErrorCode.none)
+    if meta.txn_version == TV2:
+        return reaper_abort_v2(meta, now_ms, allocate_pid)
     return fence_and_abort(meta, now_ms)
 
 

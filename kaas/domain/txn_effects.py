@@ -157,14 +157,17 @@ def moved(
     ongoing_since_ms: int,
     last_update_ms: int,
     txn_seq: int,
+    txn_version: int | None = None,
 ) -> TxnMetadata:
     """``meta._replace(state=..., ...)`` for the transitions of a transaction (begin, add,
     prepare, complete), which keep the producer fields: positional construction, a third of
-    ``_replace``'s cost, and every transactional request makes one."""
+    ``_replace``'s cost, and every transactional request makes one. ``txn_version`` None
+    keeps the entry's; ``next_producer_id`` is kept."""
     return TxnMetadata(
         meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.last_producer_id,
         meta.last_producer_epoch, meta.timeout_ms, state, partitions, groups, ongoing_since_ms,
-        last_update_ms, txn_seq,
+        last_update_ms, txn_seq, meta.txn_version if txn_version is None else txn_version,
+        meta.next_producer_id,
     )
 
 

@@ -19,10 +19,15 @@ __all__ = [
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
     "SLOT_FORMAT",
+    "TRANSACTION_VERSIONS",
+    "TV1",
+    "TV2",
     "SlotState",
     "TopicPartition",
     "TxnMetadata",
     "TxnState",
+    "version_of_add_partitions",
+    "version_of_end_txn",
 ]
 
 NO_PRODUCER_ID = -1
@@ -32,6 +37,27 @@ EPOCH_EXHAUSTED = I16_MAX - 1
 """Apache ``TransactionMetadata.isEpochExhausted``: an epoch >= this gets a fresh pid."""
 
 SLOT_FORMAT = 1
+
+TV1 = 1
+"""transaction.version 0 and 1 (they behave alike; Apache's TV_0 is the old clients'): the
+epoch stays through a transaction's end, the client adds its partitions and groups."""
+TV2 = 2
+"""transaction.version 2 (KIP-890 part 2): every EndTxn bumps the epoch and tells the client."""
+TRANSACTION_VERSIONS = (TV1, TV2)
+
+
+def version_of_add_partitions(request_version: int) -> int:
+    """The transaction version an AddPartitionsToTxn request implies (Apache
+    ``TransactionVersion.transactionVersionForAddPartitionsToTxn``): the broker form (v4+,
+    sent by a partition leader for a TV2 producer's Produce) is TV2, the client form TV1."""
+    return TV2 if request_version > 3 else TV1
+
+
+def version_of_end_txn(request_version: int) -> int:
+    """The transaction version an EndTxn request implies (Apache
+    ``TransactionVersion.transactionVersionForEndTxn``): v5+ is TV2, the client reads the
+    producer id and epoch it continues with from the answer."""
+    return TV2 if request_version > 4 else TV1
 
 TopicPartition: TypeAlias = tuple[str, int]
 NO_PARTITIONS: frozenset[TopicPartition] = frozenset()
@@ -89,6 +115,12 @@ class TxnMetadata(NamedTuple):
             Prepare*), 0 otherwise.
         last_update_ms: time of the last transition.
         txn_seq: number of transactions begun under this transactional id.
+        txn_version: the transaction version (``TV1``/``TV2``) the current or last
+            transaction runs under (Apache's ``clientTransactionVersion``): set when it
+            begins, from the request that began it, and at its EndTxn, from that request.
+            Transactions the coordinator ends itself (the reaper) end under it.
+        next_producer_id: in a Prepare* entry of a TV2 transaction whose epoch was
+            exhausted, the producer id its completion moves to (at epoch 0); -1 otherwise.
     """
 
     transactional_id: str
@@ -103,6 +135,8 @@ class TxnMetadata(NamedTuple):
     ongoing_since_ms: int = 0
     last_update_ms: int = 0
     txn_seq: int = 0
+    txn_version: int = TV1
+    next_producer_id: int = NO_PRODUCER_ID
 
     def to_json(self) -> dict[str, Any]:
         """Plain-typed form for the slot file.
@@ -124,6 +158,8 @@ class TxnMetadata(NamedTuple):
             "ongoing_since_ms": self.ongoing_since_ms,
             "last_update_ms": self.last_update_ms,
             "txn_seq": self.txn_seq,
+            "transaction_version": self.txn_version,
+            "next_producer_id": self.next_producer_id,
         }
 
     @classmethod
@@ -131,7 +167,9 @@ class TxnMetadata(NamedTuple):
         """Inverse of ``to_json``.
 
         Args:
-            obj: a dict as produced by ``to_json`` (``txn_seq`` may be absent: 0).
+            obj: a dict as produced by ``to_json`` (``txn_seq`` may be absent: 0; files
+                written before transaction.version 2 lack ``transaction_version``, read as
+                TV1, and ``next_producer_id``, read as -1).
 
         Returns:
             The entry.
@@ -153,16 +191,20 @@ class TxnMetadata(NamedTuple):
             if not all(isinstance(g, str) for g in groups):
                 raise ValueError(f"bad groups {groups!r}")
             numbers = (obj["producer_id"], obj["producer_epoch"], obj["last_producer_id"], obj["last_producer_epoch"],
-                       obj["timeout_ms"], obj["ongoing_since_ms"], obj["last_update_ms"], obj.get("txn_seq", 0))
+                       obj["timeout_ms"], obj["ongoing_since_ms"], obj["last_update_ms"], obj.get("txn_seq", 0),
+                       obj.get("transaction_version", TV1), obj.get("next_producer_id", NO_PRODUCER_ID))
             for value in numbers:  # (JSON gives int or bool: an int subclass other than bool is rare)
                 if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
                     raise ValueError(f"an int field holds {value!r}")
             state = _STATE_OF.get(obj["state"])
             if state is None:
                 raise ValueError(f"{obj['state']!r} is not a TxnState")
-            producer_id, producer_epoch, last_producer_id, last_producer_epoch, timeout_ms, since, update, seq = numbers
+            (producer_id, producer_epoch, last_producer_id, last_producer_epoch, timeout_ms, since, update, seq,
+             version, next_pid) = numbers
+            if version not in TRANSACTION_VERSIONS:
+                raise ValueError(f"transaction_version {version!r} is not one of {TRANSACTION_VERSIONS}")
             return cls(txn_id, producer_id, producer_epoch, last_producer_id, last_producer_epoch, timeout_ms, state,
-                       frozenset(partitions), frozenset(groups), since, update, seq)
+                       frozenset(partitions), frozenset(groups), since, update, seq, version, next_pid)
         except (KeyError, TypeError) as exc:
             raise ValueError(f"bad transaction entry: {exc!r}") from exc
 

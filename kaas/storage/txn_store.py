@@ -41,9 +41,11 @@ def entry_json(meta: TxnMetadata) -> str:
     groups = ",".join([_json_str(g) for g in sorted(meta.groups)]) if meta.groups else ""
     return (f'{{"groups":[{groups}],"last_producer_epoch":{meta.last_producer_epoch},'
             f'"last_producer_id":{meta.last_producer_id},"last_update_ms":{meta.last_update_ms},'
+            f'"next_producer_id":{meta.next_producer_id},'
             f'"ongoing_since_ms":{meta.ongoing_since_ms},"partitions":[{partitions}],'
             f'"producer_epoch":{meta.producer_epoch},"producer_id":{meta.producer_id},'
             f'"state":{_STATE_JSON[meta.state]},"timeout_ms":{meta.timeout_ms},'
+            f'"transaction_version":{meta.txn_version},'
             f'"transactional_id":{_json_str(meta.transactional_id)},"txn_seq":{meta.txn_seq}}}')
 
 

@@ -33,7 +33,7 @@ def reason(result: dict[str, int] | Refusal) -> str:
 
 def test_new_cluster_levels_within_supported():
     assert NEW == {MV: 33, TV: ft.TRANSACTION_VERSION_MAX, GV: 1, SV: 1}
-    assert ft.TRANSACTION_VERSION_MAX == 1  # KIP-890 part 2 not served yet: raise with it
+    assert ft.TRANSACTION_VERSION_MAX == 2  # KIP-890 part 2, finalized on a new cluster as in Apache 4.4
     for name, level in NEW.items():
         lo, hi = ft.SUPPORTED[name]
         assert lo <= level <= hi
@@ -41,17 +41,19 @@ def test_new_cluster_levels_within_supported():
 
 def test_upgrade_downgrade_and_removal():
     assert ft.plan(NEW, [Update(TV, 0, SAFE)], 0) == {MV: 33, GV: 1, SV: 1}
-    assert ft.plan(NEW, [Update(SV, 0, UNSAFE), Update(GV, 0, SAFE)], 0) == {MV: 33, TV: 1}
+    assert ft.plan(NEW, [Update(SV, 0, UNSAFE), Update(GV, 0, SAFE)], 0) == {MV: 33, TV: 2}
     assert ft.plan({MV: 33}, [Update(TV, 1, UP)], 0) == {MV: 33, TV: 1}
-    assert ft.plan(NEW, [Update(TV, 1, SAFE)], 0) == NEW  # same level: any type
+    assert ft.plan(NEW, [Update(TV, 1, SAFE)], 0) == {**NEW, TV: 1}  # a safe downgrade to TV1
+    assert ft.plan({**NEW, TV: 1}, [Update(TV, 2, UP)], 0) == NEW  # and back up
+    assert ft.plan(NEW, [Update(TV, 2, SAFE)], 0) == NEW  # same level: any type
     assert ft.plan(NEW, [Update(MV, 33, SAFE)], 0) == NEW
     assert ft.plan(NEW, [Update("streams.version", 0, SAFE)], 0) == NEW  # an Apache feature kaas lacks, off
     assert ft.plan(NEW, [], 0) == NEW
 
 
 @pytest.mark.parametrize(("current", "update", "why"), [
-    (NEW, Update(TV, 2, UP), "Invalid update version 2 for feature transaction.version. Local controller 3 only "
-                             "supports versions 0-1"),
+    (NEW, Update(TV, 3, UP), "Invalid update version 3 for feature transaction.version. Local controller 3 only "
+                             "supports versions 0-2"),
     (NEW, Update(TV, 0, UP), "Invalid update version 0 for feature transaction.version. Can't downgrade the version "
                              "of this feature without setting the upgrade type to either safe or unsafe downgrade."),
     ({MV: 33}, Update(TV, 1, SAFE), "Invalid update version 1 for feature transaction.version. Can't downgrade to a "
@@ -83,7 +85,7 @@ def test_first_bad_update_refuses_all_and_each_is_checked_against_the_committed_
     got = ft.plan(NEW, [Update(TV, 0, SAFE), Update("foo", 1, UP)], 0)
     assert reason(got).startswith("Invalid update version 1 for feature foo.")
     # the second update of a feature is checked against the committed level, not the first's
-    got = ft.plan(NEW, [Update(TV, 0, SAFE), Update(TV, 1, UP)], 0)
+    got = ft.plan(NEW, [Update(TV, 0, SAFE), Update(TV, 2, UP)], 0)
     assert got == NEW
 
 

@@ -217,7 +217,7 @@ def test_complete_clears_and_fires_the_offset_hook(commit: bool) -> None:
     assert result.effects == (
         OffsetHook(meta.producer_id, frozenset({"g1", "g2"}), commit),
         Persist(new),
-        Reply(ErrorCode.none),
+        Reply(ErrorCode.none, meta.producer_id, meta.producer_epoch),
     )
 
 
@@ -628,7 +628,7 @@ def test_end_txn_retry_during_prepare_redrives_the_dispatch(commit: bool) -> Non
     assert opposite.error_code == ErrorCode.invalid_txn_state and opposite.meta is None
     # Finishing the re-driven dispatch answers NONE.
     done = complete_end_txn(meta, 9_100, dispatched=result.write_markers)
-    assert done.reply == Reply(ErrorCode.none)
+    assert done.reply == Reply(ErrorCode.none, meta.producer_id, meta.producer_epoch)
 
 
 def test_end_txn_lost_reply_full_script() -> None:
@@ -636,7 +636,7 @@ def test_end_txn_lost_reply_full_script() -> None:
     pid = meta.producer_id
     first = prepare_end_txn(meta, pid, 0, True, 3_000, 1)
     done = complete_end_txn(first.meta, 3_100, dispatched=first.write_markers)
-    assert done.reply == Reply(ErrorCode.none)
+    assert done.reply == Reply(ErrorCode.none, pid, 0)
     # The reply was lost: the retry must get NONE (librdkafka treats 48 as fatal).
     retry = prepare_end_txn(done.meta, pid, 0, True, 3_200, 1)
     assert retry.error_code == ErrorCode.none and retry.meta is None
@@ -779,6 +779,8 @@ _metas = st.builds(
     ongoing_since_ms=st.integers(0, 2**50),
     last_update_ms=st.integers(0, 2**50),
     txn_seq=st.integers(0, 2**31),
+    txn_version=st.sampled_from([1, 2]),
+    next_producer_id=st.integers(-1, 2**62),
 )
 
 

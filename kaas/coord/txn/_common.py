@@ -23,7 +23,9 @@ def new_stats() -> Stats:
     return {"markers_written": 0, "entries_applied": 0, "fences_applied": 0,
             "reaped": 0, "reconciled": 0, "markers_sent": 0, "marker_requests_applied": 0,
             "answered_before_markers": 0, "offset_hooks_sent": 0, "offset_hooks_applied": 0,
-            "offset_hooks_beside_markers": 0, "expired_ids": 0, "slot_writes_shared": 0}
+            "offset_hooks_beside_markers": 0, "expired_ids": 0, "slot_writes_shared": 0,
+            # EndTxn requests by the transaction version their version implies (v5+: TV2)
+            "end_txn_tv1": 0, "end_txn_tv2": 0}
 
 
 def hit(name: str, **context: object) -> Awaitable[None]:

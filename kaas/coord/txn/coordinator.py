@@ -270,15 +270,17 @@ class TxnCoordinator:
                                                                 self.broker.clock.wall_ms(), version))
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
-                          version: int) -> ErrorCode:
-        """AddOffsetsToTxn (25).
+                          version: int, *, txn_version: int = dtxn.TV1) -> ErrorCode:
+        """AddOffsetsToTxn (25); ``txn_version`` TV2 for TxnOffsetCommit v5's implicit add
+        (a transaction begun by it runs under transaction.version 2).
 
         Raises:
             KaasError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
         """
         return await self._add(transactional_id, producer_id, producer_epoch,
                                lambda meta: dtxn.add_offsets(meta, producer_id, producer_epoch, group_id,
-                                                             self.broker.clock.wall_ms(), version))
+                                                             self.broker.clock.wall_ms(), version,
+                                                             txn_version=txn_version))
 
     async def _add(self, transactional_id: str, producer_id: int, producer_epoch: int,
                    step: Callable[[TxnMetadata | None], TxnResult]) -> ErrorCode:
@@ -297,33 +299,57 @@ class TxnCoordinator:
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                       version: int) -> ErrorCode:
+        """EndTxn (26): ``end_transaction``'s code."""
+        return (await self.end_transaction(transactional_id, producer_id, producer_epoch, commit, version))[0]
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                              version: int) -> tuple[ErrorCode, int, int]:
         """EndTxn (26), both phases.
 
         Returns:
-            NONE once every marker is durable (or queued) and the entry is Complete*;
-            COORDINATOR_NOT_AVAILABLE when a dispatch failed (the entry stays prepared);
-            the domain's codes otherwise.
+            (code, producer id, epoch): NONE once every marker is durable (or queued) and
+            the entry is Complete* (answered early on a running broker: once Prepare* is
+            durable); COORDINATOR_NOT_AVAILABLE when a dispatch failed (the entry stays
+            prepared); the domain's codes otherwise. The pair is the one the client
+            continues with (EndTxn v5, transaction.version 2; ``dtxn.continues_with``),
+            -1/-1 with an error or below v5.
 
         Raises:
             KaasError: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE.
         """
         slot = self.slots.owned(transactional_id)
+        tv = dtxn.version_of_end_txn(version)
+        self.stats["end_txn_tv2" if tv == dtxn.TV2 else "end_txn_tv1"] += 1
         async with self.slots.locked(transactional_id):
             if not await self._settled(transactional_id):
-                return ErrorCode.concurrent_transactions
+                return ErrorCode.concurrent_transactions, -1, -1
             meta = await self.slots.get(slot, transactional_id)
             here = meta is not None and self.committed_here.get(transactional_id) == \
                 (meta.producer_id, meta.producer_epoch, meta.txn_seq)
-            res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, self.broker.clock.wall_ms(), version,
-                                       committed_here=here)
+            try:
+                res = dtxn.prepare_end_txn(meta, producer_id, producer_epoch, commit, self.broker.clock.wall_ms(),
+                                           version, committed_here=here, allocate_pid=self.broker.allocate_pid)
+            except OSError as exc:  # an exhausted epoch's new pid: its block file could not be written
+                log.error("pid_block_write_failed", transactional_id=transactional_id, error=str(exc))
+                return ErrorCode.coordinator_load_in_progress, -1, -1
             if res.meta is not None:
                 if res.meta.state is TxnState.PrepareCommit:
                     self.committed_here[transactional_id] = \
                         (res.meta.producer_id, res.meta.producer_epoch, res.meta.txn_seq)
                 if klog.DEBUG:
                     log.debug("txn_prepared", transactional_id=transactional_id, state=res.meta.state.value,
-                              partitions=len(res.meta.partitions), groups=len(res.meta.groups))
-            return await self._carry_out(slot, res, answer_early=True)
+                              partitions=len(res.meta.partitions), groups=len(res.meta.groups),
+                              producer_epoch=res.meta.producer_epoch, transaction_version=res.meta.txn_version)
+            code = await self._carry_out(slot, res, answer_early=True)
+            if code != ErrorCode.none or tv != dtxn.TV2:
+                return code, -1, -1
+            reply = res.reply
+            if reply is not None and reply.producer_id != -1:
+                return code, reply.producer_id, reply.producer_epoch
+            target = res.meta if res.meta is not None else meta
+            assert target is not None  # NONE without a Reply pair: a (re-)prepared entry
+            pid, epoch = dtxn.continues_with(target)
+            return code, pid, epoch
 
     async def check_txn_offset_commit(self, transactional_id: str, producer_id: int,
                                       producer_epoch: int, group_id: str) -> ErrorCode:
@@ -458,10 +484,14 @@ class TxnCoordinator:
                     return True
                 now = self.broker.clock.wall_ms()
                 if dtxn.timed_out(meta, now):
-                    res = dtxn.reaper_abort(meta, now)
+                    try:
+                        res = dtxn.reaper_abort(meta, now, allocate_pid=self.broker.allocate_pid)
+                    except OSError as exc:  # a TV2 abort of an exhausted epoch: no new pid yet
+                        log.error("pid_block_write_failed", transactional_id=transactional_id, error=str(exc))
+                        return False
                     log.info("txn_timed_out_aborting", transactional_id=transactional_id,
                              producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
-                             ongoing_ms=now - meta.ongoing_since_ms)
+                             ongoing_ms=now - meta.ongoing_since_ms, transaction_version=meta.txn_version)
                     self.stats["reaped"] += 1
                     code = await self._carry_out(slot, res)
                 elif meta.state.is_prepared:

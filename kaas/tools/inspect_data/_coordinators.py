@@ -33,6 +33,8 @@ class TxnRow(TypedDict):
     ongoing_since_ms: int
     last_update_ms: int
     txn_seq: int
+    transaction_version: int  # 1 or 2 (KIP-890 part 2); files without it read as 1
+    next_producer_id: int  # a rotating TV2 end's next id, else -1
 
 
 class SlotFile(TypedDict):
@@ -101,7 +103,8 @@ def slots_view(data: Path, states: tuple[str, ...]) -> SlotsView:
                     last_producer_epoch=meta.last_producer_epoch, timeout_ms=meta.timeout_ms,
                     partitions=[f"{t}-{p}" for t, p in sorted(meta.partitions)], groups=sorted(meta.groups),
                     ongoing_since_ms=meta.ongoing_since_ms, last_update_ms=meta.last_update_ms,
-                    txn_seq=meta.txn_seq))
+                    txn_seq=meta.txn_seq, transaction_version=meta.txn_version,
+                    next_producer_id=meta.next_producer_id))
         files.append(entry)
     files.sort(key=lambda e: e["slot"])
     return SlotsView(directory=str(layout.txn_state), slots=files, other_files=stray,

@@ -80,8 +80,8 @@ def log_lines(v: LogView, limit: int | None) -> list[str]:
 def slots_lines(v: SlotsView) -> list[str]:
     """``kaas inspect slots``: one line per transactional id, then the corrupt files."""
     rows = [{"slot": e["slot"], **t} for e in v["slots"] for t in e["transactions"]]
-    lines = [table(rows, ["slot", "transactional_id", "state", "producer_id", "producer_epoch", "timeout_ms",
-                          "partitions", "groups"])]
+    lines = [table(rows, ["slot", "transactional_id", "state", "transaction_version", "producer_id",
+                          "producer_epoch", "timeout_ms", "partitions", "groups"])]
     for e in v["slots"]:
         if not e["ok"]:
             lines.append(f"CORRUPT {e['file']}: {e['error']}")

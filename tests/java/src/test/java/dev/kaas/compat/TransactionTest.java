@@ -19,8 +19,10 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FeatureUpdate;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -33,6 +35,7 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
 class TransactionTest extends OnKaas {
   static KafkaProducer<String, String> txProducer(String tid, Object... kv) {
@@ -56,27 +59,96 @@ class TransactionTest extends OnKaas {
     }
   }
 
-  @Test
-  void kaasFinalizesNoTransactionVersion2SoTheProducerUsesTv1() throws Exception {
+  /** Transactions of the TV2 test: -Dkaas.tv2.transactions=10000 for the run. */
+  static final int TV2_TRANSACTIONS = Integer.getInteger("kaas.tv2.transactions", 1000);
+
+  static short finalizedTransactionVersion() throws Exception {
     FeatureMetadata fm = admin.describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS);
     var tv = fm.finalizedFeatures().get("transaction.version");
-    assertTrue(tv == null || tv.maxVersionLevel() < 2, "transaction.version finalized: " + tv);
-    // TV1: the coordinator keeps the producer epoch across transactions (TV2 bumps it at each end)
-    String topic = createTopic(admin, unique("tv1"), 1);
-    String tid = unique("tv1-tx");
+    return tv == null ? 0 : tv.maxVersionLevel();
+  }
+
+  static short producerEpochOn(TopicPartition tp, long pid) throws Exception {
+    return (short) admin.describeProducers(List.of(tp)).partitionResult(tp).get(30, TimeUnit.SECONDS)
+        .activeProducers().stream().filter(s -> s.producerId() == pid).findFirst().orElseThrow()
+        .producerEpoch();
+  }
+
+  @Test
+  @Timeout(value = 900, unit = TimeUnit.SECONDS)
+  void theProducerUsesTv2AndEachTransactionRaisesTheEpochByOne() throws Exception {
+    assertEquals(2, finalizedTransactionVersion(), "a new kaas cluster finalizes transaction.version 2");
+    String topic = createTopic(admin, unique("tv2"), 1);
+    TopicPartition tp = new TopicPartition(topic, 0);
+    String tid = unique("tv2-tx");
     try (KafkaProducer<String, String> p = txProducer(tid)) {
       p.initTransactions();
-      short[] epochs = new short[2];
-      for (int round = 0; round < 2; round++) {
+      TransactionDescription start =
+          admin.describeTransactions(List.of(tid)).description(tid).get(30, TimeUnit.SECONDS);
+      long pid = start.producerId();
+      int epoch = start.producerEpoch();
+      for (int i = 0; i < TV2_TRANSACTIONS; i++) {
         p.beginTransaction();
-        p.send(new ProducerRecord<>(topic, "k", "v" + round));
-        p.commitTransaction();
-        TransactionDescription d =
-            admin.describeTransactions(List.of(tid)).description(tid).get(30, TimeUnit.SECONDS);
-        assertEquals(TransactionState.COMPLETE_COMMIT, d.state());
-        epochs[round] = (short) d.producerEpoch();
+        p.send(new ProducerRecord<>(topic, "k", "v" + i));
+        if (i % 10 == 9) {
+          p.abortTransaction();
+        } else {
+          p.commitTransaction();
+        }
+        if (i < 10) { // each end moved the epoch by one: EndTxn v5 (v4 keeps it), seen by the partition
+          final int want = epoch + i + 1;
+          Clients.waitFor(Duration.ofSeconds(10), () -> {
+            try {
+              return producerEpochOn(tp, pid) == want;
+            } catch (Exception e) {
+              return false;
+            }
+          }, "epoch " + want + " on " + tp);
+        }
       }
-      assertEquals(epochs[0], epochs[1], "TV1 keeps the epoch between transactions");
+      TransactionDescription end =
+          admin.describeTransactions(List.of(tid)).description(tid).get(30, TimeUnit.SECONDS);
+      assertEquals(pid, end.producerId());
+      assertEquals(epoch + TV2_TRANSACTIONS, end.producerEpoch(), "one epoch per transaction");
+    }
+    long committed = TV2_TRANSACTIONS - TV2_TRANSACTIONS / 10;
+    assertEquals(committed, values(read(topic, 1, "read_committed", (int) committed)).size());
+  }
+
+  @Test
+  void afterADowngradeToTv1TheEpochStaysBetweenTransactions() throws Exception {
+    String topic = createTopic(admin, unique("tv1"), 1);
+    String tid = unique("tv1-tx");
+    admin.updateFeatures(
+        Map.of("transaction.version", new FeatureUpdate((short) 1, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE)),
+        new UpdateFeaturesOptions()).all().get(30, TimeUnit.SECONDS);
+    try {
+      Clients.waitFor(Duration.ofSeconds(10), () -> {
+        try {
+          return finalizedTransactionVersion() == 1;
+        } catch (Exception e) {
+          return false;
+        }
+      }, "transaction.version 1");
+      Thread.sleep(1500); // every broker rereads the features file within a second
+      try (KafkaProducer<String, String> p = txProducer(tid)) {
+        p.initTransactions();
+        short[] epochs = new short[2];
+        for (int round = 0; round < 2; round++) {
+          p.beginTransaction();
+          p.send(new ProducerRecord<>(topic, "k", "v" + round));
+          p.commitTransaction();
+          TransactionDescription d =
+              admin.describeTransactions(List.of(tid)).description(tid).get(30, TimeUnit.SECONDS);
+          assertEquals(TransactionState.COMPLETE_COMMIT, d.state());
+          epochs[round] = (short) d.producerEpoch();
+        }
+        assertEquals(epochs[0], epochs[1], "TV1 keeps the epoch between transactions");
+      }
+    } finally {
+      admin.updateFeatures(
+          Map.of("transaction.version", new FeatureUpdate((short) 2, FeatureUpdate.UpgradeType.UPGRADE)),
+          new UpdateFeaturesOptions()).all().get(30, TimeUnit.SECONDS);
     }
   }
 
