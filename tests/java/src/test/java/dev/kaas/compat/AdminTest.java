@@ -508,7 +508,7 @@ class AdminTest extends OnKaas {
         List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op("producer_byte_rate", 1000.0))))).all().get();
     admin.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get();
     ExecutionException refused = assertThrows(ExecutionException.class, () -> admin.updateFeatures(
-        Map.of("transaction.version", new org.apache.kafka.clients.admin.FeatureUpdate((short) 2,
+        Map.of("transaction.version", new org.apache.kafka.clients.admin.FeatureUpdate((short) 3,
             org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.UPGRADE)),
         new org.apache.kafka.clients.admin.UpdateFeaturesOptions()).all().get());
     assertTrue(refused.getCause() instanceof org.apache.kafka.common.errors.InvalidUpdateVersionException,
