@@ -179,12 +179,13 @@ async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes
         if turn is not None:
             await turn.wait()
         names = _topic_names(ctx, req)
+        topic_data: tuple[TopicProduceData, ...] = req.topic_data
         if not run.txn_denied:
             run.refused = await _produce_txn.before_appends(ctx, req.transactional_id, [
                 (name, [(pd.index, pd.records) for pd in td.partition_data])
-                for name, td in zip(names, req.topic_data, strict=True)])
+                for name, td in zip(names, topic_data, strict=True)])
         run.now = ctx.broker.clock.wall_ms()
-        for name, td in zip(names, req.topic_data, strict=True):
+        for name, td in zip(names, topic_data, strict=True):
             topics_out.append(await _append_topic(run, td, name))
     finally:
         if turn is not None:

@@ -35,8 +35,9 @@ def req(api_key: int, version: int, body: dict) -> object:
 
 
 def batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
+    """A transactional batch; each record's key repeats its value (``read`` reads keys back)."""
     return wb.build_batch(attributes=wb.ATTR_TRANSACTIONAL, base_timestamp=1000, producer_id=pid,
-                          producer_epoch=epoch, base_sequence=seq, records=[(v, v) for v in values])  # the key repeats the value: tests read it back
+                          producer_epoch=epoch, base_sequence=seq, records=[(v, v) for v in values])
 
 
 def produce(version: int, txn_id: str | None, parts: dict[tuple[str, int], bytes], topic_ids=None) -> object:

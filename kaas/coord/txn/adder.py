@@ -136,7 +136,8 @@ class TxnAdder:
             txn.verifier.remember(producer_id, producer_epoch, added, since=forgets)
         return codes
 
-    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> ErrorCode:
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          group_id: str) -> ErrorCode:
         """Add the group's offsets to the ongoing transaction (AddOffsetsToTxn on its
         coordinator); the code in Apache's terms (``from_coordinator``)."""
         owner = self.broker.txn_owner(transactional_id)
