@@ -74,6 +74,9 @@ NAMES = (
     # request's; moved, whether the answer hands out a new epoch): ``drop`` closes the
     # connection instead, an answer lost on the way
     "share_heartbeat.before_response",
+    # a Produce with transactional batches, held before anything of it is checked or
+    # appended (context: topic, partition, transactional_id): a request delayed on its way
+    "produce.before_txn_check",
 )
 DROPPABLE = ("marker.before_append", "marker.before_send", "share_heartbeat.before_response")
 

@@ -31,9 +31,11 @@ from kaas.coord.group.share_offsets import ShareOffsets
 from kaas.coord.share import ShareRuntime
 from kaas.coord.share.admin import ShareStateAdmin
 from kaas.coord.txn import TxnCoordinator
+from kaas.coord.txn.adder import TxnAdder
 from kaas.domain import replicas, routing
 from kaas.domain.group_configs import GroupConfig
 from kaas.errors import CorruptState, KaasError
+from kaas.peer_calls import PeerCalls
 from kaas.peers import PeerLinks, client_context, scram_authenticator
 from kaas.settings import Settings
 from kaas.storage import deaths, incarnation
@@ -132,6 +134,8 @@ class Broker:
         self.peer_links = PeerLinks(self.id, self.cluster, listener=ib.name,
                                     ssl_context=peer_tls_context(settings) if ib.tls else None,
                                     authenticate=peer_sasl_hook(settings, self.id))
+        # TV2 (KIP-890 part 2): partitions and groups added to transactions by this broker
+        self.txn_adder = TxnAdder(self, PeerCalls(self.peer_links))
         self.admin = TopicAdmin(self)
         # dynamic broker configs (KIP-226): ``settings`` is the options with them applied
         self.dynamic = DynamicConfigs(self, settings)

@@ -13,10 +13,10 @@ A request that carries a transactional batch but no transactional id is refused 
 refuses it before looking at any partition.
 
 A transactional batch for a partition its transaction does not hold answers
-INVALID_TXN_STATE, and TRANSACTION_ABORTABLE from v11 (KIP-890 part 1's new code). v12
-and v13 are not served: Apache's broker treats a transactional Produce v12+ as adding its
-partitions to the transaction (KIP-890 part 2, transaction.version 2), which kaas does
-not do yet (docs/compatibility.rst)."""
+INVALID_TXN_STATE, and TRANSACTION_ABORTABLE from v11 (KIP-890 part 1's new code). From
+v12 (a transaction.version 2 producer, KIP-890 part 2) the leader adds such a partition to
+the transaction itself, through the coordinator, before it appends (``_produce_txn``). v13
+names topics by id (an unknown one: UNKNOWN_TOPIC_ID), and so does its answer."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from kaas import configs, counters
 from kaas.broker.quota_sensors import PRODUCE as PRODUCE_QUOTA
 from kaas.domain import replicas
 from kaas.errors import KaasError, NotInTransaction
+from kaas.handlers import _produce_txn
 from kaas.handlers._auth import TOPIC, TXN_ID, Op, authorize
 from kaas.wire import batch as wb
 from kaas.wire import validate as wv
@@ -38,7 +39,9 @@ from kaas.wire.compress import CODECS
 from kaas.wire.produce_answer import PartitionAnswer, TopicAnswer, produce_body
 
 if TYPE_CHECKING:
-    from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11
+    import uuid
+
+    from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13
 
     from kaas.broker import Broker
     from kaas.broker.partition import Partition
@@ -49,7 +52,7 @@ if TYPE_CHECKING:
 
     ProduceRequest: TypeAlias = (v3.ProduceRequest | v4.ProduceRequest | v5.ProduceRequest | v6.ProduceRequest
                                  | v7.ProduceRequest | v8.ProduceRequest | v9.ProduceRequest | v10.ProduceRequest
-                                 | v11.ProduceRequest)
+                                 | v11.ProduceRequest | v12.ProduceRequest | v13.ProduceRequest)
     from kio.schema.produce.v3 import request as r3
     from kio.schema.produce.v4 import request as r4
     from kio.schema.produce.v5 import request as r5
@@ -59,18 +62,22 @@ if TYPE_CHECKING:
     from kio.schema.produce.v9 import request as r9
     from kio.schema.produce.v10 import request as r10
     from kio.schema.produce.v11 import request as r11
+    from kio.schema.produce.v12 import request as r12
+    from kio.schema.produce.v13 import request as r13
 
     TopicProduceData: TypeAlias = (
         r3.TopicProduceData | r4.TopicProduceData | r5.TopicProduceData | r6.TopicProduceData
-        | r7.TopicProduceData | r8.TopicProduceData | r9.TopicProduceData | r10.TopicProduceData | r11.TopicProduceData)
+        | r7.TopicProduceData | r8.TopicProduceData | r9.TopicProduceData | r10.TopicProduceData | r11.TopicProduceData
+        | r12.TopicProduceData | r13.TopicProduceData)
     PartitionProduceData: TypeAlias = (
         r3.PartitionProduceData | r4.PartitionProduceData | r5.PartitionProduceData | r6.PartitionProduceData
         | r7.PartitionProduceData | r8.PartitionProduceData | r9.PartitionProduceData | r10.PartitionProduceData
-        | r11.PartitionProduceData)
+        | r11.PartitionProduceData | r12.PartitionProduceData | r13.PartitionProduceData)
 
 API_KEY = 0
-VERSIONS = (3, 11)
+VERSIONS = (3, 13)
 ABORTABLE_FROM = 11  # the first version told TRANSACTION_ABORTABLE (KIP-890)
+TOPIC_IDS_FROM = 13  # topics named by id (KIP-516)
 
 log = structlog.get_logger()
 
@@ -156,6 +163,7 @@ class _Appends:
     acks: int
     txn_denied: bool
     now: int = 0
+    refused: dict[tuple[str, int], _produce_txn.Refusal] = field(default_factory=dict)  # before any append
     view: View | None = None  # the cluster snapshot for min.insync.replicas, taken once when needed
     waits: list[tuple[Partition, int, PartitionAnswer]] = field(default_factory=list)
 
@@ -171,9 +179,15 @@ async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes
     try:
         if turn is not None:
             await turn.wait()
+        names = _topic_names(ctx, req)
+        topic_data: tuple[TopicProduceData, ...] = req.topic_data
+        if not run.txn_denied:
+            run.refused = await _produce_txn.before_appends(ctx, req.transactional_id, [
+                (name, [(pd.index, pd.records) for pd in td.partition_data])
+                for name, td in zip(names, topic_data, strict=True)])
         run.now = ctx.broker.clock.wall_ms()
-        for td in req.topic_data:
-            topics_out.append(await _append_topic(run, td))
+        for name, td in zip(names, topic_data, strict=True):
+            topics_out.append(await _append_topic(run, td, name))
     finally:
         if turn is not None:
             turn.done()
@@ -186,6 +200,14 @@ async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes
         return None
     body = produce_body(ctx.api_version, topics_out)  # the answer's template, patched
     return body if body is not None else {"responses": topics_out, "throttle_time": 0}
+
+
+def _topic_names(ctx: Context, req: ProduceRequest) -> list[str | None]:
+    """Each topic's name: as named, or from v13 by its id (None: no topic has that id)."""
+    if ctx.api_version < TOPIC_IDS_FROM:
+        return [td.name for td in req.topic_data]  # type: ignore[union-attr]
+    topics = ctx.broker.topics
+    return [topics.name_of(td.topic_id) for td in req.topic_data]  # type: ignore[union-attr]
 
 
 def _txn_denied(ctx: Context, req: ProduceRequest) -> bool:
@@ -204,22 +226,32 @@ def _answer(index: int, error_code: ErrorCode = ErrorCode.none) -> PartitionAnsw
             "log_start_offset": -1, "record_errors": []}
 
 
-async def _append_topic(run: _Appends, td: TopicProduceData) -> TopicAnswer:
+def _named(name: str, td: TopicProduceData, parts: list[PartitionAnswer]) -> TopicAnswer:
+    """A topic's answer, named as the request named it (its id from v13)."""
+    topic_id: uuid.UUID | None = getattr(td, "topic_id", None)
+    if topic_id is not None:
+        return {"name": name, "topic_id": topic_id, "partition_responses": parts}
+    return {"name": name, "partition_responses": parts}
+
+
+async def _append_topic(run: _Appends, td: TopicProduceData, name: str | None) -> TopicAnswer:
     """Authorise, create if need be, and append each partition's batch of one topic."""
     ctx, broker = run.ctx, run.ctx.broker
+    if name is None:  # v13: no topic has that id
+        return _named("", td, [_answer(pd.index, ErrorCode.unknown_topic_id) for pd in td.partition_data])
     denied = (ErrorCode.transactional_id_authorization_failed if run.txn_denied
-              else None if authorize(ctx, Op.WRITE, TOPIC, td.name) else ErrorCode.topic_authorization_failed)
+              else None if authorize(ctx, Op.WRITE, TOPIC, name) else ErrorCode.topic_authorization_failed)
     if denied is not None:
-        return {"name": td.name, "partition_responses": [_answer(pd.index, denied) for pd in td.partition_data]}
-    meta = broker.topics.get(td.name)
+        return _named(name, td, [_answer(pd.index, denied) for pd in td.partition_data])
+    meta = broker.topics.get(name)
     create_error = None
     if meta is None:
         try:  # only Metadata creates topics (as in Apache): a missing one is UNKNOWN_TOPIC_OR_PARTITION
-            meta = await broker.admin.ensure_topic(td.name, auto_create=False)
+            meta = await broker.admin.ensure_topic(name, auto_create=False)
         except OSError as exc:  # the topic files could not be read
-            log.error("topic_read_failed", topic=td.name, error=str(exc))
+            log.error("topic_read_failed", topic=name, error=str(exc))
             create_error = ErrorCode.kafka_storage_error
-    log_append_time, policy, min_isr = _topic_rules(broker, td.name, meta)
+    log_append_time, policy, min_isr = _topic_rules(broker, name, meta)
     if run.acks != -1:
         min_isr = 1
     parts_out: list[PartitionAnswer] = []
@@ -228,9 +260,14 @@ async def _append_topic(run: _Appends, td: TopicProduceData) -> TopicAnswer:
             parts_out.append(_answer(pd.index, ErrorCode.invalid_required_acks))
         elif create_error is not None:
             parts_out.append(_answer(pd.index, create_error))
+        elif (name, pd.index) in run.refused:
+            code, message = run.refused[(name, pd.index)]
+            parts_out.append(_answer(pd.index, code))
+            if message is not None:
+                parts_out[-1]["error_message"] = message
         else:
-            parts_out.append(await _append_partition(run, td.name, meta, pd, log_append_time, policy, min_isr))
-    return {"name": td.name, "partition_responses": parts_out}
+            parts_out.append(await _append_partition(run, name, meta, pd, log_append_time, policy, min_isr))
+    return _named(name, td, parts_out)
 
 
 async def _append_partition(run: _Appends, topic: str, meta: TopicMeta | None, pd: PartitionProduceData,

@@ -8,10 +8,15 @@ abortable); a transaction that is not Ongoing with the group added by AddOffsets
 answers INVALID_TXN_STATE (48) and stages nothing.
 
 v4 only allows the answer TRANSACTION_ABORTABLE (KIP-890 part 1): from v4 a transaction
-that is not Ongoing with the group added answers TRANSACTION_ABORTABLE (90), as Apache's does. v5 is transaction.version
-2 (the request also adds the group's offsets partition to the transaction, as
-AddOffsetsToTxn does); Apache's client sends v5+ only when transaction.version 2 is
-finalized, which kaas does not do (version 1 only). v6 (topic ids) is beyond kio 0.6.5."""
+that is not Ongoing with the group added answers TRANSACTION_ABORTABLE (90), as Apache's does.
+
+v5 is transaction.version 2 (KIP-890 part 2): the client sends no AddOffsetsToTxn, and the
+group coordinator adds the group to the transaction itself, through the transactional id's
+coordinator (``coord.txn.adder``), before it stages the offsets; the add's errors answer
+as Apache's group coordinator answers them (``domain.txn_add.group_answer``: a fenced
+producer INVALID_PRODUCER_EPOCH, a coordinator that could not be asked
+COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS while the last transaction's markers
+are written). v6 (topics by id, KIP-1319) is beyond kio 0.6.5."""
 
 from __future__ import annotations
 
@@ -19,22 +24,23 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
+from kaas.domain import txn_add
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, TXN_ID, Op, authorize
 from kaas.handlers._txn_common import partition_exists
 from kaas.storage.offset_store import Committed
 
 if TYPE_CHECKING:
-    from kio.schema.txn_offset_commit import v0, v1, v2, v3, v4
+    from kio.schema.txn_offset_commit import v0, v1, v2, v3, v4, v5
 
     from kaas.handlers import Context
 
     TxnOffsetCommitRequest: TypeAlias = (v0.TxnOffsetCommitRequest | v1.TxnOffsetCommitRequest
                                          | v2.TxnOffsetCommitRequest | v3.TxnOffsetCommitRequest
-                                         | v4.TxnOffsetCommitRequest)
+                                         | v4.TxnOffsetCommitRequest | v5.TxnOffsetCommitRequest)
 
 API_KEY = 28
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 ABORTABLE_FROM = 4  # the first version told TRANSACTION_ABORTABLE instead of INVALID_TXN_STATE
 
 
@@ -68,6 +74,9 @@ async def handle(ctx: Context, req: TxnOffsetCommitRequest) -> dict[str, object]
     code = ErrorCode.none
     if not broker.owns_group(req.group_id):
         code = ErrorCode.not_coordinator
+    elif txn_add.txn_offset_commit_operation(ctx.api_version).adds:
+        code = txn_add.group_answer(await broker.txn_adder.add_offsets(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id))
     elif broker.txn is not None:
         code = await broker.txn.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch,
                                                        req.group_id)

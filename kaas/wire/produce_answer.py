@@ -18,6 +18,7 @@ requests name ever new sets of partitions do not pay for templates never used ag
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import NotRequired, TypedDict
@@ -37,7 +38,7 @@ _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _SEEN_MAX = 4096
 
-Shape = tuple[tuple[str, tuple[int, ...]], ...]
+Shape = tuple[tuple[str | uuid.UUID | None, tuple[int, ...]], ...]  # topics by name, or by id (v13)
 # Per partition, in order: the offsets of error code, base offset, log append time, log start offset.
 Offsets = tuple[tuple[int, int, int, int], ...]
 Values = Sequence[tuple[int, int, int, int]]  # per partition: error code, base offset, append time, start
@@ -58,10 +59,12 @@ class PartitionAnswer(TypedDict):
 
 
 class TopicAnswer(TypedDict):
-    """A topic of the Produce handler's answer (a plain dict)."""
+    """A topic of the Produce handler's answer (a plain dict): by name, or by ``topic_id``
+    from v13."""
 
     name: str
     partition_responses: list[PartitionAnswer]
+    topic_id: NotRequired[uuid.UUID | None]
 
 
 def _body(shape: Shape, values: Values) -> dict[str, object]:
@@ -75,7 +78,7 @@ def _body(shape: Shape, values: Values) -> dict[str, object]:
             code, base, append_time, start = next(it)
             parts.append({"index": index, "error_code": code, "base_offset": base, "log_append_time": append_time,
                           "log_start_offset": start, "record_errors": []})
-        topics.append({"name": name, "partition_responses": parts})
+        topics.append({"name": name, "topic_id": name, "partition_responses": parts})  # (the one its version has)
     return {"responses": topics, "throttle_time": 0}
 
 
@@ -125,7 +128,7 @@ def produce_body(version: int, topics: list[TopicAnswer]) -> bytes | None:
     ``name`` and ``partition_responses``, each with ``index``, ``error_code``,
     ``base_offset``, ``log_append_time``, ``log_start_offset``), or None when it is not of
     a patchable shape (an error message, record errors): encode it with kio then."""
-    shape: list[tuple[str, tuple[int, ...]]] = []
+    shape: list[tuple[str | uuid.UUID | None, tuple[int, ...]]] = []
     values: list[tuple[int, int, int, int]] = []
     for t in topics:
         indexes: list[int] = []
@@ -134,7 +137,7 @@ def produce_body(version: int, topics: list[TopicAnswer]) -> bytes | None:
                 return None
             indexes.append(p["index"])
             values.append((int(p["error_code"]), p["base_offset"], p["log_append_time"], p["log_start_offset"]))
-        shape.append((t["name"], tuple(indexes)))
+        shape.append((t["topic_id"] if "topic_id" in t else t["name"], tuple(indexes)))
     key: tuple[int, Shape] = (version, tuple(shape))
     if key not in _seen:
         if len(_seen) >= _SEEN_MAX:

@@ -72,9 +72,11 @@ async def test_txn_offset_commit_with_a_generation_to_no_group(shm_path, thread_
             "transactional_id": "x", "transaction_timeout": 60_000, "producer_id": -1, "producer_epoch": -1}))
         assert init.error_code == E.none
         unadded = await client.call(txn_offset_commit_req(version, "nobody", 2, init.producer_id, init.producer_epoch))
-        # KIP-890, as Apache: v4 only allows the answer TRANSACTION_ABORTABLE
-        assert unadded.topics[0].partitions[0].error_code == (E.transaction_abortable if version >= 4
-                                                              else E.invalid_txn_state)
+        # KIP-890, as Apache: v4 only allows the answer TRANSACTION_ABORTABLE; v5 (TV2) adds
+        # the group itself, and then finds the generation wrong
+        assert unadded.topics[0].partitions[0].error_code == (
+            E.illegal_generation if version >= 5 else E.transaction_abortable if version >= 4
+            else E.invalid_txn_state)
         added = await client.call(build(codec.request_class(25, 3), {
             "transactional_id": "x", "producer_id": init.producer_id, "producer_epoch": init.producer_epoch,
             "group_id": "nobody"}))

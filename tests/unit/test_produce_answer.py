@@ -4,6 +4,8 @@ values; shapes it cannot patch are left to kio."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,12 +28,16 @@ def partition(index: int):
 
 
 @st.composite
-def answers(draw):
-    names = draw(st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=3, unique=True))
+def answers(draw, by_id: bool = False):
+    """Topics by name, or by id (Produce v13)."""
+    keys = draw(st.lists(st.uuids() if by_id else st.text(min_size=1, max_size=30), min_size=1, max_size=3,
+                         unique=True))
     out = []
-    for name in names:
+    for key in keys:
         indexes = draw(st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=4, unique=True))
-        out.append({"name": name, "partition_responses": [draw(partition(i)) for i in indexes]})
+        parts = [draw(partition(i)) for i in indexes]
+        out.append({"name": "", "topic_id": key, "partition_responses": parts} if by_id
+                   else {"name": key, "partition_responses": parts})
     return out
 
 
@@ -42,8 +48,9 @@ def kio_body(version: int, topics: list[dict]) -> bytes:
 
 @pytest.mark.parametrize("version", VERSIONS)
 @settings(max_examples=60)
-@given(topics=answers(), again=answers())
-def test_patched_answers_are_kios(version, topics, again):
+@given(data=st.data())
+def test_patched_answers_are_kios(version, data):
+    topics, again = (data.draw(answers(by_id=version >= 13)) for _ in range(2))
     first = produce_answer.produce_body(version, topics)  # the first sight of a shape: kio
     assert first is None or first == kio_body(version, topics)
     for t in (topics, again, topics):
@@ -52,10 +59,11 @@ def test_patched_answers_are_kios(version, topics, again):
 
 
 def test_a_shape_seen_twice_is_patched_from_v5():
-    topics = [{"name": "t", "partition_responses": [
-        {"index": 0, "error_code": 0, "base_offset": 41, "log_append_time": -1, "log_start_offset": 0,
-         "record_errors": []}]}]
+    parts = [{"index": 0, "error_code": 0, "base_offset": 41, "log_append_time": -1, "log_start_offset": 0,
+              "record_errors": []}]
     for version in VERSIONS:
+        topics = [{"name": "", "topic_id": uuid.UUID(int=5), "partition_responses": parts} if version >= 13
+                  else {"name": "t", "partition_responses": parts}]
         produce_answer.produce_body(version, topics)
         got = produce_answer.produce_body(version, topics)
         if version >= 5:  # log_start_offset is in the answer from v5

@@ -4,6 +4,8 @@ answers are cached per partition until a marker or a fence makes them stale."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kio.schema.errors import ErrorCode
 
 from kaas.coord.ports import LedPartition, TxnBroker
@@ -48,6 +50,36 @@ class Verifier:
                 del verified[k]
             if not verified:
                 del self._verified[pid]
+
+    @property
+    def forgets(self) -> int:
+        """How many ``forget`` calls there were: a caller that remembers an answer it got
+        while it waited passes the count from before it asked (``remember``)."""
+        return self._forgets
+
+    def verified(self, producer_id: int, producer_epoch: int, part: LedPartition) -> bool:
+        """Is a transactional batch of (pid, epoch) known to belong on ``part`` without
+        asking the coordinator: its transaction is open there at this epoch, or a positive
+        answer is cached? (A TV2 leader adds only the partitions this says no to.)"""
+        entry = part.log.producers.get(producer_id)
+        if entry is not None and entry.epoch == producer_epoch and entry.txn_first_offset is not None:
+            return True
+        return self._verified.get(producer_id, {}).get((producer_epoch, part.topic, part.index)) is part
+
+    def remember(self, producer_id: int, producer_epoch: int, partitions: Iterable[tuple[str, int]],
+                 since: int) -> None:
+        """The coordinator added ``partitions`` to (pid, epoch)'s transaction (TV2): cache the
+        positive answer for those this broker leads, unless a marker landed since the
+        ``forgets`` count ``since`` (it may have ended that very transaction)."""
+        if since != self._forgets:
+            return
+        verified = None
+        for tp in partitions:
+            led = self.broker.partitions.get(tp)
+            if led is not None and not led.closed:
+                if verified is None:
+                    verified = self._verified.setdefault(producer_id, {})
+                verified[(producer_epoch, tp[0], tp[1])] = led
 
     async def verify_partition(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                                topic: str, partition: int) -> None:
