@@ -39,6 +39,7 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.aio import Lock, held
+from kaas.domain import txn as dtxn
 from kaas.domain import txn_add
 from kaas.domain.txn_add import Operation
 from kaas.errors import KaasError, PeerUnavailable
@@ -147,7 +148,7 @@ class TxnAdder:
         if owner == self.broker.id and txn is not None:
             try:
                 code = await txn.add_offsets(transactional_id, producer_id, producer_epoch, group_id,
-                                             ADD_OFFSETS_VERSION)
+                                             ADD_OFFSETS_VERSION, txn_version=dtxn.TV2)
             except KaasError as exc:
                 code = exc.code
         else:

@@ -91,6 +91,7 @@ class TransactionTest extends OnKaas {
         p.beginTransaction();
         p.send(new ProducerRecord<>(topic, "k", "v" + i));
         if (i % 10 == 9) {
+          p.flush(); // written, so the partition is in the transaction and its marker moves the epoch
           p.abortTransaction();
         } else {
           p.commitTransaction();
