@@ -158,8 +158,9 @@ class AdminTest extends OnKaas {
     assertFalse(get(c.clusterId()).isEmpty());
     assertTrue(get(c.nodes()).contains(get(c.controller())));
     var features = get(admin.describeFeatures().featureMetadata());
-    assertTrue(features.finalizedFeatures().getOrDefault("transaction.version",
-        new org.apache.kafka.clients.admin.FinalizedVersionRange((short) 0, (short) 0)).maxVersionLevel() < 2);
+    // a new cluster finalizes transaction.version 2, as a new Apache 4.4 cluster does
+    assertEquals(2, features.finalizedFeatures().get("transaction.version").maxVersionLevel());
+    assertEquals(2, features.supportedFeatures().get("transaction.version").maxVersion());
   }
 
   @Test
@@ -434,10 +435,18 @@ class AdminTest extends OnKaas {
   @Test
   void scramCredentialsUpsertDescribeDelete() throws Exception {
     String user = unique("adm-user");
+    // one alteration of a user per request: Apache refuses two with DUPLICATE_RESOURCE
     get(admin.alterUserScramCredentials(List.of(
-        new UserScramCredentialUpsertion(user, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), "pw1"),
+        new UserScramCredentialUpsertion(user, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), "pw1")))
+        .all());
+    get(admin.alterUserScramCredentials(List.of(
         new UserScramCredentialUpsertion(user, new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), "pw2")))
         .all());
+    ExecutionException twice = assertThrows(ExecutionException.class, () -> get(admin.alterUserScramCredentials(
+        List.of(new UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256),
+            new UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512))).all()));
+    assertTrue(twice.getCause() instanceof org.apache.kafka.common.errors.DuplicateResourceException,
+        String.valueOf(twice.getCause()));
     // the brokers read the credentials file when it changes: a describe may land before
     awaitCredentials(user, Set.of(new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
         new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)));
