@@ -58,7 +58,10 @@ class GroupCoordinator:
         """Hand-off for groups: answer only while we own the group by the placement hash,
         hold a write lease, and (in a multi-broker cluster) every live peer has read a
         heartbeat of this incarnation (``ClusterView.acknowledged``), so a peer that
-        held our groups while we were away has unloaded them before we write their files."""
+        held our groups while we were away has unloaded them before we write their files;
+        and every live broker has applied the coordinators list in force
+        (``ClusterView.coordinators_settled``), so one that held a group by the previous
+        list has let it go (docs/groups.rst, "Where a group's coordinator is")."""
         if not self.broker.owns_group(group_id):
             raise KaasError(ErrorCode.not_coordinator)
         cluster = self.broker.cluster
@@ -66,6 +69,8 @@ class GroupCoordinator:
             raise KaasError(ErrorCode.coordinator_load_in_progress, "write lease lapsed")
         if cluster.has_peers() and not cluster.acknowledged():
             raise KaasError(ErrorCode.coordinator_load_in_progress, "joining the cluster")
+        if not cluster.coordinators_settled():
+            raise KaasError(ErrorCode.coordinator_load_in_progress, "coordinators moving")
 
     def _entry(self, group_id: str) -> _Entry:
         """The group in memory, else as its file left it (``_load``), else a new one."""
