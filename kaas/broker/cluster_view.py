@@ -134,7 +134,7 @@ class ClusterView:
 
     def coordinators(self) -> tuple[int, ...] | None:
         """The coordinators list of the applied assignment (None: none applied, or one
-        without a list): groups and slots are placed over its live brokers
+        without a list): groups are placed over its live brokers
         (``domain.coordinators.candidates``)."""
         a = self.assignment
         return None if a is None else a.coordinators

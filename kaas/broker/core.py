@@ -123,7 +123,7 @@ class Broker:
         # KIP-932 share partitions this broker leads, and the share sessions of its clients
         self.shares = ShareRuntime(self)
         self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms, clock,
-                                   coordinator_hold_ms=settings.coordinator_rejoin_hold_ms)
+                                   coordinator_hold_ms=settings.group_coordinator_rejoin_hold_ms)
         self._group_owners: dict[str, int | None] = {}  # group_owner's, for _group_owners_view
         self._group_owners_view: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._group_owners_checked = -1.0  # monotonic time the view was last computed
@@ -362,9 +362,9 @@ class Broker:
         return next((b for b in self.brokers(listener) if b.node_id == broker_id), None)
 
     def coordinator_candidates(self) -> list[int]:
-        """The live brokers groups and slots are placed on: those the applied assignment
-        lists as coordinators (a broker back from the dead only after the hold), or every
-        live broker when it lists none of them (``domain.coordinators.candidates``)."""
+        """The live brokers groups are placed on: those the applied assignment lists as
+        coordinators (a broker back from the dead only after the hold), or every live
+        broker when it lists none of them (``domain.coordinators.candidates``)."""
         return coordinators.candidates(self.alive_brokers(), self.cluster.coordinators())
 
     def group_owner(self, group_id: str) -> int | None:
@@ -416,7 +416,7 @@ class Broker:
             owner = a.txn_slots.get(slot, -1)
             if owner >= 0 and self.cluster.is_alive_any(owner):
                 return owner
-        owner = routing.slot_owners(self.registered_brokers(), self.coordinator_candidates()).get(slot, -1)
+        owner = routing.slot_owners(self.registered_brokers(), self.alive_brokers()).get(slot, -1)
         return None if owner < 0 else owner
 
     def owns_slot(self, slot: int) -> bool:

@@ -51,7 +51,8 @@ Invariants:
     - re-balancing the result with the same inputs returns an equal ``Assignment``;
     - per partition, epochs never decrease; any change of (real) leader increases it;
     - ``version`` never decreases, and increases whenever the content changes;
-    - ``txn_slots`` is ``routing.slot_owners(brokers, candidates(alive, coordinators))``.
+    - ``txn_slots`` is ``routing.slot_owners(brokers, alive)``;
+    - ``coordinators`` is the argument of that name, sorted, deduplicated (None stays None).
 """
 
 from __future__ import annotations
@@ -61,7 +62,6 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from kaas.domain import routing
-from kaas.domain.coordinators import candidates
 from kaas.domain.routing import NO_BROKER
 
 FORMAT = 1
@@ -103,7 +103,7 @@ class Assignment:
             read-only.
         txn_slots: ``{slot: owner}`` for every transaction slot; owner -1 when none alive.
             Treat as read-only.
-        coordinators: the brokers that may coordinate groups and slots, ascending
+        coordinators: the brokers that may coordinate groups, ascending
             (``domain.coordinators``: a broker back from the dead joins it after the hold);
             None in a file written before the list existed (then every live broker may).
     """
@@ -358,10 +358,9 @@ def balance(
             ``(topic, partition)``: such a partition is led by that broker, which the caller
             checked is alive, even when it is not in ``alive`` (a broker back from the dead
             that the controller does not place on yet); it overrides ``preferred``.
-        coordinators: the brokers that may coordinate groups and slots
-            (``domain.coordinators.eligible``); transaction slots are placed over those of
-            them in ``alive`` (all of ``alive`` when none is). None: all of ``alive``, and
-            the assignment carries no list.
+        coordinators: the brokers that may coordinate groups
+            (``domain.coordinators.eligible``), written into the assignment as they are
+            (None: no list). Transaction slots are placed over ``alive``.
 
     Returns:
         The new Assignment; equal to ``prev`` (same version) when nothing changed.
@@ -400,7 +399,7 @@ def balance(
         partitions[topic] = tuple(row)
 
     coords = None if coordinators is None else tuple(sorted(set(coordinators)))
-    txn_slots = routing.slot_owners(rows, candidates(alive_ids, coords))
+    txn_slots = routing.slot_owners(rows, alive_ids)
     brokers = tuple(rows)
     if prev is not None and (
         prev.controller_epoch == controller_epoch

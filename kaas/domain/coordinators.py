@@ -1,11 +1,11 @@
-"""Which brokers may coordinate groups and transaction slots: the coordinator hold.
+"""Which brokers may coordinate groups: the group coordinator hold.
 
-A broker back from the dead does not take its groups and slots back at once. The
+A broker back from the dead does not take its groups back at once. The
 controller lists, in ``assignment.json`` (``Assignment.coordinators``), the brokers that
 may coordinate; a live broker it saw come back from the dead enters that list only
 ``hold`` seconds after it came back. Every broker places a key over the *candidates*: the
 live brokers the assignment it applied lists, or every live broker when none of those is
-alive (or the assignment lists nobody: written before the list existed). So all brokers
+alive (or the assignment has no list: written before the list existed). So all brokers
 place a group from the same file, and a returning broker's groups stay at their interim
 coordinators until the list names it again: one move back, at a time the controller
 chose, instead of one the moment the broker returns, while the groups that moved away at
@@ -57,7 +57,7 @@ def eligible(alive: Iterable[int], me: int, back_at: Mapping[int, float], now: f
 
 
 def candidates(alive: Iterable[int], listed: Collection[int] | None) -> list[int]:
-    """The brokers a group or slot may be placed on (``routing.coordinator_for``'s alive).
+    """The brokers a group may be placed on (``routing.coordinator_for``'s alive).
 
     Args:
         alive: the live brokers that take keys, as this broker sees them.

@@ -328,7 +328,7 @@ class Membership:
         return rules.placeable(view.alive(), self.broker.id, view.peers, self.clock.monotonic(), view.rejoin_hold)
 
     def _coordinators(self, prev: Assignment | None) -> list[int]:
-        """The brokers the controller lists as coordinators of groups and slots
+        """The brokers the controller lists as group coordinators
         (``domain.coordinators.eligible``): one back from the dead only
         ``coordinator_hold`` after it returned, so the groups that moved away at its death
         are not moved back while they may still be rebalancing (docs/groups.rst)."""

@@ -1,6 +1,6 @@
 """The coordinator hold on a real 3-broker cluster (``docs/groups.rst``, "Where a group's
 coordinator is"): a SIGKILLed broker, restarted by its supervisor, does not take its groups
-back until ``--coordinator-rejoin-hold-ms`` after it returned, then takes them back; and at
+back until ``--group-coordinator-rejoin-hold-ms`` after it returned, then takes them back; and at
 no moment do two brokers serve one group. Two groups whose primary is the killed broker
 each keep a live member (one classic, one ``group.protocol=consumer``) throughout: the
 moves drop neither member nor any partition."""
@@ -87,7 +87,7 @@ class Member:
 
 
 def test_a_restarted_broker_takes_its_groups_back_only_after_the_hold(tmp_path):
-    cluster = ClusterProcess(tmp_path / "data", 3, extra=["--coordinator-rejoin-hold-ms", str(int(HOLD_S * 1000)),
+    cluster = ClusterProcess(tmp_path / "data", 3, extra=["--group-coordinator-rejoin-hold-ms", str(int(HOLD_S * 1000)),
                                                           "--group-initial-rebalance-delay-ms", "300"]).start()
     suffix = uuid.uuid4().hex[:6]
     topic = f"hold-{suffix}"
