@@ -284,7 +284,8 @@ class Membership:
     async def _control(self) -> None:
         view, broker = self.view, self.broker
         broker.topics.refresh()
-        topics = {name: meta.partitions for name, meta in broker.topics.topics.items()}
+        deleting = broker.admin.deleting  # re-created under a name still being deleted: not yet
+        topics = {name: meta.partitions for name, meta in broker.topics.topics.items() if name not in deleting}
         preferred = {(name, p): reps for name, meta in broker.topics.topics.items()
                      for p, reps in meta.replica_assignment.items()}
         prev = self._read_assignment_file()
