@@ -56,12 +56,9 @@ class GroupCoordinator:
 
     def check_owner(self, group_id: str) -> None:
         """Hand-off for groups: answer only while we own the group by the placement hash,
-        hold a write lease, and (in a multi-broker cluster) every live peer has read a
-        heartbeat of this incarnation (``ClusterView.acknowledged``), so a peer that
-        held our groups while we were away has unloaded them before we write their files;
-        and every live broker has applied the coordinators list in force
-        (``ClusterView.coordinators_settled``), so one that held a group by the previous
-        list has let it go (docs/groups.rst, "Where a group's coordinator is")."""
+        hold a write lease, every live peer has read a heartbeat of this incarnation (it
+        unloaded what it held for us: ``ClusterView.acknowledged``) and applied the
+        coordinators list in force (``coordinators_settled``; docs/groups.rst)."""
         if not self.broker.owns_group(group_id):
             raise KaasError(ErrorCode.not_coordinator)
         cluster = self.broker.cluster
