@@ -234,6 +234,9 @@ def cli() -> None:
                    "(log.message.timestamp.after.max.ms, KIP-937; the topic's message.timestamp.after.max.ms wins).")
 @click.option("--session-timeout-ms", type=int, default=3000, show_default=True,
               help="Broker liveness timeout on the shared volume.")
+@click.option("--group-coordinator-rejoin-hold-ms", type=click.IntRange(min=0), default=30_000, show_default=True,
+              help="A broker back from the dead coordinates groups again only this long after the "
+                   "controller saw it return (0: at once).")
 @click.option("--shutdown-grace-ms", type=int, default=25_000, show_default=True,
               help="On SIGTERM: drain, hand over and exit within this (keep it below Kubernetes' "
                    "terminationGracePeriodSeconds).")

@@ -48,6 +48,9 @@ class Settings:
     log_message_timestamp_after_max_ms: int = 3_600_000
     session_timeout_ms: int = 3000
     heartbeat_ms: int = 500
+    # a broker back from the dead coordinates groups again only this long after the
+    # controller saw it return (kaas.domain.coordinators, docs/groups.rst)
+    group_coordinator_rejoin_hold_ms: int = 30_000
     # SIGTERM: the whole graceful shutdown (drain, relinquish, own death notice) ends within
     # this; set it below Kubernetes' terminationGracePeriodSeconds (30 s by default)
     shutdown_grace_ms: int = 25_000

@@ -25,13 +25,18 @@ log = structlog.get_logger()
 
 
 class ClusterView:
-    def __init__(self, broker_id: int, session_timeout_ms: int, heartbeat_ms: int, clock: Clock = SYSTEM) -> None:
+    def __init__(self, broker_id: int, session_timeout_ms: int, heartbeat_ms: int, clock: Clock = SYSTEM,
+                 coordinator_hold_ms: int = 0) -> None:
         self.me = broker_id
         self.clock = clock  # its monotonic time: liveness, the lease (one time base)
         self.draining = False  # this broker drains (SIGTERM): the controller moves its keys away
         self.session = session_timeout_ms / 1000
         self.list_window = max(3 * self.session, LIST_WINDOW_S)  # see listed()
         self.rejoin_hold = REJOIN_HOLD_S  # see domain.membership.placeable
+        self.coordinator_hold = coordinator_hold_ms / 1000  # see domain.coordinators.eligible
+        # the version of the applied assignment whose coordinators list is in force (the
+        # version that last changed it): groups are served once every live peer applied it
+        self.coordinators_version = 0
         self.period = heartbeat_ms / 1000
         self.peers: dict[int, Peer] = {}
         self.counter = 0
@@ -126,6 +131,19 @@ class ClusterView:
         now = self.clock.monotonic()
         return rules.acknowledged(self.me, self.first_counter, self.peers.values(), now, self.session,
                                   now - self.started)
+
+    def coordinators(self) -> tuple[int, ...] | None:
+        """The coordinators list of the applied assignment (None: none applied, or one
+        without a list): groups are placed over its live brokers
+        (``domain.coordinators.candidates``)."""
+        a = self.assignment
+        return None if a is None else a.coordinators
+
+    def coordinators_settled(self) -> bool:
+        """Has every live broker applied the assignment that put the coordinators list in
+        force? Until then a peer may still serve, by the previous list, a group the
+        current one gives this broker (the hand-off rule, for groups)."""
+        return self.applied_everywhere(self.coordinators_version)
 
     def registered(self) -> list[int]:
         return sorted(set(self.peers) | {self.me})

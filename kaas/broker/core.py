@@ -32,7 +32,7 @@ from kaas.coord.share import ShareRuntime
 from kaas.coord.share.admin import ShareStateAdmin
 from kaas.coord.txn import TxnCoordinator
 from kaas.coord.txn.adder import TxnAdder
-from kaas.domain import replicas, routing
+from kaas.domain import coordinators, replicas, routing
 from kaas.domain.group_configs import GroupConfig
 from kaas.errors import CorruptState, KaasError
 from kaas.peer_calls import PeerCalls
@@ -126,7 +126,8 @@ class Broker:
         self.groups = GroupCoordinator(self)
         # KIP-932 share partitions this broker leads, and the share sessions of its clients
         self.shares = ShareRuntime(self)
-        self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms, clock)
+        self.cluster = ClusterView(self.id, settings.session_timeout_ms, settings.heartbeat_ms, clock,
+                                   coordinator_hold_ms=settings.group_coordinator_rejoin_hold_ms)
         self._group_owners: dict[str, int | None] = {}  # group_owner's, for _group_owners_view
         self._group_owners_view: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._group_owners_checked = -1.0  # monotonic time the view was last computed
@@ -370,9 +371,16 @@ class Broker:
     def broker_info(self, broker_id: int, listener: str | None = None) -> BrokerInfo | None:
         return next((b for b in self.brokers(listener) if b.node_id == broker_id), None)
 
+    def coordinator_candidates(self) -> list[int]:
+        """The live brokers groups are placed on: those the applied assignment lists as
+        coordinators (a broker back from the dead only after the hold), or every live
+        broker when it lists none of them (``domain.coordinators.candidates``)."""
+        return coordinators.candidates(self.alive_brokers(), self.cluster.coordinators())
+
     def group_owner(self, group_id: str) -> int | None:
-        """The group's coordinator under the current membership: computed once per group
-        and membership (a rendezvous hash in Python was a tenth of a Heartbeat's cost).
+        """The group's coordinator under the current membership and coordinators list:
+        computed once per group and view (a rendezvous hash in Python was a tenth of a
+        Heartbeat's cost).
 
         The membership itself (registered and live brokers) is looked at again at most
         every ``GROUP_OWNER_VIEW_S``: computing it was half of what remained of a
@@ -383,7 +391,7 @@ class Broker:
         now = self.clock.monotonic()
         if now - self._group_owners_checked >= GROUP_OWNER_VIEW_S or self._group_owners_view is None:
             self._group_owners_checked = now
-            view = (tuple(self.registered_brokers()), tuple(self.alive_brokers()))
+            view = (tuple(self.registered_brokers()), tuple(self.coordinator_candidates()))
         else:
             view = self._group_owners_view
         if view != self._group_owners_view or len(cache) >= GROUP_OWNER_CACHE_MAX:

@@ -28,6 +28,10 @@ class TopicAdmin:
     def __init__(self, broker: AdminHost[Partition]) -> None:
         self.broker = broker
         self._applied_meta: dict[str, object] = {}  # topic -> the TopicMeta its partitions' configs came from
+        # names whose deletion this broker (the controller) is carrying out: it places none of
+        # them until their data is set aside, so a topic re-created meanwhile under the same
+        # name (an auto-create racing the deletion) gets its partitions only afterwards
+        self.deleting: set[str] = set()
 
     async def ensure_topic(self, name: str, *, auto_create: bool) -> TopicMeta | None:
         meta = self.broker.topics.get(name)
@@ -108,26 +112,63 @@ class TopicAdmin:
         return meta, (ErrorCode.none, None)
 
     async def delete_topic(self, name: str, timeout: float = 5.0) -> ErrorCode:
-        """Delete the topic file, wait up to ``timeout`` seconds until every live broker
-        applied an assignment without the topic (its leaders closed their partitions),
-        then remove the partition directories. REQUEST_TIMED_OUT when the wait ran out:
-        the directories are removed all the same (a leader that has not closed its files
-        yet only writes into unlinked files)."""
+        """``delete_topics`` of one topic."""
+        return (await self.delete_topics([name], timeout))[name]
+
+    async def delete_topics(self, names: list[str], timeout: float = 5.0) -> dict[str, ErrorCode]:
+        """Delete the topic files, all of them first; wait up to ``timeout`` seconds until
+        every live broker applied an assignment without them (their leaders closed their
+        partitions); then set their partition directories aside. One wait for them all:
+        one at a time, a DeleteTopics of a hundred topics took a cluster round trip each
+        and ran out of time (librdkafka's 0045). REQUEST_TIMED_OUT for each topic when the
+        wait ran out: the directories are set aside all the same (a leader that has not
+        closed its files yet only writes into files set aside).
+
+        Until its directories are set aside, the controller (this broker: deletions are
+        forwarded to it) places no topic of a name being deleted (``deleting``): a topic
+        re-created under the name meanwhile, say by a client's auto-create, would otherwise
+        keep the old incarnation's row in the assignment, so its leaders would never close
+        the old partitions, the wait would run out, and the new topic's records would go
+        into the directories set aside.
+
+        Returns:
+            ``{name: error code}``: NONE, REQUEST_TIMED_OUT, or UNKNOWN_TOPIC_OR_PARTITION
+            for a name with no topic.
+        """
         self.broker.topics.refresh()
-        meta = self.broker.topics.get(name)
-        if meta is None:
-            return ErrorCode.unknown_topic_or_partition
-        await trio.to_thread.run_sync(self.broker.topics.delete, name)
-        served = await self.wait_served(lambda: self.serves_without(name), timeout)
+        out: dict[str, ErrorCode] = {}
+        metas: dict[str, TopicMeta] = {}
+        for name in names:
+            meta = self.broker.topics.get(name)
+            if meta is None:
+                out[name] = ErrorCode.unknown_topic_or_partition
+            else:
+                metas[name] = meta
+        if not metas:
+            return out
+        self.deleting |= metas.keys()
+        try:
+            for name in metas:
+                await trio.to_thread.run_sync(self.broker.topics.delete, name)
+            served = await self.wait_served(lambda: all(self.serves_without(n) for n in metas), timeout)
+            for name, meta in metas.items():
+                await self._set_aside(meta)
+                log.info("topic_deleted", topic=name, served=served)
+                out[name] = ErrorCode.none if served else ErrorCode.request_timed_out
+        finally:
+            self.deleting -= metas.keys()
+            self.broker.cluster.wake()  # a topic re-created meanwhile is placed now
+        return out
+
+    async def _set_aside(self, meta: TopicMeta) -> None:
+        """Close this broker's partitions of a deleted topic and set its directories aside."""
         for p in range(meta.partitions):
-            part = self.broker.partitions.get((name, p))
+            part = self.broker.partitions.get((meta.name, p))
             if part is not None:
                 await self.broker.relinquish(part)
         delay = int(configs.effective(self.broker.settings, meta.configs)["file.delete.delay.ms"][0])
-        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(name), meta, delay,
+        await trio.to_thread.run_sync(remove_topic_data, self.broker.layout.topic_dir(meta.name), meta, delay,
                                       self.broker.clock.wall_ms())
-        log.info("topic_deleted", topic=name, served=served)
-        return ErrorCode.none if served else ErrorCode.request_timed_out
 
     async def add_partitions(self, name: str, count: int, *, validate_only: bool = False,
                              assignments: list[tuple[int, ...]] | None = None,

@@ -105,6 +105,9 @@ class ClusterView(Protocol):
     def acknowledged(self) -> bool:
         """Every live peer has read a heartbeat of this incarnation."""
 
+    def coordinators_settled(self) -> bool:
+        """Every live broker has applied the coordinators list in force."""
+
 
 class Host(Protocol):
     """What every coordinator uses: settings, the time, the volume, file work, group placement."""

@@ -33,7 +33,7 @@ Epochs: a partition's epoch is the leader epoch the leader stamps and fences wit
   out of the assignment and comes back while its on-disk epoch is higher.
 
 Version: ``prev.version + 1`` when anything (controller epoch, brokers, partitions, slot
-owners) differs from ``prev``, otherwise ``prev.version``; 1 for the first assignment.
+owners, the coordinators list) differs from ``prev``, otherwise ``prev.version``; 1 for the first assignment.
 
 Hand-off: the new owner of a key starts writing only when ``may_take_over`` says so:
 the previous owner is dead, or its heartbeat shows it applied a version at least the one
@@ -51,7 +51,8 @@ Invariants:
     - re-balancing the result with the same inputs returns an equal ``Assignment``;
     - per partition, epochs never decrease; any change of (real) leader increases it;
     - ``version`` never decreases, and increases whenever the content changes;
-    - ``txn_slots`` is ``routing.slot_owners(brokers, alive)``.
+    - ``txn_slots`` is ``routing.slot_owners(brokers, alive)``;
+    - ``coordinators`` is the argument of that name, sorted, deduplicated (None stays None).
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ class Assignment:
             read-only.
         txn_slots: ``{slot: owner}`` for every transaction slot; owner -1 when none alive.
             Treat as read-only.
+        coordinators: the brokers that may coordinate groups, ascending
+            (``domain.coordinators``: a broker back from the dead joins it after the hold);
+            None in a file written before the list existed (then every live broker may).
     """
 
     controller_epoch: int
@@ -109,6 +113,7 @@ class Assignment:
     brokers: tuple[int, ...]
     partitions: dict[str, tuple[PartitionLeader, ...]]
     txn_slots: dict[int, int]
+    coordinators: tuple[int, ...] | None = None
 
     def leader_of(self, topic: str, partition: int) -> PartitionLeader | None:
         """The leader of ``topic``/``partition``, or None when the assignment lacks it."""
@@ -122,9 +127,10 @@ class Assignment:
 
         Returns:
             ``{"format": 1, "controller_epoch", "version", "brokers", "partitions":
-            {topic: [{"leader", "epoch"}, ...]}, "txn_slots": {"<slot>": owner}}``.
+            {topic: [{"leader", "epoch"}, ...]}, "txn_slots": {"<slot>": owner},
+            "coordinators": [broker, ...]}`` (``coordinators`` only when not None).
         """
-        return {
+        obj: dict[str, Any] = {
             "format": FORMAT,
             "controller_epoch": self.controller_epoch,
             "version": self.version,
@@ -135,6 +141,9 @@ class Assignment:
             },
             "txn_slots": {str(s): self.txn_slots[s] for s in sorted(self.txn_slots)},
         }
+        if self.coordinators is not None:
+            obj["coordinators"] = list(self.coordinators)
+        return obj
 
     @classmethod
     def from_json(cls, obj: Any) -> Assignment:
@@ -166,6 +175,9 @@ class Assignment:
                 raise ValueError("partitions: not an object")
             if not isinstance(slots, dict):
                 raise ValueError("txn_slots: not an object")
+            coords = obj.get("coordinators")
+            if coords is not None and not isinstance(coords, list):
+                raise ValueError("coordinators: not a list")
             partitions: dict[str, tuple[PartitionLeader, ...]] = {}
             for topic, row in parts.items():
                 if not isinstance(row, list):
@@ -180,6 +192,7 @@ class Assignment:
                 brokers=tuple(_int(b, "brokers[]") for b in brokers),
                 partitions=partitions,
                 txn_slots={_int(int(s), "slot"): _int(o, "slot owner") for s, o in slots.items()},
+                coordinators=None if coords is None else tuple(_int(b, "coordinators[]") for b in coords),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"assignment: missing or mistyped field: {exc!r}") from exc
@@ -324,6 +337,7 @@ def balance(
     epoch_floor: Mapping[tuple[str, int], int] | None = None,
     preferred: Mapping[tuple[str, int], tuple[int, ...]] | None = None,
     elected: Mapping[tuple[str, int], int] | None = None,
+    coordinators: Iterable[int] | None = None,
 ) -> Assignment:
     """Compute the next assignment from the previous one and the current cluster.
 
@@ -344,6 +358,9 @@ def balance(
             ``(topic, partition)``: such a partition is led by that broker, which the caller
             checked is alive, even when it is not in ``alive`` (a broker back from the dead
             that the controller does not place on yet); it overrides ``preferred``.
+        coordinators: the brokers that may coordinate groups
+            (``domain.coordinators.eligible``), written into the assignment as they are
+            (None: no list). Transaction slots are placed over ``alive``.
 
     Returns:
         The new Assignment; equal to ``prev`` (same version) when nothing changed.
@@ -381,6 +398,7 @@ def balance(
             row.append(PartitionLeader(leader, max(epoch, floors.get(key, 0))))
         partitions[topic] = tuple(row)
 
+    coords = None if coordinators is None else tuple(sorted(set(coordinators)))
     txn_slots = routing.slot_owners(rows, alive_ids)
     brokers = tuple(rows)
     if prev is not None and (
@@ -388,6 +406,7 @@ def balance(
         and prev.brokers == brokers
         and prev.partitions == partitions
         and prev.txn_slots == txn_slots
+        and prev.coordinators == coords
     ):
         return prev
     return Assignment(
@@ -396,6 +415,7 @@ def balance(
         brokers=brokers,
         partitions=partitions,
         txn_slots=txn_slots,
+        coordinators=coords,
     )
 
 

@@ -116,13 +116,16 @@ async def _delete(ctx: Context, req: DeleteTopicsRequest) -> dict[str, object] |
             names.append((name, t.topic_id))
     else:
         names = [(n, None) for n in req.topic_names]
+    ids = {name: meta.topic_id for name, _tid in names if name is not None
+           and (meta := broker.topics.get(name)) is not None}
+    codes = await broker.admin.delete_topics(list(dict.fromkeys(n for n, _tid in names if n is not None)),
+                                             timeout=deadline - trio.current_time())
     out: list[dict[str, object]] = []
     for name, tid in names:
         if name is None:
             out.append({"name": None, "topic_id": tid, "error_code": ErrorCode.unknown_topic_id})
             continue
-        meta = broker.topics.get(name)
-        code = await broker.admin.delete_topic(name, timeout=deadline - trio.current_time())
-        out.append({"name": name, "topic_id": meta.topic_id if meta else None, "error_code": code,
-                    "error_message": None})
+        # a name given twice: its second entry finds the topic gone, as Apache's does
+        code = codes.pop(name, ErrorCode.unknown_topic_or_partition)
+        out.append({"name": name, "topic_id": ids.pop(name, None), "error_code": code, "error_message": None})
     return {"throttle_time": 0, "responses": out}

@@ -32,7 +32,7 @@ import trio
 
 from kaas import dirwatch
 from kaas.broker import Broker
-from kaas.domain import elections
+from kaas.domain import coordinators, elections
 from kaas.domain import membership as rules
 from kaas.domain.assignment import Assignment, balance
 from kaas.domain.membership import Peer
@@ -284,7 +284,8 @@ class Membership:
     async def _control(self) -> None:
         view, broker = self.view, self.broker
         broker.topics.refresh()
-        topics = {name: meta.partitions for name, meta in broker.topics.topics.items()}
+        deleting = broker.admin.deleting  # re-created under a name still being deleted: not yet
+        topics = {name: meta.partitions for name, meta in broker.topics.topics.items() if name not in deleting}
         preferred = {(name, p): reps for name, meta in broker.topics.topics.items()
                      for p, reps in meta.replica_assignment.items()}
         prev = self._read_assignment_file()
@@ -293,7 +294,8 @@ class Membership:
             return
         placeable = self._placeable()
         new = balance(prev, topics, view.registered(), placeable, view.controller_epoch, epoch_floor=None,
-                      preferred=preferred, elected=self._elections(preferred, placeable))
+                      preferred=preferred, elected=self._elections(preferred, placeable),
+                      coordinators=self._coordinators(prev))
         if prev is not None and new == prev:
             return
         # Still the controller? A deposed one must not overwrite its successor's file.
@@ -326,6 +328,18 @@ class Membership:
         view = self.view
         return rules.placeable(view.alive(), self.broker.id, view.peers, self.clock.monotonic(), view.rejoin_hold)
 
+    def _coordinators(self, prev: Assignment | None) -> list[int]:
+        """The brokers the controller lists as group coordinators
+        (``domain.coordinators.eligible``): one back from the dead only
+        ``coordinator_hold`` after it returned, so the groups that moved away at its death
+        are not moved back while they may still be rebalancing (docs/groups.rst)."""
+        view = self.view
+        now = self.clock.monotonic()
+        back_at = {b: p.back_at for b, p in view.peers.items() if b != self.broker.id}
+        return coordinators.eligible(view.alive(), self.broker.id, back_at, now, view.coordinator_hold,
+                                     listed_before=prev.coordinators if prev is not None else None,
+                                     up_for=now - view.started)
+
     def _read_assignment_file(self) -> Assignment | None:
         try:
             return self._assignment_file.read()
@@ -348,6 +362,8 @@ class Membership:
             return
         prev = view.assignment
         view.assignment = a
+        if prev is None or prev.coordinators != a.coordinators:
+            view.coordinators_version = a.version  # groups wait for every live peer to apply it
         me = broker.id
         # 1. relinquish everything that moved away (or whose topic is gone)
         for key, part in list(broker.partitions.items()):

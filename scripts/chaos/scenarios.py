@@ -6,14 +6,16 @@ of ``Chaos.__call__`` (a method of its own when it has more than a few lines).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
 import threading
 import time
+from pathlib import Path
 
 from kaas import failpoints
-from kaas.domain import routing
+from kaas.domain import coordinators, routing
 from kaas.testing import ClusterProcess
 
 from .faults import Faults, controller_of, txn_coordinator_of
@@ -154,7 +156,7 @@ class Chaos(Faults):
                 self.copiers.restart(victim)
                 self.log(f"copier {victim} restarted (a new member of the group)", kind="copier-restart")
             elif what == "stop":
-                bid = group_coordinator_of(self.cluster.n, self.group)
+                bid = group_coordinator_of(self.cluster.n, self.group, self.cluster.data)
                 self.cluster.signal(bid, signal.SIGSTOP)
                 stopped = bid
                 self.log(f"SIGSTOP broker {bid} (coordinator of group {self.group}) for {CHURN_STOP_S:.0f} s",
@@ -320,8 +322,15 @@ SCENARIOS = ("endtxn-failpoints", "random-kills", "pause-coordinator", "kill-con
 EXTRA_SCENARIOS = ("rolling-upgrade", "consumer-churn")
 
 
-def group_coordinator_of(n: int, group: str) -> int:
+def group_coordinator_of(n: int, group: str, data: Path | None = None) -> int:
     """The broker coordinating ``group`` in an ``n``-broker cluster with every broker up
-    (``kaas.domain.routing``: the primary by the placement hash)."""
-    return routing.coordinator_for(group, range(n), range(n)) or 0
+    (``kaas.domain.routing``), over the brokers the assignment in ``data`` lists as group
+    coordinators (a broker back from the dead within its hold is not; ``docs/groups.rst``)."""
+    listed = None
+    if data is not None:
+        try:
+            listed = json.loads((data / "__cluster" / "assignment.json").read_text()).get("coordinators")
+        except (OSError, ValueError):
+            listed = None
+    return routing.coordinator_for(group, range(n), coordinators.candidates(range(n), listed)) or 0
 

@@ -56,9 +56,9 @@ class GroupCoordinator:
 
     def check_owner(self, group_id: str) -> None:
         """Hand-off for groups: answer only while we own the group by the placement hash,
-        hold a write lease, and (in a multi-broker cluster) every live peer has read a
-        heartbeat of this incarnation (``ClusterView.acknowledged``), so a peer that
-        held our groups while we were away has unloaded them before we write their files."""
+        hold a write lease, every live peer has read a heartbeat of this incarnation (it
+        unloaded what it held for us: ``ClusterView.acknowledged``) and applied the
+        coordinators list in force (``coordinators_settled``; docs/groups.rst)."""
         if not self.broker.owns_group(group_id):
             raise KaasError(ErrorCode.not_coordinator)
         cluster = self.broker.cluster
@@ -66,6 +66,8 @@ class GroupCoordinator:
             raise KaasError(ErrorCode.coordinator_load_in_progress, "write lease lapsed")
         if cluster.has_peers() and not cluster.acknowledged():
             raise KaasError(ErrorCode.coordinator_load_in_progress, "joining the cluster")
+        if not cluster.coordinators_settled():
+            raise KaasError(ErrorCode.coordinator_load_in_progress, "coordinators moving")
 
     def _entry(self, group_id: str) -> _Entry:
         """The group in memory, else as its file left it (``_load``), else a new one."""
