@@ -20,7 +20,8 @@ entries = st.builds(
     TxnMetadata, transactional_id=names, producer_id=ints, producer_epoch=ints, last_producer_id=ints,
     last_producer_epoch=ints, timeout_ms=ints, state=st.sampled_from(TxnState),
     partitions=st.frozensets(st.tuples(names, st.integers(0, 2**31 - 1)), max_size=5),
-    groups=st.frozensets(names, max_size=3), ongoing_since_ms=ints, last_update_ms=ints, txn_seq=ints)
+    groups=st.frozensets(names, max_size=3), ongoing_since_ms=ints, last_update_ms=ints, txn_seq=ints,
+    txn_version=st.sampled_from((1, 2)), next_producer_id=ints)
 
 
 def slot(metas: list[TxnMetadata]) -> SlotState:
