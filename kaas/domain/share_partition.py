@@ -91,6 +91,7 @@ __all__ = [
     "Delta",
     "Outcome",
     "Persisted",
+    "Range",
     "RecordState",
     "ShareError",
     "ShareLimits",
