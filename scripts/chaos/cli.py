@@ -15,6 +15,7 @@ from .runner import run_scenario
 from .scenarios import CHURN_MESSAGES, CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, EXTRA_SCENARIOS, SCENARIOS
 from .share import SHARE_SECONDS, run_share_runs
 
+
 def run_mixed(seed: int, messages: int | None, out: Path, echo) -> bool:
     """The mixed-tv scenario (``mixed_tv``): its summary lines; whether it held."""
     from .mixed_tv import run_mixed_tv
@@ -25,11 +26,13 @@ def run_mixed(seed: int, messages: int | None, out: Path, echo) -> bool:
         echo(f"   {line}")
     for where in ("shared", "output"):
         v = r[where]
-        echo(f"{where:<7} records {v['records']:>6} (TV1 {v['tv1_records']}, seed {v['seed_records']}) lost {v['lost']} "
-             f"duplicates {v['duplicates']} aborted reads {v['aborted_reads']} torn {v['torn']} "
+        echo(f"{where:<7} records {v['records']:>6} (TV1 {v['tv1_records']}, seed {v['seed_records']}) "
+             f"lost {v['lost']} duplicates {v['duplicates']} aborted reads {v['aborted_reads']} torn {v['torn']} "
              f"phantoms {v['phantoms']} order {v['order_violations']}")
-    echo(f"kills by EndTxn point: {json.dumps(r['kills_by_point'])}")
-    echo(f"TV1 transactions: {json.dumps(r['tv1_transactions'])}; TV2 commits: {json.dumps(r['tv2_commits'])}")
+    echo(f"kills by EndTxn point: {json.dumps(r['kills_by_point'])} ({r['kills_while_all_wrote']} of {r['kills']} "
+         f"while the TV2 writers still wrote)")
+    echo(f"TV1 transactions: {json.dumps(r['tv1_transactions'])} ({r['tv1_aborted_in_log']} aborted records in the "
+         f"shared log); TV2 commits: {json.dumps(r['tv2_commits'])}")
     echo(f"slot entries: {json.dumps(r['slot_entries'])}")
     echo(f"mixed-tv (seed {seed}): {'ok' if r['ok'] else 'FAILED'} in {r['seconds']} s")
     return bool(r["ok"])

@@ -15,7 +15,7 @@ from .mixed_verdict import ABORTED, COMMITTED, UNKNOWN, Txn, tv1_value
 
 TOOLS = "org.apache.kafka.tools."
 TV1_TXN_SIZE = 10  # records per TV1 transaction, spread over the partitions
-TV1_ABORT_EVERY = 5  # every 5th TV1 transaction is aborted on purpose
+TV1_ABORT_EVERY = 5  # every 5th TV1 transaction is aborted on purpose, once its records are written
 TV1_PAUSE_S = 0.05  # between two TV1 transactions
 TV1_TIMEOUT_S = 60.0  # a blocking transactional call's timeout
 TV1_ATTEMPTS = 20  # a retriable commit or abort is tried this often before it is called unknown
@@ -94,6 +94,8 @@ class Tv1Producer(threading.Thread):
                             break
                         except BufferError:
                             p.poll(0.05)
+                if abort:  # its records reach the log before the abort (else librdkafka purges them unsent)
+                    p.flush(TV1_TIMEOUT_S)
                 outcome = self._end(p, commit=not abort)
             except KafkaException as e:
                 err = e.args[0]

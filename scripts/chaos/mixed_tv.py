@@ -42,7 +42,7 @@ from kaas.testing.verify import read_topic, wait_transactions_complete
 from .copy_verdict import Read, copy_verdict
 from .jvm import tools_classpath
 from .mixed_clients import Copiers, Tv1Producer
-from .mixed_verdict import Rec, Txn, judge, kills_by_point, outcomes, version_violations
+from .mixed_verdict import Rec, Txn, aborted_in_log, judge, kills_by_point, outcomes, version_violations
 from .report import longest_stretch, write_report
 from .runner import scratch_volume
 from .scenarios import ENDTXN_POINTS, ROUNDS, Chaos
@@ -74,10 +74,11 @@ def _reached(committed: dict[int, int] | None, ends: dict[int, int]) -> bool:
     return committed is not None and all(committed.get(p, -1) >= e for p, e in ends.items())
 
 
-def _read(bootstrap: str, topic: str, echo) -> list[Rec]:
+def _read(bootstrap: str, topic: str, echo, isolation: str = "read_committed") -> list[Rec]:
     conf = {"bootstrap.servers": bootstrap}
     wait_transactions_complete(conf, topic, time.monotonic() + 60, say=lambda s: echo(s, err=True))
-    return [Rec(r.partition, r.offset, (r.value or b"").decode()) for r in read_topic(conf, topic, timeout=120)]
+    return [Rec(r.partition, r.offset, (r.value or b"").decode())
+            for r in read_topic(conf, topic, isolation, timeout=120)]
 
 
 def _versions(data: Path, ids: list[str]) -> dict[str, dict]:
@@ -202,6 +203,7 @@ def run_mixed_tv(seed: int, messages: int | None, out: Path | None, echo) -> dic
             mixed = Mixed(cluster, cp, tmp / "jvm", chaos, echo)
             seeded = mixed.write({p: len(range(p, messages, PARTITIONS)) for p in range(PARTITIONS)})
             shared = _read(cluster.bootstrap, SHARED, echo)
+            raw = _read(cluster.bootstrap, SHARED, echo, "read_uncommitted")
             copied = mixed.copy(shared)
             t1 = time.time()
             output = _read(cluster.bootstrap, OUT, echo)
@@ -212,14 +214,16 @@ def run_mixed_tv(seed: int, messages: int | None, out: Path | None, echo) -> dic
             if mixed is not None:
                 mixed.close()
             cluster.stop()
-    result = _result(seed, messages, mixed, chaos, seeded, copied, shared, output, versions, t1)
+    result = _result(seed, messages, mixed, chaos, (seeded, copied), (shared, raw, output), versions, t1)
     if out is not None:
         write_report(result, out, echo)
     return result
 
 
-def _result(seed: int, messages: int, mixed: Mixed, chaos: Chaos, seeded: bool, copied: bool, shared: list[Rec],
-            output: list[Rec], versions: dict[str, dict], t1: float) -> dict:
+def _result(seed: int, messages: int, mixed: Mixed, chaos: Chaos, done: tuple[bool, bool],
+            reads: tuple[list[Rec], list[Rec], list[Rec]], versions: dict[str, dict], t1: float) -> dict:
+    seeded, copied = done
+    shared, raw, output = reads
     txns: dict[tuple[str, int], Txn] = {k: v for p in mixed.tv1 for k, v in p.txns.items()}
     inputs: dict[int, list[str]] = {}
     for r in sorted(shared):
@@ -234,7 +238,8 @@ def _result(seed: int, messages: int, mixed: Mixed, chaos: Chaos, seeded: bool, 
     violations = [f"shared: {v}" for v in shared_v["examples"]["violations"] + shared_v["examples"]["torn"]]
     violations += [f"output: {v}" for v in out_v["examples"]["violations"] + out_v["examples"]["torn"]]
     if not copy_v["ok"]:
-        violations.append(f"output != shared: {copy_v['examples']} partitions {copy_v['partitions_not_equal_to_input']}")
+        violations.append(f"output != shared: {copy_v['examples']} "
+                          f"partitions {copy_v['partitions_not_equal_to_input']}")
     violations += bad_versions
     violations += [] if seeded else ["the TV2 writers did not copy the whole seed"]
     violations += [] if copied else ["the TV2 copiers did not copy the whole shared topic"]
@@ -245,8 +250,11 @@ def _result(seed: int, messages: int, mixed: Mixed, chaos: Chaos, seeded: bool, 
         "violations": violations, "shared": shared_v, "output": out_v, "copy": copy_v,
         "kills": sum(1 for e in chaos.events if e.kind == "kill"),
         "kills_by_point": kills_by_point(chaos.faults, ENDTXN_POINTS),
+        # crashes while the TV2 writers still wrote the shared topic (all three kinds of client running)
+        "kills_while_all_wrote": sum(1 for e in chaos.events if e.kind == "kill"
+                                     and e.at <= max(mixed.writers.commit_times, default=0.0)),
         "broker_restarts": sum(1 for e in chaos.events if e.kind == "restart"),
-        "tv1_transactions": outcomes(txns),
+        "tv1_transactions": outcomes(txns), "tv1_aborted_in_log": aborted_in_log(raw, txns),
         "tv1_errors": {p.tid: p.errors[:20] for p in mixed.tv1}, "tv1_inits": {p.tid: p.inits for p in mixed.tv1},
         "tv2_commits": {"writers": len(mixed.writers.commit_times), "copiers": len(mixed.copiers.commit_times)},
         "tv2_restarts": {"writers": mixed.writers.restarts, "copiers": mixed.copiers.restarts},

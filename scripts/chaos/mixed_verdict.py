@@ -102,6 +102,18 @@ def torn_transactions(values, txns: dict[tuple[str, int], Txn]) -> list[tuple[tu
     return sorted((k, n) for k, n in seen.items() if k in txns and 0 < n < txns[k].size)
 
 
+def aborted_in_log(reads: list[Rec], txns: dict[tuple[str, int], Txn]) -> int:
+    """How many records of aborted TV1 transactions a read_uncommitted read found in the log
+    (distinct offsets): the aborts the read_committed readers and copiers had to skip."""
+    aborted = {k for k, x in txns.items() if x.outcome == ABORTED}
+    found = 0
+    for _off, v in {(r.partition, r.offset): r.value for r in reads}.items():
+        parts = v.split(":")
+        if parts[0] == "tv1" and len(parts) == 5 and (parts[1], int(parts[2])) in aborted:
+            found += 1
+    return found
+
+
 def outcomes(txns: dict[tuple[str, int], Txn]) -> dict[str, dict[str, int]]:
     """Each TV1 producer's transactions by outcome."""
     out: dict[str, dict[str, int]] = {}

@@ -17,6 +17,7 @@ from chaos.mixed_verdict import (  # noqa: E402
     UNKNOWN,
     Rec,
     Txn,
+    aborted_in_log,
     judge,
     kills_by_point,
     outcomes,
@@ -132,3 +133,9 @@ def test_version_violations_name_the_ids_on_the_wrong_version():
     versions = {"tv1-0": {"transaction_version": 1}, "java-0": {"transaction_version": 1}}
     assert version_violations(versions, ["tv1-0"], ["java-0", "java-1"]) == [
         "java-0: transaction.version 1, expected 2", "java-1: transaction.version None, expected 2"]
+
+
+def test_aborted_in_log_counts_distinct_records_of_aborted_transactions():
+    txns = {("a", 1): Txn(2, ABORTED), ("a", 2): Txn(2, COMMITTED)}
+    reads = log(txn_values("a", 1, 2) + txn_values("a", 2, 2) + [seed_value(0)])
+    assert aborted_in_log(reads + reads[:1], txns) == 2
