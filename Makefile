@@ -142,6 +142,7 @@ chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario share-churn
 	$(BIN)/python scripts/chaos run --scenario rolling-upgrade
 	$(BIN)/python scripts/chaos run --scenario share --runs 2
+	$(BIN)/python scripts/chaos run --scenario mixed-tv
 
 # The container image (Containerfile, docs/deploy.rst). podman runs with the repo's
 # containers.conf (runc; nofile/nproc limits this kind of machine allows), nothing

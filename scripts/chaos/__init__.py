@@ -72,6 +72,23 @@ Scenarios (each reproducible from its seed, printed on failure):
                      accepted record above the session plus the grace (report:
                      share-churn-seedN.json; not part of ``all``)
 
+  mixed-tv           issue 45: transaction.version 1 and 2 clients on one cluster
+                     (``mixed_tv``): 2 librdkafka transactional producers (TV1; transactions
+                     of 10 records over the 3 partitions of the shared topic, every 5th
+                     aborted) and 2 Apache TransactionalMessageCopier JVMs (the Java 4.4
+                     client: TV2, Produce adds the partitions, TxnOffsetCommit the offsets,
+                     EndTxn v5 bumps the epoch; random aborts) copying a seeded topic into
+                     the same partitions, while 2 more TV2 copiers copy the shared topic,
+                     read_committed, to an output topic; meanwhile the endtxn-failpoints
+                     chaos crashes the coordinator at each EndTxn step, twice over. Then both
+                     topics are read back and judged (``mixed_verdict``): every committed TV1
+                     transaction whole and once, no aborted one visible, none torn (some
+                     records visible, some not), every seeded value once and in order, the
+                     output equal to the shared topic partition for partition; the slot
+                     files must show the librdkafka ids on version 1 and the Java ids on
+                     version 2. Needs java and mvn (the jars of ``compat/java/pom.xml``);
+                     JVMs at -Xmx256m; not part of ``all``
+
 ``--group-protocol consumer`` runs the copiers with ``group.protocol=consumer`` (KIP-848) and
 starts the brokers with the copiers' 4 s session timeout and 1 s heartbeat interval for
 consumer-protocol groups (``eos_harness.consumer_broker_args``). ``make chaos`` runs
@@ -108,5 +125,10 @@ Modules, by concern (none imports ``cli``; ``cli`` is the only one that knows cl
     share      the share scenario: its cluster, clients, faults, read-back and verdict
     share_clients  its client processes (share consumer, producer, transactional producer)
     share_verdict  its per-record verdict (pure)
+    mixed_tv   the mixed-tv scenario: its cluster, topics, clients, chaos, read-back
+    mixed_clients  its librdkafka TV1 producers and Java TV2 copiers
+    mixed_verdict  its verdict (pure): TV1 transactions whole, the seed once, the kill tally
+    jvm        the JVMs of Apache's tools (classpath, flags, a process and its output)
+    copy_verdict   a copy judged partition for partition against its input (pure)
     cli        the click group and ``run``; ``__main__`` runs it
 """

@@ -15,6 +15,29 @@ from .runner import run_scenario
 from .scenarios import CHURN_MESSAGES, CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, EXTRA_SCENARIOS, SCENARIOS
 from .share import SHARE_SECONDS, run_share_runs
 
+
+def run_mixed(seed: int, messages: int | None, out: Path, echo) -> bool:
+    """The mixed-tv scenario (``mixed_tv``): its summary lines; whether it held."""
+    from .mixed_tv import run_mixed_tv
+
+    echo(f"== scenario mixed-tv (seed {seed})")
+    r = run_mixed_tv(seed, messages, out, echo)
+    for line in r["violations"]:
+        echo(f"   {line}")
+    for where in ("shared", "output"):
+        v = r[where]
+        echo(f"{where:<7} records {v['records']:>6} (TV1 {v['tv1_records']}, seed {v['seed_records']}) "
+             f"lost {v['lost']} duplicates {v['duplicates']} aborted reads {v['aborted_reads']} torn {v['torn']} "
+             f"phantoms {v['phantoms']} order {v['order_violations']}")
+    echo(f"kills by EndTxn point: {json.dumps(r['kills_by_point'])} ({r['kills_while_all_wrote']} of {r['kills']} "
+         f"while the TV2 writers still wrote)")
+    echo(f"TV1 transactions: {json.dumps(r['tv1_transactions'])} ({r['tv1_aborted_in_log']} aborted records in the "
+         f"shared log); TV2 commits: {json.dumps(r['tv2_commits'])}")
+    echo(f"slot entries: {json.dumps(r['slot_entries'])}")
+    echo(f"mixed-tv (seed {seed}): {'ok' if r['ok'] else 'FAILED'} in {r['seconds']} s")
+    return bool(r["ok"])
+
+
 TARGET_STRETCH_S = 5.0  # issue 19: continuous's longest stretch without a commit
 TARGET_RATE_RATIO = 0.5  # issue 19: continuous's copy rate against the fault-free run
 
@@ -28,7 +51,8 @@ SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "commit_times
 
 
 @cli.command()
-@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "share", "share-churn", "none", "all"]),
+@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "share", "share-churn", "mixed-tv", "none",
+                                              "all"]),
               default="all", show_default=True)
 @click.option("--seed", type=int, default=None, help="Random seed (printed; reuse it to replay).")
 @click.option("--messages", type=int, default=None,
@@ -58,6 +82,8 @@ def run(scenario: str, seed: int | None, messages: int | None, copiers: int, dur
         release: bool | None) -> None:
     """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
+    if scenario == "mixed-tv":  # its own clients: librdkafka (TV1) and Java 4.4 (TV2) producers and copiers
+        sys.exit(0 if run_mixed(seed, messages, out, click.echo) else 1)
     if scenario in ("share", "share-churn"):  # its own harness: share consumers, not the EOS copiers
         ok = run_share_runs(seed, runs, duration if duration is not None else SHARE_SECONDS, out, click.echo, release,
                             churn=scenario == "share-churn")
