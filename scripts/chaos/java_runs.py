@@ -1,0 +1,69 @@
+"""``scripts/chaos run --scenario apache-eos|streams``: the Java scenarios, each on a fresh
+cluster per run, for each target (kaas, Apache 4.4) asked for; a table of the verdicts.
+
+    python scripts/chaos run --scenario apache-eos [--target kaas|apache|both]
+                             [--mode assign|group|both] [--bounce clean|hard|both] [--messages N]
+    python scripts/chaos run --scenario streams [--target ...] [--messages N]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .report import write_report
+
+SKIP = ("commit_times", "events", "faults", "copier_exits", "progress_times")
+
+
+def _scratch() -> Path:
+    return Path(tempfile.mkdtemp(prefix="kaas-chaos-java-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+
+
+def _one(fn, echo, out: Path, label: str) -> dict:
+    tmp = _scratch()
+    echo(f"== {label}")
+    try:
+        r = fn(tmp)
+    finally:
+        if os.environ.get("KAAS_CHAOS_KEEP"):
+            echo(f"run directory kept: {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    r["scenario"] = f"{r['scenario']}-{r['target']}"
+    write_report(r, out, echo)
+    return r
+
+
+def run_apache_eos_matrix(targets: list[str], modes: list[str], bounces: list[str], seed: int, messages: int | None,
+                          out: Path, echo) -> bool:
+    from .apache_eos import MESSAGES, run_apache_eos
+
+    results = []
+    for target in targets:
+        for i, mode in enumerate(modes):
+            for j, bounce in enumerate(bounces):
+                s = seed + 2 * i + j
+                m = messages or MESSAGES
+                results.append(_one(lambda tmp, t=target, mo=mode, b=bounce, s=s, m=m:
+                                    run_apache_eos(t, mo, b, s, m, tmp, echo),
+                                    echo, out, f"apache-eos on {target}: {mode} mode, {bounce} copier bounces, "
+                                               f"{m} messages, seed {s}"))
+    echo(f"{'run':<34} {'target':<7} {'input':>7} {'output':>7} {'dups':>5} {'lost':>5} {'order':>5} "
+         f"{'kills':>5} {'bounces':>7} {'exits':>5} {'gap s':>7} {'msgs/s':>7} {'secs':>6}  result")
+    for r in results:
+        f = r["final"]
+        echo(f"{r['scenario']:<34} {r['target']:<7} {f['input']:>7} {f['output']:>7} {f['duplicates']:>5} "
+             f"{f['lost']:>5} {'ok' if not f['partitions_not_equal_to_input'] else 'NO':>5} {r['kills']:>5} "
+             f"{r['copier_bounces']:>7} {len(r['copier_exits']):>5} {r['longest_no_commit_s'] or '-':>7} "
+             f"{r['msgs_per_s'] or '-':>7} {r['seconds']:>6}  {'ok' if r['ok'] else 'FAILED'}")
+    for r in results:
+        echo(json.dumps({k: v for k, v in r.items() if k not in SKIP}))
+    return all(r["ok"] for r in results)
+
+
+def run_streams_runs(targets: list[str], seed: int, messages: int | None, out: Path, echo) -> bool:
+    raise NotImplementedError
