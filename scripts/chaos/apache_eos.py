@@ -299,17 +299,19 @@ def _copy(run: Run, inputs: dict[int, list[str]], clean: bool, faults: Faults, e
                 started = True
                 for fn in (_kill_brokers, lambda f, s: _bounce_copiers(copiers, clean, f, s)):
                     threading.Thread(target=fn, args=(faults, stop), daemon=True).start()
-            committed = _committed(offsets, run.mode.input_partitions) or committed
-            done = committed is not None and all(committed.get(p, -1) >= e for p, e in ends.items())
-            if done:
+            fresh = _committed(offsets, run.mode.input_partitions)
+            committed = fresh or committed
+            if committed is not None and all(committed.get(p, -1) >= e for p, e in ends.items()):
                 break
             now = time.monotonic()
             for i, p in copiers.procs.items():
                 if p.alive():
                     dead_since.pop(i, None)
                     continue
-                left = not run.mode.group_mode and committed is not None and committed.get(i, -1) < ends.get(i, 0)
-                if (left or run.mode.group_mode) and now - dead_since.setdefault(i, now) >= RESTART_IDLE_S:
+                # an assigned copier exits 0 once its partition is copied; a group's once its
+                # partitions are: the group may still have work for it
+                left = fresh is not None and (run.mode.group_mode or fresh.get(i, -1) < ends.get(i, 0))
+                if (left or p.returncode != 0) and now - dead_since.setdefault(i, now) >= RESTART_IDLE_S:
                     copiers.note_exit(i)
                     faults.log(f"copier {i} exited ({p.returncode}) with work left: started again")
                     copiers.start(i)
