@@ -15,14 +15,16 @@ from .runner import run_scenario
 from .scenarios import CHURN_MESSAGES, CONT_DURATION_S, CONT_MESSAGES, CONT_TIMEOUT_S, EXTRA_SCENARIOS, SCENARIOS
 from .share import SHARE_SECONDS, run_share_runs
 
-JAVA_SCENARIOS = ("apache-eos", "streams")
+JAVA_SCENARIOS = ("apache-eos", "streams", "connect")
 
 
 def run_java(scenario: str, target: str, mode: str, bounce: str, seed: int, messages: int | None, out: Path,
              echo) -> bool:
-    from .java_runs import run_apache_eos_matrix, run_streams_runs
+    from .java_runs import run_apache_eos_matrix, run_connect_runs, run_streams_runs
 
     targets = ["kaas", "apache"] if target == "both" else [target]
+    if scenario == "connect":
+        return run_connect_runs(targets, seed, messages, out, echo)
     if scenario == "streams":
         return run_streams_runs(targets, seed, messages, out, echo)
     return run_apache_eos_matrix(targets, ["assign", "group"] if mode == "both" else [mode],
@@ -68,7 +70,7 @@ SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "commit_times
 @click.option("--release/--no-release", default=None,
               help="share: consumers release 2%% of their deliveries (default: every other seed).")
 @click.option("--target", type=click.Choice(["kaas", "apache", "both"]), default="kaas", show_default=True,
-              help="apache-eos, streams: the cluster (Apache: Apache Kafka 4.4, scripts/peers/apache.py).")
+              help="apache-eos, streams, connect: the cluster (Apache: Apache Kafka 4.4, scripts/peers/apache.py).")
 @click.option("--mode", type=click.Choice(["assign", "group", "both"]), default="both", show_default=True,
               help="apache-eos: copiers assigned a partition each, or one group (--group-mode).")
 @click.option("--bounce", type=click.Choice(["clean", "hard", "both"]), default="both", show_default=True,

@@ -1,9 +1,10 @@
-"""``scripts/chaos run --scenario apache-eos|streams``: the Java scenarios, each on a fresh
+"""``scripts/chaos run --scenario apache-eos|streams|connect``: the Java scenarios, each on a fresh
 cluster per run, for each target (kaas, Apache 4.4) asked for; a table of the verdicts.
 
     python scripts/chaos run --scenario apache-eos [--target kaas|apache|both]
                              [--mode assign|group|both] [--bounce clean|hard|both] [--messages N]
     python scripts/chaos run --scenario streams [--target ...] [--messages N]
+    python scripts/chaos run --scenario connect [--target ...] [--messages N]
 """
 
 from __future__ import annotations
@@ -80,6 +81,26 @@ def run_streams_runs(targets: list[str], seed: int, messages: int | None, out: P
              f"{'ok' if w['ok'] else 'NO':>7} {'ok' if g['ok'] else 'NO':>7} {r['kills']:>5} "
              f"{r['restored_after_instance_kill'] or 0:>8} {r['longest_no_commit_s'] or '-':>7} "
              f"{r['msgs_per_s'] or '-':>7} {r['seconds']:>6}  {'ok' if r['ok'] else 'FAILED'}")
+    for r in results:
+        echo(json.dumps({k: v for k, v in r.items() if k not in SKIP}))
+    return all(r["ok"] for r in results)
+
+
+def run_connect_runs(targets: list[str], seed: int, messages: int | None, out: Path, echo) -> bool:
+    from .connect import MESSAGES, run_connect
+
+    m = messages or MESSAGES
+    results = [_one(lambda tmp, t=target: run_connect(t, seed, m, tmp, echo), echo, out,
+                    f"connect on {target}: {m} numbers, seed {seed}") for target in targets]
+    echo(f"{'run':<16} {'input':>7} {'output':>7} {'dups':>5} {'lost':>5} {'sink':>7} {'redeliv':>7} "
+         f"{'offsets':>7} {'internal':>8} {'kills':>5} {'resumes':>7} {'gap s':>7} {'msgs/s':>7} {'secs':>6}  result")
+    for r in results:
+        s, k, i = r["source"], r["sink"], r["internal"]
+        echo(f"{r['scenario']:<16} {s['input']:>7} {s['output']:>7} {s['duplicates']:>5} {s['lost']:>5} "
+             f"{k['distinct_given']:>7} {k['redelivered']:>7} {'ok' if k['ok'] else 'NO':>7} "
+             f"{'ok' if i['ok'] else 'NO':>8} {r['kills']:>5} {len(r['source_resumes']):>7} "
+             f"{r['longest_no_commit_s'] or '-':>7} {r['msgs_per_s'] or '-':>7} {r['seconds']:>6}  "
+             f"{'ok' if r['ok'] else 'FAILED'}")
     for r in results:
         echo(json.dumps({k: v for k, v in r.items() if k not in SKIP}))
     return all(r["ok"] for r in results)
