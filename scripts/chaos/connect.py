@@ -107,12 +107,16 @@ class OutputReader:
 
 
 class GroupSampler:
-    """The sink group's committed offsets, asked every second (``Sample``: the answer's time)."""
+    """The sink group's committed offsets, asked every second (``Sample``: the answer's
+    time), by a consumer of the group that never joins it (OffsetFetch; librdkafka 2.16's
+    admin ListConsumerGroupOffsets crashes on a coordinator error)."""
 
     def __init__(self, bootstrap: str) -> None:
-        from confluent_kafka.admin import AdminClient
+        from confluent_kafka import Consumer, TopicPartition
 
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": SINK_GROUP, "enable.auto.commit": False,
+                           "log_level": 2, "reconnect.backoff.max.ms": 1000})
+        self.tps = [TopicPartition(OUTPUT, p) for p in range(PARTITIONS)]
         self.samples: list[verdict.Sample] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -120,15 +124,13 @@ class GroupSampler:
         self.thread.start()
 
     def ask(self, timeout: float = 10.0) -> dict[int, int] | None:
-        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+        from confluent_kafka import KafkaException
 
         try:
-            fut = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(SINK_GROUP)],
-                                                         request_timeout=timeout)[SINK_GROUP]
-            got = fut.result(timeout + 5)
-        except (KafkaException, TimeoutError, RuntimeError):
+            got = self.c.committed(self.tps, timeout=timeout)
+        except KafkaException:
             return None
-        return {tp.partition: tp.offset for tp in got.topic_partitions if tp.topic == OUTPUT and tp.offset >= 0}
+        return {tp.partition: tp.offset for tp in got if tp.error is None and tp.offset >= 0}
 
     def _run(self) -> None:
         while not self.stop.wait(1.0):
@@ -142,9 +144,13 @@ class GroupSampler:
             return dict(self.samples[-1].offsets) if self.samples else {}
 
     def close(self) -> list[verdict.Sample]:
+        """Stops the sampling; the consumer stays for ``ask`` until ``release``."""
         self.stop.set()
         self.thread.join(30)
         return self.samples
+
+    def release(self) -> None:
+        self.c.close()
 
 
 def _create_output(target: Target) -> None:
@@ -289,8 +295,10 @@ def run_connect(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
         run |= {"status": workers.status(), "reads": reader.finish(60.0)}
         workers.stop_all()
         faults.done = True
-        run |= {"final_offsets": sampler.ask(30.0) or {}, "samples": sampler.close(), "ends": _ends(target),
+        samples = sampler.close()
+        run |= {"final_offsets": sampler.ask(30.0) or {}, "samples": samples, "ends": _ends(target),
                 "rounds": internal.close(final=True), "policies": cleanup_policies(target.bootstrap, TOPICS.values())}
+        sampler.release()
     finally:
         faults.done = True
         internal.stop.set()

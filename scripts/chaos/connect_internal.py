@@ -21,15 +21,12 @@ ROUND_TIMEOUT_S = 60.0
 SOURCE = "seq"
 
 
-def read_round(bootstrap: str) -> Round:
-    """One read of the three topics; not ``ok`` if any did not reach its end in
-    ``ROUND_TIMEOUT_S``."""
-    from confluent_kafka import Consumer, KafkaException
+def read_round(c) -> Round:
+    """One read of the three topics with the consumer ``c`` (``reader``); not ``ok`` if
+    any did not reach its end in ``ROUND_TIMEOUT_S``."""
+    from confluent_kafka import KafkaException
 
     at, t0 = time.time(), time.monotonic()
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "connect-internal-verifier", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "enable.partition.eof": True, "log_level": 2,
-                  "reconnect.backoff.max.ms": 1000})
     r = Round(at=at, ok=False)
     try:
         records = _read_all(c, at)
@@ -38,7 +35,6 @@ def read_round(bootstrap: str) -> Round:
         return r
     finally:
         r.seconds = round(time.monotonic() - t0, 2)
-        c.close()
     configs = _latest(records[TOPICS["config"]])
     r.connectors = sorted(k[len("connector-"):] for k in configs if k.startswith("connector-"))
     r.task_configs = sorted(k[len("task-"):] for k in configs if k.startswith("task-"))
@@ -51,15 +47,22 @@ def read_round(bootstrap: str) -> Round:
     return r
 
 
+def reader(bootstrap: str):
+    """The consumer the rounds read with (no group: each round assigns every partition)."""
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": "connect-internal-verifier",
+                     "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True,
+                     "log_level": 2, "reconnect.backoff.max.ms": 1000})
+
+
 def _read_all(c, began: float) -> dict[str, list[tuple[str, bytes | None]]]:
     from confluent_kafka import KafkaError, TopicPartition
 
     tps = [TopicPartition(TOPICS[k], p) for k, n in PARTITIONS.items() for p in range(n)]
     deadline = time.monotonic() + ROUND_TIMEOUT_S
-    ends = {}
-    for tp in tps:
-        ends[(tp.topic, tp.partition)] = _high_watermark(c, tp, deadline)
-    c.assign([TopicPartition(tp.topic, tp.partition, 0) for tp in tps])
+    c.assign([TopicPartition(tp.topic, tp.partition, 0) for tp in tps])  # from the start (the topics known first)
+    ends = {(tp.topic, tp.partition): _high_watermark(c, tp, deadline) for tp in tps}
     reached = {k: e == 0 for k, e in ends.items()}
     out: dict[str, list[tuple[str, bytes | None]]] = {t: [] for t in TOPICS.values()}
     while not all(reached.values()):
@@ -103,7 +106,7 @@ class InternalReader:
     """A round every ``ROUND_EVERY_S`` from a thread of its own, and a last one at the end."""
 
     def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
+        self.c = reader(bootstrap)
         self.rounds: list[Round] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="connect-internal", daemon=True)
@@ -113,14 +116,15 @@ class InternalReader:
 
     def _run(self) -> None:
         while not self.stop.wait(ROUND_EVERY_S):
-            self.rounds.append(read_round(self.bootstrap))
+            self.rounds.append(read_round(self.c))
 
     def close(self, final: bool) -> list[Round]:
         self.stop.set()
         if self.thread.is_alive():
             self.thread.join(ROUND_TIMEOUT_S + 30)
         if final:
-            self.rounds.append(read_round(self.bootstrap))
+            self.rounds.append(read_round(self.c))
+        self.c.close()
         return self.rounds
 
 

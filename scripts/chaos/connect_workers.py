@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from .jvm import REPO, JavaProc, java_cmd, json_event, require_java, write_properties
+from .jvm import LOG4J2, REPO, JavaProc, java_cmd, json_event, require_java, write_properties
 
 POM = REPO / "compat" / "connect" / "pom.xml"
 GROUP = "connect-eos"
@@ -30,6 +30,13 @@ TOPICS = {"config": "connect-configs", "offset": "connect-offsets", "status": "c
 PARTITIONS = {"config": 1, "offset": 5, "status": 3}
 SEGMENT_MS = 10_000  # the internal topics roll a segment this often, so the cleaner compacts them during the run
 HEAP = "256m"
+INFO_LOGGERS = {  # beside the warnings, what explains a stall: rebalances, fencing, transactions, commits
+    "herder": "org.apache.kafka.connect.runtime.distributed.DistributedHerder",
+    "configs": "org.apache.kafka.connect.storage.KafkaConfigBackingStore",
+    "eos": "org.apache.kafka.connect.runtime.ExactlyOnceWorkerSourceTask",
+    "sink": "org.apache.kafka.connect.runtime.WorkerSinkTask",
+    "txn": "org.apache.kafka.clients.producer.internals.TransactionManager",
+}
 
 
 def connect_classpath() -> str:
@@ -37,7 +44,7 @@ def connect_classpath() -> str:
     require_java()
     base = POM.parent
     out = base / "target" / "classpath.txt"
-    newest = max(p.stat().st_mtime for p in [POM, *(base / "src").rglob("*") if p.is_file()])
+    newest = max(p.stat().st_mtime for p in [POM, *(base / "src").rglob("*")] if p.is_file())
     if not out.exists() or out.stat().st_mtime < newest:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(f".{os.getpid()}")
@@ -95,6 +102,8 @@ class Workers:
         self.incarnations: dict[int, int] = {}
         self.events: list[dict] = []
         self.lock = threading.Lock()
+        (workdir / "log4j2.properties").write_text(LOG4J2 + "".join(
+            f"logger.{k}.name = {v}\nlogger.{k}.level = INFO\n" for k, v in INFO_LOGGERS.items()))
 
     def start(self, i: int) -> None:
         inc = self.incarnations.get(i, -1) + 1
