@@ -193,28 +193,42 @@ def _restart_failed(workers: Workers, faults: Faults) -> int:
 
 
 class Chaos:
-    """By the clock: a broker SIGKILLed every ``KILL_EVERY_S`` in rotation; one worker
-    SIGKILLed once ``kill_at`` of the numbers are out, started again later; failed tasks
-    restarted."""
+    """By the clock: a broker SIGKILLed every ``KILL_EVERY_S`` in rotation, each kill once
+    every broker answers ApiVersions again (a JVM broker restarting for longer than the
+    period is not killed again before it serves: ``kill_wait_s``); one worker SIGKILLed
+    once ``kill_at`` of the numbers are out, started again later; failed tasks restarted."""
 
     def __init__(self, faults: Faults, workers: Workers, reader: OutputReader, messages: int, seed: int) -> None:
         rnd = random.Random(seed)
         self.faults, self.workers, self.reader = faults, workers, reader
+        self.ports = [int(hp.rsplit(":", 1)[1]) for hp in workers.bootstrap.split(",")]
         self.kill_at = rnd.uniform(*WORKER_KILL_AT) * messages
         self.victim = rnd.randrange(len(workers.ports))
         self.worker_killed_at: float | None = None
         self.task_restarts = 0
+        self.kill_wait_s = 0.0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="connect-chaos", daemon=True)
 
     def _run(self) -> None:
         k = 0
         while not self.stop.wait(KILL_EVERY_S):
+            self._all_serving()
+            if self.stop.is_set():
+                return
             self.faults.kill_broker(k % self.faults.cluster.n)
             k += 1
             if self.worker_killed_at is None and self.reader.snapshot()[0] >= self.kill_at:
                 self._kill_worker()
             self.task_restarts += _restart_failed(self.workers, self.faults)
+
+    def _all_serving(self) -> None:
+        from kaas.testing import api_versions_ok
+
+        t0 = time.monotonic()
+        while not self.stop.is_set() and not all(api_versions_ok("127.0.0.1", p, 1.0) for p in self.ports):
+            self.stop.wait(0.2)
+        self.kill_wait_s += time.monotonic() - t0
 
     def _kill_worker(self) -> None:
         p = self.workers.procs[self.victim]
@@ -225,7 +239,6 @@ class Chaos:
         if not self.stop.wait(WORKER_DOWN_S):
             self.workers.start(self.victim)
             self.faults.log(f"connect worker {self.victim} started again", kind="copier-restart")
-
 
 def _sink_lines(sink_dir: Path) -> list[verdict.SinkLine]:
     out = []
@@ -331,6 +344,7 @@ def _report(target_name: str, seed: int, messages: int, completed: bool, run: di
         "kills": sum(1 for e in faults.events if e.kind == "kill"),
         "broker_restarts": sum(1 for e in faults.events if e.kind == "restart"),
         "worker_killed": chaos.worker_killed_at is not None, "task_restarts": chaos.task_restarts,
+        "kill_wait_s": round(chaos.kill_wait_s, 1),
         "source_resumes": resumes, "connector_status": _states(run.get("status")),
         "longest_no_commit_s": gap, "longest_no_commit_at_s": None if gap_at is None else round(gap_at - started, 1),
         "longest_sink_gap_s": sink_gap,
