@@ -335,17 +335,19 @@ def _report(target_name: str, seed: int, messages: int, completed: bool, run: di
     gap, gap_at = longest_stretch(times)
     sink_gap, _ = longest_stretch(sorted({ln.at_ms / 1000 for ln in lines}))
     span = times[-1] - times[0] if len(times) > 1 else 0.0
-    resumes = [{"task": e["task"], "next": e["next"], "worker": e["worker"], "at_s": round(e["at"] - started, 1)}
+    resumes = [{"task": e["task"], "next": e["next"], "worker": e["worker"], "at": e["at"]}
                for e in workers.events_of("source-start") if e.get("stored") == "offset"]
+    resumed = verdict.resume_verdict(resumes, run["reads"], run["rounds"], TASKS, messages)
     return {
         "scenario": "connect", "target": target_name, "seed": seed, "messages": messages,
-        "ok": completed and src["ok"] and sink["ok"] and internal["ok"] and compact, "completed": completed,
-        "source": src, "sink": sink, "internal": internal, "cleanup_policies": run["policies"],
+        "ok": completed and src["ok"] and sink["ok"] and internal["ok"] and resumed["ok"] and compact,
+        "completed": completed, "source": src, "sink": sink, "internal": internal, "resumes": resumed,
+        "cleanup_policies": run["policies"],
         "kills": sum(1 for e in faults.events if e.kind == "kill"),
         "broker_restarts": sum(1 for e in faults.events if e.kind == "restart"),
         "worker_killed": chaos.worker_killed_at is not None, "task_restarts": chaos.task_restarts,
         "kill_wait_s": round(chaos.kill_wait_s, 1),
-        "source_resumes": resumes, "connector_status": _states(run.get("status")),
+        "source_resumes": [{**r, "at": round(r["at"] - started, 1)} for r in resumes], "connector_status": _states(run.get("status")),
         "longest_no_commit_s": gap, "longest_no_commit_at_s": None if gap_at is None else round(gap_at - started, 1),
         "longest_sink_gap_s": sink_gap,
         "seconds": round(ended - started, 1), "msgs_per_s": round(messages / span, 1) if span > 0 else None,

@@ -10,6 +10,9 @@
   the sink had not been given by then, nor went back; the final offsets cover every record.
   A record given twice (after a worker's death, from the last committed offset) is counted,
   as Connect's sinks are at-least-once, not judged.
+- ``resume_verdict``: each start of a source task from a stored offset: it resumed at one
+  of its own numbers, right after one the output holds, and not before what the internal
+  topic's last read before the start had stored for it.
 - ``internal_verdict``: the rounds that read the compacted internal topics (config, offsets,
   status) from their start to their end while the faults went on: each round read them to
   the end; the config topic kept the connectors; no source offset went back between two
@@ -196,3 +199,20 @@ def internal_verdict(rounds: list[Round], connectors: list[str], tasks: dict[str
             "expected_final_source_offsets": {str(t): n for t, n in sorted(final_offsets.items())},
             "records_read": {"first": rounds[0].records if rounds else None, "last": last.records if last else None},
             "longest_read_s": max((r.seconds for r in rounds), default=None)}
+
+
+def resume_verdict(resumes: list[dict], reads: list[Rec], rounds: list[Round], tasks: int, count: int) -> dict:
+    """``resumes``: ``{"task", "next", "at"}`` (wall clock) of each task started from a
+    stored offset."""
+    out = {r.value for r in reads}
+    bad = []
+    for r in resumes:
+        t, n = r["task"], r["next"]
+        stored = [x.source_offsets.get(t, -1) for x in rounds if x.ok and x.at < r["at"]]
+        why = ("not the task's number" if n % tasks != t % tasks else
+               "the number before it is not in the output" if n - tasks >= 0 and str(n - tasks) not in out else
+               "it is not in the output" if n < count and str(n) not in out else
+               "behind the offset stored before" if stored and n < stored[-1] else "")
+        if why:
+            bad.append({**r, "why": why})
+    return {"ok": not bad, "resumes": len(resumes), "bad": bad[:EXAMPLES]}

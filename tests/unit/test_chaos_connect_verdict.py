@@ -131,3 +131,19 @@ def test_internal_rounds_unreadable_losing_a_connector_going_back_or_ending_else
     assert not internal_verdict([rnd(1, {0: 4}), rnd(2, {0: 8})], want, tasks, {0: 10})["ok"]
     assert not internal_verdict([rnd(1, {0: 10}), rnd(2, {0: 10}, ok=False)], want, tasks, {0: 10})["ok"]
     assert not internal_verdict([], want, tasks, {0: 10})["ok"]
+
+
+def test_a_task_resumes_right_after_its_last_number_out_and_not_behind_its_stored_offset():
+    from chaos.connect_verdict import resume_verdict
+
+    reads = written(10, 2, 3)
+    rounds = [rnd(1.0, {1: 5}), rnd(3.0, {1: 9})]
+    assert resume_verdict([{"task": 1, "next": 7, "at": 2.0}], reads, rounds, 2, 10)["ok"]
+    assert resume_verdict([{"task": 1, "next": 11, "at": 4.0}], reads, rounds, 2, 10)["ok"]  # done: past the end
+    for bad, why in [({"task": 1, "next": 6, "at": 2.0}, "not the task's number"),
+                     ({"task": 1, "next": 3, "at": 2.0}, "behind the offset stored before"),
+                     ({"task": 1, "next": 13, "at": 4.0}, "the number before it is not in the output")]:
+        v = resume_verdict([bad], reads, rounds, 2, 10)
+        assert not v["ok"] and v["bad"][0]["why"] == why
+    v = resume_verdict([{"task": 1, "next": 7, "at": 2.0}], [r for r in reads if r.value != "7"], rounds, 2, 10)
+    assert v["bad"][0]["why"] == "it is not in the output"
