@@ -156,7 +156,7 @@ class GroupSampler:
 def _create_output(target: Target) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    admin = AdminClient({"bootstrap.servers": target.bootstrap, "log_level": 2})
     for f in admin.create_topics([NewTopic(OUTPUT, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
                                  operation_timeout=30).values():
         f.result(60)
