@@ -11,8 +11,8 @@
   A record given twice (after a worker's death, from the last committed offset) is counted,
   as Connect's sinks are at-least-once, not judged.
 - ``resume_verdict``: each start of a source task from a stored offset: it resumed at one
-  of its own numbers, right after one the output holds, and not before what the internal
-  topic's last read before the start had stored for it.
+  of its own numbers, right after one the output holds, and not before what the last read
+  of the internal topics that ended before the start had stored for it.
 - ``internal_verdict``: the rounds that read the compacted internal topics (config, offsets,
   status) from their start to their end while the faults went on: each round read them to
   the end; the config topic kept the connectors; no source offset went back between two
@@ -208,7 +208,8 @@ def resume_verdict(resumes: list[dict], reads: list[Rec], rounds: list[Round], t
     bad = []
     for r in resumes:
         t, n = r["task"], r["next"]
-        stored = [x.source_offsets.get(t, -1) for x in rounds if x.ok and x.at < r["at"]]
+        # a round may read records written after it began: only one over before the start counts
+        stored = [x.source_offsets.get(t, -1) for x in rounds if x.ok and x.at + x.seconds < r["at"]]
         why = ("not the task's number" if n % tasks != t % tasks else
                "the number before it is not in the output" if n - tasks >= 0 and str(n - tasks) not in out else
                "it is not in the output" if n < count and str(n) not in out else

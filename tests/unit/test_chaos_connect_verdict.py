@@ -147,3 +147,5 @@ def test_a_task_resumes_right_after_its_last_number_out_and_not_behind_its_store
         assert not v["ok"] and v["bad"][0]["why"] == why
     v = resume_verdict([{"task": 1, "next": 7, "at": 2.0}], [r for r in reads if r.value != "7"], rounds, 2, 10)
     assert v["bad"][0]["why"] == "it is not in the output"
+    late = Round(at=1.5, ok=True, seconds=1.0, source_offsets={1: 9})  # over after the start: it may hold later writes
+    assert resume_verdict([{"task": 1, "next": 7, "at": 2.0}], reads, [rounds[0], late], 2, 10)["ok"]
