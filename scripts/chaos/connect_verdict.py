@@ -195,7 +195,8 @@ def internal_verdict(rounds: list[Round], connectors: list[str], tasks: dict[str
     return {"ok": not (unreadable or missing or back) and last_ok, "rounds": len(rounds),
             "unreadable": len(unreadable), "errors": sorted({r.error for r in unreadable})[:EXAMPLES],
             "rounds_missing_connectors": len(missing), "offsets_went_back": back[:EXAMPLES],
-            "final_source_offsets": None if last is None else {str(t): n for t, n in sorted(last.source_offsets.items())},
+            "final_source_offsets": None if last is None else {
+                str(t): n for t, n in sorted(last.source_offsets.items())},
             "expected_final_source_offsets": {str(t): n for t, n in sorted(final_offsets.items())},
             "records_read": {"first": rounds[0].records if rounds else None, "last": last.records if last else None},
             "longest_read_s": max((r.seconds for r in rounds), default=None)}
