@@ -16,7 +16,8 @@
 - ``internal_verdict``: the rounds that read the compacted internal topics (config, offsets,
   status) from their start to their end while the faults went on: each round read them to
   the end; the config topic kept the connectors; no source offset went back between two
-  rounds; and the last round's offsets are where the output says each task ended.
+  rounds; and the last round's offsets are where the output says each task ended. How often
+  a topic read shorter than the round before (the cleaner at work) is reported, not judged.
 """
 
 from __future__ import annotations
@@ -189,6 +190,10 @@ def internal_verdict(rounds: list[Round], connectors: list[str], tasks: dict[str
             if n < prev.get(t, -1):
                 back.append({"task": t, "from": prev[t], "to": n, "at": r.at})
             prev[t] = n
+    shrank: Counter[str] = Counter()  # a topic read shorter than in the round before: the cleaner compacted it
+    readable = [r for r in rounds if r.ok]
+    for a, b in zip(readable, readable[1:]):
+        shrank.update(t for t, n in b.records.items() if n < a.records.get(t, 0))
     last = next((r for r in reversed(rounds) if r.ok), None)
     last_ok = last is not None and last is rounds[-1] and last.source_offsets == final_offsets and not (
         set(connectors) - set(last.connectors) or want_tasks - set(last.task_configs))
@@ -199,6 +204,7 @@ def internal_verdict(rounds: list[Round], connectors: list[str], tasks: dict[str
                 str(t): n for t, n in sorted(last.source_offsets.items())},
             "expected_final_source_offsets": {str(t): n for t, n in sorted(final_offsets.items())},
             "records_read": {"first": rounds[0].records if rounds else None, "last": last.records if last else None},
+            "rounds_shorter_than_the_one_before": dict(shrank),
             "longest_read_s": max((r.seconds for r in rounds), default=None)}
 
 

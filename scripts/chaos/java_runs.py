@@ -93,12 +93,14 @@ def run_connect_runs(targets: list[str], seed: int, messages: int | None, out: P
     results = [_one(lambda tmp, t=target: run_connect(t, seed, m, tmp, echo), echo, out,
                     f"connect on {target}: {m} numbers, seed {seed}") for target in targets]
     echo(f"{'run':<16} {'input':>7} {'output':>7} {'dups':>5} {'lost':>5} {'sink':>7} {'redeliv':>7} "
-         f"{'offsets':>7} {'internal':>8} {'kills':>5} {'resumes':>7} {'gap s':>7} {'msgs/s':>7} {'secs':>6}  result")
+         f"{'offsets':>7} {'internal':>8} {'cleaned':>7} {'kills':>5} {'resumes':>7} {'gap s':>7} {'msgs/s':>7} "
+         f"{'secs':>6}  result")
     for r in results:
         s, k, i = r["source"], r["sink"], r["internal"]
         echo(f"{r['scenario']:<16} {s['input']:>7} {s['output']:>7} {s['duplicates']:>5} {s['lost']:>5} "
              f"{k['distinct_given']:>7} {k['redelivered']:>7} {'ok' if k['ok'] else 'NO':>7} "
-             f"{'ok' if i['ok'] else 'NO':>8} {r['kills']:>5} {len(r['source_resumes']):>7} "
+             f"{'ok' if i['ok'] else 'NO':>8} {sum(i['rounds_shorter_than_the_one_before'].values()):>7} "
+             f"{r['kills']:>5} {len(r['source_resumes']):>7} "
              f"{r['longest_no_commit_s'] or '-':>7} {r['msgs_per_s'] or '-':>7} {r['seconds']:>6}  "
              f"{'ok' if r['ok'] else 'FAILED'}")
     for r in results:

@@ -117,8 +117,10 @@ def rnd(at: float, offsets: dict[int, int], connectors=("seq", "rec"), tasks=("r
 
 def test_internal_rounds_that_keep_everything_and_end_where_the_output_does_pass():
     rounds = [rnd(1, {}, (), ()), rnd(2, {0: 4}), rnd(3, {0: 10})]
+    for r, n in zip(rounds, (3, 9, 2)):
+        r.records = {"connect-offsets": n}
     v = internal_verdict(rounds, ["seq", "rec"], {"seq": 1, "rec": 1}, {0: 10})
-    assert v["ok"] and v["rounds"] == 3
+    assert v["ok"] and v["rounds"] == 3 and v["rounds_shorter_than_the_one_before"] == {"connect-offsets": 1}
 
 
 def test_internal_rounds_unreadable_losing_a_connector_going_back_or_ending_elsewhere_fail():
