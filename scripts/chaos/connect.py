@@ -266,7 +266,7 @@ def _wait_done(reader: OutputReader, sampler: GroupSampler, chaos: Chaos, messag
     ``SETTLE_S``; starts the faults with the first number out."""
     while time.time() - started < RUN_TIMEOUT_S:
         n, idle, last = reader.snapshot()
-        if not chaos.thread.is_alive() and n > 0 and not chaos.stop.is_set():
+        if chaos.thread.ident is None and n > 0:  # not started yet
             chaos.thread.start()
         committed = sampler.latest()
         if n >= messages and idle >= SETTLE_S and all(committed.get(p, -1) > o for p, o in last.items()):
