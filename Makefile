@@ -132,7 +132,8 @@ eos: $(STAMP) $(QUIX_STAMP)
 # every scenario, then one on kaas cluster --secure (the clients as least-privilege SCRAM users),
 # random-kills and continuous with KIP-848 copiers (group.protocol=consumer), a rolling
 # upgrade of the copiers from the classic to the consumer protocol under load, and share
-# groups (KIP-932) under kills and volume pauses, two runs (one releasing, one not)
+# groups (KIP-932) under kills and volume pauses, two runs (one releasing, one not), and
+# Kafka Connect's exactly-once source (needs java and mvn)
 chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario all
 	$(BIN)/python scripts/chaos run --scenario random-kills --secure
@@ -143,6 +144,7 @@ chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario rolling-upgrade
 	$(BIN)/python scripts/chaos run --scenario share --runs 2
 	$(BIN)/python scripts/chaos run --scenario mixed-tv
+	$(BIN)/python scripts/chaos run --scenario connect
 
 # The container image (Containerfile, docs/deploy.rst). podman runs with the repo's
 # containers.conf (runc; nofile/nproc limits this kind of machine allows), nothing

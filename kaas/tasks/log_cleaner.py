@@ -1,11 +1,15 @@
 """The log cleaner loop: every ``log_cleaner_backoff_ms`` it rolls idle active segments of
 compacted partitions (segment.ms) and runs one cleaning pass per partition that is dirty
-enough (storage/cleaner.py). The reading, planning and writing run in a worker thread
+enough (storage/cleaner.py); a partition the broker has just taken over (its start, a
+restart, a leader move) gets that look within ``NEW_PARTITION_CHECK_S``, as Apache's
+cleaner starts on a broker's logs when it starts. The reading, planning and writing run in a worker thread
 (bounded by ``log_cleaner_io_max_bytes_per_second``), so appends and fetches go on; the
 swap is a few renames, and the in-memory segments change on the trio thread.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import structlog
 import trio
@@ -15,7 +19,11 @@ from kaas.storage import cleaner
 
 log = structlog.get_logger()
 
-__all__ = ["serve_log_cleaner", "clean_partition", "Stats"]
+__all__ = ["serve_log_cleaner", "clean_partition", "Stats", "NEW_PARTITION_CHECK_S"]
+
+NEW_PARTITION_CHECK_S = 1.0
+"""How soon a newly taken-over partition is looked at. Waiting a whole backoff (15 s by
+default) meant that a broker restarted more often than that never compacted anything."""
 
 
 class Stats:
@@ -29,12 +37,19 @@ class Stats:
 
 async def serve_log_cleaner(broker, task_status=trio.TASK_STATUS_IGNORED) -> None:
     task_status.started()
+    seen: weakref.WeakSet = weakref.WeakSet()  # the Partition objects looked at (a takeover makes a new one)
+    next_sweep = trio.current_time() + broker.settings.log_cleaner_backoff_ms / 1000
     while True:
-        await trio.sleep(broker.settings.log_cleaner_backoff_ms / 1000)  # dynamic: read each pass
+        backoff = broker.settings.log_cleaner_backoff_ms / 1000  # dynamic: read each pass
+        await trio.sleep(min(backoff, NEW_PARTITION_CHECK_S))
+        sweep = trio.current_time() >= next_sweep
         for part in list(broker.partitions.values()):
-            if part.closed or not part.log.config.compact:
+            if part.closed or not part.log.config.compact or (not sweep and part in seen):
                 continue
+            seen.add(part)
             await clean_partition(broker, part)
+        if sweep:
+            next_sweep = trio.current_time() + backoff
 
 
 async def clean_partition(broker, part) -> cleaner.Prepared | None:

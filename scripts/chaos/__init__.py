@@ -89,6 +89,17 @@ Scenarios (each reproducible from its seed, printed on failure):
                      version 2. Needs java and mvn (the jars of ``compat/java/pom.xml``);
                      JVMs at -Xmx256m; not part of ``all``
 
+  connect            not the EOS copy but Kafka Connect 4.4's exactly-once source support
+                     (KIP-618; ``connect``, ``connect_workers``, ``connect_internal``,
+                     ``connect_verdict``): 2 distributed workers, a counting source with 2
+                     tasks in transactions it defines, a recording sink, the compacted
+                     config/offset/status topics; a broker SIGKILLed every 4 s in rotation
+                     (each kill once every broker serves again), one worker SIGKILLed and
+                     restarted. Every number exactly once read_committed, the sink's group
+                     offsets never ahead of what the sink was given, the internal topics
+                     read to their end every 5 s (``--target apache|both``: on Apache Kafka
+                     4.4 too; report: connect-TARGET-seedN.json; not part of ``all``)
+
 ``--group-protocol consumer`` runs the copiers with ``group.protocol=consumer`` (KIP-848) and
 starts the brokers with the copiers' 4 s session timeout and 1 s heartbeat interval for
 consumer-protocol groups (``eos_harness.consumer_broker_args``). ``make chaos`` runs
@@ -130,5 +141,9 @@ Modules, by concern (none imports ``cli``; ``cli`` is the only one that knows cl
     mixed_verdict  its verdict (pure): TV1 transactions whole, the seed once, the kill tally
     jvm        the JVMs of Apache's tools (classpath, flags, a process and its output)
     copy_verdict   a copy judged partition for partition against its input (pure)
+    connect    the connect scenario: its run, readers, faults and report
+    connect_workers   its Connect workers (classpath, settings, processes, REST)
+    connect_internal  its reads of the workers' compacted internal topics
+    connect_verdict   its verdicts (pure)
     cli        the click group and ``run``; ``__main__`` runs it
 """

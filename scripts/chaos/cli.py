@@ -38,6 +38,22 @@ def run_mixed(seed: int, messages: int | None, out: Path, echo) -> bool:
     return bool(r["ok"])
 
 
+JAVA_SCENARIOS = ("apache-eos", "streams", "connect")
+
+
+def run_java(scenario: str, target: str, mode: str, bounce: str, seed: int, messages: int | None, out: Path,
+             echo) -> bool:
+    from .java_runs import run_apache_eos_matrix, run_connect_runs, run_streams_runs
+
+    targets = ["kaas", "apache"] if target == "both" else [target]
+    if scenario == "connect":
+        return run_connect_runs(targets, seed, messages, out, echo)
+    if scenario == "streams":
+        return run_streams_runs(targets, seed, messages, out, echo)
+    return run_apache_eos_matrix(targets, ["assign", "group"] if mode == "both" else [mode],
+                                 ["clean", "hard"] if bounce == "both" else [bounce], seed, messages, out, echo)
+
+
 TARGET_STRETCH_S = 5.0  # issue 19: continuous's longest stretch without a commit
 TARGET_RATE_RATIO = 0.5  # issue 19: continuous's copy rate against the fault-free run
 
@@ -51,8 +67,8 @@ SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "commit_times
 
 
 @cli.command()
-@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "share", "share-churn", "mixed-tv", "none",
-                                              "all"]),
+@click.option("--scenario", type=click.Choice([*SCENARIOS, *EXTRA_SCENARIOS, "share", "share-churn", "mixed-tv",
+                                              *JAVA_SCENARIOS, "none", "all"]),
               default="all", show_default=True)
 @click.option("--seed", type=int, default=None, help="Random seed (printed; reuse it to replay).")
 @click.option("--messages", type=int, default=None,
@@ -77,13 +93,21 @@ SUMMARY_SKIP = ("committed_offsets", "input_ends", "commit_times", "commit_times
               help="share: this many runs, seeds SEED, SEED+1, ...")
 @click.option("--release/--no-release", default=None,
               help="share: consumers release 2%% of their deliveries (default: every other seed).")
+@click.option("--target", type=click.Choice(["kaas", "apache", "both"]), default="kaas", show_default=True,
+              help="apache-eos, streams, connect: the cluster (Apache: Apache Kafka 4.4, scripts/peers/apache.py).")
+@click.option("--mode", type=click.Choice(["assign", "group", "both"]), default="both", show_default=True,
+              help="apache-eos: copiers assigned a partition each, or one group (--group-mode).")
+@click.option("--bounce", type=click.Choice(["clean", "hard", "both"]), default="both", show_default=True,
+              help="apache-eos: copiers bounced with SIGTERM (clean) or SIGKILL (hard).")
 def run(scenario: str, seed: int | None, messages: int | None, copiers: int, duration: float | None,
         timeout: float | None, baseline: bool, out: Path, secure: bool, group_protocol: str, runs: int,
-        release: bool | None) -> None:
+        release: bool | None, target: str, mode: str, bounce: str) -> None:
     """Run scenarios; print a summary table; exit 0 only if every guarantee held."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     if scenario == "mixed-tv":  # its own clients: librdkafka (TV1) and Java 4.4 (TV2) producers and copiers
         sys.exit(0 if run_mixed(seed, messages, out, click.echo) else 1)
+    if scenario in JAVA_SCENARIOS:  # Apache's Java tools / Kafka Streams: java_runs
+        sys.exit(0 if run_java(scenario, target, mode, bounce, seed, messages, out, click.echo) else 1)
     if scenario in ("share", "share-churn"):  # its own harness: share consumers, not the EOS copiers
         ok = run_share_runs(seed, runs, duration if duration is not None else SHARE_SECONDS, out, click.echo, release,
                             churn=scenario == "share-churn")

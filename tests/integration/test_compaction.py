@@ -232,3 +232,23 @@ def test_cleaning_on_a_cluster_survives_the_leader_being_killed(tmp_path):
             time.sleep(0.2)
         check(c.bootstrap, topic, expect, written=280)
         assert not any("recovery_truncated" in c.broker_log(i) for i in range(3))
+
+
+def test_a_restarted_broker_cleans_at_once_not_a_backoff_later(tmp_path):
+    """As Apache's cleaner starts on the logs as the broker starts, a partition a broker
+    takes over (here: after a SIGKILL and restart) is looked at within a second, not a
+    whole ``log.cleaner.backoff.ms`` later: a broker restarted more often than the backoff
+    (the connect chaos scenario's kills every 4 s) still compacts."""
+    from confluent_kafka.admin import ConfigResource
+
+    with BrokerProcess(tmp_path / "data", extra=["--log-cleaner-backoff-ms", "60000"]).running() as b:
+        topic = create(b.bootstrap, {**COMPACT, "min.compaction.lag.ms": "3600000"})  # nothing cleanable yet
+        expect = write_history(b.bootstrap, topic)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        res = ConfigResource("topic", topic, set_config={**COMPACT, "min.compaction.lag.ms": "0"})
+        admin.alter_configs([res])[res].result(10)
+        assert "log_cleaned" not in b.log_text()
+        b.kill()
+        b.start()
+        wait_cleaned(b, timeout=10)
+        check(b.bootstrap, topic, expect, written=220)

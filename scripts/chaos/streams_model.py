@@ -1,0 +1,134 @@
+"""The ``streams`` scenario's data and verdict (pure): the input the application gets, the
+output it must give, computed here independently of Kafka Streams, and the judgement of what
+was read back ``read_committed`` (``compat/streams/EosStreamsApp.java`` names the topology).
+
+Input (from the seed): ``CUSTOMERS`` customers, each in one of ``REGIONS``, written to the
+``customers`` table before the orders with earlier timestamps; ``n`` orders, order ``i`` of a
+random customer and amount, with event time ``BASE_TS_MS + i * STEP_MS`` (so the orders
+span windows of every customer), keyed by order id.
+
+Expected output:
+- ``enriched``: every order exactly once, "orderId,customerId,amount,region";
+- ``windowed-totals``: per customer and 1-minute window, the last update is "count,sum" of
+  its orders, and each key's updates only grow (a count that falls or repeats is an update
+  applied twice or lost and replayed);
+- ``region-totals``: likewise per region, over all orders.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import NamedTuple
+
+CUSTOMERS = 500
+REGIONS = ("north", "south", "east", "west", "centre")
+BASE_TS_MS = 1_700_000_000_000
+STEP_MS = 25  # 200k orders span 5000 s: 84 windows of a minute
+WINDOW_MS = 60_000
+MAX_AMOUNT = 1000
+EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Data:
+    customers: dict[str, str]  # customer id -> region
+    orders: list[tuple[str, str, int, int]]  # (order id, customer id, amount, timestamp ms)
+
+
+class Record(NamedTuple):
+    """A record read back from an output topic."""
+
+    partition: int
+    offset: int
+    key: str
+    value: str
+
+
+def generate(seed: int, n: int) -> Data:
+    rnd = random.Random(seed)
+    customers = {f"c{c:04d}": rnd.choice(REGIONS) for c in range(CUSTOMERS)}
+    ids = sorted(customers)
+    orders = [(f"o{i:07d}", rnd.choice(ids), rnd.randint(1, MAX_AMOUNT), BASE_TS_MS + i * STEP_MS) for i in range(n)]
+    return Data(customers, orders)
+
+
+def order_value(order: tuple[str, str, int, int]) -> str:
+    """The ``orders`` record's value."""
+    oid, cust, amount, _ts = order
+    return f"{oid},{cust},{amount}"
+
+
+@dataclass(frozen=True)
+class Expected:
+    enriched: dict[str, str]  # order id -> "orderId,customerId,amount,region"
+    windows: dict[str, str]  # "customerId@windowStartMs" -> "count,sum"
+    regions: dict[str, str]  # region -> "count,sum"
+
+
+def expected(data: Data) -> Expected:
+    enriched = {}
+    windows: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    regions: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for oid, cust, amount, ts in data.orders:
+        region = data.customers[cust]
+        enriched[oid] = f"{oid},{cust},{amount},{region}"
+        for acc in (windows[f"{cust}@{ts - ts % WINDOW_MS}"], regions[region]):
+            acc[0] += 1
+            acc[1] += amount
+    return Expected(enriched, {k: f"{c},{s}" for k, (c, s) in windows.items()},
+                    {k: f"{c},{s}" for k, (c, s) in regions.items()})
+
+
+def _distinct(reads: list[Record]) -> tuple[list[Record], int]:
+    """Each offset once (a consumer's re-read is not the topic's), in offset order per
+    partition; and how many offsets were read with two different records."""
+    seen: dict[tuple[int, int], Record] = {}
+    conflicts = 0
+    for r in reads:
+        prev = seen.setdefault((r.partition, r.offset), r)
+        conflicts += prev != r
+    return [seen[k] for k in sorted(seen)], conflicts
+
+
+def _table_verdict(want: dict[str, str], reads: list[Record]) -> dict:
+    """An aggregate's changelog-like output: the last update per key equals ``want``, and
+    every key's counts strictly grow from update to update."""
+    records, conflicts = _distinct(reads)
+    last: dict[str, str] = {}
+    regressions = []
+    for r in records:  # one key is in one partition: offset order is update order
+        before = last.get(r.key)
+        if before is not None and int(r.value.split(",")[0]) <= int(before.split(",")[0]):
+            regressions.append(f"{r.key}: {before} then {r.value}")
+        last[r.key] = r.value
+    wrong = sorted(k for k in want if last.get(k) != want[k])
+    extra = sorted(set(last) - set(want))
+    return {"keys": len(want), "updates": len(records), "wrong_final": len(wrong), "unexpected_keys": len(extra),
+            "regressions": len(regressions), "conflicting_offsets": conflicts,
+            "examples": {"wrong_final": [f"{k}: want {want[k]}, got {last.get(k)}" for k in wrong[:EXAMPLES]],
+                         "unexpected_keys": extra[:EXAMPLES], "regressions": regressions[:EXAMPLES]},
+            "ok": not (wrong or extra or regressions or conflicts)}
+
+
+def verdict(exp: Expected, reads: dict[str, list[Record]]) -> dict:
+    """The judgement of the three output topics read back read_committed."""
+    records, conflicts = _distinct(reads.get("enriched", []))
+    ids = Counter(r.value.split(",", 1)[0] for r in records)
+    dups = sorted(o for o, c in ids.items() if c > 1)
+    lost = sorted(set(exp.enriched) - set(ids))
+    unexpected = sorted(set(ids) - set(exp.enriched))
+    wrong = sorted({r.value.split(",", 1)[0] for r in records
+                    if exp.enriched.get(r.value.split(",", 1)[0], r.value) != r.value
+                    or r.key != r.value.split(",")[1]})
+    enriched = {"input": len(exp.enriched), "output": len(records), "duplicates": sum(ids[o] - 1 for o in dups),
+                "lost": len(lost), "unexpected": len(unexpected), "wrong_value": len(wrong),
+                "conflicting_offsets": conflicts,
+                "examples": {"duplicates": dups[:EXAMPLES], "lost": lost[:EXAMPLES],
+                             "unexpected": unexpected[:EXAMPLES], "wrong_value": wrong[:EXAMPLES]}}
+    enriched["ok"] = not (dups or lost or unexpected or wrong or conflicts)
+    windows = _table_verdict(exp.windows, reads.get("windowed-totals", []))
+    regions = _table_verdict(exp.regions, reads.get("region-totals", []))
+    return {"enriched": enriched, "windowed_totals": windows, "region_totals": regions,
+            "ok": enriched["ok"] and windows["ok"] and regions["ok"]}

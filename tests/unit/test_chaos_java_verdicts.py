@@ -1,0 +1,111 @@
+"""The verdicts of the Java chaos scenarios (pure): ``apache-eos``'s copy verdict over what
+VerifiableConsumer read, and ``streams``'s expected results and verdict."""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+from chaos import streams_model as model  # noqa: E402
+from chaos.copy_verdict import Read, copy_verdict  # noqa: E402
+
+INPUTS = {0: ["0", "2", "4"], 1: ["1", "3"]}
+
+
+def reads_of(outputs: dict[int, list[str]]) -> list[Read]:
+    return [Read(p, o, v) for p, vs in outputs.items() for o, v in enumerate(vs)]
+
+
+def test_an_exact_copy_passes_and_a_reread_offset_is_no_duplicate():
+    reads = reads_of(INPUTS)
+    v = copy_verdict(INPUTS, reads + reads[:2])
+    assert v["ok"] and (v["input"], v["output"], v["duplicates"], v["lost"], v["reread"]) == (5, 5, 0, 0, 2)
+
+
+def test_a_value_at_two_offsets_is_a_duplicate_and_a_missing_one_is_lost():
+    v = copy_verdict(INPUTS, reads_of({0: ["0", "2", "2", "4"], 1: ["1"]}))
+    assert not v["ok"] and (v["duplicates"], v["lost"]) == (1, 1)
+    assert v["examples"] == {"duplicates": ["2"], "lost": ["3"], "unexpected": [], "conflicting_offsets": []}
+    assert v["partitions_not_equal_to_input"] == [0, 1]
+
+
+def test_order_across_a_partition_and_foreign_values_and_offsets_that_changed():
+    v = copy_verdict(INPUTS, reads_of({0: ["2", "0", "4"], 1: ["1", "3"]}))
+    assert not v["ok"] and v["partitions_not_equal_to_input"] == [0] and v["duplicates"] == v["lost"] == 0
+    v = copy_verdict(INPUTS, reads_of({**INPUTS, 2: ["99"]}))
+    assert not v["ok"] and v["unexpected"] == 1 and v["partitions_not_equal_to_input"] == [2]
+    v = copy_verdict(INPUTS, reads_of(INPUTS) + [Read(0, 0, "7")])
+    assert not v["ok"] and v["conflicting_offsets"] == 1
+
+
+@given(st.lists(st.integers(0, 2), min_size=1, max_size=40), st.randoms(use_true_random=False))
+def test_copy_verdict_counts_what_was_done_to_an_exact_copy(parts, rnd):
+    inputs: dict[int, list[str]] = defaultdict(list)
+    for i, p in enumerate(parts):
+        inputs[p].append(str(i))
+    outputs = {p: list(vs) for p, vs in inputs.items()}
+    victims = rnd.sample(range(len(parts)), rnd.randint(0, len(parts)))
+    lost = victims[: len(victims) // 2]
+    doubled = victims[len(victims) // 2:]
+    for i in lost:
+        outputs[parts[i]].remove(str(i))
+    for i in doubled:
+        outputs[parts[i]].append(str(i))
+    v = copy_verdict(dict(inputs), reads_of(outputs))
+    assert (v["lost"], v["duplicates"], v["ok"]) == (len(lost), len(doubled), not victims)
+
+
+def test_streams_expectation_is_computed_from_the_input_alone():
+    data = model.generate(3, 2000)
+    assert data == model.generate(3, 2000) and len(data.orders) == 2000
+    exp = model.expected(data)
+    assert sum(int(v.split(",")[0]) for v in exp.regions.values()) == 2000
+    assert sum(int(v.split(",")[1]) for v in exp.windows.values()) == sum(o[2] for o in data.orders)
+    oid, cust, amount, ts = data.orders[1500]
+    assert exp.enriched[oid] == f"{oid},{cust},{amount},{data.customers[cust]}"
+    assert f"{cust}@{ts - ts % model.WINDOW_MS}" in exp.windows
+
+
+def app_output(data: model.Data, rnd: random.Random) -> dict[str, list[model.Record]]:
+    """What a correct application may write: every order once, and for each aggregate key a
+    growing series of updates (some folded, as the Streams cache does) ending at the total."""
+    exp = model.expected(data)
+    out: dict[str, list[model.Record]] = {t: [] for t in ("enriched", "windowed-totals", "region-totals")}
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for oid, cust, amount, ts in data.orders:
+        out["enriched"].append(model.Record(0, len(out["enriched"]), cust, exp.enriched[oid]))
+        region = data.customers[cust]
+        for topic, key, final in (("windowed-totals", f"{cust}@{ts - ts % model.WINDOW_MS}", exp.windows),
+                                  ("region-totals", region, exp.regions)):
+            acc = counts[topic, key]
+            acc[0] += 1
+            acc[1] += amount
+            if rnd.random() < 0.5 or f"{acc[0]},{acc[1]}" == final[key]:
+                out[topic].append(model.Record(0, len(out[topic]), key, f"{acc[0]},{acc[1]}"))
+    return out
+
+
+def test_streams_verdict_passes_a_correct_output_and_catches_each_anomaly():
+    data = model.generate(5, 600)
+    exp = model.expected(data)
+    good = app_output(data, random.Random(1))
+    assert model.verdict(exp, good)["ok"]
+    dup = {**good, "enriched": [*good["enriched"], model.Record(1, 0, *good["enriched"][7][2:])]}
+    v = model.verdict(exp, dup)
+    assert not v["ok"] and v["enriched"]["duplicates"] == 1
+    v = model.verdict(exp, {**good, "enriched": good["enriched"][1:]})
+    assert not v["ok"] and v["enriched"]["lost"] == 1
+    regions = good["region-totals"]
+    last = regions[-1]
+    replayed = [*regions, model.Record(0, last.offset + 1, last.key, last.value)]  # an update applied twice
+    v = model.verdict(exp, {**good, "region-totals": replayed})
+    assert not v["ok"] and v["region_totals"]["regressions"] == 1 and v["windowed_totals"]["ok"]
+    v = model.verdict(exp, {**good, "windowed-totals": good["windowed-totals"][:-1]})
+    assert not v["ok"] and v["windowed_totals"]["wrong_final"] == 1
