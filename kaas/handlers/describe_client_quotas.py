@@ -2,7 +2,8 @@
 matches an entity type by exact name, by its default entity, or any name; ``strict``
 leaves out entities of other types too. Needs DESCRIBE_CONFIGS on the cluster. Any
 broker answers from its copy of ``__cluster/client_quotas.json`` (``broker.client_quotas``,
-polled); the filter is ``domain.client_quotas.describe``."""
+polled, and checked against the file before each describe); the filter is
+``domain.client_quotas.describe``."""
 
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ def _error(code: ErrorCode, message: str | None) -> dict[str, object]:
 async def handle(ctx: Context, req: DescribeClientQuotasRequest) -> dict[str, object]:
     if not authorize(ctx, Op.DESCRIBE_CONFIGS, CLUSTER):
         return _error(ErrorCode.cluster_authorization_failed, None)
+    # the file as it is now (a stat; read again only if it changed): an alteration the
+    # controller answered is in every describe after it, wherever the describe lands
+    async with ctx.broker.client_quotas.lock:  # not across the controller's own write
+        await ctx.broker.run_io(ctx.broker.client_quotas.reload)
     try:
         quotas = ctx.broker.client_quotas.quotas()
     except KaasError as exc:

@@ -179,8 +179,10 @@ def test_apache_kafka_configs_quotas(cluster):
     r = kafka_configs(boot, "--alter", "--entity-type", "users", "--entity-name", "carol",
                       "--delete-config", "producer_byte_rate")
     assert r.returncode == 0, r.stderr
-    r = kafka_configs(boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
-    assert r.stdout.strip() == "Quota configs for user-principal 'carol' are consumer_byte_rate=2048.0"
+    # every broker reads the change within a poll: a describe right after may find the old one
+    wait_for(lambda: kafka_configs(boot, "--describe", "--entity-type", "users", "--entity-name", "carol")
+             .stdout.strip() == "Quota configs for user-principal 'carol' are consumer_byte_rate=2048.0", 15,
+             "producer_byte_rate of carol deleted")
 
 
 def controller_of(port: int) -> int:
