@@ -121,6 +121,7 @@ class JavaProc:
         with open(self.workdir / f"{self.name}.out", "ab") as copy:
             for raw in self.proc.stdout:
                 copy.write(raw)
+                copy.flush()
                 if self.on_line is not None:
                     self.on_line(raw.decode(errors="replace").strip(), time.time())
 

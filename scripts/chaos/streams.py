@@ -43,6 +43,7 @@ INSTANCE_DOWN_S = 3.0  # ...and started again this much later
 SETTLE_S = 15.0  # after the last order: this long without a new output record
 RUN_TIMEOUT_S = float(os.environ.get("KAAS_CHAOS_STREAMS_TIMEOUT_S", "2400"))
 DRAIN_IDLE_S = 10.0
+PROGRESS_EVERY_S = 30.0
 APP = REPO / "compat" / "streams" / "EosStreamsApp.java"
 
 
@@ -133,8 +134,10 @@ def _setup(target: Target, data: model.Data) -> None:
     topics.append(NewTopic("customers", PARTITIONS, 3, config={**cfg, "cleanup.policy": "compact"}))
     for f in admin.create_topics(topics, operation_timeout=30).values():
         f.result(60)
+    # murmur2: Java's partitioner, which Streams repartitions with (the table must be
+    # co-partitioned with the repartitioned orders for the join to find every customer)
     p = Producer({"bootstrap.servers": target.bootstrap, "enable.idempotence": True, "linger.ms": 20,
-                  "log_level": 2})
+                  "partitioner": "murmur2_random", "log_level": 2})
     failed: list[str] = []
 
     def report(err, _msg) -> None:
@@ -161,9 +164,10 @@ def _faults(faults: Faults, apps: Instances, reader: Reader, n: int, stop: threa
     """By the clock: a broker SIGKILLed every ``KILL_EVERY_S`` in rotation; instance 1
     SIGKILLed once ``INSTANCE_KILL_AT`` of the orders are out, started again later."""
     k, killed_at = 0, None
-    while not stop.wait(KILL_EVERY_S):
-        faults.kill_broker(k % faults.cluster.n)
-        k += 1
+    while not stop.wait(KILL_EVERY_S if KILL_EVERY_S > 0 else 1.0):
+        if KILL_EVERY_S > 0:  # KAAS_CHAOS_KILL_EVERY_S=0: no broker kills (a baseline)
+            faults.kill_broker(k % faults.cluster.n)
+            k += 1
         if killed_at is None and reader.snapshot()[0] >= INSTANCE_KILL_AT * n:
             killed_at = time.time()
             pid = apps.procs[1].pid
@@ -197,8 +201,12 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
             apps.start(i)
         chaos = None
         completed = False
+        shown = 0.0
         while time.time() - started < RUN_TIMEOUT_S:
             n, idle = reader.snapshot()
+            if time.monotonic() - shown >= PROGRESS_EVERY_S:
+                shown = time.monotonic()
+                echo(f"  {time.time() - started:.0f} s: {n} of {messages} orders in enriched")
             if chaos is None and n > 0:
                 chaos = threading.Thread(target=_faults, args=(faults, apps, reader, messages, stop, echo), daemon=True)
                 chaos.start()
