@@ -132,7 +132,9 @@ eos: $(STAMP) $(QUIX_STAMP)
 # every scenario, then one on kaas cluster --secure (the clients as least-privilege SCRAM users),
 # random-kills and continuous with KIP-848 copiers (group.protocol=consumer), a rolling
 # upgrade of the copiers from the classic to the consumer protocol under load, and share
-# groups (KIP-932) under kills and volume pauses, two runs (one releasing, one not)
+# groups (KIP-932) under kills and volume pauses, two runs (one releasing, one not); then
+# Apache's transactions system test (apache-eos) and a Kafka Streams exactly_once_v2
+# application (streams), each on kaas and on Apache 4.4 (Java 17 and Maven needed)
 chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario all
 	$(BIN)/python scripts/chaos run --scenario random-kills --secure
@@ -142,6 +144,8 @@ chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario share-churn
 	$(BIN)/python scripts/chaos run --scenario rolling-upgrade
 	$(BIN)/python scripts/chaos run --scenario share --runs 2
+	$(BIN)/python scripts/chaos run --scenario apache-eos --target both
+	$(BIN)/python scripts/chaos run --scenario streams --target both
 
 # The container image (Containerfile, docs/deploy.rst). podman runs with the repo's
 # containers.conf (runc; nofile/nproc limits this kind of machine allows), nothing

@@ -72,6 +72,21 @@ Scenarios (each reproducible from its seed, printed on failure):
                      accepted record above the session plus the grace (report:
                      share-churn-seedN.json; not part of ``all``)
 
+  apache-eos         not the EOS copy but Apache Kafka's own transactions system test with
+                     its tools (TransactionalMessageCopier, VerifiableProducer,
+                     VerifiableConsumer from kafka-tools 4.4.0; ``apache_eos``,
+                     ``copy_verdict``): 100,000 messages copied by copiers assigned a
+                     partition each or in a group, bounced cleanly or hard, while a broker
+                     is SIGKILLed every 4 s; --mode, --bounce (default: all four runs)
+  streams            a Kafka Streams 4.4 exactly_once_v2 application
+                     (compat/streams/EosStreamsApp.java; ``streams``, ``streams_model``):
+                     200,000 orders through a repartition, a table join, a windowed and a
+                     running aggregate, 2 instances of 2 threads, one SIGKILLed and
+                     restarted, a broker SIGKILLed every 4 s; the output read_committed
+                     must equal what ``streams_model`` computes from the input
+  Both take --target kaas|apache|both (Apache Kafka 4.4 as the control; ``targets``) and
+  need java and mvn (``jvm``); ``java_runs`` prints their table.
+
 ``--group-protocol consumer`` runs the copiers with ``group.protocol=consumer`` (KIP-848) and
 starts the brokers with the copiers' 4 s session timeout and 1 s heartbeat interval for
 consumer-protocol groups (``eos_harness.consumer_broker_args``). ``make chaos`` runs
@@ -108,5 +123,10 @@ Modules, by concern (none imports ``cli``; ``cli`` is the only one that knows cl
     share      the share scenario: its cluster, clients, faults, read-back and verdict
     share_clients  its client processes (share consumer, producer, transactional producer)
     share_verdict  its per-record verdict (pure)
+    targets    the cluster of a Java scenario (kaas or Apache 4.4), the kill rotation
+    jvm        the Java processes (classpaths from Maven, capped heaps)
+    apache_eos Apache's transactions system test; copy_verdict its verdict (pure)
+    streams    the Kafka Streams scenario; streams_model its input, expectation, verdict
+    java_runs  the Java scenarios' runs and table
     cli        the click group and ``run``; ``__main__`` runs it
 """

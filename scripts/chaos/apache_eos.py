@@ -319,6 +319,9 @@ def _copy(run: Run, inputs: dict[int, list[str]], clean: bool, faults: Faults, e
             time.sleep(0.5)
         else:
             faults.log(f"the copy did not complete in {COPY_TIMEOUT_S:.0f} s")
+    except BaseException:
+        concurrent.proc.stop(10.0)
+        raise
     finally:
         stop.set()
         faults.log("faults over")

@@ -86,8 +86,18 @@ def _apache_class():
             return self.signal(broker_id, signal.SIGKILL)
 
         def ready(self, broker_id: int) -> bool:
-            """The node's Metadata lists every node (it has caught up with the quorum)."""
-            return bool(self.peer.ready(self.cluster.ports[broker_id], self.n))
+            """The node answers Metadata listing every node, and every partition (the
+            internal topics' too) has all its replicas in sync: the node is back in the ISR,
+            as Apache's own tests wait for (``await_no_under_replicated_partitions``)."""
+            from kaas.client import WireClient
+
+            try:
+                with WireClient("127.0.0.1", self.cluster.ports[broker_id], timeout=2.0) as wc:
+                    md = wc.call(3, 12, {"topics": None, "allow_auto_topic_creation": False})
+            except (OSError, EOFError, ConnectionError):
+                return False
+            return len(md.brokers) == self.n and all(
+                len(p.isr_nodes) == len(p.replica_nodes) for t in md.topics for p in t.partitions)
 
         def stop(self) -> None:
             self.close(keep=bool(os.environ.get("KAAS_CHAOS_KEEP")))
