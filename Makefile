@@ -101,14 +101,11 @@ test-int: $(STAMP)
 # Other clients against a 3-broker cluster: the Go programs of tests/go (Sarama and
 # confluent-kafka-go from Debian's packages; .ci/run installs them), Apache 4.4's command-line
 # tools (a JDK + mvn, compat/tools/pom.xml; docs/compatibility.rst), and with
-# RDKAFKA_TESTS=<a built librdkafka tests/ dir> librdkafka's own tests (docs/compatibility.rst)
+# RDKAFKA_TESTS=<a built librdkafka tests/ dir> librdkafka's own tests (docs/compatibility.rst);
+# scripts/compat_table.py runs the suites and prints one pass/fail table (each JUnit and Go test a row)
 RDKAFKA_TESTS ?=
 compat: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_go_clients.py tests/integration/test_go_modern.py \
-		tests/integration/test_java_clients.py
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_features_cluster.py
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_apache_tools.py \
-		tests/integration/test_apache_group_tools.py
+	$(BIN)/python scripts/compat_table.py
 	$(if $(RDKAFKA_TESTS),$(BIN)/python scripts/librdkafka_tests.py --rdkafka-tests $(RDKAFKA_TESTS))
 
 # Apache Kafka's Java clients (kafka-clients 4.4.0, JUnit 5 in tests/java) against a 3-broker
