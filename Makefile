@@ -101,14 +101,11 @@ test-int: $(STAMP)
 # Other clients against a 3-broker cluster: the Go programs of tests/go (Sarama and
 # confluent-kafka-go from Debian's packages; .ci/run installs them), Apache 4.4's command-line
 # tools (a JDK + mvn, compat/tools/pom.xml; docs/compatibility.rst), and with
-# RDKAFKA_TESTS=<a built librdkafka tests/ dir> librdkafka's own tests (docs/compatibility.rst)
+# RDKAFKA_TESTS=<a built librdkafka tests/ dir> librdkafka's own tests (docs/compatibility.rst);
+# scripts/compat_table.py runs the suites and prints one pass/fail table (each JUnit and Go test a row)
 RDKAFKA_TESTS ?=
 compat: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_go_clients.py tests/integration/test_go_modern.py \
-		tests/integration/test_java_clients.py
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_features_cluster.py
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_apache_tools.py \
-		tests/integration/test_apache_group_tools.py
+	$(BIN)/python scripts/compat_table.py
 	$(if $(RDKAFKA_TESTS),$(BIN)/python scripts/librdkafka_tests.py --rdkafka-tests $(RDKAFKA_TESTS))
 
 # Apache Kafka's Java clients (kafka-clients 4.4.0, JUnit 5 in tests/java) against a 3-broker
@@ -132,8 +129,10 @@ eos: $(STAMP) $(QUIX_STAMP)
 # every scenario, then one on kaas cluster --secure (the clients as least-privilege SCRAM users),
 # random-kills and continuous with KIP-848 copiers (group.protocol=consumer), a rolling
 # upgrade of the copiers from the classic to the consumer protocol under load, and share
-# groups (KIP-932) under kills and volume pauses, two runs (one releasing, one not), and
-# Kafka Connect's exactly-once source (needs java and mvn)
+# groups (KIP-932) under kills and volume pauses, two runs (one releasing, one not); then
+# Apache's transactions system test (apache-eos) and a Kafka Streams exactly_once_v2
+# application (streams), each on kaas and on Apache 4.4, the mixed TV1/TV2 clients and Kafka
+# Connect's exactly-once source (Java 17 and Maven needed)
 chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario all
 	$(BIN)/python scripts/chaos run --scenario random-kills --secure
@@ -143,6 +142,8 @@ chaos: $(STAMP)
 	$(BIN)/python scripts/chaos run --scenario share-churn
 	$(BIN)/python scripts/chaos run --scenario rolling-upgrade
 	$(BIN)/python scripts/chaos run --scenario share --runs 2
+	$(BIN)/python scripts/chaos run --scenario apache-eos --target both
+	$(BIN)/python scripts/chaos run --scenario streams --target both
 	$(BIN)/python scripts/chaos run --scenario mixed-tv
 	$(BIN)/python scripts/chaos run --scenario connect
 

@@ -72,6 +72,21 @@ Scenarios (each reproducible from its seed, printed on failure):
                      accepted record above the session plus the grace (report:
                      share-churn-seedN.json; not part of ``all``)
 
+  apache-eos         not the EOS copy but Apache Kafka's own transactions system test with
+                     its tools (TransactionalMessageCopier, VerifiableProducer,
+                     VerifiableConsumer from kafka-tools 4.4.0; ``apache_eos``,
+                     ``copy_verdict``): 100,000 messages copied by copiers assigned a
+                     partition each or in a group, bounced cleanly or hard, while a broker
+                     is SIGKILLed every 4 s; --mode, --bounce (default: all four runs)
+  streams            a Kafka Streams 4.4 exactly_once_v2 application
+                     (compat/streams/EosStreamsApp.java; ``streams``, ``streams_model``):
+                     200,000 orders through a repartition, a table join, a windowed and a
+                     running aggregate, 2 instances of 2 threads, one SIGKILLed and
+                     restarted, a broker SIGKILLed every 4 s; the output read_committed
+                     must equal what ``streams_model`` computes from the input
+  Both take --target kaas|apache|both (Apache Kafka 4.4 as the control; ``targets``) and
+  need java and mvn (``jvm``); ``java_runs`` prints their table.
+
   mixed-tv           issue 45: transaction.version 1 and 2 clients on one cluster
                      (``mixed_tv``): 2 librdkafka transactional producers (TV1; transactions
                      of 10 records over the 3 partitions of the shared topic, every 5th
@@ -136,11 +151,14 @@ Modules, by concern (none imports ``cli``; ``cli`` is the only one that knows cl
     share      the share scenario: its cluster, clients, faults, read-back and verdict
     share_clients  its client processes (share consumer, producer, transactional producer)
     share_verdict  its per-record verdict (pure)
+    targets    the cluster of a Java scenario (kaas or Apache 4.4), the kill rotation
+    jvm        the Java processes (classpaths from Maven, capped heaps)
+    apache_eos Apache's transactions system test; copy_verdict its verdict (pure)
+    streams    the Kafka Streams scenario; streams_model its input, expectation, verdict
+    java_runs  the Java scenarios' runs and table
     mixed_tv   the mixed-tv scenario: its cluster, topics, clients, chaos, read-back
     mixed_clients  its librdkafka TV1 producers and Java TV2 copiers
     mixed_verdict  its verdict (pure): TV1 transactions whole, the seed once, the kill tally
-    jvm        the JVMs of Apache's tools (classpath, flags, a process and its output)
-    copy_verdict   a copy judged partition for partition against its input (pure)
     connect    the connect scenario: its run, readers, faults and report
     connect_workers   its Connect workers (classpath, settings, processes, REST)
     connect_internal  its reads of the workers' compacted internal topics

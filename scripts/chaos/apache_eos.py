@@ -1,7 +1,8 @@
 """The ``apache-eos`` scenario: Apache Kafka's own transactions system test
 (``tests/kafkatest/tests/core/transactions_test.py`` and ``group_mode_transactions_test.py``)
 run with Apache's own tools against a fresh 3-broker cluster, kaas or Apache 4.4
-(``targets``), while a broker is SIGKILLed every 4 s in rotation.
+(``targets``), while a broker is SIGKILLed every 4 s in rotation (``targets.kill_rotation``:
+the next kill waits for the last broker killed to serve again).
 
 Its parameters are Apache's (``MODES``, ``MESSAGES``, ...): ``VerifiableProducer`` (idempotent)
 seeds 100,000 integers into the input topic (replication 3, min.insync.replicas 2);
@@ -40,7 +41,7 @@ from .copy_verdict import Read, copy_verdict
 from .faults import Faults
 from .jvm import JavaProc, java_cmd, json_event, tools_classpath, write_properties
 from .report import longest_stretch
-from .targets import Target, start_target
+from .targets import Target, kill_rotation, spread, start_target
 
 MESSAGES = 100_000  # num_seed_messages
 TXN_SIZE = 750  # transaction_size
@@ -128,7 +129,11 @@ class Copiers:
     def bounce(self, i: int, clean: bool) -> tuple[int, bool]:
         proc = self.procs[i]
         pid = proc.pid
-        graceful = proc.stop(30.0) if clean else (proc.kill() or False)
+        graceful = False
+        if clean:
+            graceful = proc.stop(30.0)
+        else:
+            proc.kill()
         self.bounces += 1
         self.start(i)
         return pid, graceful
@@ -269,13 +274,6 @@ def _bounce_copiers(copiers: Copiers, clean: bool, faults: Faults, stop: threadi
             faults.log(f"round {rnd + 1}: copier {i} bounced ({what}, pid {pid})", at, "copier-kill")
 
 
-def _kill_brokers(faults: Faults, stop: threading.Event) -> None:
-    k = 0
-    while not stop.wait(KILL_EVERY_S):
-        faults.kill_broker(k % faults.cluster.n)
-        k += 1
-
-
 def _copy(run: Run, inputs: dict[int, list[str]], clean: bool, faults: Faults, echo) -> dict:
     """Start the copiers and the concurrent reader; bounce copiers and kill brokers until
     the group's committed offsets reach the input's end; stop the faults."""
@@ -292,13 +290,15 @@ def _copy(run: Run, inputs: dict[int, list[str]], clean: bool, faults: Faults, e
     t0 = time.time()
     started = False
     dead_since: dict[int, float] = {}
+    downtimes: list[float] = []
     committed: dict[int, int] | None = None
     try:
         while time.time() - t0 < COPY_TIMEOUT_S:
             if not started and copiers.commit_times:  # faults once the copiers are in their stride
                 started = True
-                for fn in (_kill_brokers, lambda f, s: _bounce_copiers(copiers, clean, f, s)):
-                    threading.Thread(target=fn, args=(faults, stop), daemon=True).start()
+                threading.Thread(target=kill_rotation, args=(faults, run.target, stop, KILL_EVERY_S, downtimes),
+                                 daemon=True).start()
+                threading.Thread(target=_bounce_copiers, args=(copiers, clean, faults, stop), daemon=True).start()
             fresh = _committed(offsets, run.mode.input_partitions)
             committed = fresh or committed
             if committed is not None and all(committed.get(p, -1) >= e for p, e in ends.items()):
@@ -319,6 +319,9 @@ def _copy(run: Run, inputs: dict[int, list[str]], clean: bool, faults: Faults, e
             time.sleep(0.5)
         else:
             faults.log(f"the copy did not complete in {COPY_TIMEOUT_S:.0f} s")
+    except BaseException:
+        concurrent.proc.stop(10.0)
+        raise
     finally:
         stop.set()
         faults.log("faults over")
@@ -327,7 +330,7 @@ def _copy(run: Run, inputs: dict[int, list[str]], clean: bool, faults: Faults, e
     t1 = time.time()
     done = committed is not None and all(committed.get(p, -1) >= e for p, e in ends.items())
     return {"copiers": copiers, "concurrent": concurrent, "copy_started_at": t0, "copy_ended_at": t1,
-            "copy_completed": done, "committed": committed}
+            "copy_completed": done, "committed": committed, "downtimes": downtimes}
 
 
 def run_apache_eos(target_name: str, mode_name: str, bounce: str, seed: int, messages: int, tmp: Path,
@@ -365,10 +368,11 @@ def run_apache_eos(target_name: str, mode_name: str, bounce: str, seed: int, mes
         "copy_completed": copy["copy_completed"], "final": final, "concurrent": concurrent,
         "kills": sum(1 for e in faults.events if e.kind == "kill"), "copier_bounces": copiers.bounces,
         "copier_exits": copiers.exits, "broker_restarts": sum(1 for e in faults.events if e.kind == "restart"),
-        "longest_no_commit_s": stretch,
+        "broker_down_s": spread(copy["downtimes"]), "longest_no_commit_s": stretch,
         "longest_no_commit_at_s": None if stretch_at is None else round(stretch_at - copy["copy_started_at"], 1),
         "seconds": round(seconds, 1), "msgs_per_s": round(messages / seconds, 1) if seconds > 0 else None,
         "commit_times": commits, "copy_started_at": copy["copy_started_at"], "copy_ended_at": copy["copy_ended_at"],
         "events": [[round(f.at - copy["copy_started_at"], 3), f.kind, f.label] for f in faults.events],
         "faults": faults.faults,
     }
+

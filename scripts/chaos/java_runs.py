@@ -20,12 +20,12 @@ from .report import write_report
 SKIP = ("commit_times", "events", "faults", "copier_exits", "progress_times")
 
 
-def _scratch() -> Path:
-    return Path(tempfile.mkdtemp(prefix="kaas-chaos-java-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+def _scratch(label: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"kaas-chaos-{label}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
 
 
 def _one(fn, echo, out: Path, label: str) -> dict:
-    tmp = _scratch()
+    tmp = _scratch(label.split()[0])
     echo(f"== {label}")
     try:
         r = fn(tmp)

@@ -29,7 +29,7 @@ from . import streams_model as model
 from .faults import Faults
 from .jvm import REPO, JavaProc, java_cmd, json_event, streams_classpath
 from .report import longest_stretch
-from .targets import Target, start_target
+from .targets import Target, kill_rotation, spread, start_target
 
 MESSAGES = 200_000
 APP_ID = "eos-streams"
@@ -43,6 +43,7 @@ INSTANCE_DOWN_S = 3.0  # ...and started again this much later
 SETTLE_S = 15.0  # after the last order: this long without a new output record
 RUN_TIMEOUT_S = float(os.environ.get("KAAS_CHAOS_STREAMS_TIMEOUT_S", "2400"))
 DRAIN_IDLE_S = 10.0
+PROGRESS_EVERY_S = 30.0
 APP = REPO / "compat" / "streams" / "EosStreamsApp.java"
 
 
@@ -68,14 +69,15 @@ class Reader:
     def _run(self) -> None:
         while not self.stop.is_set():
             for m in self.c.consume(1000, 0.5):
-                if m.error() is not None:
+                topic, partition, offset = m.topic(), m.partition(), m.offset()
+                if m.error() is not None or topic is None or partition is None or offset is None:
                     continue
-                r = model.Record(m.partition(), m.offset(), (m.key() or b"").decode(), (m.value() or b"").decode())
+                r = model.Record(partition, offset, (m.key() or b"").decode(), (m.value() or b"").decode())
                 with self.lock:
-                    self.reads[m.topic()].append(r)
+                    self.reads[topic].append(r)
                     self.last_new = time.monotonic()
                     oid = r.value.split(",", 1)[0]
-                    if m.topic() == "enriched" and oid not in self.orders:
+                    if topic == "enriched" and oid not in self.orders:
                         self.orders.add(oid)
                         self.order_times.append(time.time())
         self.c.close()
@@ -133,8 +135,10 @@ def _setup(target: Target, data: model.Data) -> None:
     topics.append(NewTopic("customers", PARTITIONS, 3, config={**cfg, "cleanup.policy": "compact"}))
     for f in admin.create_topics(topics, operation_timeout=30).values():
         f.result(60)
+    # murmur2: Java's partitioner, which Streams repartitions with (the table must be
+    # co-partitioned with the repartitioned orders for the join to find every customer)
     p = Producer({"bootstrap.servers": target.bootstrap, "enable.idempotence": True, "linger.ms": 20,
-                  "log_level": 2})
+                  "partitioner": "murmur2_random", "log_level": 2})
     failed: list[str] = []
 
     def report(err, _msg) -> None:
@@ -157,23 +161,30 @@ def _setup(target: Target, data: model.Data) -> None:
         raise RuntimeError(f"writing the input failed: {len(failed)} errors {failed[:3]}")
 
 
-def _faults(faults: Faults, apps: Instances, reader: Reader, n: int, stop: threading.Event, echo) -> None:
-    """By the clock: a broker SIGKILLed every ``KILL_EVERY_S`` in rotation; instance 1
-    SIGKILLed once ``INSTANCE_KILL_AT`` of the orders are out, started again later."""
-    k, killed_at = 0, None
-    while not stop.wait(KILL_EVERY_S):
-        faults.kill_broker(k % faults.cluster.n)
-        k += 1
-        if killed_at is None and reader.snapshot()[0] >= INSTANCE_KILL_AT * n:
-            killed_at = time.time()
-            pid = apps.procs[1].pid
-            apps.procs[1].kill()
-            faults.log(f"SIGKILL streams instance 1 (pid {pid})", killed_at, "copier-kill")
-            apps.killed_at = killed_at
-            if stop.wait(INSTANCE_DOWN_S):
-                return
-            apps.start(1)
-            faults.log("streams instance 1 started again (same state directory)", kind="copier-restart")
+def _faults(faults: Faults, apps: Instances, reader: Reader, n: int, stop: threading.Event,
+            downtimes: list[float]) -> None:
+    """A broker SIGKILLed every ``KILL_EVERY_S`` in rotation (``targets.kill_rotation``;
+    0: none); instance 1 SIGKILLed once ``INSTANCE_KILL_AT`` of the orders are out, started
+    again ``INSTANCE_DOWN_S`` later."""
+    def instance_kill() -> None:
+        if apps.killed_at is not None or reader.snapshot()[0] < INSTANCE_KILL_AT * n:
+            return
+        apps.killed_at = time.time()
+        pid = apps.procs[1].pid
+        apps.procs[1].kill()
+        faults.log(f"SIGKILL streams instance 1 (pid {pid})", apps.killed_at, "copier-kill")
+
+        def restart() -> None:
+            if not stop.wait(INSTANCE_DOWN_S):
+                apps.start(1)
+                faults.log("streams instance 1 started again (same state directory)", kind="copier-restart")
+        threading.Thread(target=restart, daemon=True).start()
+
+    if KILL_EVERY_S > 0:
+        kill_rotation(faults, apps.target, stop, KILL_EVERY_S, downtimes, instance_kill)
+        return
+    while not stop.wait(1.0):  # KAAS_CHAOS_KILL_EVERY_S=0: no broker kills (a baseline)
+        instance_kill()
 
 
 def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> dict:
@@ -187,6 +198,7 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
     faults.watch_restarts()
     apps = Instances(target, workdir, cp)
     stop = threading.Event()
+    downtimes: list[float] = []
     try:
         t0 = time.monotonic()
         _setup(target, data)
@@ -197,10 +209,15 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
             apps.start(i)
         chaos = None
         completed = False
+        shown = 0.0
         while time.time() - started < RUN_TIMEOUT_S:
             n, idle = reader.snapshot()
+            if time.monotonic() - shown >= PROGRESS_EVERY_S:
+                shown = time.monotonic()
+                echo(f"  {time.time() - started:.0f} s: {n} of {messages} orders in enriched")
             if chaos is None and n > 0:
-                chaos = threading.Thread(target=_faults, args=(faults, apps, reader, messages, stop, echo), daemon=True)
+                chaos = threading.Thread(target=_faults, args=(faults, apps, reader, messages, stop, downtimes),
+                                         daemon=True)
                 chaos.start()
             if n >= messages and idle >= SETTLE_S:
                 completed = True
@@ -231,7 +248,7 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
         "ok": v["ok"] and completed, "completed": completed, "verdict": v,
         "kills": sum(1 for e in faults.events if e.kind == "kill"),
         "broker_restarts": sum(1 for e in faults.events if e.kind == "restart"),
-        "instance_killed": killed_at is not None,
+        "broker_down_s": spread(downtimes), "instance_killed": killed_at is not None,
         "restored_after_instance_kill": None if killed_at is None else apps.restored_after(killed_at),
         "threads_replaced": len(replaced), "thread_errors": sorted({e["error"][:200] for e in replaced})[:5],
         "longest_no_commit_s": gap, "longest_no_commit_at_s": None if gap_at is None else round(gap_at - started, 1),

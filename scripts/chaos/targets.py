@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from kaas.testing import ClusterProcess
+from kaas.testing import ClusterProcess, api_versions_ok
 
 TARGETS = ("kaas", "apache")
 
@@ -36,6 +39,8 @@ class Target(Protocol):
 
     def kill(self, broker_id: int) -> int: ...
 
+    def ready(self, broker_id: int) -> bool: ...
+
     def stop(self) -> None: ...
 
 
@@ -48,8 +53,9 @@ class KaasTarget(ClusterProcess):
     def __init__(self, tmp: Path, extra: list[str] | None = None) -> None:
         super().__init__(tmp / "data", 3, env={"KAAS_TXN_SWEEP_MS": "1000"}, extra=extra)
 
-    def stop(self, timeout: float = 20.0, graceful: bool = True) -> None:  # type: ignore[override]
-        super().stop(timeout, graceful)
+    def ready(self, broker_id: int) -> bool:
+        """The broker answers ApiVersions (a kaas broker serves once it listens)."""
+        return api_versions_ok("127.0.0.1", self.ports[broker_id])
 
 
 def _apache_class():
@@ -79,6 +85,20 @@ def _apache_class():
         def kill(self, broker_id: int) -> int:
             return self.signal(broker_id, signal.SIGKILL)
 
+        def ready(self, broker_id: int) -> bool:
+            """The node answers Metadata listing every node, and every partition (the
+            internal topics' too) has all its replicas in sync: the node is back in the ISR,
+            as Apache's own tests wait for (``await_no_under_replicated_partitions``)."""
+            from kaas.client import WireClient
+
+            try:
+                with WireClient("127.0.0.1", self.cluster.ports[broker_id], timeout=2.0) as wc:
+                    md = wc.call(3, 12, {"topics": None, "allow_auto_topic_creation": False})
+            except (OSError, EOFError, ConnectionError):
+                return False
+            return len(md.brokers) == self.n and all(
+                len(p.isr_nodes) == len(p.replica_nodes) for t in md.topics for p in t.partitions)
+
         def stop(self) -> None:
             self.close(keep=bool(os.environ.get("KAAS_CHAOS_KEEP")))
 
@@ -89,5 +109,41 @@ def start_target(name: str, tmp: Path) -> Target:
     """A fresh 3-broker cluster of ``name`` (kaas: its data under ``tmp``; Apache: on
     /dev/shm), ready: every broker lists all three."""
     if name == "kaas":
-        return KaasTarget(tmp).start(timeout=60.0)
+        kaas = KaasTarget(tmp)
+        kaas.start(timeout=60.0)
+        return kaas
     return _apache_class()(3)
+
+
+def kill_rotation(faults, target: Target, stop: threading.Event, every_s: float, downtimes: list[float],
+                  after_kill: Callable[[], None] | None = None) -> None:
+    """SIGKILL broker 0, 1, 2, 0, ... every ``every_s`` until ``stop``, but never while the
+    last broker killed is not serving again: one broker down at a time, whatever the
+    target's restart time (a kaas broker serves again within a second; an Apache node takes
+    seconds to start its JVM and catch up with the quorum, which stretches the cadence).
+    Each kill's time until the broker served again goes to ``downtimes``; ``after_kill``
+    runs after each kill."""
+    k = 0
+    next_at = time.monotonic() + every_s
+    while not stop.wait(max(0.0, next_at - time.monotonic())):
+        b = k % target.n
+        t = time.monotonic()
+        faults.kill_broker(b)
+        k += 1
+        if after_kill is not None:
+            after_kill()
+        stop.wait(0.2)
+        while not stop.is_set() and not target.ready(b):
+            stop.wait(0.2)
+        if stop.is_set():
+            return
+        downtimes.append(round(time.monotonic() - t, 2))
+        next_at = max(t + every_s, time.monotonic())
+
+
+def spread(xs: list[float]) -> dict | None:
+    """Median and maximum of a list of durations (a broker's time from SIGKILL to serving)."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    return {"median": s[len(s) // 2], "max": s[-1], "n": len(s)}
