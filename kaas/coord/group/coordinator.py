@@ -3,10 +3,8 @@ parks JoinGroup/SyncGroup requests until their reply, fires the session/rebalanc
 (``fire_timers``, run by ``kaas.tasks.group_timers.serve_timers``), and keeps committed
 offsets in ``storage.offset_store``.
 
-Which broker coordinates a group is ``broker.group_owner(group_id)`` (FNV-1a over the
-registered brokers, design section 4); every entry point checks it and answers
-NOT_COORDINATOR otherwise.
-"""
+Which broker coordinates a group is ``broker.group_owner(group_id)`` (docs/groups.rst: the
+coordinators list); every entry point checks it and answers NOT_COORDINATOR otherwise."""
 
 from __future__ import annotations
 
