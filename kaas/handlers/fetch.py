@@ -164,7 +164,6 @@ async def handle(ctx: Context, req: FetchRequest) -> dict[str, object] | bytes:
             await ctx.broker.wait_for_data()
         if ctx.broker.draining:
             break
-    _count_out(responses)
     endpoints = []
     if leaders and ctx.api_version >= ENDPOINTS_FROM:
         infos = (ctx.broker.broker_info(b, ctx.session.listener) for b in sorted(leaders))
@@ -173,17 +172,20 @@ async def handle(ctx: Context, req: FetchRequest) -> dict[str, object] | bytes:
     answer = {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses,
               "node_endpoints": endpoints}
     if _follower(req) or not quotas.enabled(FETCH_QUOTA):
+        _count_out(responses)
         return answer
-    return _metered(ctx, answer)
+    return _metered(ctx, answer, responses)
 
 
-def _metered(ctx: Context, answer: dict[str, object]) -> dict[str, object] | bytes:
+def _metered(ctx: Context, answer: dict[str, object], responses: list[dict[str, object]]) -> dict[str, object] | bytes:
     """The consumer byte rate counts the encoded answer; over the quota the answer is
-    empty and its bytes are taken back (Apache), with the throttle time."""
+    empty and its bytes are taken back (Apache), with the throttle time; the topics'
+    bytes out count only what is sent."""
     body = codec.encode_body(API_KEY, ctx.api_version, build(codec.response_class(API_KEY, ctx.api_version), answer))
     quotas = ctx.broker.quotas
     throttle = quotas.record(FETCH_QUOTA, ctx.principal, ctx.client_id, len(body))
     if throttle <= 0:
+        _count_out(responses)
         return body
     quotas.unrecord(FETCH_QUOTA, ctx.principal, ctx.client_id, len(body))
     ctx.throttle(FETCH_QUOTA, throttle)
