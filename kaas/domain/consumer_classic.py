@@ -43,14 +43,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.consumer_group import (
-    SNAPSHOT_FORMAT,
-    ConsumerGroup,
-    GroupConfig,
-    Heartbeat,
-    TopicImage,
-)
+from kaas.domain.consumer_group import SNAPSHOT_FORMAT, ConsumerGroup
+from kaas.domain.consumer_heartbeat import GroupConfig, Heartbeat
 from kaas.domain.consumer_member import ClassicMeta, ConsumerMember, MemberState
+from kaas.domain.topic_image import TopicImage
 
 __all__ = ["MIGRATION_POLICIES", "ClassicJoin", "ClassicMember", "JoinResult", "downgrade_enabled",
            "downgrade_snapshot", "heartbeat", "join", "leave", "supports_protocols", "sync", "upgrade_enabled",

@@ -34,8 +34,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kaas.domain import sessions
-from kaas.domain.consumer_group import TopicImage
 from kaas.domain.share_assignor import Assignment, simple_assign
+from kaas.domain.topic_image import TopicImage
 
 __all__ = ["LEAVE_EPOCH", "ShareConfig", "ShareGroup", "ShareHeartbeat", "ShareMember", "ShareReply",
            "simple_assign", "validate_share_heartbeat"]

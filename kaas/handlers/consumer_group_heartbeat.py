@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.consumer_group import Heartbeat
+from kaas.domain.consumer_heartbeat import Heartbeat
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, Op, authorize, enabled
 from kaas.handlers._group_heartbeat import answer, error

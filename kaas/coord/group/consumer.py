@@ -36,17 +36,10 @@ from kaas.aio import Wakeup
 from kaas.coord.group.entry import GroupEntry as _Entry
 from kaas.coord.group.entry import owned_groups, refuse_unreadable, typed_entry
 from kaas.coord.ports import GroupBroker
-from kaas.domain.consumer_group import (
-    LEAVE_EPOCH,
-    ConsumerGroup,
-    GroupConfig,
-    Heartbeat,
-    HeartbeatReply,
-    TopicImage,
-    TopicInfo,
-    validate_heartbeat,
-)
+from kaas.domain.consumer_group import ConsumerGroup
+from kaas.domain.consumer_heartbeat import LEAVE_EPOCH, GroupConfig, Heartbeat, HeartbeatReply, validate_heartbeat
 from kaas.domain.consumer_member import ConsumerMember
+from kaas.domain.topic_image import TopicImage, TopicInfo
 from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 
