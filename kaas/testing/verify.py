@@ -206,14 +206,24 @@ def read_topic(config: Mapping[str, Any], topic: str, isolation: str = "read_com
 def committed_offsets(config: Mapping[str, Any], group: str, topic: str, partitions: Sequence[int],
                       attempts: int = 30) -> dict[int, int]:
     """The group's committed offset of each partition (-1001: none); asked again while the
-    coordinator answers per-partition errors (still moving)."""
-    from confluent_kafka import Consumer, TopicPartition
+    coordinator answers errors, per partition or for the whole request (still moving:
+    NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    moving = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
 
     c = Consumer(_conf(config, **{"group.id": group, "enable.auto.commit": False}))
     try:
         committed: dict[int, int] = {}
-        for _ in range(attempts):
-            got = c.committed([TopicPartition(topic, p) for p in partitions], 30)
+        for attempt in range(attempts):
+            try:
+                got = c.committed([TopicPartition(topic, p) for p in partitions], 30)
+            except KafkaException as exc:
+                if attempt == attempts - 1 or exc.args[0].code() not in moving:
+                    raise
+                time.sleep(1)
+                continue
             committed = {tp.partition: tp.offset for tp in got}
             if not any(tp.error for tp in got):
                 break
