@@ -17,7 +17,6 @@ from typing import Any, TypedDict
 
 from kaas import configs
 from kaas.domain import broker_configs as dyn
-from kaas.domain import group_configs as gc
 from kaas.domain import replicas
 from kaas.domain.broker_configs import (
     SOURCE_DEFAULT,
@@ -27,6 +26,7 @@ from kaas.domain.broker_configs import (
     SOURCE_TOPIC,
     Refusal,
 )
+from kaas.domain.groups import configs as gc
 from kaas.listeners import SASL_MECHANISMS
 from kaas.settings import Settings
 

@@ -350,7 +350,7 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
     if bool(password_file) != bool(opts["inter_broker_sasl_username"]):
         raise click.UsageError("--inter-broker-sasl-username and --inter-broker-sasl-password-file go together")
     opts["inter_broker_sasl_password"] = (password_file.read_text().splitlines() or [""])[0] if password_file else ""
-    from kaas.domain.group_configs import parse_assignors, settings_problem
+    from kaas.domain.groups.configs import parse_assignors, settings_problem
 
     try:
         opts["group_consumer_assignors"] = parse_assignors(opts["group_consumer_assignors"])

@@ -58,13 +58,13 @@ class Settings:
     producer_id_expiration_ms: int = 24 * 3600 * 1000
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     group_initial_rebalance_delay_ms: int = 3000
-    # committed offsets' retention (KIP-211; kaas.domain.offset_expiry) and how often it is applied
+    # committed offsets' retention (KIP-211; kaas.domain.groups.offset_expiry) and how often it is applied
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     group_min_session_timeout_ms: int = 1000
     group_max_session_timeout_ms: int = 30 * 60 * 1000
     # KIP-848 consumer groups (Kafka 4's defaults; a group's own consumer.* configs, bounded
-    # by the min/max, win: kaas.domain.group_configs)
+    # by the min/max, win: kaas.domain.groups.configs)
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_min_session_timeout_ms: int = 45_000
     group_consumer_max_session_timeout_ms: int = 60_000

@@ -4,7 +4,7 @@
 variable), so the page never drifts from ``--help``; from ``kaas.configs`` (every topic
 config Apache Kafka 4 takes, and what kaas does with it: honoured, or refused with the
 reason); from ``kaas.domain.broker_configs`` (the dynamic broker configs, KIP-226),
-``kaas.broker_configs`` (the static ones) and ``kaas.domain.group_configs``.
+``kaas.broker_configs`` (the static ones) and ``kaas.domain.groups.configs``.
 
     python scripts/config_reference.py           # rewrite the generated part of docs/configs.rst
     python scripts/config_reference.py --check   # exit 1 when it is out of date
@@ -201,7 +201,7 @@ def static_broker_table() -> str:
 def group_configs_table() -> str:
     """Every group config Apache 4.2 takes: kaas's (with the broker setting that is its
     default and bounds it) and the ones kaas refuses."""
-    from kaas.domain import group_configs as gc
+    from kaas.domain.groups import configs as gc
 
     rows = []
     for name, key in gc.GROUP_CONFIG_KEYS.items():

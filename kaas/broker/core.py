@@ -27,13 +27,13 @@ from kaas.broker.task_time import TaskTimes
 from kaas.broker.topic_admin import TopicAdmin
 from kaas.clock import SYSTEM, Clock
 from kaas.coord.group import GroupCoordinator
-from kaas.coord.group.share_offsets import ShareOffsets
-from kaas.coord.share import ShareRuntime
-from kaas.coord.share.admin import ShareStateAdmin
+from kaas.coord.group.share.offsets import ShareOffsets
+from kaas.coord.share_partitions import ShareRuntime
+from kaas.coord.share_partitions.admin import ShareStateAdmin
 from kaas.coord.txn import TxnCoordinator
 from kaas.coord.txn.adder import TxnAdder
 from kaas.domain import coordinators, replicas, routing
-from kaas.domain.group_configs import GroupConfig
+from kaas.domain.groups.configs import GroupConfig
 from kaas.errors import CorruptState, KaasError
 from kaas.peer_calls import PeerCalls
 from kaas.peers import PeerLinks, client_context, scram_authenticator

@@ -20,8 +20,8 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas.domain import group_configs
-from kaas.domain.group_configs import GroupConfig
+from kaas.domain.groups import configs as group_configs
+from kaas.domain.groups.configs import GroupConfig
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.group_configs import GroupConfigFile, GroupConfigs
 

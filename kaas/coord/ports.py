@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker
 
 from kaas.clock import Clock
-from kaas.domain.group_configs import GroupConfig
+from kaas.domain.groups.configs import GroupConfig
 from kaas.settings import Settings
 from kaas.storage.partition_log import AppendResult, PartitionLog
 from kaas.storage.paths import Layout

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.group_configs import reset_duration_ms
+from kaas.domain.groups.configs import reset_duration_ms
 
 __all__ = [
     "MAX_DELIVERY_COUNT",
@@ -72,7 +72,7 @@ class AutoOffsetReset:
     @classmethod
     def parse(cls, value: str) -> AutoOffsetReset:
         """Parse a config value (``by_duration:`` takes an ISO-8601 duration, ``PT1H``;
-        ``domain.group_configs`` validates the group config).
+        ``domain.groups.configs`` validates the group config).
 
         Raises:
             ValueError: not one of the three forms, or a negative or malformed duration.
@@ -86,7 +86,7 @@ class AutoOffsetReset:
 class ShareLimits:
     """What one share partition runs with: the group's delivery-count limit, record lock
     duration, record-lock limit and ``share.renew.acknowledge.enable`` (its group configs,
-    else the broker's settings). ``domain.group_configs`` refuses values
+    else the broker's settings). ``domain.groups.configs`` refuses values
     outside Apache's ranges where they are configured; this refuses what no configuration
     can reach.
 

@@ -5,7 +5,7 @@ DescribeConfigs is answered by any broker from its copy of ``__cluster/group_con
 (``broker.group_configs``, polled); an alteration runs on the controller, the file's one
 writer (``_forward`` sends it there): read the file afresh, alter the group's configs,
 validate them whole against the controller's ``group.*`` settings
-(``domain.group_configs.validate``), write (unless ``validate_only``) and apply at once.
+(``domain.groups.configs.validate``), write (unless ``validate_only``) and apply at once.
 A group needs not exist: its configs are kept apart from the group, as in Apache.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from kaas import broker_configs
-from kaas.domain import group_configs
+from kaas.domain.groups import configs as group_configs
 from kaas.errors import KaasError
 from kaas.handlers._config_file import Compute, alter_file
 

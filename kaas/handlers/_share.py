@@ -1,7 +1,7 @@
 """What ShareFetch (78) and ShareAcknowledge (79) have in common (KIP-932): the request's
 group and member, topic ids, acknowledgements per partition, the leader hints of a
 partition led elsewhere, and the response layout. The share partitions themselves are
-``broker.shares`` (``kaas.coord.share``)."""
+``broker.shares`` (``kaas.coord.share_partitions``)."""
 
 from __future__ import annotations
 

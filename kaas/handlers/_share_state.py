@@ -3,7 +3,7 @@ DeleteShareGroupState 86, ReadShareGroupStateSummary 87) share. Apache's brokers
 them to their share coordinator; in kaas a share group's state of a partition is kept by
 the partition's leader (design section 11), so they go to the leader: a group's
 coordinator sends them to each partition leader for the admin APIs
-(``coord.group.share_offsets``), and ``kaas groups describe`` asks the leaders for what is
+(``coord.group.share.offsets``), and ``kaas groups describe`` asks the leaders for what is
 in flight. CLUSTER_ACTION on the cluster, as Apache (brokers, super users or by ACL):
 else every partition is answered CLUSTER_AUTHORIZATION_FAILED."""
 

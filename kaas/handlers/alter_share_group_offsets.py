@@ -1,7 +1,7 @@
 """AlterShareGroupOffsets (91, v0): new share-partition start offsets for a share group
 with no members (``kafka-share-groups --reset-offsets``, ``kaas groups reset-offsets``),
 set by the partitions' leaders at the coordinator's request
-(``coord.group.share_offsets``). READ on the group (GROUP_AUTHORIZATION_FAILED) and on
+(``coord.group.share.offsets``). READ on the group (GROUP_AUTHORIZATION_FAILED) and on
 each topic (TOPIC_AUTHORIZATION_FAILED for its partitions), as Apache; a group id no group
 has makes an empty share group first (Apache 4.2+, KAFKA-19662: offsets set before the
 first consumer joins), GROUP_ID_NOT_FOUND for a group of another type, NON_EMPTY_GROUP

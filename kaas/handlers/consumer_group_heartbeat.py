@@ -1,5 +1,5 @@
 """ConsumerGroupHeartbeat (68): the KIP-848 consumer group protocol
-(``kaas.coord.group.consumer``). READ on the group, and DESCRIBE on every subscribed topic
+(``kaas.coord.group.consumer.runtime``). READ on the group, and DESCRIBE on every subscribed topic
 name (else TOPIC_AUTHORIZATION_FAILED, the group untouched); a regular expression resolves
 only to the topics the member's principal may describe, as Apache."""
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.consumer_heartbeat import Heartbeat
+from kaas.domain.groups.consumer.heartbeat import Heartbeat
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, Op, authorize, enabled
 from kaas.handlers._group_heartbeat import answer, error

@@ -1,6 +1,6 @@
 """DeleteShareGroupOffsets (92, v0): remove a share group's state of whole topics while the
 group has no members (its next consumers start where ``share.auto.offset.reset`` says),
-at the partitions' leaders on the coordinator's request (``coord.group.share_offsets``).
+at the partitions' leaders on the coordinator's request (``coord.group.share.offsets``).
 DELETE on the group (GROUP_AUTHORIZATION_FAILED) and READ on each topic
 (TOPIC_AUTHORIZATION_FAILED), as Apache; GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP; per topic
 UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or one the group has no state of."""

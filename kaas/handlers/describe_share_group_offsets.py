@@ -1,6 +1,6 @@
 """DescribeShareGroupOffsets (90, v0-1): each share partition's start offset and leader
 epoch, and from v1 its lag (KIP-1226), asked of the partitions' leaders by the group's
-coordinator (``coord.group.share_offsets``). DESCRIBE on the group
+coordinator (``coord.group.share.offsets``). DESCRIBE on the group
 (GROUP_AUTHORIZATION_FAILED for the group); topics the principal may not DESCRIBE are
 answered TOPIC_AUTHORIZATION_FAILED per partition, or left out of an all-topics answer,
 as Apache. Unknown topics and partitions without state are described with -1s."""

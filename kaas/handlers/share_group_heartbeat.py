@@ -1,8 +1,8 @@
 """ShareGroupHeartbeat (76, v1 as librdkafka 2.15+ and Apache 4.1+ use it): KIP-932 share
-group membership (``kaas.coord.group.share``). In Apache 4.4's order: READ on the group;
+group membership (``kaas.coord.group.share.runtime``). In Apache 4.4's order: READ on the group;
 a member id of 1 to 36 characters (INVALID_REQUEST); DESCRIBE on every subscribed topic
 name (else TOPIC_AUTHORIZATION_FAILED, the group untouched); the request's own checks
-(``domain.share_group.validate_share_heartbeat``: blank ids and rack, a first request
+(``domain.groups.share.group.validate_share_heartbeat``: blank ids and rack, a first request
 without topics, INVALID_REQUEST) before any group is looked at.
 
 The failpoint ``share_heartbeat.before_response`` (action ``drop``) handles the heartbeat
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from kaas import failpoints
-from kaas.domain.share_group import ShareHeartbeat, validate_share_heartbeat
+from kaas.domain.groups.share.group import ShareHeartbeat, validate_share_heartbeat
 from kaas.errors import CloseConnection, KaasError
 from kaas.handlers._auth import GROUP, TOPIC, Op, authorize, enabled
 from kaas.handlers._group_heartbeat import answer, error

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kaas.domain import group_configs
+from kaas.domain.groups import configs as group_configs
 from kaas.errors import CorruptState
 from kaas.storage import atomic
 
@@ -61,7 +61,7 @@ class GroupConfigs:
 
         Raises:
             CorruptState: not a format-1 group config file, or a name or value that
-                ``domain.group_configs.validate`` would never have let through.
+                ``domain.groups.configs.validate`` would never have let through.
         """
         try:
             if obj.get("format") != FORMAT:

@@ -34,7 +34,7 @@ class Committed:
     metadata: str | None = ""
     timestamp: int = -1  # the commit's time (the coordinator's wall clock, ms)
     # when the offset expires, if its commit said (OffsetCommit v2-v4 retention_time_ms);
-    # -1: by offsets.retention.minutes (kaas.domain.offset_expiry)
+    # -1: by offsets.retention.minutes (kaas.domain.groups.offset_expiry)
     expire_timestamp: int = -1
 
     def to_json(self) -> list[Any]:

@@ -1,6 +1,6 @@
 """The timer loop of the group coordinator (``kaas.coord.group``: session expiry and
 rebalance deadlines fire when due, and the membership of owned groups is kept on file)
-and of the share partitions (``kaas.coord.share``: acquisition locks end when due)."""
+and of the share partitions (``kaas.coord.share_partitions``: acquisition locks end when due)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Offset retention: every ``offsets.retention.check.interval.ms`` the group coordinator
 removes the expired committed offsets of the groups it coordinates, and the empty groups
-left with none (``kaas.coord.group.expiry``, the rule ``kaas.domain.offset_expiry``)."""
+left with none (``kaas.coord.group.expiry``, the rule ``kaas.domain.groups.offset_expiry``)."""
 
 from __future__ import annotations
 

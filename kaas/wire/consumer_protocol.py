@@ -6,7 +6,7 @@ int16 version followed by that version's struct (kio's schemas).
 
 A consumer group of the KIP-848 protocol reads its classic members' subscriptions with
 ``decode_subscription`` and hands out their partitions with ``encode_assignment``
-(``kaas.coord.group.classic_members``). A version above the newest known one is read as
+(``kaas.coord.group.consumer.classic_members``). A version above the newest known one is read as
 the newest, as Kafka's clients do (newer versions only add fields at the end).
 """
 

@@ -20,7 +20,7 @@ import eos_harness
 from eos_harness import HarnessConfig
 
 from kaas import failpoints
-from kaas.domain import sessions
+from kaas.domain.groups import sessions
 from kaas.testing import ClusterProcess
 
 from .report import longest_stretch, recovery, write_report

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kaas import failpoints
-from kaas.domain import sessions
+from kaas.domain.groups import sessions
 from kaas.testing.clusters import Cluster, cluster
 
 from .scenarios import CHURN_KILL_EVERY_S

@@ -16,7 +16,7 @@ from kio.schema.share_fetch.v1 import request as fetch1
 from kio.schema.share_fetch.v2 import request as fetch2
 
 from kaas.broker import Broker
-from kaas.domain.share_group import ShareHeartbeat
+from kaas.domain.groups.share.group import ShareHeartbeat
 from kaas.errors import KaasError
 from kaas.handlers import Context, share_acknowledge, share_fetch
 from kaas.handlers.session import Session

@@ -1,4 +1,4 @@
-"""The KIP-848 consumer group runtime (``kaas.coord.group.consumer``) on a real ``Broker``:
+"""The KIP-848 consumer group runtime (``kaas.coord.group.consumer.runtime``) on a real ``Broker``:
 timers on trio's MockClock through the broker's one clock (session timeout, an
 unacknowledged revocation), the state on file before an answer, a successor coordinator
 restoring the group, a failed write and a corrupt file; and the handlers over the wire
@@ -36,7 +36,7 @@ from kio.schema.txn_offset_commit.v3.request import (
 from kaas import failpoints
 from kaas.clock import TrioClock
 from kaas.coord.group import GroupCoordinator
-from kaas.domain.consumer_group import Heartbeat
+from kaas.domain.groups.consumer.group import Heartbeat
 from kaas.errors import KaasError
 from kaas.net.connection import serve_connection
 from kaas.wire import codec

@@ -18,8 +18,8 @@ from kio.schema.errors import ErrorCode
 from kaas.clock import TrioClock
 from kaas.coord.group.coordinator import GroupCoordinator
 from kaas.coord.group.expiry import expire_offsets
-from kaas.domain.consumer_group import Heartbeat
-from kaas.domain.share_group import ShareHeartbeat
+from kaas.domain.groups.consumer.group import Heartbeat
+from kaas.domain.groups.share.group import ShareHeartbeat
 from kaas.storage.offset_store import Committed
 from tests.component.test_connection import open_broker_in
 

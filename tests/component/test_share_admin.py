@@ -26,7 +26,7 @@ from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.read_share_group_state.v0 import request as rs
 
 from kaas.broker import Broker
-from kaas.domain.share_group import ShareHeartbeat
+from kaas.domain.groups.share.group import ShareHeartbeat
 from kaas.domain.share_partition import Delta, Persisted, ShareLimits
 from kaas.errors import KaasError
 from kaas.storage import share_state

@@ -17,8 +17,8 @@ from kio.schema.errors import ErrorCode
 from kaas import counters
 from kaas.broker import Broker
 from kaas.clock import TrioClock
-from kaas.coord.share import ShareRuntime, runtime
-from kaas.domain.share_group import ShareHeartbeat
+from kaas.coord.share_partitions import ShareRuntime, runtime
+from kaas.domain.groups.share.group import ShareHeartbeat
 from kaas.domain.share_partition import RecordState
 from kaas.net.metrics_http import BrokerCollector
 from kaas.storage import manifest, share_state

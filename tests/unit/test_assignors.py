@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kaas.domain.assignors import ASSIGNORS, MemberSpec, TopicSpec, assign
+from kaas.domain.groups.consumer.assignors import ASSIGNORS, MemberSpec, TopicSpec, assign
 
 Assigned = dict[str, dict[str, frozenset[int]]]
 Group = tuple[dict[str, MemberSpec], dict[str, TopicSpec]]

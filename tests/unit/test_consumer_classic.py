@@ -1,4 +1,4 @@
-"""KIP-848's online migration, pure (kaas.domain.consumer_classic): classic members inside
+"""KIP-848's online migration, pure (kaas.domain.groups.consumer.classic_members): classic members inside
 a consumer group (JoinGroup as a full heartbeat, SyncGroup, Heartbeat's
 REBALANCE_IN_PROGRESS, LeaveGroup), the conversions both ways, and a property: in any mix
 of classic and consumer-protocol members joining, leaving and reconciling, no partition
@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode as E
 
-from kaas.domain import consumer_classic as cc
-from kaas.domain.consumer_group import ConsumerGroup, GroupConfig, Heartbeat, TopicImage, TopicInfo
-from kaas.domain.consumer_member import MemberState
-from kaas.domain.group import Group
+from kaas.domain.groups.classic.group import Group
+from kaas.domain.groups.consumer import classic_members as cc
+from kaas.domain.groups.consumer.group import ConsumerGroup, GroupConfig, Heartbeat, TopicImage, TopicInfo
+from kaas.domain.groups.consumer.member import MemberState
 
 CONFIG = GroupConfig(session_timeout_ms=45_000, assignors=("uniform", "range"))
 IMG = TopicImage.of(1, [TopicInfo("id-t", "t", 6)])

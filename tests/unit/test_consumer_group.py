@@ -1,4 +1,4 @@
-"""KIP-848 consumer group machine (kaas.domain.consumer_group, consumer_member): event
+"""KIP-848 consumer group machine (kaas.domain.groups.consumer.group, consumer_member): event
 scripts for each rule, and a stateful model with clients that heartbeat, acknowledge
 revocations late or never, change subscriptions, leave, and die, while topics appear,
 grow and disappear."""
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from kio.schema.errors import ErrorCode as E
 
-from kaas.domain.consumer_group import (
+from kaas.domain.groups.consumer.group import (
     ConsumerGroup,
     GroupConfig,
     Heartbeat,
@@ -23,7 +23,7 @@ from kaas.domain.consumer_group import (
     TopicInfo,
     validate_heartbeat,
 )
-from kaas.domain.consumer_member import ConsumerMember, MemberState, reconcile
+from kaas.domain.groups.consumer.member import ConsumerMember, MemberState, reconcile
 
 SESSION = 45_000
 REBALANCE = 30_000

@@ -1,4 +1,4 @@
-"""Classic consumer group machine (kaas.domain.group): event scripts plus a stateful model."""
+"""Classic consumer group machine (kaas.domain.groups.classic.group): event scripts plus a stateful model."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from kio.schema.errors import ErrorCode as E
 
-from kaas.domain.group import (
+from kaas.domain.groups.classic.group import (
     Group,
     GroupState,
     JoinMember,

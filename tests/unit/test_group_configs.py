@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from kaas import broker_configs
 from kaas.cli import cli
-from kaas.domain import group_configs as gc
+from kaas.domain.groups import configs as gc
 from kaas.errors import CorruptState
 from kaas.settings import Settings
 from kaas.storage.group_configs import GroupConfigFile, GroupConfigs

@@ -1,4 +1,4 @@
-"""The offset retention rule (``kaas.domain.offset_expiry``, KIP-211 as Apache Kafka 4
+"""The offset retention rule (``kaas.domain.groups.offset_expiry``, KIP-211 as Apache Kafka 4
 applies it): examples of each kind of group, and properties over any group, offsets and
 time."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kaas.domain.offset_expiry import CLASSIC, CONSUMER, SHARE, Basis, GroupView, Stored, basis_of, expire
+from kaas.domain.groups.offset_expiry import CLASSIC, CONSUMER, SHARE, Basis, GroupView, Stored, basis_of, expire
 
 MIN = 60_000
 RET = 10 * MIN
@@ -116,7 +116,7 @@ def test_a_longer_retention_never_expires_more(view, offsets, now, retention):
 
 
 def test_the_time_a_classic_group_emptied_is_on_file_and_restored():
-    from kaas.domain.group import Group, GroupState
+    from kaas.domain.groups.classic.group import Group, GroupState
 
     g = Group("g", now_ms=0, initial_rebalance_delay_ms=0)
     g.join(10, "", None, "c", "h", 6_000, 6_000, "consumer", [("range", b"")], False, "j")

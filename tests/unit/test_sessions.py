@@ -1,4 +1,4 @@
-"""The session rule all group kinds share across coordinator moves (``kaas.domain.sessions``):
+"""The session rule all group kinds share across coordinator moves (``kaas.domain.groups.sessions``):
 the function itself, and the consumer-protocol (KIP-848) and share (KIP-932) machines
 driven through random sequences of coordinator moves, heartbeats and member deaths. (The
 classic machine gets the same simulation in test_group.py, ``run_churn``.)
@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode as E
 
-from kaas.domain import sessions
-from kaas.domain.consumer_group import ConsumerGroup, GroupConfig, Heartbeat, TopicImage, TopicInfo
-from kaas.domain.share_group import ShareConfig, ShareGroup, ShareHeartbeat
+from kaas.domain.groups import sessions
+from kaas.domain.groups.consumer.group import ConsumerGroup, GroupConfig, Heartbeat, TopicImage, TopicInfo
+from kaas.domain.groups.share.group import ShareConfig, ShareGroup, ShareHeartbeat
 
 S = 6_000
 G = sessions.grace_ms(S)

@@ -1,4 +1,4 @@
-"""The share groups' ``simple`` assignor (``kaas.domain.share_assignor``, Apache 4.1+):
+"""The share groups' ``simple`` assignor (``kaas.domain.groups.share.assignor``, Apache 4.1+):
 every subscribed partition covered, balance (counts within one, partitions shared only when
 there are more members than partitions, each by ceil(M / P) members), stickiness (an
 assignment recomputed from itself is unchanged; after a join each member keeps all it can of
@@ -11,8 +11,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kaas.domain.consumer_group import TopicImage, TopicInfo
-from kaas.domain.share_assignor import simple_assign
+from kaas.domain.groups.consumer.group import TopicImage, TopicInfo
+from kaas.domain.groups.share.assignor import simple_assign
 
 IMAGE = TopicImage.of(1, [TopicInfo("id-a", "a", 3), TopicInfo("id-b", "b", 1), TopicInfo("id-c", "c", 8)])
 

@@ -1,4 +1,4 @@
-"""The pure share-group machine (``kaas.domain.share_group``): joins, leaves, epochs,
+"""The pure share-group machine (``kaas.domain.groups.share.group``): joins, leaves, epochs,
 fencing, the session timer, the group's maximum size, the initialization of share
 partitions before they are assigned (Apache 4.1+), and snapshots (the ``simple`` assignor:
 test_share_assignor.py)."""
@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode as E
 
-from kaas.domain.consumer_group import TopicImage, TopicInfo
-from kaas.domain.share_group import (
+from kaas.domain.groups.consumer.group import TopicImage, TopicInfo
+from kaas.domain.groups.share.group import (
     INITIALIZE_RETRY_MS,
     ShareConfig,
     ShareGroup,
@@ -175,7 +175,7 @@ def test_snapshot_round_trips():
     g.heartbeat(ShareHeartbeat("m3", 0, subscribed_topic_names=("b", "c")), 0,
                 TopicImage.of(2, [*IMAGE.by_id.values(), TopicInfo("id-c", "c", 2)]), CFG)  # c initializing
     back = ShareGroup.restore("g", g.snapshot(), now_ms=100, session_timeout_ms=1000)
-    # heard from at 0: each member keeps the session it had (the rule of ``domain.sessions``)
+    # heard from at 0: each member keeps the session it had (the rule of ``domain.groups.sessions``)
     assert back.snapshot() == g.snapshot() and back.next_deadline() == 1000
     untimed = g.snapshot()
     for m in untimed["members"]:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.group_configs import settings_problem
+from kaas.domain.groups.configs import settings_problem
 from kaas.domain.share_partition import (
     AckBatch,
     AutoOffsetReset,

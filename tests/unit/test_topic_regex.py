@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kaas.domain.topic_regex import InvalidRegex, compile_regex, matches
+from kaas.domain.groups.consumer.topic_regex import InvalidRegex, compile_regex, matches
 
 TOPIC_CHARS = "abcAB01._-"
 topic_names = st.text(TOPIC_CHARS, min_size=1, max_size=12)

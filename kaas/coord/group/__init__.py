@@ -1,5 +1,5 @@
 """The group coordinator (``GroupCoordinator``, ``broker.groups``): JoinGroup/SyncGroup/
-Heartbeat/LeaveGroup over the pure ``domain.group`` machine, committed and transactional
+Heartbeat/LeaveGroup over the pure ``domain.groups.classic.group`` machine, committed and transactional
 offsets on file (``storage.offset_store``), and the admin APIs. Its timer loop is
 ``kaas.tasks.group_timers.serve_timers``."""
 

@@ -1,4 +1,4 @@
-"""The group coordinator runtime: carries out the pure ``domain.group`` machine's effects,
+"""The group coordinator runtime: carries out the pure ``domain.groups.classic.group`` machine's effects,
 parks JoinGroup/SyncGroup requests until their reply, fires the session/rebalance timers
 (``fire_timers``, run by ``kaas.tasks.group_timers.serve_timers``), and keeps committed
 offsets in ``storage.offset_store``.
@@ -16,13 +16,21 @@ import trio
 from kio.schema.errors import ErrorCode
 
 from kaas.aio import Wakeup
-from kaas.coord.group.classic_members import ClassicMembers
-from kaas.coord.group.consumer import ConsumerGroups
+from kaas.coord.group.consumer.classic_members import ClassicMembers
+from kaas.coord.group.consumer.runtime import ConsumerGroups
 from kaas.coord.group.entry import GroupEntry, classic_contact_due, no_group_answer
-from kaas.coord.group.share import ShareGroups
+from kaas.coord.group.share.runtime import ShareGroups
 from kaas.coord.ports import GroupBroker
-from kaas.domain import group as dgroup
-from kaas.domain.group import Effect, Group, GroupDescription, GroupState, JoinReply, LeaveResult, SyncReply
+from kaas.domain.groups.classic import group as dgroup
+from kaas.domain.groups.classic.group import (
+    Effect,
+    Group,
+    GroupDescription,
+    GroupState,
+    JoinReply,
+    LeaveResult,
+    SyncReply,
+)
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
 from kaas.wire import consumer_protocol as cp

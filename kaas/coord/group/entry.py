@@ -13,10 +13,10 @@ from typing import Protocol, TypeVar
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas.domain import sessions
-from kaas.domain.consumer_group import ConsumerGroup
-from kaas.domain.group import Group
-from kaas.domain.share_group import ShareGroup
+from kaas.domain.groups import sessions
+from kaas.domain.groups.classic.group import Group
+from kaas.domain.groups.consumer.group import ConsumerGroup
+from kaas.domain.groups.share.group import ShareGroup
 from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 
@@ -122,7 +122,7 @@ def no_group_answer(coord: _Coordinator, group_id: str, generation: int, group_i
 
 def classic_contact_due(e: GroupEntry, member_id: str) -> bool:
     """Does a classic member's heartbeat time on file lag its last heartbeat by a third of
-    its session (``domain.sessions.contact_persist_due``)? Asked per heartbeat, of that
+    its session (``domain.groups.sessions.contact_persist_due``)? Asked per heartbeat, of that
     member alone, so that the write follows at once (``GroupCoordinator._persist_membership``)."""
     m = e.group.members.get(member_id)
     membership = e.offsets.membership if e.offsets is not None else None

@@ -3,7 +3,7 @@ that removes the expired committed offsets of the groups it coordinates, and the
 left empty with none, every ``offsets.retention.check.interval.ms``
 (``kaas.tasks.offset_expiry`` runs it).
 
-The rule is ``kaas.domain.offset_expiry``'s; this module feeds it each group as it is now
+The rule is ``kaas.domain.groups.offset_expiry``'s; this module feeds it each group as it is now
 and carries its verdict out. A group is the coordinator's to change: the pass writes its
 file (``__cluster/consumer_offsets/<group>.json``) through the coordinator's own write
 path, under the group's lock and only while this broker owns the group and holds its
@@ -26,9 +26,9 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.coord.group.entry import GroupEntry
-from kaas.domain import offset_expiry
-from kaas.domain.group import GroupState
-from kaas.domain.offset_expiry import GroupView, Stored
+from kaas.domain.groups import offset_expiry
+from kaas.domain.groups.classic.group import GroupState
+from kaas.domain.groups.offset_expiry import GroupView, Stored
 from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 

@@ -109,7 +109,7 @@ def _owns_any(owned: Owned | None, revoking: Assignment) -> bool:
 @dataclass(frozen=True, slots=True)
 class ClassicMeta:
     """A member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat) inside a
-    consumer group (KIP-848's online migration, ``kaas.domain.consumer_classic``): its
+    consumer group (KIP-848's online migration, ``kaas.domain.groups.consumer.classic_members``): its
     session timeout and the protocols (name, subscription bytes) its JoinGroup offered."""
 
     session_timeout_ms: int

@@ -60,8 +60,8 @@ from __future__ import annotations
 import re
 import weakref
 
-from kaas.domain.re2_nfa import Program
-from kaas.domain.re2_syntax import Alt, Assert, Cat, CharSet, InvalidRegex, Node, parse, size
+from kaas.domain.groups.consumer.re2_nfa import Program
+from kaas.domain.groups.consumer.re2_syntax import Alt, Assert, Cat, CharSet, InvalidRegex, Node, parse, size
 
 __all__ = ["MAX_PROGRAM", "InvalidRegex", "compile_regex", "matches"]
 

@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from kaas.domain.assignors import ASSIGNORS
 from kaas.domain.broker_configs import Refusal, check_value
+from kaas.domain.groups.consumer.assignors import ASSIGNORS
 
 __all__ = ["GROUP_CONFIG_KEYS", "NOT_TAKEN", "GroupConfig", "GroupSettings", "Refusal", "defaults",
            "effective", "reset_duration_ms", "settings_problem", "validate"]

@@ -1,6 +1,6 @@
 """The session rule every group kind shares across coordinator moves: classic groups
-(``domain.group``), consumer-protocol groups (KIP-848, ``domain.consumer_group``) and
-share groups (KIP-932, ``domain.share_group``). docs/groups.rst states the rule, its bound
+(``domain.groups.classic.group``), consumer-protocol groups (KIP-848, ``domain.groups.consumer.group``) and
+share groups (KIP-932, ``domain.groups.share.group``). docs/groups.rst states the rule, its bound
 and a proof sketch.
 
 A group's membership lives in memory on its coordinator and on file for its successor.

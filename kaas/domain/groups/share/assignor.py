@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from kaas.domain.topic_image import TopicImage
+from kaas.domain.groups.modern.topic_image import TopicImage
 
 __all__ = ["Assignment", "simple_assign"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from kaas.domain.re2_syntax import Alt, Assert, Cat, CharSet, Node
+from kaas.domain.groups.consumer.re2_syntax import Alt, Assert, Cat, CharSet, Node
 
 __all__ = ["Program"]
 

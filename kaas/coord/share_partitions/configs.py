@@ -1,6 +1,6 @@
 """What a share group's partitions run with: its delivery-count limit and record lock
 duration, ``share.auto.offset.reset`` and ``share.isolation.level`` (its group configs over
-the broker's ``group.share.*`` settings: ``domain.group_configs``, ``broker.group_config``),
+the broker's ``group.share.*`` settings: ``domain.groups.configs``, ``broker.group_config``),
 its record-lock limit and whether RENEW acknowledgements are taken."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from kaas.domain.group_configs import READ_COMMITTED, GroupConfig
+from kaas.domain.groups.configs import READ_COMMITTED, GroupConfig
 from kaas.domain.share_partition import AutoOffsetReset, ShareLimits
 
 __all__ = ["GroupShareConfigs", "ShareConfigSource", "ShareGroupSettings"]

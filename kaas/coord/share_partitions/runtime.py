@@ -30,8 +30,8 @@ from kio.schema.errors import ErrorCode
 
 from kaas import counters
 from kaas.aio import Wakeup
-from kaas.coord.share.configs import GroupShareConfigs, ShareConfigSource, ShareGroupSettings
-from kaas.coord.share.ports import SharedLog, ShareHost
+from kaas.coord.share_partitions.configs import GroupShareConfigs, ShareConfigSource, ShareGroupSettings
+from kaas.coord.share_partitions.ports import SharedLog, ShareHost
 from kaas.domain.share_partition import AckBatch, AckType, Delta, Outcome, ShareError, SharePartition, spans_of
 from kaas.domain.share_sessions import ShareSessions
 from kaas.errors import CorruptState, KaasError
@@ -268,7 +268,7 @@ class ShareRuntime:
     @asynccontextmanager
     async def locked(self, group_id: str, topic: str, index: int, *,
                      forget: bool = False) -> AsyncIterator[tuple[SharedLog, SharePartition | None]]:
-        """One share partition for an operator's call (``coord.share.admin``): the led
+        """One share partition for an operator's call (``coord.share_partitions.admin``): the led
         partition and the machine held here (None: its files are the whole state), with
         loads of it kept out meanwhile. ``forget``: the machine is dropped first, because
         the caller changes the files (the next request reads them again).

@@ -49,7 +49,7 @@ Choices where Apache leaves room, or where this machine differs:
 * GROUP_MAX_SIZE_REACHED is not implemented (Apache's default max size is unbounded).
 * Persistence (``snapshot``/``restore``): a rebalance in progress is kept, not only a
   Stable generation, and so is each member's last heartbeat time; a restored member's
-  session ends by the rule all group kinds share (``domain.sessions``, through
+  session ends by the rule all group kinds share (``domain.groups.sessions``, through
   ``restored_session_deadline``): the time it had left, a bounded grace to reach the new
   coordinator granted once per outage, not once per move, where Apache restarts
   every session. So a dead member is removed, and a rebalance completes, even when the
@@ -81,7 +81,7 @@ from typing import NotRequired, TypedDict
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain import sessions
+from kaas.domain.groups import sessions
 
 __all__ = [
     "DEFAULT_INITIAL_REBALANCE_DELAY_MS",
@@ -120,13 +120,13 @@ of the member's session timeout (``Group.persist_due``)."""
 
 def restored_session_floor_ms(session_timeout_ms: int) -> int:
     """The grace a restored member is given, from the restore, to reach its new
-    coordinator (``domain.sessions.grace_ms``: half its session timeout)."""
+    coordinator (``domain.groups.sessions.grace_ms``: half its session timeout)."""
     return sessions.grace_ms(session_timeout_ms)
 
 
 def restored_session_deadline(last_heartbeat_ms: int | None, session_timeout_ms: int, now_ms: int) -> int:
     """When the session of a member restored at ``now_ms`` ends unless it is heard from:
-    the rule all group kinds share, ``domain.sessions.restored_deadline`` (its time left,
+    the rule all group kinds share, ``domain.groups.sessions.restored_deadline`` (its time left,
     at least the grace from the restore, never more than the grace past its session on
     file; a whole session from the restore when the file gives no heartbeat time)."""
     return sessions.restored_deadline(last_heartbeat_ms, session_timeout_ms, now_ms)
@@ -865,7 +865,7 @@ class Group:
         member's session deadline below, so that no live member is dropped before it could rejoin.
 
         Each member's session ends at ``restored_session_deadline``
-        (``domain.sessions.restored_deadline`` of its last heartbeat on file). A member
+        (``domain.groups.sessions.restored_deadline`` of its last heartbeat on file). A member
         the file gives no heartbeat time for (a file written before they were kept) gets a
         whole session from ``now_ms``, as Apache does on load.
 

@@ -3,7 +3,7 @@ share group's state of a partition is (its start offset, what is in flight, the 
 the two changes an operator makes while the group has no members: a new start offset
 (AlterShareGroupOffsets, ``kaas groups reset-offsets``) and no state at all
 (DeleteShareGroupOffsets, DeleteGroups). The group's coordinator asks them of each
-partition's leader (``coord.group.share_offsets``), over a peer connection when that is
+partition's leader (``coord.group.share.offsets``), over a peer connection when that is
 another broker (InitializeShareGroupState, ReadShareGroupState, ReadShareGroupStateSummary,
 DeleteShareGroupState).
 
@@ -22,8 +22,8 @@ from functools import partial
 import structlog
 from kio.schema.errors import ErrorCode
 
-from kaas.coord.share.ports import SharedLog
-from kaas.coord.share.runtime import ShareRuntime
+from kaas.coord.share_partitions.ports import SharedLog
+from kaas.coord.share_partitions.runtime import ShareRuntime
 from kaas.domain.share_partition import Persisted, Range, RecordState, SharePartition
 from kaas.errors import CorruptState, KaasError
 from kaas.storage import share_state

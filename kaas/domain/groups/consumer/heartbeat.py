@@ -1,6 +1,6 @@
 """A ConsumerGroupHeartbeat (KIP-848) as the consumer group machine takes it: the request's
 fields, the reply's, the settings it is handled with, and the checks Apache makes before it
-looks at any group (``validate_heartbeat``). ``domain.consumer_group`` is the machine.
+looks at any group (``validate_heartbeat``). ``domain.groups.consumer.group`` is the machine.
 
 Pure: no I/O.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.consumer_member import LEFT_STATIC, Assignment, Owned
+from kaas.domain.groups.consumer.member import LEFT_STATIC, Assignment, Owned
 
 __all__ = ["LEAVE_EPOCH", "LEAVE_STATIC_EPOCH", "Fenced", "GroupConfig", "Heartbeat", "HeartbeatReply",
            "validate_heartbeat"]

@@ -1,6 +1,6 @@
 """The runtime of KIP-848 consumer groups (``group.protocol=consumer``) inside the group
 coordinator: ConsumerGroupHeartbeat and ConsumerGroupDescribe over the pure
-``domain.consumer_group`` machine, its timers, and its state on file.
+``domain.groups.consumer.group`` machine, its timers, and its state on file.
 
 One coordinator owns both kinds of group: a group id is a consumer group while its entry
 (``coordinator._Entry``) holds a ``ConsumerGroup``. A heartbeat with epoch 0 turns a group
@@ -17,7 +17,7 @@ were. Timers (session ends, unacknowledged revocations) fence members in memory 
 write when they can (``dirty``): a successor that read the older file only fences them
 again. A successor restores the group from the file (``ConsumerGroup.restore``): members
 keep their epochs and partitions, and their sessions by the rule all group kinds share
-(``domain.sessions``): each member's last contact is on file (a heartbeat writes the group
+(``domain.groups.sessions``): each member's last contact is on file (a heartbeat writes the group
 when the file's lags by a third of a session), and a restored member keeps the time it had
 left, with a grace granted once per outage.
 """
@@ -36,10 +36,16 @@ from kaas.aio import Wakeup
 from kaas.coord.group.entry import GroupEntry as _Entry
 from kaas.coord.group.entry import owned_groups, refuse_unreadable, typed_entry
 from kaas.coord.ports import GroupBroker
-from kaas.domain.consumer_group import ConsumerGroup
-from kaas.domain.consumer_heartbeat import LEAVE_EPOCH, GroupConfig, Heartbeat, HeartbeatReply, validate_heartbeat
-from kaas.domain.consumer_member import ConsumerMember
-from kaas.domain.topic_image import TopicImage, TopicInfo
+from kaas.domain.groups.consumer.group import ConsumerGroup
+from kaas.domain.groups.consumer.heartbeat import (
+    LEAVE_EPOCH,
+    GroupConfig,
+    Heartbeat,
+    HeartbeatReply,
+    validate_heartbeat,
+)
+from kaas.domain.groups.consumer.member import ConsumerMember
+from kaas.domain.groups.modern.topic_image import TopicImage, TopicInfo
 from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 

@@ -4,17 +4,17 @@
 Pure: every operation takes ``now_ms`` and the request fields and returns what the caller
 must answer and whether the group's durable state changed (``HeartbeatReply.changed``:
 write it before answering). Nothing here awaits, reads a clock, logs or opens a file. The
-runtime (``kaas.coord.group.consumer``) calls ``tick(now_ms)`` at ``next_deadline()``.
+runtime (``kaas.coord.group.consumer.runtime``) calls ``tick(now_ms)`` at ``next_deadline()``.
 
 The model follows Apache's ``GroupMetadataManager.consumerGroupHeartbeat``,
-``ConsumerGroup`` and ``CurrentAssignmentBuilder`` (``kaas.domain.consumer_member``):
+``ConsumerGroup`` and ``CurrentAssignmentBuilder`` (``kaas.domain.groups.consumer.member``):
 
 * the **group epoch** rises whenever what the assignment depends on changes: a member
   joins with a subscription, changes it, leaves or is fenced, or the metadata of a
   subscribed topic changes (a topic created or deleted that a name or regex subscribes
   to, partitions added);
 * when the group epoch is ahead of the **assignment epoch**, the next heartbeat computes
-  a new **target assignment** with the group's server assignor (``kaas.domain.assignors``)
+  a new **target assignment** with the group's server assignor (``kaas.domain.groups.consumer.assignors``)
   and the assignment epoch catches up;
 * each member reconciles towards its target on its own heartbeats: partitions it must give
   up are revoked first (it stays at its epoch, ``unrevoked_partitions``, until a heartbeat
@@ -40,7 +40,7 @@ Choices where kaas differs from Apache, and why:
 * A member that re-joins with epoch 0 under its member id keeps its state (KAFKA-19233):
   earlier Apache versions answer FENCED_MEMBER_EPOCH until its session ends.
 * Restored sessions and revocation deadlines keep the time they had left, with a grace
-  to reach the new coordinator granted once per outage (``domain.sessions``, the rule all
+  to reach the new coordinator granted once per outage (``domain.groups.sessions``, the rule all
   group kinds share), where Apache's coordinator restarts them on load: a dead member is
   removed within its session and the grace however often the coordinator moves.
 * While a group rebalances, its members are told a tenth of the heartbeat interval
@@ -69,8 +69,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain import assignors, sessions, topic_regex
-from kaas.domain.consumer_heartbeat import (
+from kaas.domain.groups import sessions
+from kaas.domain.groups.consumer import assignors, topic_regex
+from kaas.domain.groups.consumer.heartbeat import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
     Fenced,
@@ -79,7 +80,7 @@ from kaas.domain.consumer_heartbeat import (
     HeartbeatReply,
     validate_heartbeat,
 )
-from kaas.domain.consumer_member import (
+from kaas.domain.groups.consumer.member import (
     LEFT_STATIC,
     Assignment,
     ClassicMeta,
@@ -89,7 +90,7 @@ from kaas.domain.consumer_member import (
     reconcile,
     subset_of,
 )
-from kaas.domain.topic_image import TopicImage, TopicInfo
+from kaas.domain.groups.modern.topic_image import TopicImage, TopicInfo
 
 __all__ = [
     "LEAVE_EPOCH",
@@ -239,7 +240,7 @@ class ConsumerGroup:
         return min(deadlines, default=None)
 
     # ------------------------------------------------------------------ classic members
-    # (the online migration: ``kaas.domain.consumer_classic`` drives these)
+    # (the online migration: ``kaas.domain.groups.consumer.classic_members`` drives these)
 
     def renew_session(self, member_id: str, now_ms: int, session_timeout_ms: int) -> None:
         """A classic member's Heartbeat: its session starts again."""
@@ -249,14 +250,14 @@ class ConsumerGroup:
 
     def contact_due(self, member_id: str, session_timeout_ms: int) -> bool:
         """Is the member's last contact on file late enough to write the group again
-        (``domain.sessions.contact_persist_due``)?"""
+        (``domain.groups.sessions.contact_persist_due``)?"""
         contact = self._contact.get(member_id)
         return contact is not None and sessions.contact_persist_due(self._filed.get(member_id), contact,
                                                                      session_timeout_ms)
 
     def _heard_from(self, member_id: str, now_ms: int, session_ms: int) -> bool:
         """The member's heartbeat: its session starts again; whether its last contact on
-        file is late enough to write the group (``domain.sessions.contact_persist_due``)."""
+        file is late enough to write the group (``domain.groups.sessions.contact_persist_due``)."""
         self._session[member_id] = now_ms + session_ms
         self._contact[member_id] = now_ms
         return sessions.contact_persist_due(self._filed.get(member_id), now_ms, session_ms)
@@ -300,7 +301,7 @@ class ConsumerGroup:
             topic_visible: which topics a regex resolved in this heartbeat may match (the
                 member's principal's DESCRIBE right); all when None.
             classic: the member speaks the classic protocol: ``hb`` is its JoinGroup
-                (``kaas.domain.consumer_classic.join``), its session is its own.
+                (``kaas.domain.groups.consumer.classic_members.join``), its session is its own.
 
         Returns:
             The reply; on an error the group is unchanged.
@@ -590,7 +591,7 @@ class ConsumerGroup:
     def restore(cls, group_id: str, snap: Mapping[str, Any], *, now_ms: int, session_timeout_ms: int) -> ConsumerGroup:
         """The group as ``snapshot()`` left it, for a coordinator taking it over at
         ``now_ms``: each member's session ends by the rule all group kinds share
-        (``domain.sessions.restored_deadline`` of its last contact on file), and so does a
+        (``domain.groups.sessions.restored_deadline`` of its last contact on file), and so does a
         revocation under way (of when it was asked, with the rebalance timeout). A file
         without those times gives a whole session (rebalance timeout) from ``now_ms``, as
         Apache's load does.

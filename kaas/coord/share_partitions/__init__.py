@@ -6,9 +6,9 @@ of ShareFetch/ShareAcknowledge (``domain.share_sessions``). Its timer loop is
 asks the share group's coordinator who is a member: sessions end with their final request
 or their connection."""
 
-from kaas.coord.share.configs import GroupShareConfigs as GroupShareConfigs
-from kaas.coord.share.configs import ShareGroupSettings as ShareGroupSettings
-from kaas.coord.share.runtime import Fetched as Fetched
-from kaas.coord.share.runtime import ShareRuntime as ShareRuntime
+from kaas.coord.share_partitions.configs import GroupShareConfigs as GroupShareConfigs
+from kaas.coord.share_partitions.configs import ShareGroupSettings as ShareGroupSettings
+from kaas.coord.share_partitions.runtime import Fetched as Fetched
+from kaas.coord.share_partitions.runtime import ShareRuntime as ShareRuntime
 
 __all__ = ["Fetched", "GroupShareConfigs", "ShareGroupSettings", "ShareRuntime"]

@@ -4,7 +4,7 @@ share state a DeleteGroups of a share group takes along.
 
 A share group's state of a partition (its start offset, what is in flight) is written by
 the partition's leader alone (design section 11), not by the group's coordinator. So the
-coordinator asks each leader (``coord.share.admin.ShareStateAdmin``): itself directly, a
+coordinator asks each leader (``coord.share_partitions.admin.ShareStateAdmin``): itself directly, a
 peer over a connection of its own with the share-state RPCs Apache's brokers send their
 share coordinator (ReadShareGroupStateSummary v1, InitializeShareGroupState,
 DeleteShareGroupState; the peer checks CLUSTER_ACTION), with ListOffsets for a peer's high
@@ -35,10 +35,10 @@ from kio.schema.read_share_group_state_summary.v1 import request as rss
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 
-from kaas.coord.group.coordinator import GroupCoordinator
 from kaas.coord.group.entry import GroupEntry
+from kaas.coord.group.share.runtime import ShareGroups
 from kaas.coord.ports import Host, TopicCatalog
-from kaas.coord.share.admin import ShareStateAdmin, share_lag
+from kaas.coord.share_partitions.admin import ShareStateAdmin, share_lag
 from kaas.errors import KaasError, PeerUnavailable
 from kaas.storage import share_state
 from kaas.storage.topics import TopicMeta
@@ -59,6 +59,19 @@ class Forwarder(Protocol):
         """A peer's decoded response to ``body``; raises ``PeerUnavailable`` (LinkFailed)."""
 
 
+class ShareGroupsHolder(Protocol):
+    """The group coordinator as the share-group admin sees it."""
+
+    @property
+    def groups(self) -> Mapping[str, GroupEntry]:
+        """The groups this broker holds, by id."""
+
+    @property
+    def shares(self) -> ShareGroups: ...
+
+    def check_owner(self, group_id: str) -> None: ...
+
+
 class ShareOffsetsHost(Host, Protocol):
     """The broker as the share-group admin sees it (besides ``Host`` 's layout and file work)."""
 
@@ -69,7 +82,7 @@ class ShareOffsetsHost(Host, Protocol):
     def topics(self) -> TopicCatalog: ...
 
     @property
-    def groups(self) -> GroupCoordinator: ...
+    def groups(self) -> ShareGroupsHolder: ...
 
     @property
     def share_state(self) -> ShareStateAdmin:

@@ -43,10 +43,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.consumer_group import SNAPSHOT_FORMAT, ConsumerGroup
-from kaas.domain.consumer_heartbeat import GroupConfig, Heartbeat
-from kaas.domain.consumer_member import ClassicMeta, ConsumerMember, MemberState
-from kaas.domain.topic_image import TopicImage
+from kaas.domain.groups.consumer.group import SNAPSHOT_FORMAT, ConsumerGroup
+from kaas.domain.groups.consumer.heartbeat import GroupConfig, Heartbeat
+from kaas.domain.groups.consumer.member import ClassicMeta, ConsumerMember, MemberState
+from kaas.domain.groups.modern.topic_image import TopicImage
 
 __all__ = ["MIGRATION_POLICIES", "ClassicJoin", "ClassicMember", "JoinResult", "downgrade_enabled",
            "downgrade_snapshot", "heartbeat", "join", "leave", "supports_protocols", "sync", "upgrade_enabled",
@@ -259,7 +259,7 @@ def upgrade_snapshot(members: Iterable[ClassicMember], generation: int, image: T
 def downgrade_snapshot(group: ConsumerGroup, leaving: str | None, image: TopicImage, now_ms: int,
                        encode: Callable[[list[tuple[str, frozenset[int]]], int], bytes],
                        version_of: Callable[[bytes], int]) -> dict[str, object]:
-    """The classic group (``domain.group.Group.snapshot`` format, for ``Group.restore``)
+    """The classic group (``domain.groups.classic.group.Group.snapshot`` format, for ``Group.restore``)
     that a consumer group of classic members becomes once ``leaving`` (its last
     consumer-protocol member) is gone (Apache ``ClassicGroup.fromConsumerGroup``): at
     generation = the group epoch, each member with its current partitions encoded in its

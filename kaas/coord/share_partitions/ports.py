@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from kaas.clock import Clock
-from kaas.domain.group_configs import GroupConfig
+from kaas.domain.groups.configs import GroupConfig
 from kaas.settings import Settings
 from kaas.storage.segment import ReadResult
 

@@ -1,4 +1,4 @@
-"""The RE2/J syntax of topic regexes (``kaas.domain.topic_regex``): ``parse`` reads a pattern
+"""The RE2/J syntax of topic regexes (``kaas.domain.groups.consumer.topic_regex``): ``parse`` reads a pattern
 into an expression tree of code-point sets, empty-width assertions, concatenations,
 alternations and counted repetitions, refusing with ``InvalidRegex`` exactly what RE2/J
 refuses (the list is ``topic_regex``'s docstring). Character classes, case folding and

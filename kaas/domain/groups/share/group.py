@@ -5,7 +5,7 @@ A share group has no revocation phase: partitions are shared, so a member takes 
 target assignment of the group epoch on its next heartbeat (its member epoch becomes the
 group epoch). The group epoch rises when a member joins, leaves, is fenced, changes its
 subscription, or a subscribed topic changes (created, deleted, grown); the assignment is
-then computed again by the ``simple`` assignor (``domain.share_assignor``), as Apache's.
+then computed again by the ``simple`` assignor (``domain.groups.share.assignor``), as Apache's.
 
 As Apache's ``GroupMetadataManager`` (4.1 and later), only partitions whose share state
 the group *initialized* are assigned. A heartbeat that finds subscribed partitions
@@ -19,10 +19,10 @@ its partitions on its second heartbeat, not its first (Apache initializes throug
 share coordinator after answering the first). A deleted topic leaves both sets.
 
 No I/O and no clock: times are handed in (``now_ms``). The runtime
-(``kaas.coord.group.share``) writes ``snapshot()`` into the group's file before it
+(``kaas.coord.group.share.runtime``) writes ``snapshot()`` into the group's file before it
 answers a heartbeat that changed the group (or whose member's last contact on file is a
 third of a session late), and a successor ``restore``s it: sessions follow the rule all
-group kinds share (``domain.sessions``).
+group kinds share (``domain.groups.sessions``).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain import sessions
-from kaas.domain.share_assignor import Assignment, simple_assign
-from kaas.domain.topic_image import TopicImage
+from kaas.domain.groups import sessions
+from kaas.domain.groups.modern.topic_image import TopicImage
+from kaas.domain.groups.share.assignor import Assignment, simple_assign
 
 __all__ = ["LEAVE_EPOCH", "ShareConfig", "ShareGroup", "ShareHeartbeat", "ShareMember", "ShareReply",
            "simple_assign", "validate_share_heartbeat"]
@@ -350,7 +350,7 @@ class ShareGroup:
     @classmethod
     def restore(cls, group_id: str, snap: Mapping[str, Any], *, now_ms: int, session_timeout_ms: int) -> ShareGroup:
         """The group a snapshot holds; each member's session ends by the rule all group
-        kinds share (``domain.sessions.restored_deadline`` of its last contact on file; a
+        kinds share (``domain.groups.sessions.restored_deadline`` of its last contact on file; a
         whole session from ``now_ms`` when the file has none, as Apache's load), and what
         was initializing counts from ``now_ms`` (as Apache's replay stamps it). A
         snapshot from before initialization was kept holds as initialized what was assigned.

@@ -2,7 +2,7 @@
 consumer group (their JoinGroup, SyncGroup, Heartbeat and LeaveGroup), and the conversions
 of a group from classic to consumer (a ConsumerGroupHeartbeat joins a classic group) and
 back (its last consumer-protocol member leaves). The rules are the pure
-``kaas.domain.consumer_classic``; this module decodes and encodes the embedded consumer
+``kaas.domain.groups.consumer.classic_members``; this module decodes and encodes the embedded consumer
 protocol (``kaas.wire.consumer_protocol``), writes the group's file before it answers
 (the consumer runtime's rule: ``ConsumerGroups._save``), and applies the broker's
 ``group.consumer.migration.policy``.
@@ -23,12 +23,12 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.aio import Wakeup
-from kaas.coord.group.consumer import ConsumerGroups
+from kaas.coord.group.consumer.runtime import ConsumerGroups
 from kaas.coord.group.entry import GroupEntry
 from kaas.coord.ports import GroupBroker
-from kaas.domain import consumer_classic as classic
-from kaas.domain.consumer_group import ConsumerGroup
-from kaas.domain.group import Effect, Group, JoinReply, LeaveMemberResult, LeaveResult, SyncReply
+from kaas.domain.groups.classic.group import Effect, Group, JoinReply, LeaveMemberResult, LeaveResult, SyncReply
+from kaas.domain.groups.consumer import classic_members as classic
+from kaas.domain.groups.consumer.group import ConsumerGroup
 from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 from kaas.wire import consumer_protocol as cp

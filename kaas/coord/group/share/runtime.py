@@ -1,5 +1,5 @@
 """The runtime of KIP-932 share groups inside the group coordinator: ShareGroupHeartbeat
-and ShareGroupDescribe over the pure ``domain.share_group`` machine, its session timer
+and ShareGroupDescribe over the pure ``domain.groups.share.group`` machine, its session timer
 and its state on file.
 
 State on file: ``ShareGroup.snapshot()`` in the ``share`` field of the group's file
@@ -9,7 +9,7 @@ before the answer leaves and only then becomes the group, so no answer hands out
 or a partition the file does not hold. A member fenced by its session timer is dropped
 in memory first and written when the lease allows (``dirty``). A successor restores the
 group from the file, each member's session by the rule all group kinds share
-(``domain.sessions``: its last contact on file, a grace once per outage).
+(``domain.groups.sessions``: its last contact on file, a grace once per outage).
 
 As in Apache, the share partitions do not follow the membership: a member that leaves or
 is fenced keeps its share sessions on the partitions' leaders until their final request
@@ -24,9 +24,9 @@ from typing import Any
 import structlog
 from kio.schema.errors import ErrorCode
 
-from kaas.coord.group.consumer import GroupCoordinator
+from kaas.coord.group.consumer.runtime import GroupCoordinator
 from kaas.coord.group.entry import GroupEntry, owned_groups, refuse_unreadable, typed_entry
-from kaas.domain.share_group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
+from kaas.domain.groups.share.group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
 from kaas.errors import KaasError
 
 log = structlog.get_logger()

@@ -1,0 +1,1 @@
+"""The classic group protocol's pure machine (JoinGroup/SyncGroup/Heartbeat/LeaveGroup)."""
