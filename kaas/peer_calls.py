@@ -17,15 +17,13 @@ Invariants:
 
 from __future__ import annotations
 
-import socket
-import struct
 from typing import Any
 
 import structlog
 import trio
 
 from kaas.aio import Lock, held
-from kaas.peers import MAX_RESPONSE, LinkFailed, PeerLinks, open_peer_stream
+from kaas.peers import MAX_RESPONSE, LinkFailed, PeerLinks, open_peer_stream, reset_on_close
 from kaas.wire import codec
 from kaas.wire.framing import MIN_RESPONSE, FrameDecoder, FramingError
 
@@ -48,13 +46,7 @@ class _Conn:
 
     def reset(self) -> None:
         """Make the coming close a reset: what the kernel did not deliver is discarded."""
-        sock = getattr(self.stream, "socket", None) or getattr(getattr(self.stream, "transport_stream", None),
-                                                                "socket", None)
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            except OSError:
-                pass
+        reset_on_close(self.stream)
 
     async def close(self) -> None:
         stream, self.stream, self.renew_at = self.stream, None, None

@@ -45,7 +45,7 @@ from kaas.wire import codec
 from kaas.wire.framing import MIN_RESPONSE, FrameDecoder, FramingError
 
 __all__ = ["MARKERS_VERSION", "RENEW_AT_SHARE", "LinkFailed", "PeerAuth", "PeerDirectory", "PeerLinks",
-           "authenticate_peer", "client_context", "open_peer_stream", "scram_authenticator"]
+           "authenticate_peer", "client_context", "open_peer_stream", "reset_on_close", "scram_authenticator"]
 
 log = structlog.get_logger()
 
@@ -66,6 +66,17 @@ PRESENCE_IDLE_S = 5.0  # how often an idle presence connection checks its peer i
 
 MarkerResult = dict[tuple[str, int], ErrorCode]
 
+
+
+def reset_on_close(stream: object) -> None:
+    """Make the coming close of ``stream`` (a trio socket stream, or a TLS stream over one)
+    a reset: what the kernel has not delivered yet is discarded, never sent later."""
+    sock = getattr(stream, "socket", None) or getattr(getattr(stream, "transport_stream", None), "socket", None)
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
 
 class PeerEndpoint(Protocol):
     @property
@@ -281,13 +292,7 @@ class _Link:
         after a silence, a request still in the send queue must never reach the peer later
         (when the network heals), after its markers went through the queue and the
         producer's next transaction began (a late COMMIT would end that one too)."""
-        sock = getattr(self.stream, "socket", None) or getattr(getattr(self.stream, "transport_stream", None),
-                                                                 "socket", None)
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            except OSError:
-                pass
+        reset_on_close(self.stream)
 
     async def close(self) -> None:
         stream, self.stream, self.decoder, self.fd, self.reader = self.stream, None, None, None, None

@@ -1,7 +1,5 @@
 package io.kaas.compat.connect;
 
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -15,7 +13,7 @@ import org.apache.kafka.connect.sink.SinkConnector;
  *  in the files. */
 public class RecordingSink extends SinkConnector {
     static final String DIR = "dir";
-    static final String TASK = "task.index";
+    static final String TASK = TaskConfigs.TASK;
 
     static final ConfigDef CONFIG = new ConfigDef()
         .define(DIR, ConfigDef.Type.STRING, ConfigDef.Importance.HIGH, "The directory of the tasks' files.");
@@ -39,13 +37,7 @@ public class RecordingSink extends SinkConnector {
 
     @Override
     public List<Map<String, String>> taskConfigs(int maxTasks) {
-        List<Map<String, String>> out = new ArrayList<>();
-        for (int t = 0; t < maxTasks; t++) {
-            Map<String, String> c = new HashMap<>(props);
-            c.put(TASK, Integer.toString(t));
-            out.add(c);
-        }
-        return out;
+        return TaskConfigs.numbered(props, maxTasks);
     }
 
     @Override

@@ -1,7 +1,5 @@
 package io.kaas.compat.connect;
 
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -21,8 +19,8 @@ public class SequenceSource extends SourceConnector {
     static final String COUNT = "count";
     static final String RATE = "rate";
     static final String BATCH = "batch";
-    static final String TASK = "task.index";
-    static final String TASKS = "task.count";
+    static final String TASK = TaskConfigs.TASK;
+    static final String TASKS = TaskConfigs.TASKS;
 
     static final ConfigDef CONFIG = new ConfigDef()
         .define(TOPIC, ConfigDef.Type.STRING, ConfigDef.Importance.HIGH, "The topic to write the numbers to.")
@@ -52,14 +50,7 @@ public class SequenceSource extends SourceConnector {
 
     @Override
     public List<Map<String, String>> taskConfigs(int maxTasks) {
-        List<Map<String, String>> out = new ArrayList<>();
-        for (int t = 0; t < maxTasks; t++) {
-            Map<String, String> c = new HashMap<>(props);
-            c.put(TASK, Integer.toString(t));
-            c.put(TASKS, Integer.toString(maxTasks));
-            out.add(c);
-        }
-        return out;
+        return TaskConfigs.numbered(props, maxTasks);
     }
 
     @Override
