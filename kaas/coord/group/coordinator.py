@@ -204,6 +204,7 @@ class GroupCoordinator:
             self.retire(e.kind.group, code)
         if self.groups.get(group_id) is e:
             del self.groups[group_id]
+        self.timer_wakeup.set()
 
     def unload(self, group_id: str) -> None:
         """This broker stopped coordinating the group: answer parked requests, forget it."""
