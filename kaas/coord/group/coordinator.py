@@ -21,7 +21,7 @@ from kaas.aio import Wakeup
 from kaas.coord.group.classic.runtime import ClassicGroups
 from kaas.coord.group.consumer.runtime import ConsumerGroups
 from kaas.coord.group.entry import GroupEntry, refuse_unreadable
-from kaas.coord.group.kinds import AnyKind, ClassicKind, ConsumerKind, ShareKind
+from kaas.coord.group.kinds import AnyKind, ClassicKind, ConsumerKind, GroupKind, ShareKind
 from kaas.coord.group.share.runtime import ShareGroups
 from kaas.coord.ports import GroupBroker
 from kaas.domain.groups.classic.group import Group, GroupDescription, GroupState, JoinReply, LeaveResult, SyncReply
@@ -218,7 +218,8 @@ class GroupCoordinator:
     def timer_wait_s(self, longest: float) -> float:
         """Seconds until the earliest timer of a loaded group is due, at most ``longest``
         (the wait of ``kaas.tasks.group_timers.serve_timers``, cut short by ``timer_wakeup``)."""
-        deadline = min((d for e in self.groups.values() if (d := e.kind.next_deadline()) is not None), default=None)
+        kinds: list[GroupKind] = [e.kind for e in self.groups.values()]
+        deadline = min((d for k in kinds if (d := k.next_deadline()) is not None), default=None)
         wait = longest if deadline is None else max(0.0, (deadline - self.now()) / 1000)
         return min(wait, longest)
 
