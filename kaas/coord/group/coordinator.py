@@ -375,7 +375,7 @@ class GroupCoordinator:
         with members or a consumer or share state (an empty classic group a read made is
         none), and no file. None: the group exists, or the generation is negative."""
         e = self.groups.get(group_id)
-        if generation < 0 or (e is not None and e.kind.has_members()):
+        if generation < 0 or (e is not None and e.kind.counts_as_group()):
             return None
         if self.store.path(group_id).exists():
             return None

@@ -8,11 +8,13 @@ coordinator (``GroupKind``), one of three records, a tagged union (``AnyKind``):
 - ``ShareKind``: a KIP-932 share group, the ``domain.groups.share`` machine; its runtime
   is ``coord.group.share``.
 
-A group is of exactly one kind (``GroupEntry.kind``); it changes kind only by a
-conversion its runtime writes first (classic <-> consumer, an empty classic group to a
-consumer or share group, an empty consumer group to a classic one). The coordinator
-dispatches on the record's type; what every kind answers alike (its deadline, whether it
-has members, its row in ListGroups) is the ``GroupKind`` protocol the three implement.
+A group is of exactly one kind (``GroupEntry.kind``) and changes kind only by a
+conversion: classic <-> consumer with members (KIP-848's migration), an empty classic
+group to a consumer or share group, an empty consumer group to a classic one. Each is on
+file before it is answered, but the last, which is written with the classic group's
+first membership. The coordinator dispatches on the record's type; what every kind
+answers alike (its deadline, whether it counts as a group for offset commits, its row in
+ListGroups) is the ``GroupKind`` protocol the three implement.
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ class GroupKind(Protocol):
     def unreadable(self) -> str | None:
         """Why the kind's state on file could not be read (the group is refused), or None."""
 
-    def has_members(self) -> bool:
-        """Does the group hold members (or a state, even unreadable, that may hold some)?"""
+    def counts_as_group(self) -> bool:
+        """Is this a group for the offset commits' rules? A classic group once it has
+        members (an empty one a read made is none); a consumer or share group always,
+        even empty or unreadable."""
 
     def next_deadline(self) -> int | None:
         """When the kind's timers next have work to do (absolute ms), or None."""
@@ -62,7 +66,7 @@ class ClassicKind:
     def unreadable(self) -> str | None:
         return None  # an unreadable membership is reported at load and starts an empty group
 
-    def has_members(self) -> bool:
+    def counts_as_group(self) -> bool:
         return bool(self.group.members)
 
     def next_deadline(self) -> int | None:
@@ -89,8 +93,8 @@ class ConsumerKind:
     def unreadable(self) -> str | None:
         return self.error
 
-    def has_members(self) -> bool:
-        return True  # a consumer group is a group for the offsets' rules, even empty
+    def counts_as_group(self) -> bool:
+        return True
 
     def next_deadline(self) -> int | None:
         return self.group.next_deadline() if self.group is not None else None
@@ -113,7 +117,7 @@ class ShareKind:
     def unreadable(self) -> str | None:
         return self.error
 
-    def has_members(self) -> bool:
+    def counts_as_group(self) -> bool:
         return True
 
     def next_deadline(self) -> int | None:
