@@ -50,7 +50,7 @@ async def test_offset_commit_with_a_generation_to_no_group(shm_path, thread_safe
             assert r.topics[0].partitions[0].error_code == want
             assert "nobody" not in broker.groups.groups and not broker.groups.store.path("nobody").exists()
         # a read of the group (which may keep an empty group in memory) does not make it one
-        broker.groups._entry("nobody")
+        broker.groups.entry("nobody")
         r = await client.call(req("nobody", 1))
         assert r.topics[0].partitions[0].error_code == (E.group_id_not_found if version >= 9 else E.illegal_generation)
         # a negative generation makes a simple group, and commits

@@ -47,12 +47,12 @@ async def test_heartbeat_times_reach_the_file_and_a_new_coordinator_counts_from_
     clock.now_ms = t0 + SESSION // 3 - 1
     assert groups.heartbeat("g", member, None, gen) == ErrorCode.none
     before = groups.store.path("g").read_bytes()
-    await groups._persist_membership(groups.groups["g"])
+    await groups.classic.persist_membership(groups.groups["g"])
     assert groups.store.path("g").read_bytes() == before
     # a third of a session late: written
     clock.now_ms = t0 + SESSION // 3 + 1
     assert groups.heartbeat("g", member, None, gen) == ErrorCode.none
-    await groups._persist_membership(groups.groups["g"])
+    await groups.classic.persist_membership(groups.groups["g"])
     assert heard(groups, "g") == {member: t0 + SESSION // 3 + 1}
     # an offset commit writes the file anyway: it carries the latest heartbeat along
     clock.now_ms += 500
@@ -64,21 +64,21 @@ async def test_heartbeat_times_reach_the_file_and_a_new_coordinator_counts_from_
     # the member dies; much later another coordinator (fresh memory) loads the group
     fresh = GroupCoordinator(broker)
     clock.now_ms = last + SESSION - 1_000
-    e = fresh._loaded("g")
+    e = fresh.loaded("g")
     assert e is not None and e.group.generation_id == gen
     m = e.group.members[member]
     # a second of its session left: the grace from the load instead
     assert m.last_heartbeat_ms == last and m.session_deadline_ms == clock.now_ms + SESSION // 2
     # loading wrote nothing; nor does the timer loop's check while nobody is heard from
     before = groups.store.path("g").read_bytes()
-    await fresh._persist_membership(e)
+    await fresh.classic.persist_membership(e)
     assert groups.store.path("g").read_bytes() == before
     # its session ends half a session after the load, not a whole one
     clock.now_ms += SESSION // 2
     assert e.group.next_deadline() == clock.now_ms
     e.group.tick(clock.now_ms)
     assert member not in e.group.members
-    await fresh._persist_membership(e)
+    await fresh.classic.persist_membership(e)
     assert on_file(groups, "g") == {"state": "Empty", "generation": gen + 1, "protocol_type": "consumer",
                                     "since_ms": clock.now_ms}  # when it emptied: offset retention counts from it
     got, _ = await fresh.fetch("g", [("t", 0)], False)
@@ -98,10 +98,10 @@ async def test_a_file_without_heartbeat_times_restarts_sessions_on_load(tmp_path
     path.write_text(json.dumps({"format": 1, "group_id": "old", "generation": 3, "offsets": {}, "pending": {},
                                 "membership": {"state": "Stable", "generation": 4, "protocol_type": "consumer",
                                                "protocol": "range", "leader": "m-1", "members": [member]}}))
-    e = groups._loaded("old")
+    e = groups.loaded("old")
     assert e is not None and e.group.generation_id == 4
     assert e.group.members["m-1"].session_deadline_ms == clock.now_ms + SESSION
     # the first write of the group adds the heartbeat times (format stays 1)
-    await groups._persist_membership(e)
+    await groups.classic.persist_membership(e)
     obj = json.loads(path.read_bytes())
     assert obj["format"] == 1 and obj["membership"]["members"][0]["last_heartbeat_ms"] == clock.now_ms

@@ -56,7 +56,7 @@ async def join(groups: GroupCoordinator, group: str, *topics: str) -> tuple[str,
 
 
 async def commit(groups: GroupCoordinator, group: str, member: str = "", gen: int = -1, topic: str = "t") -> None:
-    now = groups._now()  # the commit time, as the OffsetCommit handler stamps it
+    now = groups.now()  # the commit time, as the OffsetCommit handler stamps it
     code = await groups.commit(group, member_id=member, group_instance_id=None, generation_id=gen,
                                offsets={(topic, 0): Committed(5, timestamp=now),
                                         (topic, 1): Committed(7, timestamp=now)})
@@ -117,7 +117,7 @@ async def test_the_time_a_group_emptied_survives_a_new_coordinator(shm_path, aut
         await trio.sleep(2)  # the timer loop writes the Empty membership
         groups.unload("g")  # the group moves: the next coordinator knows only its file
         await trio.sleep(RETENTION_S / 2)
-        assert groups._entry("g").group.state_since_ms == emptied  # loaded again, as the file says
+        assert groups.entry("g").group.state_since_ms == emptied  # loaded again, as the file says
         assert await committed(groups, "g") == {("t", 0): 5, ("t", 1): 7}
         await trio.sleep(RETENTION_S / 2 + CHECK_S)  # a minute after it emptied, not after the move
         assert await committed(groups, "g") == {} and "g" not in listed(groups)
@@ -155,7 +155,7 @@ async def test_a_consumer_group_keeps_what_it_subscribes_to(shm_path, autojump_c
         nursery.start_soon(beat)
         for topic in ("t", "other"):
             assert await groups.commit("cg", member_id="m", group_instance_id=None, generation_id=epoch,
-                                       offsets={(topic, 0): Committed(3, timestamp=groups._now())}) == ErrorCode.none
+                                       offsets={(topic, 0): Committed(3, timestamp=groups.now())}) == ErrorCode.none
         await trio.sleep(RETENTION_S + CHECK_S)
         assert await committed(groups, "cg") == {("t", 0): 3} and "cg" in listed(groups)
 

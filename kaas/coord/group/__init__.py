@@ -1,6 +1,9 @@
-"""The group coordinator (``GroupCoordinator``, ``broker.groups``): JoinGroup/SyncGroup/
-Heartbeat/LeaveGroup over the pure ``domain.groups.classic.group`` machine, committed and transactional
-offsets on file (``storage.offset_store``), and the admin APIs. Its timer loop is
+"""The group coordinator (``GroupCoordinator``, ``broker.groups``): what every kind of
+group shares (ownership, loading, the group's file, committed and transactional offsets,
+the admin APIs, the timers: ``coordinator``), and one runtime per kind behind one seam
+(``kinds``: what a group is; ``ports``: what a runtime may ask of the coordinator):
+``classic`` (JoinGroup/SyncGroup/Heartbeat/LeaveGroup), ``consumer`` (KIP-848, and the
+classic members inside a consumer group) and ``share`` (KIP-932). Its timer loop is
 ``kaas.tasks.group_timers.serve_timers``."""
 
 from kaas.coord.group.coordinator import GroupCoordinator as GroupCoordinator

@@ -7,7 +7,7 @@ The rule is ``kaas.domain.groups.offset_expiry``'s; this module feeds it each gr
 and carries its verdict out. A group is the coordinator's to change: the pass writes its
 file (``__cluster/consumer_offsets/<group>.json``) through the coordinator's own write
 path, under the group's lock and only while this broker owns the group and holds its
-lease, as an OffsetCommit would (``GroupCoordinator._save``: tmp + fsync + rename, refused
+lease, as an OffsetCommit would (``GroupCoordinator.save``: tmp + fsync + rename, refused
 if another coordinator changed the file meanwhile). A group deleted by the pass is
 unloaded and its file removed, as DeleteGroups does. Each group whose offsets expire is
 logged once (``group_offsets_expired``), with the partitions, whether the group went, and
@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING
 import structlog
 from kio.schema.errors import ErrorCode
 
+from kaas.coord.group.classic.runtime import subscribed_topics
 from kaas.coord.group.entry import GroupEntry
+from kaas.coord.group.kinds import ClassicKind, ConsumerKind, ShareKind
 from kaas.domain.groups import offset_expiry
 from kaas.domain.groups.classic.group import GroupState
 from kaas.domain.groups.offset_expiry import GroupView, Stored
@@ -56,17 +58,17 @@ def retention_ms(settings: Settings) -> int:
 def view_of(e: GroupEntry) -> GroupView | None:
     """The group as the expiry rule sees it; None while its state on file is unreadable
     (nothing is expired from a group kaas cannot read)."""
-    if e.error is not None or e.consumer_error is not None or e.share_error is not None:
+    k = e.kind
+    if e.error is not None or k.unreadable is not None:
         return None
-    if e.share is not None:
-        return GroupView(offset_expiry.SHARE, e.share.state)
-    if e.consumer is not None:
-        return GroupView(offset_expiry.CONSUMER, e.consumer.state, subscribed=frozenset(e.consumer.subscribed_topics()))
-    g = e.group
+    if isinstance(k, ShareKind) and k.group is not None:
+        return GroupView(offset_expiry.SHARE, k.group.state)
+    if isinstance(k, ConsumerKind) and k.group is not None:
+        return GroupView(offset_expiry.CONSUMER, k.group.state, subscribed=frozenset(k.group.subscribed_topics()))
+    assert isinstance(k, ClassicKind)
+    g = k.group
     subscribed: frozenset[str] = frozenset()
     if g.state is GroupState.STABLE and g.protocol_type == "consumer":
-        from kaas.coord.group.coordinator import subscribed_topics
-
         subscribed = frozenset(subscribed_topics(g))
     since = g.state_since_ms if g.state is GroupState.EMPTY else None
     return GroupView(offset_expiry.CLASSIC, g.state.value, g.protocol_type, since, subscribed)
@@ -106,16 +108,16 @@ async def _expire_group(coord: GroupCoordinator, gid: str) -> bool:
     coord.check_owner(gid)
     if not coord.store.path(gid).exists():
         return False  # deleted since the listing
-    e = coord._entry(gid)
-    now = coord._now()
+    e = coord.entry(gid)
+    now = coord.now()
     retention = retention_ms(coord.broker.settings)
     async with e.lock:
         if coord.groups.get(gid) is not e:
             return False  # deleted or unloaded meanwhile
         try:
-            offsets = await coord._offsets(e)
+            offsets = await coord.offsets(e)
         except KaasError:
-            return False  # unreadable: reported by _offsets, never reset
+            return False  # unreadable: reported by offsets(), never reset
         verdict = _verdict(e, offsets, now, retention)
         if verdict is None or not verdict.changes:
             return False
@@ -125,7 +127,7 @@ async def _expire_group(coord: GroupCoordinator, gid: str) -> bool:
             new = offsets.copy()
             for tp in verdict.expired:
                 del new.offsets[tp]
-            await coord._save(e, new)
+            await coord.save(e, new)
     log.info("group_offsets_expired", group=gid, partitions=len(verdict.expired),
              topics=sorted({t for t, _ in verdict.expired}), group_deleted=verdict.delete_group,
              reason=verdict.reason, retention_ms=retention)
@@ -140,9 +142,7 @@ async def _delete(coord: GroupCoordinator, gid: str, e: GroupEntry) -> None:
             loaded from it again on next use; the next pass tries again).
     """
     coord.check_owner(gid)
-    coord._deliver(e.group.mark_dead(coord._now(), ErrorCode.coordinator_not_available))
-    if coord.groups.get(gid) is e:
-        del coord.groups[gid]
+    coord.drop(gid, e, ErrorCode.coordinator_not_available)
     try:
         await coord.broker.run_io(coord.store.delete, gid)
     except OSError as exc:

@@ -2,10 +2,11 @@
 coordinator: ConsumerGroupHeartbeat and ConsumerGroupDescribe over the pure
 ``domain.groups.consumer.group`` machine, its timers, and its state on file.
 
-One coordinator owns both kinds of group: a group id is a consumer group while its entry
-(``coordinator._Entry``) holds a ``ConsumerGroup``. A heartbeat with epoch 0 turns a group
-with no classic members into one; a classic JoinGroup turns an empty consumer group back
-into a classic group (``GroupCoordinator.join``).
+A group id is a consumer group while its entry's kind is ``kinds.ConsumerKind``. A
+heartbeat with epoch 0 turns a group with no classic members into one; a classic JoinGroup
+turns an empty consumer group back into a classic group (``GroupCoordinator.join``); the
+classic protocol's members inside a consumer group, and the conversions, are
+``classic_members``. The runtime uses the coordinator through ``ports.Coordinator``.
 
 State on file: the group's state (``ConsumerGroup.snapshot()``) lives in the ``consumer``
 field of the group's offsets file (``storage.offset_store``), written by the group's
@@ -24,159 +25,65 @@ left, with a grace granted once per outage.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 from kio.schema.errors import ErrorCode
 
-from kaas.aio import Wakeup
-from kaas.coord.group.entry import GroupEntry as _Entry
-from kaas.coord.group.entry import owned_groups, refuse_unreadable, typed_entry
-from kaas.coord.ports import GroupBroker
+from kaas.coord.group.consumer.classic_members import ClassicMembers
+from kaas.coord.group.consumer.settings import ConsumerSettings, consumer_settings
+from kaas.coord.group.entry import GroupEntry, refuse_unreadable
+from kaas.coord.group.kinds import ClassicKind, ConsumerKind, ShareKind
+from kaas.coord.group.lookup import owned_groups, typed_entry
+from kaas.coord.group.ports import Coordinator
 from kaas.domain.groups.consumer.group import ConsumerGroup
-from kaas.domain.groups.consumer.heartbeat import (
-    LEAVE_EPOCH,
-    GroupConfig,
-    Heartbeat,
-    HeartbeatReply,
-    validate_heartbeat,
-)
+from kaas.domain.groups.consumer.heartbeat import LEAVE_EPOCH, Heartbeat, HeartbeatReply, validate_heartbeat
 from kaas.domain.groups.consumer.member import ConsumerMember
-from kaas.domain.groups.modern.topic_image import TopicImage, TopicInfo
 from kaas.errors import KaasError
-from kaas.storage.offset_store import GroupOffsets
 
 log = structlog.get_logger()
 
-
-class _Store(Protocol):
-    def path(self, group_id: str) -> Path: ...
-
-    def load(self, group_id: str) -> GroupOffsets: ...
-
-
-class Conversions(Protocol):
-    """The migration between protocols (``classic_members.ClassicMembers``)."""
-
-    def upgrade(self, e: _Entry) -> ConsumerGroup | None: ...
-
-    def finish_upgrade(self, e: _Entry) -> None: ...
-
-    def downgrade_due(self, g: ConsumerGroup, leaving: str | None) -> bool: ...
-
-    async def downgrade(self, e: _Entry, work: ConsumerGroup, leaving: str | None) -> bool: ...
-
-
-class GroupCoordinator(Protocol):
-    """What the consumer runtime uses of ``coordinator.GroupCoordinator`` (a port: the
-    coordinator imports this module, not the other way round)."""
-
-    @property
-    def broker(self) -> GroupBroker: ...
-
-    @property
-    def groups(self) -> Mapping[str, _Entry]: ...
-
-    @property
-    def timer_wakeup(self) -> Wakeup: ...
-
-    @property
-    def store(self) -> _Store: ...
-
-    def check_owner(self, group_id: str) -> None: ...
-
-    def _now(self) -> int: ...
-
-    def _load(self, group_id: str, create: bool) -> _Entry | None: ...
-
-    @property
-    def classic(self) -> Conversions: ...
-
-    @property
-    def consumers(self) -> ConsumerGroups: ...
-
-    def _loaded(self, group_id: str) -> _Entry | None: ...
-
-    async def _offsets(self, e: _Entry) -> GroupOffsets: ...
-
-    async def _save(self, e: _Entry, new: GroupOffsets, *, consumer_write: bool = False) -> None: ...
-
-    def forget(self, group_id: str, e: _Entry) -> None: ...
-
-__all__ = ["ConsumerGroups", "ConsumerSettings"]
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerSettings:
-    """What a consumer group is served with: the machine's config and the heartbeat
-    interval told to its members."""
-
-    config: GroupConfig
-    heartbeat_interval_ms: int
+__all__ = ["ConsumerGroups"]
 
 
 class ConsumerGroups:
     """The consumer-protocol half of ``GroupCoordinator`` (``coordinator.consumers``)."""
 
-    def __init__(self, coord: GroupCoordinator) -> None:
+    def __init__(self, coord: Coordinator) -> None:
         self.coord = coord
-        self._image: TopicImage | None = None
         # kaas_consumer_group_events_total{event} (``net.metrics_http``): heartbeats, group
         # epochs bumped, revocations asked of members, members fenced by a timer, and the
         # migration's upgrades and downgrades
         self.stats: dict[str, int] = dict.fromkeys(
             ("heartbeats", "group_epoch_bumps", "revocations", "members_fenced", "upgrades", "downgrades"), 0)
+        self.classic = ClassicMembers(coord, self)  # classic members of consumer groups, conversions
 
     def settings(self, group_id: str) -> ConsumerSettings:
-        """The one place a consumer group's settings are read: its group configs
-        (``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``) over the
-        broker's ``group.consumer.*``.
+        """The group's settings (``settings.consumer_settings``).
 
         Raises:
             KaasError: KAFKA_STORAGE_ERROR, the group config file was never readable.
         """
-        broker = self.coord.broker
-        s, g = broker.settings, broker.group_config(group_id)
-        return ConsumerSettings(
-            GroupConfig(g.consumer_session_timeout_ms, tuple(s.group_consumer_assignors), s.group_consumer_max_size),
-            g.consumer_heartbeat_interval_ms)
-
-    def image(self) -> TopicImage:
-        """The broker's topics as the groups see them, rebuilt when they changed."""
-        topics = self.coord.broker.topics
-        version = topics.version
-        if self._image is None or self._image.version != version:
-            self._image = TopicImage.of(version, [TopicInfo(str(m.topic_id), m.name, m.partitions)
-                                                  for m in topics.topics.values()])
-        return self._image
+        return consumer_settings(self.coord.broker, group_id)
 
     # ------------------------------------------------------------------ loading
 
-    def restore(self, e: _Entry, snap: dict[str, Any]) -> None:
-        """Make ``e`` the consumer group its file holds (``_load``); a snapshot that does
+    def restore(self, group_id: str, snap: dict[str, Any]) -> ConsumerKind:
+        """The consumer group its file holds (``Coordinator.load``); a snapshot that does
         not parse is reported once and refuses service for the group (never reset)."""
-        gid = e.group.group_id
         try:
-            session_ms = self.settings(gid).config.session_timeout_ms
+            session_ms = self.settings(group_id).config.session_timeout_ms
         except KaasError:  # no group configs yet: the broker's (the next heartbeat applies the group's)
             session_ms = self.coord.broker.settings.group_consumer_session_timeout_ms
         try:
-            e.consumer = ConsumerGroup.restore(gid, snap, now_ms=self.coord._now(), session_timeout_ms=session_ms)
-            e.consumer_error = None
-            g = e.consumer
-            log.info("consumer_group_restored", group=g.group_id, state=g.state, group_epoch=g.group_epoch,
-                     assignment_epoch=g.assignment_epoch, members=len(g.members))
+            g = ConsumerGroup.restore(group_id, snap, now_ms=self.coord.now(), session_timeout_ms=session_ms)
         except ValueError as exc:
-            log.error("consumer_group_state_unreadable", group=e.group.group_id, error=str(exc))
-            e.consumer_error = str(exc)
-
-    @staticmethod
-    def check_readable(e: _Entry) -> None:
-        """Raises KaasError(UNKNOWN_SERVER_ERROR) while the group's state on file is corrupt."""
-        refuse_unreadable(e.consumer_error)
+            log.error("consumer_group_state_unreadable", group=group_id, error=str(exc))
+            return ConsumerKind(None, error=str(exc))
+        log.info("consumer_group_restored", group=g.group_id, state=g.state, group_epoch=g.group_epoch,
+                 assignment_epoch=g.assignment_epoch, members=len(g.members))
+        return ConsumerKind(g)
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -195,7 +102,7 @@ class ConsumerGroups:
             return refused, 0
         coord.check_owner(group_id)
         created = group_id not in coord.groups
-        e = coord._load(group_id, create=hb.member_epoch == 0)
+        e = coord.load(group_id, create=hb.member_epoch == 0)
         if e is None:
             return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), 0
         try:
@@ -207,60 +114,66 @@ class ConsumerGroups:
             return reply, 0
         if reply.changed:
             coord.timer_wakeup.set()
-        return reply, work.heartbeat_interval_ms(reply.member_id or hb.member_id, coord._now(),
+        return reply, work.heartbeat_interval_ms(reply.member_id or hb.member_id, coord.now(),
                                                  settings.heartbeat_interval_ms)
 
-    async def _heartbeat(self, e: _Entry, hb: Heartbeat, settings: ConsumerSettings,
+    async def _heartbeat(self, e: GroupEntry, hb: Heartbeat, settings: ConsumerSettings,
                          topic_visible: Callable[[str], bool] | None) -> tuple[HeartbeatReply, ConsumerGroup]:
         """The heartbeat on a copy of the group, written and swapped in when it changed it."""
-        coord, group_id = self.coord, e.group.group_id
-        self.check_readable(e)
-        await coord._offsets(e)
+        coord, group_id = self.coord, e.group_id
+        if isinstance(e.kind, ConsumerKind):
+            refuse_unreadable(e.kind.error)
+        await coord.offsets(e)
         async with e.lock:
             if coord.groups.get(group_id) is not e:  # deleted or unloaded meanwhile
                 raise KaasError(ErrorCode.not_coordinator, "group moved")
-            g = e.consumer
-            upgraded = False
-            if e.share is not None or e.share_error is not None:
-                return HeartbeatReply(ErrorCode.group_id_not_found,
-                                      f"Group {group_id} is not a consumer group."), ConsumerGroup(group_id)
-            if g is None:
-                if hb.member_epoch != 0:
-                    return HeartbeatReply(ErrorCode.group_id_not_found,
-                                          f"Group {group_id} not found."), ConsumerGroup(group_id)
-                if e.group.members:
-                    # a classic group with members: converted online when the policy allows
-                    # (KIP-848 migration, ``classic_members``), else GROUP_ID_NOT_FOUND (Apache)
-                    converted = coord.classic.upgrade(e)
-                    if converted is None:
-                        return HeartbeatReply(ErrorCode.group_id_not_found,
-                                              f"Group {group_id} is not a consumer group."), ConsumerGroup(group_id)
-                    work, upgraded = converted, True
-                else:
-                    work = ConsumerGroup(group_id)
-            else:
-                work = g.copy()
+            was_kind = e.kind
+            start = self._work(e, hb)
+            if isinstance(start, HeartbeatReply):
+                return start, ConsumerGroup(group_id)
+            work = start
             before = (work.group_epoch, work.assignment_epoch, work.state)
             was = work.members.get(hb.member_id)
             # the group as it was before a leave: a downgrade keeps its generation (Apache
             # converts before the leave's epoch bump, so stable members' commits still hold)
             pre = work.copy() if hb.member_epoch == LEAVE_EPOCH else None
-            reply = work.heartbeat(hb, coord._now(), self.image(), settings.config, topic_visible=topic_visible)
+            reply = work.heartbeat(hb, coord.now(), coord.topic_image(), settings.config, topic_visible=topic_visible)
             self.count(work, before[0], was, reply.member_id)
             if reply.error_code != ErrorCode.none:
                 return reply, work
-            if pre is not None and coord.classic.downgrade_due(pre, hb.member_id) \
-                    and await coord.classic.downgrade(e, pre, hb.member_id):
+            if pre is not None and self.classic.downgrade_due(pre, hb.member_id) \
+                    and await self.classic.downgrade(e, pre, hb.member_id):
                 return reply, work
-            if reply.changed or e.consumer_dirty or g is None:
-                await self._save(e, work)
-            e.consumer, e.consumer_dirty = work, False
-            if upgraded:
-                coord.classic.finish_upgrade(e)
+            if reply.changed or not isinstance(was_kind, ConsumerKind) or was_kind.dirty:
+                await self.save_group(e, work)
+            e.kind = ConsumerKind(work)
+            if isinstance(was_kind, ClassicKind) and was_kind.group.members:
+                self.classic.finish_upgrade(was_kind.group)
         if before != (work.group_epoch, work.assignment_epoch, work.state):
             log.info("consumer_group_state", group=group_id, state=work.state, group_epoch=work.group_epoch,
                      assignment_epoch=work.assignment_epoch, members=len(work.members))
         return reply, work
+
+    def _work(self, e: GroupEntry, hb: Heartbeat) -> ConsumerGroup | HeartbeatReply:
+        """The consumer group the heartbeat runs on (a copy, or a new group: an empty
+        classic group becomes one, one with members is converted), or the refusal
+        (GROUP_ID_NOT_FOUND) of a group of another kind."""
+        group_id, k = e.group_id, e.kind
+        if isinstance(k, ShareKind):
+            return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+        if isinstance(k, ConsumerKind):
+            assert k.group is not None  # refused while unreadable
+            return k.group.copy()
+        if hb.member_epoch != 0:
+            return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+        if not k.group.members:
+            return ConsumerGroup(group_id)
+        # a classic group with members: converted online when the policy allows
+        # (KIP-848 migration, ``classic_members``), else GROUP_ID_NOT_FOUND (Apache)
+        converted = self.classic.upgrade(k.group)
+        if converted is None:
+            return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+        return converted
 
     def count(self, work: ConsumerGroup, epoch_before: int, was: ConsumerMember | None,
               member_id: str | None) -> None:
@@ -272,60 +185,57 @@ class ConsumerGroups:
         if now is not None and now.pending_revocation and (was is None or not was.pending_revocation):
             self.stats["revocations"] += 1
 
-    async def _save(self, e: _Entry, work: ConsumerGroup) -> None:
-        """Write ``work``'s state into the group's file (``GroupCoordinator._save``'s rules:
-        the file changes, or nothing does and KaasError is raised)."""
-        new = (await self.coord._offsets(e)).copy()
+    async def save_group(self, e: GroupEntry, work: ConsumerGroup) -> None:
+        """Write ``work``'s state into the group's file (``Coordinator.save``'s rules: the
+        file changes, or nothing does and KaasError is raised)."""
+        new = (await self.coord.offsets(e)).copy()
         new.consumer = work.snapshot()
         new.membership = None
-        await self.coord._save(e, new, consumer_write=True)
+        await self.coord.save(e, new, kind_write=True)
         work.mark_filed()
 
     # ------------------------------------------------------------------ timers
 
-    def next_deadline(self) -> int | None:
-        deadlines = [d for e in self.coord.groups.values() if e.consumer is not None
-                     and (d := e.consumer.next_deadline()) is not None]
-        return min(deadlines, default=None)
-
     async def fire_timers(self, now: int) -> None:
         """Fence the members whose session or revocation deadline passed, and write the
         groups whose state is ahead of their file."""
-        coord = self.coord
-        for gid, e, g in owned_groups(coord, lambda e: e.consumer):
-            d = g.next_deadline()
+        for gid, e, k in owned_groups(self.coord, ConsumerKind):
+            d = k.group.next_deadline() if k.group is not None else None
             due = d is not None and d <= now
-            if not due and not e.consumer_dirty:
-                continue
-            async with e.lock:
-                if coord.groups.get(gid) is not e or e.consumer is None:
-                    continue
-                pre = e.consumer
-                work = e.consumer.copy()
-                fenced = work.tick(now) if due else []
-                self.stats["members_fenced"] += len(fenced)
-                self.stats["group_epoch_bumps"] += len(fenced)
-                for f in fenced:
-                    log.info("consumer_member_fenced", group=gid, member=f.member_id, reason=f.reason,
-                             group_epoch=work.group_epoch)
-                dirty = e.consumer_dirty or bool(fenced)
-                e.consumer, e.consumer_dirty = work, dirty
-                if fenced and coord.broker.cluster.lease_valid():
-                    # one member fenced: converted from the group before its fence (as a leave)
-                    one = fenced[0].member_id if len(fenced) == 1 else None
-                    base, leaving = (pre, one) if one is not None else (work, None)
-                    try:
-                        if coord.classic.downgrade_due(base, leaving) and \
-                                await coord.classic.downgrade(e, base, leaving):
-                            continue
-                    except KaasError as exc:
-                        log.warning("consumer_group_not_saved", group=gid, error=exc.code.name)
-                if dirty and coord.broker.cluster.lease_valid():
-                    try:
-                        await self._save(e, work)
-                        e.consumer_dirty = False
-                    except KaasError as exc:
-                        log.warning("consumer_group_not_saved", group=gid, error=exc.code.name)
+            if k.group is not None and (due or k.dirty):
+                await self._fire(gid, e, now, due)
+
+    async def _fire(self, gid: str, e: GroupEntry, now: int, due: bool) -> None:
+        """Fence the group's members (``due``) and write it when it is ahead of its file."""
+        coord = self.coord
+        async with e.lock:
+            k = e.kind
+            if coord.groups.get(gid) is not e or not isinstance(k, ConsumerKind) or k.group is None:
+                return
+            pre = k.group
+            work = pre.copy()
+            fenced = work.tick(now) if due else []
+            self.stats["members_fenced"] += len(fenced)
+            self.stats["group_epoch_bumps"] += len(fenced)
+            for f in fenced:
+                log.info("consumer_member_fenced", group=gid, member=f.member_id, reason=f.reason,
+                         group_epoch=work.group_epoch)
+            k = e.kind = ConsumerKind(work, dirty=k.dirty or bool(fenced))
+            if fenced and coord.broker.cluster.lease_valid():
+                # one member fenced: converted from the group before its fence (as a leave)
+                one = fenced[0].member_id if len(fenced) == 1 else None
+                base, leaving = (pre, one) if one is not None else (work, None)
+                try:
+                    if self.classic.downgrade_due(base, leaving) and await self.classic.downgrade(e, base, leaving):
+                        return
+                except KaasError as exc:
+                    log.warning("consumer_group_not_saved", group=gid, error=exc.code.name)
+            if k.dirty and coord.broker.cluster.lease_valid():
+                try:
+                    await self.save_group(e, work)
+                    k.dirty = False
+                except KaasError as exc:
+                    log.warning("consumer_group_not_saved", group=gid, error=exc.code.name)
 
     # ------------------------------------------------------------------ admin
 
@@ -337,9 +247,9 @@ class ConsumerGroups:
             KaasError: NOT_COORDINATOR and the like; GROUP_ID_NOT_FOUND for no group or a
                 classic one; UNKNOWN_SERVER_ERROR for a corrupt state file.
         """
-        _e, g = typed_entry(self.coord, group_id, "consumer", lambda e: e.consumer, lambda e: e.consumer_error)
+        _e, g = typed_entry(self.coord, group_id, ConsumerKind, lambda e: e.consumer)
         d = g.describe(self.settings(group_id).config.assignors)
-        by_id = self.image().by_id
+        by_id = self.coord.topic_image().by_id
         for m in d["members"]:
             for key in ("assignment", "target_assignment", "pending_revocation"):
                 m[key] = {by_id[tid].name: (tid, sorted(ps)) for tid, ps in m[key].items() if tid in by_id}

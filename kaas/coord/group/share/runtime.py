@@ -24,8 +24,10 @@ from typing import Any
 import structlog
 from kio.schema.errors import ErrorCode
 
-from kaas.coord.group.consumer.runtime import GroupCoordinator
-from kaas.coord.group.entry import GroupEntry, owned_groups, refuse_unreadable, typed_entry
+from kaas.coord.group.entry import GroupEntry, refuse_unreadable
+from kaas.coord.group.kinds import ClassicKind, ShareKind
+from kaas.coord.group.lookup import owned_groups, typed_entry
+from kaas.coord.group.ports import Coordinator
 from kaas.domain.groups.share.group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
 from kaas.errors import KaasError
 
@@ -37,7 +39,7 @@ __all__ = ["ShareGroups"]
 class ShareGroups:
     """The share-group half of ``GroupCoordinator`` (``coordinator.shares``)."""
 
-    def __init__(self, coord: GroupCoordinator) -> None:
+    def __init__(self, coord: Coordinator) -> None:
         self.coord = coord
         # the share partitions' state goes with a deleted group (``ShareOffsets.delete_all``)
         self.on_delete: Callable[[str], Awaitable[tuple[ErrorCode, str | None]]] | None = None
@@ -54,23 +56,23 @@ class ShareGroups:
 
     # ------------------------------------------------------------------ loading
 
-    def restore(self, e: GroupEntry, snap: dict[str, Any]) -> None:
-        """Make ``e`` the share group its file holds; a snapshot that does not parse is
-        reported once and refuses service for the group (never reset)."""
-        gid = e.group.group_id
+    def restore(self, group_id: str, snap: dict[str, Any]) -> ShareKind:
+        """The share group its file holds; a snapshot that does not parse is reported once
+        and refuses service for the group (never reset)."""
         try:
-            e.share = ShareGroup.restore(gid, snap, now_ms=self.coord._now(),
-                                         session_timeout_ms=self.config(gid)[0].session_timeout_ms)
-            e.share_error = None
-            log.info("share_group_restored", group=gid, group_epoch=e.share.group_epoch, members=len(e.share.members))
+            g = ShareGroup.restore(group_id, snap, now_ms=self.coord.now(),
+                                   session_timeout_ms=self.config(group_id)[0].session_timeout_ms)
         except ValueError as exc:
-            log.error("share_group_state_unreadable", group=gid, error=str(exc))
-            e.share_error = str(exc)
+            log.error("share_group_state_unreadable", group=group_id, error=str(exc))
+            return ShareKind(None, error=str(exc))
+        log.info("share_group_restored", group=group_id, group_epoch=g.group_epoch, members=len(g.members))
+        return ShareKind(g)
 
     @staticmethod
     def check_readable(e: GroupEntry) -> None:
         """Raises KaasError(UNKNOWN_SERVER_ERROR) while the group's state on file is corrupt."""
-        refuse_unreadable(e.share_error)
+        if isinstance(e.kind, ShareKind):
+            refuse_unreadable(e.kind.error)
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -84,23 +86,23 @@ class ShareGroups:
         coord = self.coord
         config, interval = self.config(group_id)
         coord.check_owner(group_id)
-        e = coord._load(group_id, create=hb.member_epoch == 0)
+        e = coord.load(group_id, create=hb.member_epoch == 0)
         if e is None:
             return ShareReply(ErrorCode.group_id_not_found, f"Group {group_id} not found."), 0
         self.check_readable(e)
-        await coord._offsets(e)
+        await coord.offsets(e)
         async with e.lock:
             if coord.groups.get(group_id) is not e:
                 raise KaasError(ErrorCode.not_coordinator, "group moved")
-            if e.share is None:
-                if e.consumer is not None or e.consumer_error is not None or e.group.members \
-                        or hb.member_epoch != 0:
-                    return ShareReply(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."), 0
-                work = ShareGroup(group_id)
+            k = e.kind
+            if isinstance(k, ShareKind) and k.group is not None:
+                work = k.group.copy()
+            elif isinstance(k, ClassicKind) and not k.group.members and hb.member_epoch == 0:
+                work = ShareGroup(group_id)  # an empty classic group (none yet) becomes a share group
             else:
-                work = e.share.copy()
+                return ShareReply(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."), 0
             before = work.group_epoch
-            reply = work.heartbeat(hb, coord._now(), coord.consumers.image(), config)
+            reply = work.heartbeat(hb, coord.now(), coord.topic_image(), config)
             self.stats["heartbeats"] += 1
             if reply.error_code != ErrorCode.none:
                 if reply.error_code in (ErrorCode.fenced_member_epoch, ErrorCode.unknown_member_id):
@@ -117,8 +119,8 @@ class ShareGroups:
                 # the heartbeat's one write records them initialized
                 work.mark_initialized(reply.initialize)
             if reply.changed or e.share is None:
-                await self._save(e, work)
-            e.share = work
+                await self.save_group(e, work)
+            e.kind = ShareKind(work, dirty=k.dirty if isinstance(k, ShareKind) else False)
         self.stats["group_epoch_bumps"] += work.group_epoch - before
         if work.group_epoch != before:
             log.info("share_group_state", group=group_id, state=work.state, group_epoch=work.group_epoch,
@@ -126,40 +128,38 @@ class ShareGroups:
             coord.timer_wakeup.set()
         return reply, interval
 
-    async def _save(self, e: GroupEntry, work: ShareGroup) -> None:
-        new = (await self.coord._offsets(e)).copy()
+    async def save_group(self, e: GroupEntry, work: ShareGroup) -> None:
+        """Write ``work``'s state into the group's file (``Coordinator.save``'s rules)."""
+        new = (await self.coord.offsets(e)).copy()
         new.share = work.snapshot()
         new.membership = new.consumer = None
-        await self.coord._save(e, new, consumer_write=True)
+        await self.coord.save(e, new, kind_write=True)
         work.mark_filed()
 
     # ------------------------------------------------------------------ timers
 
-    def next_deadline(self) -> int | None:
-        return min((d for e in self.coord.groups.values() if e.share is not None
-                    and (d := e.share.next_deadline()) is not None), default=None)
-
     async def fire_timers(self, now: int) -> None:
         """Fence the members whose session ended; write the groups ahead of their file."""
         coord = self.coord
-        for gid, e, g in owned_groups(coord, lambda e: e.share):
-            d = g.next_deadline()
-            if (d is None or d > now) and not e.share_dirty:
+        for gid, e, seen in owned_groups(coord, ShareKind):
+            d = seen.group.next_deadline() if seen.group is not None else None
+            if seen.group is None or ((d is None or d > now) and not seen.dirty):
                 continue
             async with e.lock:
-                if coord.groups.get(gid) is not e or e.share is None:
+                k = e.kind
+                if coord.groups.get(gid) is not e or not isinstance(k, ShareKind) or k.group is None:
                     continue
-                work = e.share.copy()
-                fenced = work.tick(now, coord.consumers.image())
+                work = k.group.copy()
+                fenced = work.tick(now, coord.topic_image())
                 for mid in fenced:
                     log.info("share_member_fenced", group=gid, member=mid, group_epoch=work.group_epoch)
                 self.stats["members_fenced"] += len(fenced)
                 self.stats["group_epoch_bumps"] += len(fenced)
-                e.share, e.share_dirty = work, e.share_dirty or bool(fenced)
-                if e.share_dirty and coord.broker.cluster.lease_valid():
+                k = e.kind = ShareKind(work, dirty=k.dirty or bool(fenced))
+                if k.dirty and coord.broker.cluster.lease_valid():
                     try:
-                        await self._save(e, work)
-                        e.share_dirty = False
+                        await self.save_group(e, work)
+                        k.dirty = False
                     except KaasError as exc:
                         log.warning("share_group_not_saved", group=gid, error=exc.code.name)
 
@@ -174,9 +174,9 @@ class ShareGroups:
             return ErrorCode.non_empty_group
         if self.on_delete is None:
             return ErrorCode.none
-        code, message = await self.on_delete(e.group.group_id)
+        code, message = await self.on_delete(e.group_id)
         if code != ErrorCode.none:
-            log.warning("share_group_state_not_deleted", group=e.group.group_id, error=code.name, detail=message)
+            log.warning("share_group_state_not_deleted", group=e.group_id, error=code.name, detail=message)
         return code
 
     async def entry_or_new(self, group_id: str) -> tuple[GroupEntry, ShareGroup]:
@@ -190,15 +190,14 @@ class ShareGroups:
         """
         coord = self.coord
         coord.check_owner(group_id)
-        if coord._loaded(group_id) is None and not coord.store.path(group_id).exists():
-            e = coord._load(group_id, create=True)
+        if coord.loaded(group_id) is None and not coord.store.path(group_id).exists():
+            e = coord.load(group_id, create=True)
             assert e is not None
             async with e.lock:
-                if coord.groups.get(group_id) is e and e.share is None and e.consumer is None \
-                        and e.consumer_error is None and not e.group.members:
+                if coord.groups.get(group_id) is e and isinstance(e.kind, ClassicKind) and not e.kind.group.members:
                     work = ShareGroup(group_id)
-                    await self._save(e, work)
-                    e.share = work
+                    await self.save_group(e, work)
+                    e.kind = ShareKind(work)
                     log.info("share_group_created", group=group_id, by="alter_share_group_offsets")
         return self.entry(group_id)
 
@@ -210,12 +209,13 @@ class ShareGroups:
         Raises:
             KaasError: COORDINATOR_NOT_AVAILABLE (the group could not be written).
         """
-        if e.share is None or not partitions:
+        k = e.kind
+        if not isinstance(k, ShareKind) or k.group is None or not partitions:
             return
-        work = e.share.copy()
+        work = k.group.copy()
         if work.mark_initialized(partitions):
-            await self._save(e, work)
-            e.share = work
+            await self.save_group(e, work)
+            e.kind = ShareKind(work, dirty=k.dirty)
 
     def entry(self, group_id: str) -> tuple[GroupEntry, ShareGroup]:
         """The share group's entry and machine (loaded from its file when need be).
@@ -224,7 +224,7 @@ class ShareGroups:
             KaasError: NOT_COORDINATOR and the like; GROUP_ID_NOT_FOUND for no group or one
                 of another type; UNKNOWN_SERVER_ERROR for a corrupt state file.
         """
-        return typed_entry(self.coord, group_id, "share", lambda e: e.share, lambda e: e.share_error)
+        return typed_entry(self.coord, group_id, ShareKind, lambda e: e.share)
 
     def describe(self, group_id: str) -> dict[str, Any]:
         """ShareGroupDescribe's view, topic ids named (topics gone are left out).
@@ -233,7 +233,7 @@ class ShareGroups:
             KaasError: as ``entry``.
         """
         d = self.entry(group_id)[1].describe()
-        by_id = self.coord.consumers.image().by_id
+        by_id = self.coord.topic_image().by_id
         for m in d["members"]:
             m["assignment"] = {by_id[tid].name: (tid, sorted(ps)) for tid, ps in m["assignment"].items()
                                if tid in by_id}

@@ -1,0 +1,1 @@
+"""The group coordinator's classic groups (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)."""
