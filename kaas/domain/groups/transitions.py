@@ -21,8 +21,11 @@ S = TypeVar("S", bound=enum.Enum)
 
 
 class IllegalTransition(RuntimeError):
-    """A group machine tried a state change its table does not allow (an internal error:
-    the coordinator answers it as any bug, the group is left as it was before the change).
+    """A group machine tried a state change its table does not allow: an internal error,
+    handled as any bug (the connection of the request that hit it is closed, with one log
+    line). The group's state is not changed; the operation may have changed other fields
+    before it got there, so the group is not to be trusted further (consumer and share
+    runtimes handle a request on a copy, kept only once on file).
 
     Attributes:
         kind: the group kind (``classic``, ``consumer``, ``share``).
