@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from kio.schema.errors import ErrorCode as E
 
+from kaas.domain.groups.consumer.core import VALID_PREVIOUS
 from kaas.domain.groups.consumer.group import (
     ConsumerGroup,
     GroupConfig,
@@ -23,7 +24,6 @@ from kaas.domain.groups.consumer.group import (
     TopicInfo,
     validate_heartbeat,
 )
-from kaas.domain.groups.consumer.core import VALID_PREVIOUS
 from kaas.domain.groups.consumer.member import ConsumerMember, MemberState, reconcile
 from kaas.domain.groups.modern.state import ModernState
 from kaas.domain.groups.transitions import IllegalTransition

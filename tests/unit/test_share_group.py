@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from kio.schema.errors import ErrorCode as E
 
 from kaas.domain.groups.consumer.group import TopicImage, TopicInfo
+from kaas.domain.groups.modern.state import ModernState
 from kaas.domain.groups.share.group import (
     INITIALIZE_RETRY_MS,
     VALID_PREVIOUS,
@@ -25,7 +26,6 @@ from kaas.domain.groups.share.group import (
     ShareReply,
     validate_share_heartbeat,
 )
-from kaas.domain.groups.modern.state import ModernState
 from kaas.domain.groups.transitions import IllegalTransition
 
 IMAGE = TopicImage.of(1, [TopicInfo("id-a", "a", 3), TopicInfo("id-b", "b", 1)])

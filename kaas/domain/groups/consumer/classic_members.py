@@ -293,5 +293,6 @@ def downgrade_snapshot(group: ConsumerGroup, leaving: str | None, image: TopicIm
             "rebalance_timeout_ms": m.rebalance_timeout_ms, "protocol_type": PROTOCOL_TYPE,
             "protocols": [[n, md.hex()] for n, md in m.classic.protocols],
             "assignment": encode(by_name, version).hex(), "last_heartbeat_ms": now_ms})
-    return {"state": GroupState.PREPARING_REBALANCE.value, "generation": group.group_epoch, "protocol_type": PROTOCOL_TYPE,
-            "protocol": common[0], "leader": members[0].member_id, "since_ms": now_ms, "members": out_members}
+    return {"state": GroupState.PREPARING_REBALANCE.value, "generation": group.group_epoch,
+            "protocol_type": PROTOCOL_TYPE, "protocol": common[0], "leader": members[0].member_id, "since_ms": now_ms,
+            "members": out_members}
