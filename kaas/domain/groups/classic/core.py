@@ -42,22 +42,8 @@ def _default_id_suffix() -> str:
 
 
 class GroupCore:
-    """The state of the classic consumer group ``group_id`` (``Group`` is the machine).
-
-    Args:
-        group_id: the group id (informational; also in ``describe()``).
-        initial_rebalance_delay_ms: Apache ``group.initial.rebalance.delay.ms``. 0 disables
-            the delay: the first join phase completes as soon as every member joined.
-        min_session_timeout_ms, max_session_timeout_ms: accepted JoinGroup session
-            timeouts (else INVALID_SESSION_TIMEOUT 26), Apache defaults.
-        id_factory: returns the unique suffix of generated member ids
-            (``f"{group_instance_id or client_id}-{suffix}"``); default ``uuid4``. Tests pass
-            a counter to stay deterministic.
-        now_ms: creation time (``state_since_ms``).
-
-    Request keys (``request_key``) are opaque hashables chosen by the caller, unique per
-    request and not ``None``.
-    """
+    """The state of the classic consumer group ``group_id``: ``Group`` is the machine, and
+    its docstring says what the arguments are."""
 
     def __init__(
         self,

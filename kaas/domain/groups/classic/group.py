@@ -196,14 +196,14 @@ class Group(MembershipGroup, StoredGroup):
         code = self._join_refusal(session_timeout_ms, protocol_type, protos)
         if code is not None:
             return [join_error(request_key, code, member_id)]
-        fields: JoinFields = (client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
-                              protocol_type, protos, request_key)
+        fields = JoinFields(client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+                            protocol_type, protos, request_key)
         if member_id == UNKNOWN_MEMBER_ID:
             return self._join_new(now_ms, group_instance_id, require_known_member, fields,
                                   skip_assignment_ok)
         if group_instance_id is None and member_id in self._pending:
             del self._pending[member_id]
-            return self._add_member(now_ms, member_id, None, *fields)
+            return self._add_member(now_ms, member_id, None, fields)
         return self._join_known(now_ms, member_id, group_instance_id, fields)
 
     def _join_refusal(
@@ -228,34 +228,33 @@ class Group(MembershipGroup, StoredGroup):
     ) -> list[Effect]:
         """A JoinGroup without a member id: a new member (KIP-394: first told its id with
         MEMBER_ID_REQUIRED), or a static member's new incarnation."""
-        client_id, _, session_timeout_ms, _, _, _, request_key = fields
-        prefix = group_instance_id if group_instance_id is not None else client_id
+        prefix = group_instance_id if group_instance_id is not None else fields.client_id
         new_id = f"{prefix}-{self._id_factory()}"
         if group_instance_id is not None:
             old_id = self._static.get(group_instance_id)
             if old_id is not None:
-                return self._replace_static_member(now_ms, old_id, new_id, *fields,
+                return self._replace_static_member(now_ms, old_id, new_id, fields,
                                                    skip_assignment_ok=skip_assignment_ok)
-            return self._add_member(now_ms, new_id, group_instance_id, *fields)
+            return self._add_member(now_ms, new_id, group_instance_id, fields)
         if require_known_member:
-            self._pending[new_id] = now_ms + session_timeout_ms
-            return [join_error(request_key, ErrorCode.member_id_required, new_id)]
-        return self._add_member(now_ms, new_id, None, *fields)
+            self._pending[new_id] = now_ms + fields.session_timeout_ms
+            return [join_error(fields.request_key, ErrorCode.member_id_required, new_id)]
+        return self._add_member(now_ms, new_id, None, fields)
 
     def _join_known(
         self, now_ms: int, member_id: str, group_instance_id: str | None, fields: JoinFields
     ) -> list[Effect]:
         """A JoinGroup of a member the group knows."""
-        protos, request_key = fields[5], fields[6]
+        protos, request_key = fields.protocols, fields.request_key
         code = self._validate_member(member_id, group_instance_id)
         if code is not ErrorCode.none:
             return [join_error(request_key, code, member_id)]
         member = self._members[member_id]
         if self._state is _PREPARING:
-            return self._update_member(now_ms, member, *fields)
+            return self._update_member(now_ms, member, fields)
         if self._state is _COMPLETING:
             if member.protocols != protos:
-                return self._update_member(now_ms, member, *fields)
+                return self._update_member(now_ms, member, fields)
             # It probably missed the JoinGroup response: answer from this generation.
             member.last_heartbeat_ms = now_ms
             return [self._join_success(member, request_key)]
@@ -263,7 +262,7 @@ class Group(MembershipGroup, StoredGroup):
             # A leader rejoin forces a rebalance (topic metadata changes); so does a
             # metadata change. A follower rejoining unchanged gets the current generation.
             if member_id == self._leader_id or member.protocols != protos:
-                return self._update_member(now_ms, member, *fields)
+                return self._update_member(now_ms, member, fields)
             member.last_heartbeat_ms = now_ms
             return [self._join_success(member, request_key)]
         # pragma: no cover - Empty has no members

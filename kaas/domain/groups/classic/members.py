@@ -8,6 +8,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -17,73 +18,65 @@ from kaas.domain.groups.classic.records import Effect, JoinReply, Member, SyncRe
 
 __all__ = ["JoinFields", "MembershipGroup"]
 
-JoinFields = tuple[str, str, int, int, str, tuple[tuple[str, bytes], ...], Hashable]
-"""What a JoinGroup gives a member: client id, client host, session timeout, rebalance
-timeout, protocol type, protocols and the request key."""
+class JoinFields(NamedTuple):
+    """What a JoinGroup gives its member."""
+
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    request_key: Hashable
+
+    def member(self, member_id: str, group_instance_id: str | None, now_ms: int,
+               assignment: bytes | None = None) -> Member:
+        """A member made by this JoinGroup, its request parked."""
+        return Member(
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            client_id=self.client_id,
+            client_host=self.client_host,
+            session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            protocol_type=self.protocol_type,
+            protocols=self.protocols,
+            last_heartbeat_ms=now_ms,
+            assignment=assignment,
+            join_key=self.request_key,
+        )
 
 
 class MembershipGroup(RebalancingGroup):
     """The member changes a JoinGroup makes (``Group.join`` picks one)."""
 
     def _add_member(
-        self,
-        now_ms: int,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protos: tuple[tuple[str, bytes], ...],
-        request_key: Hashable,
+        self, now_ms: int, member_id: str, group_instance_id: str | None, fields: JoinFields
     ) -> list[Effect]:
         if self._state is _PREPARING and self._initial_rebalance:
             self._new_member_added = True
         if not self._members:
-            self._protocol_type = protocol_type
-        self._members[member_id] = Member(
-            member_id=member_id,
-            group_instance_id=group_instance_id,
-            client_id=client_id,
-            client_host=client_host,
-            session_timeout_ms=session_timeout_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            protocol_type=protocol_type,
-            protocols=protos,
-            last_heartbeat_ms=now_ms,
-            join_key=request_key,
-        )
+            self._protocol_type = fields.protocol_type
+        self._members[member_id] = fields.member(member_id, group_instance_id, now_ms)
         if group_instance_id is not None:
             self._static[group_instance_id] = member_id
         if self._leader_id is None:
             self._leader_id = member_id
         return self._maybe_prepare_rebalance_or_complete_join(now_ms)
 
-    def _update_member(
-        self,
-        now_ms: int,
-        member: Member,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protos: tuple[tuple[str, bytes], ...],
-        request_key: Hashable,
-    ) -> list[Effect]:
+    def _update_member(self, now_ms: int, member: Member, fields: JoinFields) -> list[Effect]:
         effects: list[Effect] = []
         if member.join_key is not None:  # newest request wins
             effects.append(
                 join_error(member.join_key, ErrorCode.rebalance_in_progress, member.member_id)
             )
-        member.client_id = client_id
-        member.client_host = client_host
-        member.session_timeout_ms = session_timeout_ms
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.protocol_type = protocol_type
-        member.protocols = protos
-        member.join_key = request_key
+        member.client_id = fields.client_id
+        member.client_host = fields.client_host
+        member.session_timeout_ms = fields.session_timeout_ms
+        member.rebalance_timeout_ms = fields.rebalance_timeout_ms
+        member.protocol_type = fields.protocol_type
+        member.protocols = fields.protocols
+        member.join_key = fields.request_key
         member.last_heartbeat_ms = now_ms
         return effects + self._maybe_prepare_rebalance_or_complete_join(now_ms)
 
@@ -92,13 +85,7 @@ class MembershipGroup(RebalancingGroup):
         now_ms: int,
         old_id: str,
         new_id: str,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protos: tuple[tuple[str, bytes], ...],
-        request_key: Hashable,
+        fields: JoinFields,
         *,
         skip_assignment_ok: bool = False,
     ) -> list[Effect]:
@@ -110,19 +97,7 @@ class MembershipGroup(RebalancingGroup):
             effects.append(join_error(old.join_key, ErrorCode.fenced_instance_id, old_id))
         if old.sync_key is not None:
             effects.append(SyncReply(old.sync_key, ErrorCode.fenced_instance_id, None, None, b""))
-        new = Member(
-            member_id=new_id,
-            group_instance_id=old.group_instance_id,
-            client_id=client_id,
-            client_host=client_host,
-            session_timeout_ms=session_timeout_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            protocol_type=protocol_type,
-            protocols=protos,
-            last_heartbeat_ms=now_ms,
-            assignment=old.assignment,
-            join_key=request_key,
-        )
+        new = fields.member(new_id, old.group_instance_id, now_ms, old.assignment)
         # Keep the member's place in join order.
         self._members = {
             (new_id if mid == old_id else mid): (new if mid == old_id else m)
@@ -146,7 +121,7 @@ class MembershipGroup(RebalancingGroup):
                 skip = skip_assignment_ok and self._leader_id == new_id
                 effects.append(
                     JoinReply(
-                        request_key=request_key,
+                        request_key=fields.request_key,
                         error_code=ErrorCode.none,
                         generation_id=self._generation_id,
                         protocol_type=self._protocol_type,
