@@ -157,7 +157,10 @@ class ShareGroup:
     initializing: dict[str, tuple[frozenset[int], int]] = field(default_factory=dict)
     # the members' session deadlines and last contacts (kept on file)
     sessions: MemberSessions = field(default_factory=MemberSessions)
-    _state: ModernState = field(default=_EMPTY, compare=False, repr=False)  # as last settled
+    _state: ModernState = field(default=_EMPTY, init=False, compare=False, repr=False)  # as last settled
+
+    def __post_init__(self) -> None:
+        self._state = self._derive_state()  # where it starts (a new, copied or restored group): not a transition
 
     # ------------------------------------------------------------------ queries
 
@@ -177,7 +180,7 @@ class ShareGroup:
     def copy(self) -> ShareGroup:
         return ShareGroup(self.group_id, self.group_epoch, self.assignment_epoch,
                           {k: replace(m) for k, m in self.members.items()}, dict(self.metadata),
-                          dict(self.initialized), dict(self.initializing), self.sessions.copy(), self._state)
+                          dict(self.initialized), dict(self.initializing), self.sessions.copy())
 
     def _derive_state(self) -> ModernState:
         return derive_state(bool(self.members), self.group_epoch, self.assignment_epoch,
@@ -410,10 +413,8 @@ class ShareGroup:
                         initialized[t] = initialized.get(t, frozenset()) | ps
             initializing = {str(t): (frozenset(int(p) for p in ps), now_ms)
                             for t, ps in snap.get("initializing", {}).items()}
-            g = cls(group_id, int(snap["group_epoch"]), int(snap["assignment_epoch"]), members, metadata,
-                    initialized, initializing, member_sessions)
-            g._state = g._derive_state()  # where it starts: not a transition
-            return g
+            return cls(group_id, int(snap["group_epoch"]), int(snap["assignment_epoch"]), members, metadata,
+                       initialized, initializing, member_sessions)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise ValueError(f"bad share group state: {exc!r}") from None
 
