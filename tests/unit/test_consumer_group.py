@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from kio.schema.errors import ErrorCode as E
 
+from kaas.domain.groups.consumer.core import VALID_PREVIOUS
 from kaas.domain.groups.consumer.group import (
     ConsumerGroup,
     GroupConfig,
@@ -24,6 +25,8 @@ from kaas.domain.groups.consumer.group import (
     validate_heartbeat,
 )
 from kaas.domain.groups.consumer.member import ConsumerMember, MemberState, reconcile
+from kaas.domain.groups.modern.state import ModernState
+from kaas.domain.groups.transitions import IllegalTransition
 
 SESSION = 45_000
 REBALANCE = 30_000
@@ -437,6 +440,32 @@ def test_reconcile_holds_a_partition_its_old_owner_still_has():
 # --------------------------------------------------------------------------- the model
 
 TOPICS = ("a", "b", "c", "d")
+def test_an_illegal_transition_is_refused():
+    """Every operation checks the state it leaves the group in against the table: an Empty
+    group never becomes Assigning (a join computes the target at once). A group forced
+    into that change (a machine bug) refuses it and keeps its recorded state."""
+    assert ModernState.EMPTY not in VALID_PREVIOUS[ModernState.ASSIGNING]
+    g = ConsumerGroup("g")
+    g._put(ConsumerMember("m1"))  # a member slipped in without a heartbeat...
+    g._group_epoch = 1  # ... and its epoch bump without a target
+    with pytest.raises(IllegalTransition) as e:
+        g.tick(0)
+    assert (e.value.kind, e.value.old, e.value.new) == ("consumer", "Empty", "Assigning")
+    assert g._state is ModernState.EMPTY
+
+
+def test_each_operation_records_the_state_it_leaves():
+    g = ConsumerGroup("g")
+    g.heartbeat(join("m1"), 0, IMG, CONFIG)
+    g.heartbeat(join("m2"), 0, IMG, CONFIG)
+    assert g._state is ModernState.RECONCILING and g.state == "Reconciling"
+    g.remove_member("m2")  # a classic LeaveGroup: the epoch rises, no target yet
+    assert g._state is ModernState.ASSIGNING and g.state == "Assigning"
+    g.tick(SESSION + 1)
+    assert g._state is ModernState.EMPTY and g.state == "Empty"
+    g.check_invariants()
+
+
 CLIENTS = ("c0", "c1", "c2", "c3")
 
 
@@ -470,6 +499,7 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         self.clients[3].instance = "static-3"
         self.ids = itertools.count()
         self.epochs_seen: dict[str, int] = {}
+        self.last_state = self.g.state
 
     def image(self) -> TopicImage:
         return TopicImage.of(self.version, [TopicInfo(tid, n, p) for n, (tid, p) in self.topics.items()])
@@ -548,6 +578,24 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         else:
             return
         self.version += 1
+
+    @rule(dt=st.sampled_from([0, 1_000, 30_000]))
+    def coordinator_moves(self, dt: int) -> None:
+        """Another coordinator restores the group from its snapshot, ``dt`` later: it is in
+        the state it was in."""
+        snap = json.loads(json.dumps(self.g.snapshot()))
+        state = self.g.state
+        self.now += dt
+        self.g = ConsumerGroup.restore("g", snap, now_ms=self.now, session_timeout_ms=SESSION)
+        assert self.g.state == state
+
+    @invariant()
+    def every_state_change_is_in_the_table(self) -> None:
+        """Each rule makes one operation at most: the change it made is one transition."""
+        old, new = ModernState(self.last_state), ModernState(self.g.state)
+        assert new is old or old in VALID_PREVIOUS[new], f"{old} -> {new}"
+        assert not (old is ModernState.EMPTY and new is ModernState.ASSIGNING)
+        self.last_state = self.g.state
 
     @invariant()
     def no_partition_held_twice(self) -> None:

@@ -20,6 +20,8 @@ from kaas.domain.groups.classic.group import (
     SyncReply,
     restored_session_deadline,
 )
+from kaas.domain.groups.classic.records import VALID_PREVIOUS
+from kaas.domain.groups.transitions import IllegalTransition
 
 SESSION = 10_000
 REBALANCE = 30_000
@@ -681,12 +683,54 @@ NOT_A_NONE = {
 }
 
 
+# ---------------------------------------------------------------------------- transitions
+
+_S = GroupState
+APACHE_VALID_PREVIOUS = {  # Apache 4.4 ClassicGroupState.validPreviousStates
+    _S.EMPTY: {_S.PREPARING_REBALANCE},
+    _S.PREPARING_REBALANCE: {_S.STABLE, _S.COMPLETING_REBALANCE, _S.EMPTY},
+    _S.COMPLETING_REBALANCE: {_S.PREPARING_REBALANCE},
+    _S.STABLE: {_S.COMPLETING_REBALANCE},
+    _S.DEAD: {_S.STABLE, _S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE, _S.EMPTY, _S.DEAD},
+}
+
+
+def test_the_transition_table_is_apaches():
+    assert {s: set(prev) for s, prev in VALID_PREVIOUS.items()} == APACHE_VALID_PREVIOUS
+
+
+def test_an_illegal_transition_is_refused():
+    """A state change outside the table raises an internal error and leaves the group as
+    it was: Empty cannot become Stable without a rebalance, nothing leaves Dead."""
+    g = new_group()
+    with pytest.raises(IllegalTransition) as e:
+        g._transition(GroupState.STABLE, 5)
+    assert (e.value.kind, e.value.old, e.value.new) == ("classic", "Empty", "Stable")
+    assert g.state is GroupState.EMPTY and g.state_since_ms == 0
+    g.mark_dead(1)
+    with pytest.raises(IllegalTransition):
+        g._transition(GroupState.PREPARING_REBALANCE, 2)
+    assert g.state is GroupState.DEAD
+
+
+def test_a_public_operation_that_would_skip_a_phase_is_refused():
+    """The check guards every operation: a group wrongly left Stable while its join phase
+    runs (a machine bug, forced here) cannot complete the phase into CompletingRebalance."""
+    g = new_group(delay=3000)
+    join(g, 0, require=False)
+    assert g.state is GroupState.PREPARING_REBALANCE
+    g._state = GroupState.STABLE
+    with pytest.raises(IllegalTransition, match="Stable -> CompletingRebalance"):
+        g.tick(3000)
+
+
 class GroupMachine(RuleBasedStateMachine):
     @initialize(delay=st.sampled_from([0, 3000]))
     def setup(self, delay: int) -> None:
         counter = itertools.count(1)
         self.group_settings = {"initial_rebalance_delay_ms": delay, "id_factory": lambda: str(next(counter))}
-        self.g = Group("g", **self.group_settings)
+        self.transitions: set[tuple[GroupState, GroupState]] = set()
+        self.g = self._watch(Group("g", **self.group_settings))
         self.now = 0
         self.keys = itertools.count(1)
         self.outstanding: dict[int, int] = {}  # request key -> client index
@@ -697,6 +741,18 @@ class GroupMachine(RuleBasedStateMachine):
         ]
 
     # -------------------------------------------------------------- plumbing
+
+    def _watch(self, g: Group) -> Group:
+        """Record every state change the group makes, before its own check runs."""
+        original = g._transition
+
+        def recording(state: GroupState, now_ms: int) -> None:
+            if state is not g.state:
+                self.transitions.add((g.state, state))
+            original(state, now_ms)
+
+        g._transition = recording  # type: ignore[method-assign]
+        return g
 
     def _new_key(self, client: int) -> int:
         k = next(self.keys)
@@ -839,7 +895,7 @@ class GroupMachine(RuleBasedStateMachine):
         snap = self.g.snapshot(self.now)
         self._apply(self.g.mark_dead(self.now))
         self.now += dt
-        self.g = Group.restore("g", snap, now_ms=self.now, **self.group_settings)
+        self.g = self._watch(Group.restore("g", snap, now_ms=self.now, **self.group_settings))
         assert self.g.generation_id == snap["generation"]
         # a member silent for longer than its session and the grace is past its deadline
         # already: the first tick removes it
@@ -855,6 +911,11 @@ class GroupMachine(RuleBasedStateMachine):
         self._apply(self.g.tick(self.now))
 
     # -------------------------------------------------------------- invariants
+
+    @invariant()
+    def every_state_change_is_in_apaches_table(self) -> None:
+        for old, new in self.transitions:
+            assert old in APACHE_VALID_PREVIOUS[new], f"{old} -> {new}"
 
     @invariant()
     def generation_never_decreases(self) -> None:

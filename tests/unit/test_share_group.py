@@ -5,19 +5,28 @@ test_share_assignor.py)."""
 
 from __future__ import annotations
 
-from hypothesis import given
+import itertools
+import json
+
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from kio.schema.errors import ErrorCode as E
 
 from kaas.domain.groups.consumer.group import TopicImage, TopicInfo
+from kaas.domain.groups.modern.state import ModernState
 from kaas.domain.groups.share.group import (
     INITIALIZE_RETRY_MS,
+    VALID_PREVIOUS,
     ShareConfig,
     ShareGroup,
     ShareHeartbeat,
+    ShareMember,
     ShareReply,
     validate_share_heartbeat,
 )
+from kaas.domain.groups.transitions import IllegalTransition
 
 IMAGE = TopicImage.of(1, [TopicInfo("id-a", "a", 3), TopicInfo("id-b", "b", 1)])
 CFG = ShareConfig(session_timeout_ms=45_000, max_size=3)
@@ -214,3 +223,138 @@ def test_only_the_current_or_previous_epoch_is_accepted(script, probe):
             assert (r.error_code, r.member_epoch) == (E.none, g.assignment_epoch)
         else:
             assert r.error_code == E.fenced_member_epoch and g.snapshot() == before
+
+
+# ---------------------------------------------------------------------------- transitions
+
+def test_an_illegal_transition_is_refused():
+    """Every operation checks the state it leaves the group in against the table: a member
+    joins at the assignment epoch, so an Empty group never becomes Reconciling. A group
+    whose members slipped in behind its back (a machine bug, forced here) refuses it."""
+    assert ModernState.EMPTY not in VALID_PREVIOUS[ModernState.RECONCILING]
+    assert not VALID_PREVIOUS[ModernState.ASSIGNING]  # a share group assigns as its epoch moves
+    g = ShareGroup("g", group_epoch=1, assignment_epoch=1)
+    g.members = {"m1": ShareMember("m1", 1, ("a",)), "m2": ShareMember("m2", 1, ("a",))}
+    with pytest.raises(IllegalTransition) as e:
+        g.heartbeat(ShareHeartbeat("m2", -1), 0, IMAGE, CFG)  # m2 leaves: m1 lags the new epoch
+    assert (e.value.kind, e.value.old, e.value.new) == ("share", "Empty", "Reconciling")
+    assert g._state is ModernState.EMPTY
+
+
+def test_reported_state_is_empty_or_stable():
+    """Apache's share groups report Empty or Stable only; the state checked underneath
+    follows the members' epochs."""
+    g = ShareGroup("g")
+    join(g, "m1")
+    join(g, "m2")
+    assert g._state is ModernState.RECONCILING and g.state == "Stable"  # m1 is behind m2's epoch
+    beat(g, "m1", g.members["m1"].member_epoch)
+    assert g._state is ModernState.STABLE and g.state == "Stable"
+    g.tick(CFG.session_timeout_ms, IMAGE)
+    assert g._state is ModernState.EMPTY and g.state == "Empty"
+
+
+SHARE_CLIENTS = ("m1", "m2", "m3", "m4")
+SHARE_TOPICS = ("a", "b", "c")
+
+
+class ShareGroupMachine(RuleBasedStateMachine):
+    """Members join, heartbeat (some with a lost answer's previous epoch), change their
+    subscriptions, leave and die; topics appear, grow and disappear; the runtime
+    initializes what heartbeats name, late or never; the coordinator moves. No
+    operation makes a transition outside the table, and the epochs move together."""
+
+    @initialize()
+    def setup(self) -> None:
+        self.g = ShareGroup("g")
+        self.now = 0
+        self.version = 1
+        self.topics: dict[str, tuple[str, int]] = {"a": ("id-a-1", 3), "b": ("id-b-1", 1)}
+        self.incarnations = itertools.count(2)
+        self.pending: list[dict[str, frozenset[int]]] = []  # initializations not yet done
+        self.last_state = self.g._state
+        self.max_epoch = 0
+
+    def image(self) -> TopicImage:
+        return TopicImage.of(self.version, [TopicInfo(tid, n, p) for n, (tid, p) in self.topics.items()])
+
+    def send(self, hb: ShareHeartbeat) -> ShareReply:
+        r = self.g.heartbeat(hb, self.now, self.image(), CFG)
+        assert r.error_code in (E.none, E.unknown_member_id, E.fenced_member_epoch, E.group_max_size_reached), r
+        if r.initialize:
+            self.pending.append(r.initialize)
+        return r
+
+    @rule(mid=st.sampled_from(SHARE_CLIENTS), topics=st.sets(st.sampled_from(SHARE_TOPICS), min_size=1))
+    def join(self, mid: str, topics: set[str]) -> None:
+        self.send(ShareHeartbeat(mid, 0, subscribed_topic_names=tuple(sorted(topics))))
+
+    @rule(mid=st.sampled_from(SHARE_CLIENTS), retry=st.booleans(),
+          topics=st.none() | st.sets(st.sampled_from(SHARE_TOPICS), min_size=1))
+    def heartbeat(self, mid: str, retry: bool, topics: set[str] | None) -> None:
+        m = self.g.members.get(mid)
+        if m is None:
+            return
+        epoch = m.previous_member_epoch if retry and m.previous_member_epoch > 0 else m.member_epoch
+        self.send(ShareHeartbeat(mid, epoch, subscribed_topic_names=None if topics is None else tuple(sorted(topics))))
+
+    @rule(mid=st.sampled_from(SHARE_CLIENTS))
+    def leave(self, mid: str) -> None:
+        self.send(ShareHeartbeat(mid, -1))
+
+    @rule(done=st.booleans())
+    def runtime_initializes(self, done: bool) -> None:
+        if self.pending:
+            what = self.pending.pop(0)
+            if done:
+                self.g.mark_initialized(what)
+
+    @rule(ms=st.sampled_from([1_000, 20_000, 46_000]))
+    def time_passes(self, ms: int) -> None:
+        self.now += ms
+        self.g.tick(self.now, self.image())
+        d = self.g.next_deadline()
+        assert d is None or d > self.now
+
+    @rule(name=st.sampled_from(SHARE_TOPICS), change=st.sampled_from(["create", "grow", "delete"]))
+    def metadata(self, name: str, change: str) -> None:
+        if change == "create" and name not in self.topics:
+            self.topics[name] = (f"id-{name}-{next(self.incarnations)}", 1)
+        elif change == "grow" and name in self.topics:
+            tid, n = self.topics[name]
+            self.topics[name] = (tid, n + 1)
+        elif change == "delete" and name in self.topics:
+            del self.topics[name]
+        else:
+            return
+        self.version += 1
+
+    @rule(dt=st.sampled_from([0, 1_000, 30_000]))
+    def coordinator_moves(self, dt: int) -> None:
+        snap = json.loads(json.dumps(self.g.snapshot()))
+        self.now += dt
+        back = ShareGroup.restore("g", snap, now_ms=self.now, session_timeout_ms=CFG.session_timeout_ms)
+        assert back._state is self.g._state and back.snapshot() == snap
+        self.g = back
+
+    @invariant()
+    def every_state_change_is_in_the_table(self) -> None:
+        """Each rule makes one operation (``tick`` removes members one at a time, each
+        change checked; what it adds up to is in the table too)."""
+        old, new = self.last_state, self.g._state
+        assert new is old or old in VALID_PREVIOUS[new], f"{old} -> {new}"
+        assert new is not ModernState.ASSIGNING
+        assert self.g.state == ("Empty" if new is ModernState.EMPTY else "Stable")
+        self.last_state = new
+
+    @invariant()
+    def the_group_is_as_the_machine_leaves_it(self) -> None:
+        self.g.check_invariants()
+        assert self.g.group_epoch == self.g.assignment_epoch >= self.max_epoch
+        self.max_epoch = self.g.group_epoch
+        for m in self.g.members.values():
+            assert m.member_epoch <= self.g.assignment_epoch
+
+
+ShareGroupMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
+TestShareGroupMachine = ShareGroupMachine.TestCase

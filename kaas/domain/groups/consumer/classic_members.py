@@ -43,6 +43,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kaas.domain.groups.classic.records import GroupState
 from kaas.domain.groups.consumer.group import SNAPSHOT_FORMAT, ConsumerGroup
 from kaas.domain.groups.consumer.heartbeat import GroupConfig, Heartbeat
 from kaas.domain.groups.consumer.member import ClassicMeta, ConsumerMember, MemberState
@@ -259,7 +260,8 @@ def upgrade_snapshot(members: Iterable[ClassicMember], generation: int, image: T
 def downgrade_snapshot(group: ConsumerGroup, leaving: str | None, image: TopicImage, now_ms: int,
                        encode: Callable[[list[tuple[str, frozenset[int]]], int], bytes],
                        version_of: Callable[[bytes], int]) -> dict[str, object]:
-    """The classic group (``domain.groups.classic.group.Group.snapshot`` format, for ``Group.restore``)
+    """The classic group (``domain.groups.classic.group.Group.snapshot`` format, for ``Group.restore``;
+    its state in classic's vocabulary, ``domain.groups.classic.records``)
     that a consumer group of classic members becomes once ``leaving`` (its last
     consumer-protocol member) is gone (Apache ``ClassicGroup.fromConsumerGroup``): at
     generation = the group epoch, each member with its current partitions encoded in its
@@ -291,5 +293,6 @@ def downgrade_snapshot(group: ConsumerGroup, leaving: str | None, image: TopicIm
             "rebalance_timeout_ms": m.rebalance_timeout_ms, "protocol_type": PROTOCOL_TYPE,
             "protocols": [[n, md.hex()] for n, md in m.classic.protocols],
             "assignment": encode(by_name, version).hex(), "last_heartbeat_ms": now_ms})
-    return {"state": "PreparingRebalance", "generation": group.group_epoch, "protocol_type": PROTOCOL_TYPE,
-            "protocol": common[0], "leader": members[0].member_id, "since_ms": now_ms, "members": out_members}
+    return {"state": GroupState.PREPARING_REBALANCE.value, "generation": group.group_epoch,
+            "protocol_type": PROTOCOL_TYPE, "protocol": common[0], "leader": members[0].member_id, "since_ms": now_ms,
+            "members": out_members}

@@ -50,6 +50,15 @@ Choices where kaas differs from Apache, and why:
 * A static member that leaves with epoch -2 is held for a whole session from its leave
   (Apache counts from its last heartbeat before the leave, which a slow close can eat up).
 
+The machine is split along its concepts: ``core`` (the state and what every operation
+reads or changes, the transition table), ``persistence`` (snapshot and restore) and this
+module (the heartbeat, leaves, timers, offsets and the classic members' entry points);
+what consumer and share groups share is in ``domain.groups.modern`` (the state and its
+derivation, the member epoch check, the subscribed topics' metadata, member sessions).
+Every operation ends by checking the state it left the group in against
+``core.VALID_PREVIOUS``: a change it does not list raises
+``domain.groups.transitions.IllegalTransition``.
+
 Invariants:
     - ``group_epoch >= assignment_epoch``; both never fall;
     - no (topic, partition) is held (assigned or pending revocation) by two members;
@@ -57,20 +66,17 @@ Invariants:
       leave), and is at most ``assignment_epoch``;
     - after ``tick(now_ms)``, ``next_deadline()`` is ``None`` or later than ``now_ms``.
 """
-
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.groups import sessions
-from kaas.domain.groups.consumer import assignors, topic_regex
+from kaas.domain.groups.consumer import topic_regex
+from kaas.domain.groups.consumer.core import REBALANCE_HEARTBEAT_DIVISOR, REGEX_REFRESH_MIN_INTERVAL_MS, VALID_PREVIOUS
 from kaas.domain.groups.consumer.heartbeat import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
@@ -82,20 +88,23 @@ from kaas.domain.groups.consumer.heartbeat import (
 )
 from kaas.domain.groups.consumer.member import (
     LEFT_STATIC,
-    Assignment,
     ClassicMeta,
     ConsumerMember,
     MemberState,
-    freeze,
     reconcile,
     subset_of,
 )
+from kaas.domain.groups.consumer.persistence import SNAPSHOT_FORMAT, StoredConsumerGroup
+from kaas.domain.groups.modern.epochs import epoch_fenced
 from kaas.domain.groups.modern.topic_image import TopicImage, TopicInfo
 
 __all__ = [
     "LEAVE_EPOCH",
     "LEAVE_STATIC_EPOCH",
+    "REBALANCE_HEARTBEAT_DIVISOR",
+    "REGEX_REFRESH_MIN_INTERVAL_MS",
     "SNAPSHOT_FORMAT",
+    "VALID_PREVIOUS",
     "ConsumerGroup",
     "Fenced",
     "GroupConfig",
@@ -105,14 +114,6 @@ __all__ = [
     "TopicInfo",
     "validate_heartbeat",
 ]
-
-SNAPSHOT_FORMAT = 1
-REGEX_REFRESH_MIN_INTERVAL_MS = 10_000
-"""A group's regexes are resolved again for changed topics at most this often (Apache's
-``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS``): topics created together land in one rebalance."""
-REBALANCE_HEARTBEAT_DIVISOR = 10
-"""While a group rebalances, its members are told to heartbeat this many times as often
-(``ConsumerGroup.heartbeat_interval_ms``)."""
 
 
 class _Refused(Exception):
@@ -126,30 +127,8 @@ def _new_member_id() -> str:
     return str(uuid.uuid4())
 
 
-class ConsumerGroup:
+class ConsumerGroup(StoredConsumerGroup):
     """One consumer group: members, epochs, target assignment, timers."""
-
-    def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self._group_epoch = 0
-        self._assignment_epoch = 0
-        self._members: dict[str, ConsumerMember] = {}
-        self._static: dict[str, str] = {}  # instance id -> member id
-        self._target: dict[str, dict[str, frozenset[int]]] = {}
-        self._owners: dict[tuple[str, int], str] = {}
-        self._regexes: dict[str, frozenset[str]] = {}  # regex -> resolved topic names
-        self._compiled: dict[str, re.Pattern[str]] = {}
-        self._signature = ""  # of the subscribed topics' metadata, as last seen
-        self._signature_stale = False  # recompute without bumping (a member was removed)
-        self._image_version: int | None = None
-        self._changed_ms: int | None = None  # when an epoch last moved (not kept on file)
-        self._regex_refresh_ms: int | None = None  # when regexes were last resolved (ditto)
-        self._regex_stale = False  # the topics changed since
-        self._session: dict[str, int] = {}  # member id -> deadline
-        self._rebalance: dict[str, tuple[int, int]] = {}  # member id -> (epoch, deadline)
-        self._contact: dict[str, int] = {}  # member id -> last contact (kept on file)
-        self._filed: dict[str, int] = {}  # member id -> its last contact as on file
-        self._asked: dict[str, int] = {}  # member id -> when its pending revocation was asked
 
     def copy(self) -> ConsumerGroup:
         """An independent copy (members are immutable values, so shared): the runtime
@@ -160,84 +139,9 @@ class ConsumerGroup:
         g._owners, g._regexes, g._compiled = dict(self._owners), dict(self._regexes), dict(self._compiled)
         g._signature, g._signature_stale, g._image_version = self._signature, self._signature_stale, self._image_version
         g._changed_ms, g._regex_refresh_ms, g._regex_stale = self._changed_ms, self._regex_refresh_ms, self._regex_stale
-        g._session, g._rebalance = dict(self._session), dict(self._rebalance)
-        g._contact, g._filed, g._asked = dict(self._contact), dict(self._filed), dict(self._asked)
+        g._sessions, g._rebalance, g._asked = self._sessions.copy(), dict(self._rebalance), dict(self._asked)
+        g._state = self._state
         return g
-
-    # ------------------------------------------------------------------ views
-
-    @property
-    def group_epoch(self) -> int:
-        return self._group_epoch
-
-    @property
-    def assignment_epoch(self) -> int:
-        return self._assignment_epoch
-
-    @property
-    def members(self) -> Mapping[str, ConsumerMember]:
-        return self._members
-
-    def target(self, member_id: str) -> Assignment:
-        return self._target.get(member_id, {})
-
-    def static_member_id(self, instance_id: str) -> str | None:
-        return self._static.get(instance_id)
-
-    @property
-    def state(self) -> str:
-        """Kafka's spelling: Empty, Assigning, Reconciling or Stable."""
-        if not self._members:
-            return "Empty"
-        if self._group_epoch > self._assignment_epoch:
-            return "Assigning"
-        if any(not m.reconciled_to(self._assignment_epoch) for m in self._members.values()):
-            return "Reconciling"
-        return "Stable"
-
-    def is_empty(self) -> bool:
-        return not self._members
-
-    def owner(self, key: str, partition: int) -> str | None:
-        """The member holding the partition (assigned or being revoked), if any."""
-        return self._owners.get((key, partition))
-
-    def preferred_assignor(self, assignor_names: tuple[str, ...]) -> str:
-        """The server assignor most members asked for (ties: the broker's order), else the
-        broker's default, the first of ``assignor_names`` (Apache
-        ``computePreferredServerAssignor``)."""
-        counts: dict[str, int] = {}
-        for m in self._members.values():
-            if m.server_assignor in assignor_names:
-                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
-        if not counts:
-            return assignor_names[0]
-        return max(assignor_names, key=lambda n: (counts.get(n, 0), -assignor_names.index(n)))
-
-    def subscribed_topics(self) -> set[str]:
-        """The topic names some member subscribes to, by name or by a resolved regex."""
-        out: set[str] = set()
-        for m in self._members.values():
-            out |= self._names_of(m)
-        return out
-
-    def heartbeat_interval_ms(self, member_id: str, now_ms: int, configured_ms: int) -> int:
-        """The heartbeat interval to tell a member: the configured one, but a tenth of it
-        (``REBALANCE_HEARTBEAT_DIVISOR``) within one interval of the group's last epoch
-        change, while the member itself waits to be reconciled, or while a regex of the
-        group waits to be resolved (at the next heartbeat), so that a revocation,
-        its acknowledgement and the hand-over take a fraction of an interval rather than
-        an interval each (Apache always answers the configured one)."""
-        member = self._members.get(member_id)
-        recent = self._changed_ms is not None and now_ms - self._changed_ms < configured_ms
-        waiting = member is not None and not member.reconciled_to(self._assignment_epoch)
-        if recent or waiting or self._unresolved():
-            return max(1, configured_ms // REBALANCE_HEARTBEAT_DIVISOR)
-        return configured_ms
-
-    def next_deadline(self) -> int | None:
-        deadlines = list(self._session.values()) + [d for _, d in self._rebalance.values()]
-        return min(deadlines, default=None)
 
     # ------------------------------------------------------------------ classic members
     # (the online migration: ``kaas.domain.groups.consumer.classic_members`` drives these)
@@ -245,30 +149,26 @@ class ConsumerGroup:
     def renew_session(self, member_id: str, now_ms: int, session_timeout_ms: int) -> None:
         """A classic member's Heartbeat: its session starts again."""
         if member_id in self._members:
-            self._session[member_id] = now_ms + session_timeout_ms
-            self._contact[member_id] = now_ms
+            self._sessions.heard_from(member_id, now_ms, session_timeout_ms)
 
     def contact_due(self, member_id: str, session_timeout_ms: int) -> bool:
         """Is the member's last contact on file late enough to write the group again
         (``domain.groups.sessions.contact_persist_due``)?"""
-        contact = self._contact.get(member_id)
-        return contact is not None and sessions.contact_persist_due(self._filed.get(member_id), contact,
-                                                                     session_timeout_ms)
+        return self._sessions.contact_due(member_id, session_timeout_ms)
 
     def _heard_from(self, member_id: str, now_ms: int, session_ms: int) -> bool:
         """The member's heartbeat: its session starts again; whether its last contact on
         file is late enough to write the group (``domain.groups.sessions.contact_persist_due``)."""
-        self._session[member_id] = now_ms + session_ms
-        self._contact[member_id] = now_ms
-        return sessions.contact_persist_due(self._filed.get(member_id), now_ms, session_ms)
+        return self._sessions.heard_from(member_id, now_ms, session_ms)
 
     def mark_filed(self) -> None:
         """The runtime wrote ``snapshot()``: the members' last contacts are on file."""
-        self._filed = dict(self._contact)
+        self._sessions.mark_filed()
 
     def remove_member(self, member_id: str) -> None:
         """A member leaves (a classic LeaveGroup): removed, the group epoch rises."""
         self._fence(member_id)
+        self._settle()
 
     def waiting_on_unreleased(self, member_id: str) -> bool:
         """Does the member wait for a partition of its target that another member still
@@ -316,6 +216,7 @@ class ConsumerGroup:
             return HeartbeatReply(r.code, r.message)
         if (self._group_epoch, self._assignment_epoch) != before:
             self._changed_ms = now_ms
+        self._settle()
         return reply
 
     def _heartbeat(self, hb: Heartbeat, now_ms: int, image: TopicImage, config: GroupConfig,
@@ -327,6 +228,43 @@ class ConsumerGroup:
                            f"The consumer group has reached its maximum capacity of {config.max_size} members.")
         member_id = hb.member_id or new_member_id()
         old, replaced = self._lookup(hb, member_id, joining, classic is not None)
+        updated = self._updated(old, hb, classic)
+
+        # -- no refusal past this point: the group changes
+        before = (self._group_epoch, self._assignment_epoch)
+        resolved = self._resolve_pending(image, topic_visible, now_ms)  # regexes members brought before
+        if replaced is not None:
+            self._replace_static(replaced, member_id)
+        self._put(updated)
+        names_changed = updated.subscribed_names != old.subscribed_names
+        regex_changed = updated.subscribed_regex != old.subscribed_regex
+        regex = updated.subscribed_regex
+        # a regex new to the group is resolved at the group's next heartbeat (Apache: shortly
+        # after, off the request path); one already resolved, or none, counts at once
+        bump = self._group_epoch == 0 or names_changed or (regex_changed and (regex is None or regex in self._regexes))
+        if regex_changed:
+            self._forget_unused_regexes()
+        resolved |= self._refresh_regexes(image, topic_visible, now_ms)
+        if self._metadata_moved(image, bump or resolved):  # a member's topics or their metadata changed
+            self._group_epoch += 1
+        if self._group_epoch > self._assignment_epoch:
+            self._compute_target(image, config)
+
+        member = self._reconciled(updated, hb, image, now_ms, enforce_subscription=names_changed or regex_changed)
+        due = self._heard_from(member_id, now_ms,
+                               classic.session_timeout_ms if classic is not None else config.session_timeout_ms)
+        full = (hb.rebalance_timeout_ms != -1 and hb.owned is not None
+                and (hb.subscribed_topic_names is not None or hb.subscribed_topic_regex is not None))
+        send = joining or full or member.assigned != old.assigned
+        changed = due or replaced is not None or member != old or (self._group_epoch, self._assignment_epoch) != before
+        if changed:  # the runtime writes ``snapshot()`` before it answers
+            self.mark_filed()
+        return HeartbeatReply(ErrorCode.none, None, member_id, member.member_epoch,
+                              dict(member.assigned) if send else None, changed)
+
+    def _updated(self, old: ConsumerMember, hb: Heartbeat, classic: ClassicMeta | None) -> ConsumerMember:
+        """The member with what the heartbeat changes (a field left out keeps its value);
+        a new regex is compiled (INVALID_REGULAR_EXPRESSION when it does not)."""
         updated = dataclasses.replace(
             old,
             instance_id=hb.instance_id if hb.instance_id is not None else old.instance_id,
@@ -338,53 +276,50 @@ class ConsumerGroup:
             subscribed_regex=((hb.subscribed_topic_regex or None) if hb.subscribed_topic_regex is not None
                               else old.subscribed_regex),
             client_id=hb.client_id, client_host=hb.client_host, classic=classic)
-        names_changed = updated.subscribed_names != old.subscribed_names
-        regex_changed = updated.subscribed_regex != old.subscribed_regex
         regex = updated.subscribed_regex
-        if regex_changed and regex is not None and regex not in self._compiled:
+        if regex != old.subscribed_regex and regex is not None and regex not in self._compiled:
             try:
                 self._compiled[regex] = topic_regex.compile_regex(regex)
             except topic_regex.InvalidRegex as exc:
                 raise _Refused(ErrorCode.invalid_regular_expression,
                                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.") from None
+        return updated
 
-        # -- no refusal past this point: the group changes
-        before = (self._group_epoch, self._assignment_epoch)
-        resolved = self._resolve_pending(image, topic_visible, now_ms)  # regexes members brought before
-        if replaced is not None:
-            self._replace_static(replaced, member_id)
-        self._put(updated)
-        # a regex new to the group is resolved at the group's next heartbeat (Apache: shortly
-        # after, off the request path); one already resolved, or none, counts at once
-        bump = self._group_epoch == 0 or names_changed or (regex_changed and (regex is None or regex in self._regexes))
-        if regex_changed:
-            self._forget_unused_regexes()
+    def _refresh_regexes(self, image: TopicImage, visible: Callable[[str], bool] | None, now_ms: int) -> bool:
+        """Resolve the group's regexes again once the topics changed, at most every
+        ``REGEX_REFRESH_MIN_INTERVAL_MS``; whether a resolution changed."""
+        resolved = False
         self._regex_stale |= image.version != self._image_version
         if self._regex_stale and self._regexes and (
                 self._regex_refresh_ms is None or now_ms - self._regex_refresh_ms >= REGEX_REFRESH_MIN_INTERVAL_MS):
             for r, old_topics in list(self._regexes.items()):
-                self._regexes[r] = self._resolve(r, image, topic_visible)
+                self._regexes[r] = self._resolve(r, image, visible)
                 resolved |= self._regexes[r] != old_topics
             self._regex_stale, self._regex_refresh_ms = False, now_ms
-        bump = bump or resolved  # a member's topics changed (Apache bumps on any resolution change)
+        return resolved
+
+    def _metadata_moved(self, image: TopicImage, bump: bool) -> bool:
+        """Whether the group epoch must rise: ``bump`` (a member's topics changed; Apache bumps
+        on any resolution change), or the subscribed topics' metadata moved since the last
+        target (not when only a removed member changed what is subscribed)."""
         if bump or self._signature_stale or image.version != self._image_version:
             signature = self._metadata_signature(image)
             if signature != self._signature and not self._signature_stale:
                 bump = True
             self._signature, self._signature_stale, self._image_version = signature, False, image.version
-        if bump:
-            self._group_epoch += 1
-        if self._group_epoch > self._assignment_epoch:
-            self._compute_target(image, config)
+        return bump
 
-        subscription_changed = names_changed or regex_changed
-        if subscription_changed or not updated.reconciled_to(self._assignment_epoch):
-            member = reconcile(updated, target_epoch=self._assignment_epoch, target=self.target(member_id),
-                               owner_epoch=self._owner_epoch, owned=hb.owned,
-                               subscribed=self._subscribed_ids(updated, image),
-                               enforce_subscription=subscription_changed)
-        else:
-            member = updated
+    def _reconciled(self, updated: ConsumerMember, hb: Heartbeat, image: TopicImage, now_ms: int, *,
+                    enforce_subscription: bool) -> ConsumerMember:
+        """The member one reconciliation step on (``member.reconcile``), installed, with its
+        revocation deadline armed or dropped."""
+        if not enforce_subscription and updated.reconciled_to(self._assignment_epoch):
+            return updated
+        member_id = updated.member_id
+        member = reconcile(updated, target_epoch=self._assignment_epoch, target=self.target(member_id),
+                           owner_epoch=self._owner_epoch, owned=hb.owned,
+                           subscribed=self._subscribed_ids(updated, image),
+                           enforce_subscription=enforce_subscription)
         if member is not updated:
             self._put(member)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
@@ -393,17 +328,7 @@ class ConsumerGroup:
             else:
                 self._rebalance.pop(member_id, None)
                 self._asked.pop(member_id, None)
-        due = self._heard_from(member_id, now_ms,
-                               classic.session_timeout_ms if classic is not None else config.session_timeout_ms)
-
-        full = (hb.rebalance_timeout_ms != -1 and hb.owned is not None
-                and (hb.subscribed_topic_names is not None or hb.subscribed_topic_regex is not None))
-        send = joining or full or member.assigned != old.assigned
-        changed = due or replaced is not None or member != old or (self._group_epoch, self._assignment_epoch) != before
-        if changed:  # the runtime writes ``snapshot()`` before it answers
-            self.mark_filed()
-        return HeartbeatReply(ErrorCode.none, None, member_id, member.member_epoch,
-                              dict(member.assigned) if send else None, changed)
+        return member
 
     def _lookup(self, hb: Heartbeat, member_id: str, joining: bool,
                 classic: bool = False) -> tuple[ConsumerMember, ConsumerMember | None]:
@@ -447,13 +372,11 @@ class ConsumerGroup:
         got, have = hb.member_epoch, member.member_epoch
         if got == 0:
             return
-        if got > have:
+        fenced = epoch_fenced(got, have, member.previous_member_epoch,
+                              retry_ok=got >= have or subset_of(hb.owned, member.assigned))
+        if fenced is not None:
             raise _Refused(ErrorCode.fenced_member_epoch,
-                           f"The consumer group member has a greater member epoch ({got}) than the one known by the "
-                           f"group coordinator ({have}). The member must abandon all its partitions and rejoin.")
-        if got < have and (got != member.previous_member_epoch or not subset_of(hb.owned, member.assigned)):
-            raise _Refused(ErrorCode.fenced_member_epoch,
-                           f"The consumer group member has a smaller member epoch ({got}) than the one known by the "
+                           f"The consumer group member has a {fenced} member epoch ({got}) than the one known by the "
                            f"group coordinator ({have}). The member must abandon all its partitions and rejoin.")
 
     def _leave(self, hb: Heartbeat, now_ms: int, config: GroupConfig) -> HeartbeatReply:
@@ -476,8 +399,7 @@ class ConsumerGroup:
             self._put(dataclasses.replace(member, member_epoch=LEFT_STATIC, pending_revocation={}))
             self._rebalance.pop(existing_id, None)
             self._asked.pop(existing_id, None)
-            self._session[existing_id] = now_ms + config.session_timeout_ms
-            self._contact[existing_id] = now_ms
+            self._sessions.heard_from(existing_id, now_ms, config.session_timeout_ms)
         else:
             self._fence(existing_id)
         return HeartbeatReply(ErrorCode.none, None, hb.member_id, hb.member_epoch, None, True)
@@ -488,8 +410,8 @@ class ConsumerGroup:
         """Fence the members whose session ended or who did not acknowledge a revocation
         within their rebalance timeout."""
         out: list[Fenced] = []
-        for mid, deadline in list(self._session.items()):
-            if deadline <= now_ms and mid in self._members:
+        for mid in self._sessions.expired(now_ms):
+            if mid in self._members:
                 self._fence(mid)
                 out.append(Fenced(mid, "session"))
         for mid, (epoch, deadline) in list(self._rebalance.items()):
@@ -504,6 +426,7 @@ class ConsumerGroup:
                 self._asked.pop(mid, None)
         if out:
             self._changed_ms = now_ms
+        self._settle()
         return out
 
     # ------------------------------------------------------------------ offsets, admin
@@ -558,98 +481,6 @@ class ConsumerGroup:
             } for m in self._members.values()],
         }
 
-    # ------------------------------------------------------------------ persistence
-
-    def snapshot(self) -> dict[str, Any]:
-        """What a successor coordinator needs to carry on: epochs, members with their
-        subscriptions, epochs and assignments, the target assignment, the resolved regexes
-        and the metadata signature the last target was computed from (JSON-ready)."""
-        def enc(a: Assignment) -> dict[str, list[int]]:
-            return {k: sorted(ps) for k, ps in sorted(a.items())}
-        return {
-            "format": SNAPSHOT_FORMAT, "group_epoch": self._group_epoch, "assignment_epoch": self._assignment_epoch,
-            "signature": self._signature,
-            "regexes": {r: sorted(ts) for r, ts in sorted(self._regexes.items())},
-            "members": [{
-                "member_id": m.member_id, "protocol": "consumer" if m.classic is None else "classic",
-                **({} if m.classic is None else {"classic": {
-                    "session_timeout_ms": m.classic.session_timeout_ms,
-                    "protocols": [[n, md.hex()] for n, md in m.classic.protocols]}}),
-                "instance_id": m.instance_id, "rack_id": m.rack_id,
-                "client_id": m.client_id, "client_host": m.client_host,
-                "subscribed_names": sorted(m.subscribed_names), "subscribed_regex": m.subscribed_regex,
-                "server_assignor": m.server_assignor, "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                "member_epoch": m.member_epoch, "previous_member_epoch": m.previous_member_epoch,
-                "state": m.state.value, "assigned": enc(m.assigned), "pending_revocation": enc(m.pending_revocation),
-                "target": enc(self.target(m.member_id)),
-                "last_contact_ms": self._contact.get(m.member_id),
-                **({} if m.member_id not in self._asked else {"revocation_asked_ms": self._asked[m.member_id]}),
-            } for m in self._members.values()],
-        }
-
-    @classmethod
-    def restore(cls, group_id: str, snap: Mapping[str, Any], *, now_ms: int, session_timeout_ms: int) -> ConsumerGroup:
-        """The group as ``snapshot()`` left it, for a coordinator taking it over at
-        ``now_ms``: each member's session ends by the rule all group kinds share
-        (``domain.groups.sessions.restored_deadline`` of its last contact on file), and so does a
-        revocation under way (of when it was asked, with the rebalance timeout). A file
-        without those times gives a whole session (rebalance timeout) from ``now_ms``, as
-        Apache's load does.
-
-        Raises:
-            ValueError: the snapshot is malformed (a corrupt file: reported, never reset).
-        """
-        try:
-            if snap.get("format") != SNAPSHOT_FORMAT:
-                raise ValueError(f"unknown format {snap.get('format')!r}")
-            g = cls(group_id)
-            g._group_epoch = int(snap["group_epoch"])
-            g._assignment_epoch = int(snap["assignment_epoch"])
-            g._signature = str(snap["signature"])
-            g._regexes = {str(r): frozenset(map(str, ts)) for r, ts in snap["regexes"].items()}
-            for r in g._regexes:
-                g._compiled[r] = topic_regex.compile_regex(r)
-            for raw in snap["members"]:
-                protocol = raw.get("protocol", "consumer")
-                if protocol not in ("consumer", "classic"):
-                    raise ValueError(f"member protocol {protocol!r} is not known here")
-                classic = None
-                if protocol == "classic":
-                    c = raw["classic"]
-                    classic = ClassicMeta(int(c["session_timeout_ms"]),
-                                          tuple((str(n), bytes.fromhex(md)) for n, md in c["protocols"]))
-                m = ConsumerMember(
-                    member_id=str(raw["member_id"]), instance_id=raw["instance_id"], rack_id=raw["rack_id"],
-                    client_id=str(raw["client_id"]), client_host=str(raw["client_host"]),
-                    subscribed_names=frozenset(map(str, raw["subscribed_names"])),
-                    subscribed_regex=raw["subscribed_regex"], server_assignor=raw["server_assignor"],
-                    rebalance_timeout_ms=int(raw["rebalance_timeout_ms"]), member_epoch=int(raw["member_epoch"]),
-                    previous_member_epoch=int(raw["previous_member_epoch"]), state=MemberState(raw["state"]),
-                    assigned=_decode(raw["assigned"]), pending_revocation=_decode(raw["pending_revocation"]),
-                    classic=classic)
-                if m.member_id in g._members:
-                    raise ValueError(f"member {m.member_id} twice")
-                g._put(m)
-                target = _decode(raw["target"])
-                if target:
-                    g._target[m.member_id] = target
-                session_ms = session_timeout_ms if classic is None else classic.session_timeout_ms
-                seen = _time(raw.get("last_contact_ms"))
-                g._session[m.member_id] = sessions.restored_deadline(seen, session_ms, now_ms)
-                g._contact[m.member_id] = now_ms if seen is None else min(seen, now_ms)
-                if seen is not None:
-                    g._filed[m.member_id] = seen
-                if m.state is MemberState.UNREVOKED_PARTITIONS:
-                    asked = _time(raw.get("revocation_asked_ms"))
-                    g._rebalance[m.member_id] = (m.member_epoch,
-                                                 sessions.restored_deadline(asked, m.rebalance_timeout_ms, now_ms))
-                    g._asked[m.member_id] = now_ms if asked is None else min(asked, now_ms)
-            if g._assignment_epoch > g._group_epoch:
-                raise ValueError("assignment epoch ahead of the group epoch")
-            return g
-        except (KeyError, TypeError, AttributeError, topic_regex.InvalidRegex) as exc:
-            raise ValueError(f"bad consumer group state: {exc!r}") from None
-
     def check_invariants(self) -> None:
         """Raise AssertionError if an invariant of the module docstring does not hold."""
         assert self._group_epoch >= self._assignment_epoch
@@ -664,125 +495,4 @@ class ConsumerGroup:
         assert seen == self._owners
         for iid, mid in self._static.items():
             assert self._members[mid].instance_id == iid
-
-    # ------------------------------------------------------------------ internals
-
-    def _put(self, member: ConsumerMember) -> None:
-        """Install ``member`` (new or changed): its partitions, its instance id."""
-        old = self._members.get(member.member_id)
-        if old is not None:
-            for tp in old.owned_keys():
-                del self._owners[tp]
-        for tp in member.owned_keys():
-            holder = self._owners.get(tp)
-            if holder is not None:
-                raise AssertionError(f"{tp} is held by {holder}, cannot go to {member.member_id}")
-            self._owners[tp] = member.member_id
-        self._members[member.member_id] = member
-        if member.instance_id is not None:
-            self._static[member.instance_id] = member.member_id
-
-    def _remove(self, member_id: str) -> ConsumerMember:
-        member = self._members.pop(member_id)
-        for tp in member.owned_keys():
-            del self._owners[tp]
-        if member.instance_id is not None and self._static.get(member.instance_id) == member_id:
-            del self._static[member.instance_id]
-        self._session.pop(member_id, None)
-        self._rebalance.pop(member_id, None)
-        self._contact.pop(member_id, None)
-        self._filed.pop(member_id, None)
-        self._asked.pop(member_id, None)
-        return member
-
-    def _replace_static(self, old: ConsumerMember, new_id: str) -> None:
-        """A static member re-joined under a new member id: the old one goes, its target
-        moves to the new id (its partitions come along in the new member itself)."""
-        self._remove(old.member_id)
-        target = self._target.pop(old.member_id, None)
-        if target is not None:
-            self._target[new_id] = target
-
-    def _fence(self, member_id: str) -> None:
-        """Remove a member (leave, session or rebalance timeout): the group epoch rises."""
-        self._remove(member_id)
-        self._target.pop(member_id, None)
-        self._forget_unused_regexes()
-        self._group_epoch += 1
-        self._signature_stale = True
-
-    def _owner_epoch(self, key: str, partition: int) -> int:
-        holder = self._owners.get((key, partition))
-        return -1 if holder is None else self._members[holder].member_epoch
-
-    def _forget_unused_regexes(self) -> None:
-        used = {m.subscribed_regex for m in self._members.values()}
-        for r in [r for r in self._regexes if r not in used]:
-            del self._regexes[r]
-        for r in [r for r in self._compiled if r not in used]:
-            del self._compiled[r]
-
-    def _resolve_pending(self, image: TopicImage, visible: Callable[[str], bool] | None, now_ms: int) -> bool:
-        """Resolve the regexes members subscribe to that are not resolved yet; whether one
-        matched a topic (the members subscribed to it then have new topics)."""
-        pending = {m.subscribed_regex for m in self._members.values()
-                   if m.subscribed_regex is not None and m.subscribed_regex not in self._regexes}
-        for r in pending:
-            self._regexes[r] = self._resolve(r, image, visible)
-        if pending:
-            self._regex_refresh_ms = now_ms
-        return any(self._regexes[r] for r in pending)
-
-    def _unresolved(self) -> bool:
-        return any(m.subscribed_regex is not None and m.subscribed_regex not in self._regexes
-                   for m in self._members.values())
-
-    def _resolve(self, regex: str, image: TopicImage, visible: Callable[[str], bool] | None) -> frozenset[str]:
-        compiled = self._compiled.get(regex)
-        if compiled is None:
-            compiled = self._compiled[regex] = topic_regex.compile_regex(regex)
-        return frozenset(name for name in image.by_name
-                         if topic_regex.matches(compiled, name) and (visible is None or visible(name)))
-
-    def _names_of(self, member: ConsumerMember) -> set[str]:
-        names = set(member.subscribed_names)
-        if member.subscribed_regex is not None:
-            names |= self._regexes.get(member.subscribed_regex, frozenset())
-        return names
-
-    def _subscribed_ids(self, member: ConsumerMember, image: TopicImage) -> frozenset[str]:
-        return frozenset(image.by_name[n].topic_id for n in self._names_of(member) if n in image.by_name)
-
-    def _metadata_signature(self, image: TopicImage) -> str:
-        """A digest of (name, id, partitions) of every subscribed topic that exists."""
-        h = hashlib.sha256()
-        for name in sorted(self.subscribed_topics()):
-            t = image.by_name.get(name)
-            if t is not None:
-                h.update(f"{t.name}\0{t.topic_id}\0{t.partitions}\n".encode())
-        return h.hexdigest()
-
-    def _compute_target(self, image: TopicImage, config: GroupConfig) -> None:
-        """A new target assignment at the group epoch (Apache ``updateTargetAssignment``)."""
-        specs = {}
-        topics: dict[str, assignors.TopicSpec] = {}
-        for mid, m in self._members.items():
-            subscribed = self._subscribed_ids(m, image)
-            for tid in subscribed:
-                t = image.by_id[tid]
-                topics[tid] = assignors.TopicSpec(t.name, t.partitions)
-            specs[mid] = assignors.MemberSpec(rack_id=m.rack_id, instance_id=m.instance_id,
-                                              subscribed=frozenset(subscribed), current=self.target(mid))
-        result = assignors.assign(self.preferred_assignor(config.assignors), specs, topics)
-        self._target = {mid: freeze(result.get(mid, {})) for mid in self._members}
-        self._target = {mid: t for mid, t in self._target.items() if t}
-        self._assignment_epoch = self._group_epoch
-
-
-def _time(raw: Any) -> int | None:
-    """A time on file (ms), or None when absent (a file from before it was kept)."""
-    return None if raw is None else int(raw)
-
-
-def _decode(raw: Mapping[str, Iterable[int]]) -> dict[str, frozenset[int]]:
-    return freeze({str(k): [int(p) for p in ps] for k, ps in raw.items()})
+        assert self._state is self._derive_state(), f"settled {self._state}, is {self._derive_state()}"

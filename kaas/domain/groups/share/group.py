@@ -33,15 +33,33 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.groups import sessions
+from kaas.domain.groups.modern.epochs import epoch_fenced
+from kaas.domain.groups.modern.member_sessions import MemberSessions
+from kaas.domain.groups.modern.state import ModernState, derive_state, settle
+from kaas.domain.groups.modern.subscriptions import subscribed_metadata
 from kaas.domain.groups.modern.topic_image import TopicImage
 from kaas.domain.groups.share.assignor import Assignment, simple_assign
 
-__all__ = ["LEAVE_EPOCH", "ShareConfig", "ShareGroup", "ShareHeartbeat", "ShareMember", "ShareReply",
-           "simple_assign", "validate_share_heartbeat"]
+__all__ = ["LEAVE_EPOCH", "VALID_PREVIOUS", "ShareConfig", "ShareGroup", "ShareHeartbeat", "ShareMember",
+           "ShareReply", "simple_assign", "validate_share_heartbeat"]
 
 LEAVE_EPOCH = -1
 INITIALIZE_RETRY_MS = 30_000  # Apache's group.share.initialize.retry.interval.ms
+
+_EMPTY, _ASSIGNING, _RECONCILING, _STABLE = (ModernState.EMPTY, ModernState.ASSIGNING, ModernState.RECONCILING,
+                                             ModernState.STABLE)
+VALID_PREVIOUS: dict[ModernState, frozenset[ModernState]] = {
+    _EMPTY: frozenset({_ASSIGNING, _RECONCILING, _STABLE}),
+    _ASSIGNING: frozenset(),
+    _RECONCILING: frozenset({_ASSIGNING, _STABLE}),
+    _STABLE: frozenset({_EMPTY, _ASSIGNING, _RECONCILING}),
+}
+"""For each state (``domain.groups.modern.state``, a member reconciled when it holds the
+assignment epoch), the states a share group may enter it from. A share group computes its
+assignment in the step that moves its group epoch, so it never enters Assigning (one
+restored in it, from a file written otherwise, leaves it at its next heartbeat); and a
+member joins at the assignment epoch, so an Empty group becomes Stable, never
+Reconciling. It reports Empty or Stable only, as Apache's ``ShareGroup``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,22 +127,20 @@ class ShareMember:
     client_id: str = ""
     client_host: str = ""
     assignment: Assignment = field(default_factory=dict)
-    session_deadline: int = 0
     # the epoch before the last one handed out: a heartbeat carrying it is a retry whose
     # answer was lost, accepted as Apache does (-1: none)
     previous_member_epoch: int = -1
     # its assignment as last handed out with a new epoch (None: unknown since a restore):
     # an epoch move that leaves it as it was sends none, as Apache
     reconciled: Assignment | None = None
-    last_contact: int | None = None  # when last heard from (kept on file)
-    filed_contact: int | None = None  # ... as the file has it
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, last_contact: int | None) -> dict[str, Any]:
+        """The member on file, with when it was last heard from."""
         return {"member_id": self.member_id, "member_epoch": self.member_epoch,
                 "previous_member_epoch": self.previous_member_epoch, "subscribed": list(self.subscribed),
                 "rack_id": self.rack_id, "client_id": self.client_id, "client_host": self.client_host,
                 "assignment": {t: sorted(ps) for t, ps in sorted(self.assignment.items())},
-                "last_contact_ms": self.last_contact}
+                "last_contact_ms": last_contact}
 
 
 @dataclass(slots=True)
@@ -139,6 +155,12 @@ class ShareGroup:
     initialized: dict[str, frozenset[int]] = field(default_factory=dict)
     # ... and those being initialized: topic id -> (partitions, since when, ms)
     initializing: dict[str, tuple[frozenset[int], int]] = field(default_factory=dict)
+    # the members' session deadlines and last contacts (kept on file)
+    sessions: MemberSessions = field(default_factory=MemberSessions)
+    _state: ModernState = field(default=_EMPTY, init=False, compare=False, repr=False)  # as last settled
+
+    def __post_init__(self) -> None:
+        self._state = self._derive_state()  # where it starts (a new, copied or restored group): not a transition
 
     # ------------------------------------------------------------------ queries
 
@@ -153,12 +175,30 @@ class ShareGroup:
         return {t for m in self.members.values() for t in m.subscribed}
 
     def next_deadline(self) -> int | None:
-        return min((m.session_deadline for m in self.members.values()), default=None)
+        return self.sessions.next_deadline()
 
     def copy(self) -> ShareGroup:
         return ShareGroup(self.group_id, self.group_epoch, self.assignment_epoch,
                           {k: replace(m) for k, m in self.members.items()}, dict(self.metadata),
-                          dict(self.initialized), dict(self.initializing))
+                          dict(self.initialized), dict(self.initializing), self.sessions.copy())
+
+    def _derive_state(self) -> ModernState:
+        return derive_state(bool(self.members), self.group_epoch, self.assignment_epoch,
+                            (m.member_epoch == self.assignment_epoch for m in self.members.values()))
+
+    def _settle(self) -> None:
+        """Record the state an operation left the group in, checked against ``VALID_PREVIOUS``.
+
+        Raises:
+            IllegalTransition: the change is not in the table (a bug in the machine).
+        """
+        self._state = settle("share", VALID_PREVIOUS, self._state, self._derive_state())
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if the group is not as its machine leaves it."""
+        assert self.group_epoch >= self.assignment_epoch
+        assert set(self.sessions.deadlines) == set(self.members) == set(self.sessions.contacts)
+        assert self._state is self._derive_state(), f"settled {self._state}, is {self._derive_state()}"
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -190,17 +230,15 @@ class ShareGroup:
                 changed = True
         elif m is None:
             return ShareReply(ErrorCode.unknown_member_id, f"Member {hb.member_id} is not a member.")
-        elif hb.member_epoch > m.member_epoch:
-            return ShareReply(ErrorCode.fenced_member_epoch,
-                              f"The share group member has a greater member epoch ({hb.member_epoch}) than the one "
-                              f"known by the group coordinator ({m.member_epoch}). The member must abandon all its "
-                              "partitions and rejoin.")
-        elif hb.member_epoch < m.member_epoch and hb.member_epoch != m.previous_member_epoch:
-            return ShareReply(ErrorCode.fenced_member_epoch,
-                              f"The share group member has a smaller member epoch ({hb.member_epoch}) than the one "
-                              f"known by the group coordinator ({m.member_epoch}), and it does not match the "
-                              f"previous member epoch ({m.previous_member_epoch}). The member must abandon all its "
-                              "partitions and rejoin.")
+        elif (fenced := epoch_fenced(hb.member_epoch, m.member_epoch, m.previous_member_epoch)) is not None:
+            return ShareReply(ErrorCode.fenced_member_epoch, _fenced_message(fenced, hb.member_epoch, m))
+        reply = self._heartbeat(hb, m, changed, now_ms, image, config)
+        self._settle()
+        return reply
+
+    def _heartbeat(self, hb: ShareHeartbeat, m: ShareMember, changed: bool, now_ms: int, image: TopicImage,
+                   config: ShareConfig) -> ShareReply:
+        """A heartbeat of a member the group has (or just took in), its epoch checked."""
         retried = 0 < hb.member_epoch < m.member_epoch
         info = (hb.rack_id if hb.rack_id is not None else m.rack_id, hb.client_id, hb.client_host)
         if (m.rack_id, m.client_id, m.client_host) != info:
@@ -218,9 +256,7 @@ class ShareGroup:
         if self.assignment_epoch != self.group_epoch:
             self._assign(image)
             changed = True
-        m.session_deadline = now_ms + config.session_timeout_ms
-        m.last_contact = now_ms
-        changed |= sessions.contact_persist_due(m.filed_contact, now_ms, config.session_timeout_ms)
+        changed |= self.sessions.heard_from(m.member_id, now_ms, config.session_timeout_ms)
         new_assignment = False
         if m.member_epoch != self.assignment_epoch:
             m.previous_member_epoch, m.member_epoch = m.member_epoch, self.assignment_epoch
@@ -256,29 +292,25 @@ class ShareGroup:
 
     def mark_filed(self) -> None:
         """``snapshot()`` was written: the members' last contacts are on file."""
-        for m in self.members.values():
-            m.filed_contact = m.last_contact
+        self.sessions.mark_filed()
 
     def remove(self, member_id: str, image: TopicImage) -> None:
         """The member leaves (or is fenced): the group epoch rises, the rest is reassigned."""
         del self.members[member_id]
+        self.sessions.forget(member_id)
         self.group_epoch += 1
         self._assign(image)
+        self._settle()
 
     def tick(self, now_ms: int, image: TopicImage) -> list[str]:
         """Fence the members whose session ended; their ids."""
-        gone = sorted(mid for mid, m in self.members.items() if m.session_deadline <= now_ms)
+        gone = sorted(self.sessions.expired(now_ms))
         for mid in gone:
             self.remove(mid, image)
         return gone
 
     def _metadata(self, image: TopicImage) -> dict[str, tuple[str, int]]:
-        out = {}
-        for name in self.subscribed_topics():
-            t = image.by_name.get(name)
-            if t is not None:
-                out[name] = (t.topic_id, t.partitions)
-        return out
+        return subscribed_metadata(self.subscribed_topics(), image)
 
     def _initialized_unassigned(self, image: TopicImage) -> bool:
         """Apache's ``initializedAssignmentPending``: the initialized partitions of a
@@ -343,7 +375,8 @@ class ShareGroup:
     def snapshot(self) -> dict[str, Any]:
         return {"group_epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
                 "metadata": {n: [tid, p] for n, (tid, p) in sorted(self.metadata.items())},
-                "members": [m.to_json() for m in sorted(self.members.values(), key=lambda m: m.member_id)],
+                "members": [m.to_json(self.sessions.last_contact(m.member_id))
+                            for m in sorted(self.members.values(), key=lambda m: m.member_id)],
                 "initialized": {t: sorted(ps) for t, ps in sorted(self.initialized.items())},
                 "initializing": {t: sorted(ps) for t, (ps, _since) in sorted(self.initializing.items())}}
 
@@ -360,15 +393,15 @@ class ShareGroup:
         """
         try:
             members = {}
+            member_sessions = MemberSessions()
             for mj in snap["members"]:
                 raw_seen = mj.get("last_contact_ms")
-                seen = None if raw_seen is None else int(raw_seen)
                 m = ShareMember(str(mj["member_id"]), int(mj["member_epoch"]), tuple(str(t) for t in mj["subscribed"]),
                                 mj.get("rack_id"), str(mj.get("client_id", "")), str(mj.get("client_host", "")),
                                 {str(t): frozenset(int(p) for p in ps) for t, ps in mj["assignment"].items()},
-                                sessions.restored_deadline(seen, session_timeout_ms, now_ms),
-                                previous_member_epoch=int(mj.get("previous_member_epoch", -1)),
-                                last_contact=now_ms if seen is None else min(seen, now_ms), filed_contact=seen)
+                                previous_member_epoch=int(mj.get("previous_member_epoch", -1)))
+                member_sessions.restore(m.member_id, None if raw_seen is None else int(raw_seen),
+                                        session_timeout_ms, now_ms)
                 members[m.member_id] = m
             metadata = {str(n): (str(v[0]), int(v[1])) for n, v in snap.get("metadata", {}).items()}
             if "initialized" in snap:
@@ -381,7 +414,15 @@ class ShareGroup:
             initializing = {str(t): (frozenset(int(p) for p in ps), now_ms)
                             for t, ps in snap.get("initializing", {}).items()}
             return cls(group_id, int(snap["group_epoch"]), int(snap["assignment_epoch"]), members, metadata,
-                       initialized, initializing)
+                       initialized, initializing, member_sessions)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise ValueError(f"bad share group state: {exc!r}") from None
 
+
+def _fenced_message(fenced: str, got: int, m: ShareMember) -> str:
+    if fenced == "greater":
+        return (f"The share group member has a greater member epoch ({got}) than the one known by the group "
+                f"coordinator ({m.member_epoch}). The member must abandon all its partitions and rejoin.")
+    return (f"The share group member has a smaller member epoch ({got}) than the one known by the group "
+            f"coordinator ({m.member_epoch}), and it does not match the previous member epoch "
+            f"({m.previous_member_epoch}). The member must abandon all its partitions and rejoin.")

@@ -1,0 +1,127 @@
+"""A KIP-848 consumer group on file: ``snapshot`` (the ``consumer`` of the group's offsets
+file, JSON-ready) and ``restore`` for the coordinator that takes the group over. Sessions
+and revocations under way are restored by the rule every group kind shares
+(``domain.groups.sessions``).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Self
+
+from kaas.domain.groups import sessions
+from kaas.domain.groups.consumer import topic_regex
+from kaas.domain.groups.consumer.core import ConsumerCore
+from kaas.domain.groups.consumer.member import Assignment, ClassicMeta, ConsumerMember, MemberState, freeze
+
+__all__ = ["SNAPSHOT_FORMAT", "StoredConsumerGroup"]
+
+SNAPSHOT_FORMAT = 1
+
+
+class StoredConsumerGroup(ConsumerCore):
+    """A consumer group's snapshot and its restore."""
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a successor coordinator needs to carry on: epochs, members with their
+        subscriptions, epochs and assignments, the target assignment, the resolved regexes
+        and the metadata signature the last target was computed from (JSON-ready)."""
+        def enc(a: Assignment) -> dict[str, list[int]]:
+            return {k: sorted(ps) for k, ps in sorted(a.items())}
+        return {
+            "format": SNAPSHOT_FORMAT, "group_epoch": self._group_epoch, "assignment_epoch": self._assignment_epoch,
+            "signature": self._signature,
+            "regexes": {r: sorted(ts) for r, ts in sorted(self._regexes.items())},
+            "members": [{
+                "member_id": m.member_id, "protocol": "consumer" if m.classic is None else "classic",
+                **({} if m.classic is None else {"classic": {
+                    "session_timeout_ms": m.classic.session_timeout_ms,
+                    "protocols": [[n, md.hex()] for n, md in m.classic.protocols]}}),
+                "instance_id": m.instance_id, "rack_id": m.rack_id,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_names": sorted(m.subscribed_names), "subscribed_regex": m.subscribed_regex,
+                "server_assignor": m.server_assignor, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "member_epoch": m.member_epoch, "previous_member_epoch": m.previous_member_epoch,
+                "state": m.state.value, "assigned": enc(m.assigned), "pending_revocation": enc(m.pending_revocation),
+                "target": enc(self.target(m.member_id)),
+                "last_contact_ms": self._sessions.last_contact(m.member_id),
+                **({} if m.member_id not in self._asked else {"revocation_asked_ms": self._asked[m.member_id]}),
+            } for m in self._members.values()],
+        }
+
+
+    @classmethod
+    def restore(cls, group_id: str, snap: Mapping[str, Any], *, now_ms: int, session_timeout_ms: int) -> Self:
+        """The group as ``snapshot()`` left it, for a coordinator taking it over at
+        ``now_ms``: each member's session ends by the rule all group kinds share
+        (``domain.groups.sessions.restored_deadline`` of its last contact on file), and so does a
+        revocation under way (of when it was asked, with the rebalance timeout). A file
+        without those times gives a whole session (rebalance timeout) from ``now_ms``, as
+        Apache's load does.
+
+        Raises:
+            ValueError: the snapshot is malformed (a corrupt file: reported, never reset).
+        """
+        try:
+            if snap.get("format") != SNAPSHOT_FORMAT:
+                raise ValueError(f"unknown format {snap.get('format')!r}")
+            g = cls(group_id)
+            g._group_epoch = int(snap["group_epoch"])
+            g._assignment_epoch = int(snap["assignment_epoch"])
+            g._signature = str(snap["signature"])
+            g._regexes = {str(r): frozenset(map(str, ts)) for r, ts in snap["regexes"].items()}
+            for r in g._regexes:
+                g._compiled[r] = topic_regex.compile_regex(r)
+            for raw in snap["members"]:
+                g._restore_member(raw, now_ms, session_timeout_ms)
+            if g._assignment_epoch > g._group_epoch:
+                raise ValueError("assignment epoch ahead of the group epoch")
+            g._state = g._derive_state()  # where it starts: not a transition
+            return g
+        except (KeyError, TypeError, AttributeError, topic_regex.InvalidRegex) as exc:
+            raise ValueError(f"bad consumer group state: {exc!r}") from None
+
+    def _restore_member(self, raw: Any, now_ms: int, session_timeout_ms: int) -> None:
+        """One member as ``snapshot`` wrote it, with its target, its session and any
+        revocation under way."""
+        protocol = raw.get("protocol", "consumer")
+        if protocol not in ("consumer", "classic"):
+            raise ValueError(f"member protocol {protocol!r} is not known here")
+        classic = None
+        if protocol == "classic":
+            c = raw["classic"]
+            classic = ClassicMeta(int(c["session_timeout_ms"]),
+                                  tuple((str(n), bytes.fromhex(md)) for n, md in c["protocols"]))
+        m = ConsumerMember(
+            member_id=str(raw["member_id"]), instance_id=raw["instance_id"], rack_id=raw["rack_id"],
+            client_id=str(raw["client_id"]), client_host=str(raw["client_host"]),
+            subscribed_names=frozenset(map(str, raw["subscribed_names"])),
+            subscribed_regex=raw["subscribed_regex"], server_assignor=raw["server_assignor"],
+            rebalance_timeout_ms=int(raw["rebalance_timeout_ms"]), member_epoch=int(raw["member_epoch"]),
+            previous_member_epoch=int(raw["previous_member_epoch"]), state=MemberState(raw["state"]),
+            assigned=_decode(raw["assigned"]), pending_revocation=_decode(raw["pending_revocation"]),
+            classic=classic)
+        if m.member_id in self._members:
+            raise ValueError(f"member {m.member_id} twice")
+        self._put(m)
+        target = _decode(raw["target"])
+        if target:
+            self._target[m.member_id] = target
+        session_ms = session_timeout_ms if classic is None else classic.session_timeout_ms
+        self._sessions.restore(m.member_id, _time(raw.get("last_contact_ms")), session_ms, now_ms)
+        if m.state is MemberState.UNREVOKED_PARTITIONS:
+            asked = _time(raw.get("revocation_asked_ms"))
+            self._rebalance[m.member_id] = (m.member_epoch,
+                                            sessions.restored_deadline(asked, m.rebalance_timeout_ms, now_ms))
+            self._asked[m.member_id] = now_ms if asked is None else min(asked, now_ms)
+
+
+def _time(raw: Any) -> int | None:
+    """A time on file (ms), or None when absent (a file from before it was kept)."""
+    return None if raw is None else int(raw)
+
+
+def _decode(raw: Mapping[str, Iterable[int]]) -> dict[str, frozenset[int]]:
+    return freeze({str(k): [int(p) for p in ps] for k, ps in raw.items()})
