@@ -43,6 +43,10 @@ from kaas.storage.cluster_files import AssignmentFile
 
 log = structlog.get_logger()
 
+Published = tuple[int, bool, frozenset[tuple[str, int]], tuple[int, ...]]
+"""What a heartbeat tells peers beyond the counter: applied version, draining, pending
+partitions, the brokers seen alive (``Membership._published``)."""
+
 
 class Membership:
     """Keeps ``broker.cluster`` (a ``ClusterView``) current and acts on it."""
@@ -55,14 +59,14 @@ class Membership:
         self._assignment_file = AssignmentFile(self.layout.assignment)
         self._became_leader_version: dict[tuple[str, int], int] = {}
         self._next_beat = 0.0  # self.clock.monotonic(): when the next heartbeat is due
-        self._last_published: tuple | None = None
+        self._last_published: Published | None = None
         self._peers_dirty = False
         self._noticed: dict[int, deaths.Notice] = {}  # the death notice acted on, per broker
         self._owned_slots: frozenset[int] = frozenset()
 
     # ------------------------------------------------------------------ loop
 
-    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Tick every ``heartbeat_ms`` (writing the heartbeat), and in between whenever the
         doorbell rings or a caller ``wake``s the view (without a heartbeat, unless what
         the heartbeat publishes changed)."""
@@ -185,7 +189,7 @@ class Membership:
                 material = True
         return material
 
-    def _published(self) -> tuple:
+    def _published(self) -> Published:
         """What this broker's heartbeat tells its peers beyond the counter: a change is
         written at once rather than at the next ``heartbeat_ms``."""
         view = self.view
