@@ -378,20 +378,31 @@ def broker(broker_id: int, data: Path, listen: str, advertise: str | None, liste
     group_problem = settings_problem(settings)  # Apache's checks of the group.* settings
     if group_problem:
         raise click.BadParameter(group_problem[1], param_hint="--" + group_problem[0].replace(".", "-"))
-    if any(e.tls for e in settings.all_listeners):
-        from kaas.domain.principal import RuleError
-        from kaas.net.tls import TLSConfigError, principal_rules, server_context
-
-        try:
-            for entry in settings.all_listeners:
-                if entry.tls:
-                    server_context(settings, entry)
-            principal_rules(settings)
-        except (TLSConfigError, RuleError) as exc:
-            raise click.BadParameter(str(exc), param_hint="ssl options") from None
+    _check_tls(settings)
     log.configure(json=log_json, level=log_level, broker_id=broker_id)
     allocator.tune()
     trio.run(serve_broker, settings)
+
+
+def _check_tls(settings: Settings) -> None:
+    """Load every TLS listener's context and the principal mapping rules before the broker
+    starts, so that a bad certificate, key or rule stops ``kaas broker`` with its reason.
+
+    Raises:
+        click.BadParameter: a TLS option is wrong.
+    """
+    if not any(e.tls for e in settings.all_listeners):
+        return
+    from kaas.domain.principal import RuleError
+    from kaas.net.tls import TLSConfigError, principal_rules, server_context
+
+    try:
+        for entry in settings.all_listeners:
+            if entry.tls:
+                server_context(settings, entry)
+        principal_rules(settings)
+    except (TLSConfigError, RuleError) as exc:
+        raise click.BadParameter(str(exc), param_hint="ssl options") from None
 
 
 def _sasl_problem(settings: Settings) -> tuple[str, str] | None:

@@ -381,23 +381,8 @@ def balance(
 
     pinned = _pinned(topics, rows, alive_ids, preferred or {}, elected or {})
     layout = _lay_out(topics, topic_names, alive_ids, prev_of, pinned)
-    floors = epoch_floor or {}
-    partitions: dict[str, tuple[PartitionLeader, ...]] = {}
-    for topic in topic_names:
-        row: list[PartitionLeader] = []
-        for p in range(topics[topic]):
-            key = (topic, p)
-            leader = pinned.get(key, layout.leader.get(key, NO_BROKER))
-            before = prev_of(key)
-            if before is None:
-                epoch = 0 if leader == NO_BROKER else 1
-            elif leader == before.leader or leader == NO_BROKER:
-                epoch = before.epoch
-            else:
-                epoch = before.epoch + 1
-            row.append(PartitionLeader(leader, max(epoch, floors.get(key, 0))))
-        partitions[topic] = tuple(row)
-
+    leaders = {**layout.leader, **pinned}
+    partitions = _with_epochs(topics, topic_names, leaders, prev_of, epoch_floor or {})
     coords = None if coordinators is None else tuple(sorted(set(coordinators)))
     txn_slots = routing.slot_owners(rows, alive_ids)
     brokers = tuple(rows)
@@ -417,6 +402,30 @@ def balance(
         txn_slots=txn_slots,
         coordinators=coords,
     )
+
+
+def _with_epochs(topics: Mapping[str, int], topic_names: list[str], leaders: Mapping[_Key, int],
+                 prev_of: Callable[[_Key], PartitionLeader | None], floors: Mapping[_Key, int]
+                 ) -> dict[str, tuple[PartitionLeader, ...]]:
+    """Every partition's row entry: its leader from ``leaders`` (NO_BROKER if absent) and
+    its leader epoch, which a new leader raises by one (a new partition starts at 1, at 0
+    while leaderless), losing the leader keeps, and ``floors`` bounds from below."""
+    partitions: dict[str, tuple[PartitionLeader, ...]] = {}
+    for topic in topic_names:
+        row: list[PartitionLeader] = []
+        for p in range(topics[topic]):
+            key = (topic, p)
+            leader = leaders.get(key, NO_BROKER)
+            before = prev_of(key)
+            if before is None:
+                epoch = 0 if leader == NO_BROKER else 1
+            elif leader == before.leader or leader == NO_BROKER:
+                epoch = before.epoch
+            else:
+                epoch = before.epoch + 1
+            row.append(PartitionLeader(leader, max(epoch, floors.get(key, 0))))
+        partitions[topic] = tuple(row)
+    return partitions
 
 
 def _check(prev: Assignment | None, topics: Mapping[str, int], rows: list[int], alive_ids: list[int],
