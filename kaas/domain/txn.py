@@ -289,7 +289,7 @@ def prepare_end_txn(
       ``(Persist, WriteMarkers)``, no ``Reply``: the caller dispatches the markers, then
       calls ``complete_end_txn`` and answers with its ``Reply`` (NONE); if a dispatch
       fails it answers COORDINATOR_NOT_AVAILABLE and the entry stays prepared.
-    - Any other state: ``_end_not_ongoing``.
+    - Every other state: ``_end_not_ongoing``.
 
     Args:
         meta: the current entry, or None.
