@@ -35,7 +35,7 @@ from kaas.broker import Broker
 from kaas.domain import coordinators, elections
 from kaas.domain import membership as rules
 from kaas.domain.assignment import Assignment, balance
-from kaas.domain.membership import Peer
+from kaas.domain.membership import Heartbeat, Peer
 from kaas.domain.routing import TXN_SLOTS
 from kaas.errors import CorruptState
 from kaas.storage import cluster_files, deaths, incarnation
@@ -208,7 +208,7 @@ class Membership:
         counter = view.counter + 1
         s = broker.settings
         published = self._published()
-        obj = {"format": 1, "broker_id": broker.id, "counter": counter,
+        obj: Heartbeat = {"format": 1, "broker_id": broker.id, "counter": counter,
                "host": s.inter_broker.advertised_host, "port": s.inter_broker.advertised_port,
                "listeners": rules.listeners_field(s.all_listeners),
                "incarnation": broker.incarnation, "host_name": incarnation.HOST_NAME, "pid": os.getpid(),
