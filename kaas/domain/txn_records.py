@@ -224,12 +224,9 @@ def _ints(values: tuple[object, ...]) -> list[int]:
     """
     out: list[int] = []
     for value in values:
-        if type(value) is int:
-            out.append(value)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            out.append(value)
-        else:
+        if not isinstance(value, int) or isinstance(value, bool):
             raise ValueError(f"an int field holds {value!r}")
+        out.append(value)
     return out
 
 
