@@ -59,6 +59,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check kaas cluster tests scripts examples deploy setup.py
 	$(BIN)/mypy
 	$(BIN)/python scripts/check_docs.py
+	$(BIN)/python scripts/check_size.py
 
 # tests/, then the example project of docs/testing.rst (its tests use only the pytest plugin).
 # A test that needs a system tool or root skips, saying which package (tests/tools.py; -rs

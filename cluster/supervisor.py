@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from kaas import failpoints
 from kaas.forking import Forked
@@ -51,7 +51,7 @@ class Child:
     broker_id: int
     port: int
     metrics_port: int = 0
-    proc: subprocess.Popen | Forked | None = None
+    proc: subprocess.Popen[bytes] | Forked | None = None
     died_at: float | None = None
     restarts: int = 0
     log: object = None
@@ -79,11 +79,11 @@ def _fault(path: Path) -> None:
         raise failpoints.oserror("ENOSPC", f"failpoint {POINT}")
 
 
-Launch = Callable[[list[str], "BinaryIO | int"], "subprocess.Popen | Forked"]
+Launch = Callable[[list[str], "BinaryIO | int"], "subprocess.Popen[bytes] | Forked"]
 """Starts one broker: ``(argv, log file) -> process``; argv is ``[python, -m, kaas.cli, broker, ...]``."""
 
 
-def exec_broker(argv: list[str], logf: BinaryIO | int) -> subprocess.Popen:
+def exec_broker(argv: list[str], logf: BinaryIO | int) -> subprocess.Popen[bytes]:
     """The default ``Launch``: a new interpreter running ``argv``, in a session of its own."""
     return subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
@@ -373,7 +373,7 @@ class Supervisor:
         self._say("all brokers stopped")
 
 
-def run_supervisor(**kwargs) -> None:
+def run_supervisor(**kwargs: Any) -> None:
     """Foreground supervisor: prints the bootstrap servers, runs until SIGINT/SIGTERM."""
     sup = Supervisor(**kwargs)
     stop = False

@@ -98,7 +98,7 @@ class held:
         self.lock.release()
 
 
-async def send_now(stream: trio.abc.Stream, fd: int | None, data) -> None:
+async def send_now(stream: trio.abc.Stream, fd: int | None, data: bytes | bytearray | memoryview) -> None:
     """Send ``data`` on ``stream``: straight to its socket ``fd`` when the socket takes all
     of it (a response or a peer request is normally far smaller than the send buffer),
     through trio for what it does not take. A stream that is not a plain socket (``fd``

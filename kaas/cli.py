@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
 from kaas.listeners import CLIENT_AUTH_MODES  # stdlib only: cheap at start-up
+
+if TYPE_CHECKING:
+    from kaas.forking import Forked
+    from kaas.settings import Settings
 
 
 def _hostport(value: str, default_port: int = 9092) -> tuple[str, int]:
@@ -51,7 +55,7 @@ def preload_broker() -> None:
     import kaas.settings  # noqa: F401
 
 
-def fork_broker(argv: list[str], logf):
+def fork_broker(argv: list[str], logf: BinaryIO | int) -> Forked:
     """``cluster.supervisor.Launch`` by fork (``kaas.forking``): ``argv`` is the
     supervisor's ``[python, -m, kaas.cli, broker, ...]``; the child runs ``kaas broker ...``
     from this process's imports."""
@@ -307,19 +311,20 @@ def cli() -> None:
 @click.option("--log-json", is_flag=True, help="JSON log lines instead of key-value console output.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Lowest level logged.")
-def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, listener_security_protocol_map,
-           inter_broker_listener_name, listener_config, log_json, log_level, sasl_enabled_mechanisms,
-           **opts) -> None:
+def broker(broker_id: int, data: Path, listen: str, advertise: str | None, listeners: str | None,
+           advertised_listeners: str | None, listener_security_protocol_map: str | None,
+           inter_broker_listener_name: str | None, listener_config: tuple[str, ...], log_json: bool,
+           log_level: str, sasl_enabled_mechanisms: str, **opts: Any) -> None:
     """Run one broker process."""
     _without_test_libraries()
     import trio
 
     from kaas import allocator, log
-    from kaas.listeners import ListenerError, apply_listener_configs, parse_mechanisms, resolve, single
+    from kaas.listeners import Listener, ListenerError, apply_listener_configs, parse_mechanisms, resolve, single
     from kaas.net.server import serve_broker
     from kaas.settings import Settings
 
-    entries: tuple = ()
+    entries: tuple[Listener, ...] = ()
     inter_broker = "PLAINTEXT"
     if listeners or advertised_listeners or listener_security_protocol_map or inter_broker_listener_name:
         if advertise:  # (--listen, the launchers' habit, is replaced by --listeners)
@@ -373,23 +378,34 @@ def broker(broker_id, data, listen, advertise, listeners, advertised_listeners, 
     group_problem = settings_problem(settings)  # Apache's checks of the group.* settings
     if group_problem:
         raise click.BadParameter(group_problem[1], param_hint="--" + group_problem[0].replace(".", "-"))
-    if any(e.tls for e in settings.all_listeners):
-        from kaas.domain.principal import RuleError
-        from kaas.net.tls import TLSConfigError, principal_rules, server_context
-
-        try:
-            for entry in settings.all_listeners:
-                if entry.tls:
-                    server_context(settings, entry)
-            principal_rules(settings)
-        except (TLSConfigError, RuleError) as exc:
-            raise click.BadParameter(str(exc), param_hint="ssl options") from None
+    _check_tls(settings)
     log.configure(json=log_json, level=log_level, broker_id=broker_id)
     allocator.tune()
     trio.run(serve_broker, settings)
 
 
-def _sasl_problem(settings) -> tuple[str, str] | None:
+def _check_tls(settings: Settings) -> None:
+    """Load every TLS listener's context and the principal mapping rules before the broker
+    starts, so that a bad certificate, key or rule stops ``kaas broker`` with its reason.
+
+    Raises:
+        click.BadParameter: a TLS option is wrong.
+    """
+    if not any(e.tls for e in settings.all_listeners):
+        return
+    from kaas.domain.principal import RuleError
+    from kaas.net.tls import TLSConfigError, principal_rules, server_context
+
+    try:
+        for entry in settings.all_listeners:
+            if entry.tls:
+                server_context(settings, entry)
+        principal_rules(settings)
+    except (TLSConfigError, RuleError) as exc:
+        raise click.BadParameter(str(exc), param_hint="ssl options") from None
+
+
+def _sasl_problem(settings: Settings) -> tuple[str, str] | None:
     """What the SASL options contradict, as (option, one-line reason), checked before the
     broker starts; None: nothing.
 
@@ -459,8 +475,9 @@ def _sasl_problem(settings) -> tuple[str, str] | None:
                    "of after ~0.5 s of imports (kaas.testing's clusters use it). The brokers then run the code "
                    "the supervisor loaded: restart the supervisor to pick up an upgrade.")
 @click.argument("broker_args", nargs=-1, type=click.UNPROCESSED)
-def cluster(brokers, data, base_port, host, first_id, restart_delay, metrics_base_port, listeners,
-            advertised_listeners, secure, fork_brokers, broker_args) -> None:
+def cluster(brokers: int, data: Path, base_port: int, host: str, first_id: int, restart_delay: float,
+            metrics_base_port: int, listeners: str | None, advertised_listeners: str | None, secure: bool,
+            fork_brokers: bool, broker_args: tuple[str, ...]) -> None:
     """Supervise N brokers over one data directory (extra args go to every broker)."""
     from cluster.supervisor import exec_broker, run_supervisor
     from kaas.listeners import ListenerError
@@ -468,16 +485,16 @@ def cluster(brokers, data, base_port, host, first_id, restart_delay, metrics_bas
     if fork_brokers:
         preload_broker()
 
-    broker_args = list(broker_args)
+    args = list(broker_args)
     if secure:
         if listeners:
             raise click.UsageError("--secure makes its own listeners; give one or the other")
         listeners, extra = _secure_cluster(Path(data), brokers, host, base_port)
-        broker_args = extra + broker_args
+        args = extra + args
     try:
         run_supervisor(brokers=brokers, data=data, base_port=base_port, host=host, first_id=first_id,
                        restart_delay=restart_delay, metrics_base_port=metrics_base_port,
-                       broker_args=broker_args, listeners=listeners, advertised_listeners=advertised_listeners,
+                       broker_args=args, listeners=listeners, advertised_listeners=advertised_listeners,
                        launch=fork_broker if fork_brokers else exec_broker)
     except ListenerError as exc:
         raise click.BadParameter(str(exc), param_hint="listeners") from None

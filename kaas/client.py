@@ -23,6 +23,7 @@ from kio.serial.readers import Reader, read_int64, read_unsigned_varint
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 if TYPE_CHECKING:
+    from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse
     from typing_extensions import Buffer  # (collections.abc.Buffer from Python 3.12)
 
 from kaas.wire import codec
@@ -166,8 +167,8 @@ class WireClient:
         if hs.error_code != 0:
             raise SaslFailed(f"SaslHandshake {sasl.mechanism}: error {hs.error_code}, broker offers {hs.mechanisms}")
 
-        def step(token: bytes) -> Any:  # a SaslAuthenticateResponse v2
-            resp = self.call(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+        def step(token: bytes) -> SaslAuthenticateResponse:
+            resp: SaslAuthenticateResponse = self.call(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
             if resp.error_code != 0:
                 raise SaslFailed(f"SaslAuthenticate: error {resp.error_code}: {resp.error_message}")
             return resp

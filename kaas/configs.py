@@ -111,7 +111,7 @@ def default(settings: Settings, name: str) -> str:
     """The broker default of a topic config: a dynamic broker config's (KIP-226,
     ``Settings.topic_defaults``), else the ``kaas broker`` option's, else Apache's."""
     if name in settings.topic_defaults:
-        return settings.topic_defaults[name]
+        return str(settings.topic_defaults[name])
     _type, src = TOPIC_CONFIGS[name]
     if isinstance(src, str) and hasattr(settings, src):
         return str(getattr(settings, src))

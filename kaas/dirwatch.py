@@ -29,10 +29,10 @@ IN_CLOEXEC = 0o2000000
 IN_Q_OVERFLOW = 0x4000
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
 
-_libc = None
+_libc: ctypes.CDLL | None = None
 
 
-def _lib():
+def _lib() -> ctypes.CDLL:
     global _libc
     if _libc is None:
         name = ctypes.util.find_library("c") or "libc.so.6"

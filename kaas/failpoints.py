@@ -31,12 +31,17 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 log = structlog.get_logger()
 
-ARMED: dict[str, dict] = {}
+Spec = dict[str, Any]
+"""One failpoint's JSON object (``action``, ``count``, ``match``, ``path``, ``ms``, ``fraction``,
+``errno``): test-time configuration, read as written."""
+
+ARMED: dict[str, Spec] = {}
 """The armed failpoints by name, changed in place only: hot I/O paths test ``if
 failpoints.ARMED:`` before calling in (a call costs more than the I/O wrapper itself)."""
 _path: Path | None = None
@@ -116,7 +121,7 @@ def reload() -> None:
         log.error("failpoints_unreadable", path=str(_path), error=str(exc))
 
 
-def _take(name: str, context: dict) -> dict | None:
+def _take(name: str, context: dict[str, object]) -> Spec | None:
     spec = ARMED.get(name)
     if spec is None:
         return None
@@ -134,7 +139,7 @@ def _take(name: str, context: dict) -> dict | None:
     return spec
 
 
-def io_fault(name: str, **context) -> float | None:
+def io_fault(name: str, **context: object) -> float | None:
     """Fire the I/O failpoint ``name`` if armed. Returns the fraction of the bytes to write
     before failing with ENOSPC for a ``short`` action (the caller writes them: torn bytes
     on the file, as a real short write leaves), None otherwise.
@@ -162,7 +167,7 @@ def oserror(code: int | str, what: str) -> OSError:
     return OSError(num, os.strerror(num), what)
 
 
-def hit(name: str, **context) -> bool:
+def hit(name: str, **context: object) -> bool:
     """Fire the failpoint ``name`` if armed (synchronous code). True: drop the operation."""
     if not ARMED:
         return False
@@ -175,7 +180,7 @@ def hit(name: str, **context) -> bool:
     return spec.get("action") == "drop"
 
 
-async def hit_async(name: str, **context) -> None:
+async def hit_async(name: str, **context: object) -> None:
     """Fire the failpoint ``name`` if armed (trio code: a pause does not block the loop)."""
     if not ARMED:
         return
@@ -189,7 +194,7 @@ async def hit_async(name: str, **context) -> None:
         await trio.sleep(spec.get("ms", 1000) / 1000)
 
 
-def _fire(name: str, spec: dict) -> None:
+def _fire(name: str, spec: Spec) -> None:
     action = spec.get("action", "crash")
     log.warning("failpoint_hit", name=name, action=action)
     if action == "crash":
@@ -203,7 +208,7 @@ def _fire(name: str, spec: dict) -> None:
         raise oserror(spec.get("errno", "EIO"), f"failpoint {name}")
 
 
-def arm(run_dir: Path, broker_id: int, specs: dict[str, dict]) -> Path:
+def arm(run_dir: Path, broker_id: int, specs: dict[str, Spec]) -> Path:
     """Write the failpoint file for a broker (tools and tests)."""
     path = Path(run_dir) / f"failpoints-{broker_id}.json"
     tmp = path.with_suffix(".tmp")
@@ -212,7 +217,7 @@ def arm(run_dir: Path, broker_id: int, specs: dict[str, dict]) -> Path:
     return path
 
 
-def set_in_process(specs: dict[str, dict]) -> None:
+def set_in_process(specs: dict[str, Spec]) -> None:
     """Arm ``specs`` in this process at once, replacing what is armed (component tests
     that drive storage directly, many times a second; brokers read their file instead)."""
     armed = {str(k): dict(v) for k, v in specs.items()}

@@ -41,7 +41,7 @@ class LineLogger:
         note: renders the ``log_lines_dropped`` line (without the newline) for a count.
     """
 
-    def __init__(self, file: IO | None = None, note: Callable[[int], str] = _plain_note) -> None:
+    def __init__(self, file: IO[str] | None = None, note: Callable[[int], str] = _plain_note) -> None:
         self._file = sys.stderr if file is None else file
         self._note = note
         self._lock = threading.Lock()
@@ -107,7 +107,7 @@ them): the transactional request path tests it before building a debug event's f
 which cost more than the event is worth when it is dropped."""
 
 
-def configure(*, json: bool = False, level: str = "info", stream: IO | None = None, **bind: object) -> None:
+def configure(*, json: bool = False, level: str = "info", stream: IO[str] | None = None, **bind: object) -> None:
     """Configure structlog for this process: key-value console output, or JSON lines.
 
     Args:
@@ -150,4 +150,5 @@ def configure(*, json: bool = False, level: str = "info", stream: IO | None = No
 
 
 def get(name: str | None = None) -> structlog.typing.FilteringBoundLogger:
-    return structlog.get_logger(name) if name else structlog.get_logger()
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name) if name else structlog.get_logger()
+    return logger

@@ -115,11 +115,11 @@ class Settings:
     inter_broker_sasl_username: str = ""
     inter_broker_sasl_password: str = ""
     inter_broker_sasl_mechanism: str = "SCRAM-SHA-512"
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
     # Not an option: the topic-config defaults that dynamic broker configs (KIP-226) set,
     # topic config -> value (``kaas.broker_configs.effective``; ``kaas.configs.default``
     # reads them before the options).
-    topic_defaults: dict = field(default_factory=dict)
+    topic_defaults: dict[str, str] = field(default_factory=dict)
 
     @property
     def all_listeners(self) -> tuple[Listener, ...]:

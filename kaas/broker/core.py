@@ -5,7 +5,8 @@ administration is ``broker.admin`` (``broker.topic_admin``)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -36,7 +37,7 @@ from kaas.domain import coordinators, replicas, routing
 from kaas.domain.groups.configs import GroupConfig
 from kaas.errors import CorruptState, KaasError
 from kaas.peer_calls import PeerCalls
-from kaas.peers import PeerLinks, client_context, scram_authenticator
+from kaas.peers import PeerEndpoint, PeerLinks, client_context, scram_authenticator
 from kaas.settings import Settings
 from kaas.storage import deaths, incarnation
 from kaas.storage.credentials import CredentialStore
@@ -52,7 +53,7 @@ GROUP_OWNER_CACHE_MAX = 1 << 16
 GROUP_OWNER_VIEW_S = 0.001  # how long group_owner trusts the membership it looked at
 
 
-def fs_type(path) -> str:
+def fs_type(path: str | os.PathLike[str]) -> str:
     """The file system type of the mount holding ``path`` (from /proc/self/mountinfo)."""
     target = os.path.realpath(path)
     best, kind = "", ""
@@ -69,7 +70,7 @@ def fs_type(path) -> str:
     return kind
 
 
-def peer_tls_context(settings: Settings):
+def peer_tls_context(settings: Settings) -> ssl.SSLContext:
     """The client context of the peer links when the inter-broker listener is TLS: the
     peers' certificates checked against ``ssl_cafile`` (else the system's CAs), this
     broker's own certificate offered as the client certificate."""
@@ -77,7 +78,8 @@ def peer_tls_context(settings: Settings):
                           settings.ssl_keyfile_password)
 
 
-def peer_sasl_hook(settings: Settings, broker_id: int):
+def peer_sasl_hook(settings: Settings, broker_id: int
+                   ) -> Callable[[trio.abc.Stream, PeerEndpoint], Awaitable[int]] | None:
     """The SASL hook of the peer links (``PeerLinks.authenticate``): SCRAM as the broker
     principal ``--inter-broker-sasl-username`` on every new connection to a peer's SASL
     listener; None when this broker has no such credentials (a SASL peer listener is then

@@ -168,7 +168,7 @@ class Partition:
     def read(self, offset: int, max_bytes: int, limit: int, min_one: bool = True) -> ReadResult:
         return self.log.read(offset, max_bytes, limit, min_one=min_one)
 
-    def aborted_transactions(self, start: int, end: int) -> list[dict]:
+    def aborted_transactions(self, start: int, end: int) -> list[dict[str, int]]:
         """Aborted transactions overlapping [start, end) for read_committed fetches."""
         return [{"producer_id": pid, "first_offset": first} for pid, first in self.log.aborted_in(start, end)]
 

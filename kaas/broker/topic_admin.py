@@ -5,6 +5,7 @@ once every live broker serves the change (docs/control_plane.rst). Reached as
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -52,7 +53,7 @@ class TopicAdmin:
         the leaders and routes to them). Returns False when the time ran out first."""
         return await self.wait_served(lambda: self.serves_topic(meta.name, meta.partitions), timeout)
 
-    async def wait_served(self, ready, timeout: float) -> bool:
+    async def wait_served(self, ready: Callable[[], bool], timeout: float) -> bool:
         """Wait until ``ready()``, re-checked after every cluster tick (the doorbell makes
         those milliseconds apart on a local volume), for at most ``timeout`` seconds."""
         self.broker.cluster.wake()

@@ -59,13 +59,34 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import NotRequired, TypeAlias, TypedDict
 
 from kaas.domain import routing
 from kaas.domain.routing import NO_BROKER
 
 FORMAT = 1
 """The ``"format"`` field written into ``assignment.json``."""
+
+
+class LeaderField(TypedDict):
+    """One partition of ``assignment.json``'s ``partitions``."""
+
+    leader: int
+    epoch: int
+
+
+class AssignmentRecord(TypedDict):
+    """``assignment.json``, format 1 (``Assignment.to_json``)."""
+
+    format: int
+    controller_epoch: int
+    version: int
+    brokers: list[int]
+    partitions: dict[str, list[LeaderField]]
+    txn_slots: dict[str, int]
+    """Each transaction slot's owner, by slot number (as a string)."""
+    coordinators: NotRequired[list[int]]
+    """Absent in files written before the list existed."""
 
 SLOT_TAG = "@slot"
 """First element of a txn-slot key in ``moved_in``; '@' cannot occur in a topic name."""
@@ -122,7 +143,7 @@ class Assignment:
             return None
         return row[partition]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> AssignmentRecord:
         """A plain dict for ``json.dumps`` (topics and slots in ascending order).
 
         Returns:
@@ -130,7 +151,7 @@ class Assignment:
             {topic: [{"leader", "epoch"}, ...]}, "txn_slots": {"<slot>": owner},
             "coordinators": [broker, ...]}`` (``coordinators`` only when not None).
         """
-        obj: dict[str, Any] = {
+        obj: AssignmentRecord = {
             "format": FORMAT,
             "controller_epoch": self.controller_epoch,
             "version": self.version,
@@ -146,7 +167,7 @@ class Assignment:
         return obj
 
     @classmethod
-    def from_json(cls, obj: Any) -> Assignment:
+    def from_json(cls, obj: object) -> Assignment:
         """Parse what ``to_json`` produced (after a JSON round trip).
 
         Keys other than the ones ``to_json`` writes are ignored.
@@ -198,7 +219,7 @@ class Assignment:
             raise ValueError(f"assignment: missing or mistyped field: {exc!r}") from exc
 
 
-def _int(value: Any, what: str) -> int:
+def _int(value: object, what: str) -> int:
     if type(value) is not int:  # bool is an int subclass; reject it too
         raise ValueError(f"assignment: {what} is not an integer: {value!r}")
     return value
@@ -381,23 +402,8 @@ def balance(
 
     pinned = _pinned(topics, rows, alive_ids, preferred or {}, elected or {})
     layout = _lay_out(topics, topic_names, alive_ids, prev_of, pinned)
-    floors = epoch_floor or {}
-    partitions: dict[str, tuple[PartitionLeader, ...]] = {}
-    for topic in topic_names:
-        row: list[PartitionLeader] = []
-        for p in range(topics[topic]):
-            key = (topic, p)
-            leader = pinned.get(key, layout.leader.get(key, NO_BROKER))
-            before = prev_of(key)
-            if before is None:
-                epoch = 0 if leader == NO_BROKER else 1
-            elif leader == before.leader or leader == NO_BROKER:
-                epoch = before.epoch
-            else:
-                epoch = before.epoch + 1
-            row.append(PartitionLeader(leader, max(epoch, floors.get(key, 0))))
-        partitions[topic] = tuple(row)
-
+    leaders = {**layout.leader, **pinned}
+    partitions = _with_epochs(topics, topic_names, leaders, prev_of, epoch_floor or {})
     coords = None if coordinators is None else tuple(sorted(set(coordinators)))
     txn_slots = routing.slot_owners(rows, alive_ids)
     brokers = tuple(rows)
@@ -417,6 +423,30 @@ def balance(
         txn_slots=txn_slots,
         coordinators=coords,
     )
+
+
+def _with_epochs(topics: Mapping[str, int], topic_names: list[str], leaders: Mapping[_Key, int],
+                 prev_of: Callable[[_Key], PartitionLeader | None], floors: Mapping[_Key, int]
+                 ) -> dict[str, tuple[PartitionLeader, ...]]:
+    """Every partition's row entry: its leader from ``leaders`` (NO_BROKER if absent) and
+    its leader epoch, which a new leader raises by one (a new partition starts at 1, at 0
+    while leaderless), losing the leader keeps, and ``floors`` bounds from below."""
+    partitions: dict[str, tuple[PartitionLeader, ...]] = {}
+    for topic in topic_names:
+        row: list[PartitionLeader] = []
+        for p in range(topics[topic]):
+            key = (topic, p)
+            leader = leaders.get(key, NO_BROKER)
+            before = prev_of(key)
+            if before is None:
+                epoch = 0 if leader == NO_BROKER else 1
+            elif leader == before.leader or leader == NO_BROKER:
+                epoch = before.epoch
+            else:
+                epoch = before.epoch + 1
+            row.append(PartitionLeader(leader, max(epoch, floors.get(key, 0))))
+        partitions[topic] = tuple(row)
+    return partitions
 
 
 def _check(prev: Assignment | None, topics: Mapping[str, int], rows: list[int], alive_ids: list[int],

@@ -14,13 +14,45 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict, cast
 
 if TYPE_CHECKING:
     from kaas.domain.assignment import Assignment
 
 REJOIN_HOLD_S = 2.0  # a broker back from the dead gets keys placed on it again this long after
 LIST_WINDOW_S = 9.0  # Apache's broker.session.timeout.ms default: how long Metadata names a silent broker
+
+
+class ListenerField(TypedDict):
+    """One entry of a heartbeat's ``listeners``."""
+
+    name: str
+    host: str
+    port: int
+    protocol: str
+
+
+class Heartbeat(TypedDict):
+    """``brokers/kaas-<id>.json``, format 1, as its broker writes it (``tasks.membership``)
+    every tick. Files of older versions lack some members; ``absorb_heartbeat`` reads
+    every member but ``broker_id`` with a default."""
+
+    format: int
+    broker_id: int
+    counter: int
+    host: str
+    port: int
+    listeners: list[ListenerField]
+    incarnation: str
+    host_name: str
+    pid: int
+    applied_version: int
+    draining: bool
+    controller_epoch: int
+    pending: list[tuple[str, int]]
+    """The partitions the applied assignment gives the broker that it has not opened."""
+    seen: dict[str, int]
+    """The counter of each peer's heartbeat (by broker id) as this broker last read it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +108,7 @@ class Peer:
         return self.dead_counter is None and now - self.changed_at < session
 
 
-def absorb_heartbeat(peers: dict[int, Peer], obj: Mapping[str, Any], now: float, session: float) -> bool:
+def absorb_heartbeat(peers: dict[int, Peer], raw: Mapping[str, object], now: float, session: float) -> bool:
     """Record one parsed heartbeat file in ``peers``. Returns True when it changes what a
     tick acts on: the broker joined or came back from the dead, started or stopped
     draining, or applied another assignment version. A counter that moved is recorded but
@@ -85,6 +117,7 @@ def absorb_heartbeat(peers: dict[int, Peer], obj: Mapping[str, Any], now: float,
     Raises:
         KeyError, ValueError, TypeError: the file has no usable ``broker_id``.
     """
+    obj = cast(Heartbeat, raw)
     bid = int(obj["broker_id"])
     material = False
     p = peers.get(bid)
@@ -150,14 +183,14 @@ class AdvertisedListener(Protocol):
     def advertised(self) -> bool: ...
 
 
-def listeners_field(listeners: Iterable[AdvertisedListener]) -> list[dict[str, object]]:
+def listeners_field(listeners: Iterable[AdvertisedListener]) -> list[ListenerField]:
     """The heartbeat's ``listeners`` of this broker's advertised listeners (objects with
     name, advertised_host, advertised_port, protocol, advertised)."""
     return [{"name": x.name, "host": x.advertised_host, "port": x.advertised_port, "protocol": x.protocol}
             for x in listeners if x.advertised]
 
 
-def incarnation_of(obj: Mapping[str, Any]) -> str:
+def incarnation_of(obj: Mapping[str, object]) -> str:
     """The incarnation a heartbeat or death notice names (``storage.incarnation``): its
     ``incarnation``, or for a file written before incarnations existed ``pid:<pid>``, so
     old files still match each other and never match a new incarnation."""

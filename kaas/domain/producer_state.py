@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from typing import Any
+from typing import TypedDict
 
 from kio.schema.errors import ErrorCode
 
@@ -79,6 +79,27 @@ __all__ = [
 ]
 
 SNAPSHOT_FORMAT = 1
+
+
+class ProducerEntrySnapshot(TypedDict):
+    """One producer of a ``TableSnapshot``."""
+
+    producer_id: int
+    epoch: int
+    last_timestamp: int
+    coordinator_epoch: int
+    txn_first_offset: int | None
+    batches: list[list[int]]
+    """Each ``[first_seq, last_seq, base_offset, last_offset, timestamp]``, oldest first."""
+
+
+class TableSnapshot(TypedDict):
+    """``ProducerStateTable.to_snapshot``: the ``producers`` of ``producer-state.snapshot``."""
+
+    format: int
+    clock_ms: int
+    clock: str
+    entries: list[ProducerEntrySnapshot]
 
 
 class ProducerStateTable:
@@ -432,7 +453,7 @@ class ProducerStateTable:
 
     # -- snapshot and describe -----------------------------------------------------------
 
-    def to_snapshot(self) -> dict[str, Any]:
+    def to_snapshot(self) -> TableSnapshot:
         """Plain-data form for ``producer-state.snapshot`` (msgpack- and JSON-able).
 
         Returns:

@@ -289,6 +289,39 @@ def prepare_end_txn(
       ``(Persist, WriteMarkers)``, no ``Reply``: the caller dispatches the markers, then
       calls ``complete_end_txn`` and answers with its ``Reply`` (NONE); if a dispatch
       fails it answers COORDINATOR_NOT_AVAILABLE and the entry stays prepared.
+    - Every other state: ``_end_not_ongoing``.
+
+    Args:
+        meta: the current entry, or None.
+        pid: request producer id.
+        epoch: request producer epoch.
+        commit: the request's ``committed`` flag.
+        now_ms: the caller's clock.
+        request_version: the EndTxn version.
+        committed_here: the caller prepared the commit of this entry's transaction (same
+            pid, epoch and ``txn_seq``) and has owned the entry without a break since.
+        allocate_pid: returns a never-used pid (v5+, an exhausted epoch only).
+
+    Returns:
+        A ``TxnResult`` as described.
+    """
+    if version_of_end_txn(request_version) == TV2:
+        return end_txn_v2(meta, pid, epoch, commit, now_ms, allocate_pid)
+    failed = _check_producer(meta, pid, epoch, request_version)
+    if failed is not None:
+        return failed
+    assert meta is not None
+    if meta.state is TxnState.Ongoing:
+        prepared = moved(meta, TxnState.PrepareCommit if commit else TxnState.PrepareAbort, meta.partitions,
+                          meta.groups, meta.ongoing_since_ms, now_ms, meta.txn_seq, TV1)
+        return TxnResult(ErrorCode.none, prepared, (Persist(prepared), dispatch_of(prepared)))
+    return _end_not_ongoing(meta, commit, committed_here)
+
+
+def _end_not_ongoing(meta: TxnMetadata, commit: bool, committed_here: bool) -> TxnResult:
+    """``prepare_end_txn`` (TV1) of an entry of the request's pid and epoch that is not
+    Ongoing: a retry, an abort with nothing open, or a refusal.
+
     - Matching Complete* (a retry after a lost reply) -> NONE, unchanged.
     - Abort on Empty or CompleteCommit -> NONE, unchanged: no transaction of this pid and
       epoch is open, so there is nothing to abort. It is the abort librdkafka (2.x) and
@@ -311,32 +344,8 @@ def prepare_end_txn(
       librdkafka, Java and aiokafka retry 51 as well.
     - Commit on Empty, PrepareAbort or CompleteAbort, abort on PrepareCommit ->
       INVALID_TXN_STATE (the outcome asked for is not the one decided or possible).
-
-    Args:
-        meta: the current entry, or None.
-        pid: request producer id.
-        epoch: request producer epoch.
-        commit: the request's ``committed`` flag.
-        now_ms: the caller's clock.
-        request_version: the EndTxn version.
-        committed_here: the caller prepared the commit of this entry's transaction (same
-            pid, epoch and ``txn_seq``) and has owned the entry without a break since.
-        allocate_pid: returns a never-used pid (v5+, an exhausted epoch only).
-
-    Returns:
-        A ``TxnResult`` as described.
     """
-    if version_of_end_txn(request_version) == TV2:
-        return end_txn_v2(meta, pid, epoch, commit, now_ms, allocate_pid)
-    failed = _check_producer(meta, pid, epoch, request_version)
-    if failed is not None:
-        return failed
-    assert meta is not None
     state = meta.state
-    if state is TxnState.Ongoing:
-        prepared = moved(meta, TxnState.PrepareCommit if commit else TxnState.PrepareAbort, meta.partitions,
-                          meta.groups, meta.ongoing_since_ms, now_ms, meta.txn_seq, TV1)
-        return TxnResult(ErrorCode.none, prepared, (Persist(prepared), dispatch_of(prepared)))
     wanted_prepare = TxnState.PrepareCommit if commit else TxnState.PrepareAbort
     wanted_complete = TxnState.CompleteCommit if commit else TxnState.CompleteAbort
     if state is wanted_complete:

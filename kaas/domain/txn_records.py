@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeAlias
+from typing import NamedTuple, TypeAlias, TypedDict
 
 __all__ = [
     "EPOCH_EXHAUSTED",
@@ -138,7 +138,7 @@ class TxnMetadata(NamedTuple):
     txn_version: int = TV1
     next_producer_id: int = NO_PRODUCER_ID
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TxnEntryRecord:
         """Plain-typed form for the slot file.
 
         Returns:
@@ -163,7 +163,7 @@ class TxnMetadata(NamedTuple):
         }
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> TxnMetadata:
+    def from_json(cls, obj: Mapping[str, object]) -> TxnMetadata:
         """Inverse of ``to_json``.
 
         Args:
@@ -182,25 +182,28 @@ class TxnMetadata(NamedTuple):
             if not isinstance(txn_id, str):
                 raise ValueError(f"transactional_id must be a str, got {txn_id!r}")
             partitions: list[TopicPartition] = []
-            for item in obj["partitions"]:
+            items = obj["partitions"]
+            if not isinstance(items, Iterable):
+                raise TypeError(f"partitions {items!r} is not a list")
+            for item in items:
                 topic, partition = item
                 if not isinstance(topic, str) or not isinstance(partition, int):
                     raise ValueError(f"bad partition {item!r}")
                 partitions.append((topic, partition))
             groups = obj["groups"]
+            if not isinstance(groups, Iterable):
+                raise TypeError(f"groups {groups!r} is not a list")
             if not all(isinstance(g, str) for g in groups):
                 raise ValueError(f"bad groups {groups!r}")
-            numbers = (obj["producer_id"], obj["producer_epoch"], obj["last_producer_id"], obj["last_producer_epoch"],
-                       obj["timeout_ms"], obj["ongoing_since_ms"], obj["last_update_ms"], obj.get("txn_seq", 0),
-                       obj.get("transaction_version", TV1), obj.get("next_producer_id", NO_PRODUCER_ID))
-            for value in numbers:  # (JSON gives int or bool: an int subclass other than bool is rare)
-                if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
-                    raise ValueError(f"an int field holds {value!r}")
-            state = _STATE_OF.get(obj["state"])
-            if state is None:
-                raise ValueError(f"{obj['state']!r} is not a TxnState")
             (producer_id, producer_epoch, last_producer_id, last_producer_epoch, timeout_ms, since, update, seq,
-             version, next_pid) = numbers
+             version, next_pid) = _ints(
+                (obj["producer_id"], obj["producer_epoch"], obj["last_producer_id"], obj["last_producer_epoch"],
+                 obj["timeout_ms"], obj["ongoing_since_ms"], obj["last_update_ms"], obj.get("txn_seq", 0),
+                 obj.get("transaction_version", TV1), obj.get("next_producer_id", NO_PRODUCER_ID)))
+            name = obj["state"]
+            state = _STATE_OF.get(name) if isinstance(name, str) else None
+            if state is None:
+                raise ValueError(f"{name!r} is not a TxnState")
             if version not in TRANSACTION_VERSIONS:
                 raise ValueError(f"transaction_version {version!r} is not one of {TRANSACTION_VERSIONS}")
             return cls(txn_id, producer_id, producer_epoch, last_producer_id, last_producer_epoch, timeout_ms, state,
@@ -210,6 +213,51 @@ class TxnMetadata(NamedTuple):
 
 
 _STATE_OF = {state.value: state for state in TxnState}
+
+
+def _ints(values: tuple[object, ...]) -> list[int]:
+    """``values``, each checked to be an int (JSON gives int or bool: an int subclass other
+    than bool is rare).
+
+    Raises:
+        ValueError: one is not.
+    """
+    out: list[int] = []
+    for value in values:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"an int field holds {value!r}")
+        out.append(value)
+    return out
+
+
+class TxnEntryRecord(TypedDict):
+    """One transaction of a slot file (``TxnMetadata.to_json``). Files written before
+    ``txn_seq``, ``transaction_version`` and ``next_producer_id`` existed lack them."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    last_producer_id: int
+    last_producer_epoch: int
+    timeout_ms: int
+    state: str
+    """The ``TxnState`` by its Kafka name."""
+    partitions: list[list[str | int]]
+    """Each ``[topic, partition]``, sorted."""
+    groups: list[str]
+    ongoing_since_ms: int
+    last_update_ms: int
+    txn_seq: int
+    transaction_version: int
+    next_producer_id: int
+
+
+class SlotFile(TypedDict):
+    """``txn_state/slot-N.json``, format ``SLOT_FORMAT``: its transactions by id
+    (``storage.txn_store`` writes the same bytes without building this dict)."""
+
+    format: int
+    transactions: dict[str, TxnEntryRecord]
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +297,7 @@ class SlotState:
         entries.pop(transactional_id, None)
         return SlotState(entries)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SlotFile:
         """Plain-typed form: ``{"format": 1, "transactions": {id: entry}}``, ids sorted."""
         return {
             "format": SLOT_FORMAT,
@@ -257,7 +305,7 @@ class SlotState:
         }
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> SlotState:
+    def from_json(cls, obj: object) -> SlotState:
         """Inverse of ``to_json``.
 
         Args:
@@ -279,6 +327,8 @@ class SlotState:
             raise ValueError("slot has no transactions object")
         entries: dict[str, TxnMetadata] = {}
         for key, value in raw.items():
+            if not isinstance(value, Mapping):
+                raise ValueError(f"bad transaction entry: {value!r}")
             meta = TxnMetadata.from_json(value)
             if meta.transactional_id != key:
                 raise ValueError(f"slot key {key!r} holds entry {meta.transactional_id!r}")

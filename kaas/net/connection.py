@@ -13,6 +13,7 @@ import structlog
 import trio
 
 from kaas.aio import Lock, SocketReader, Turns, acquire, held, send_now
+from kaas.broker import Broker
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
 from kaas.net.ordering import Close, Ordering, Slot, outcome
@@ -31,7 +32,7 @@ DRAIN_S = 5  # how long a connection the peer closed may still answer what it se
 PRODUCE = 0
 
 
-async def serve_connection(broker, stream: trio.abc.Stream, session: Session | None = None) -> None:
+async def serve_connection(broker: Broker, stream: trio.abc.Stream, session: Session | None = None) -> None:
     """Serve one connection until the peer closes it or breaks the protocol.
 
     Nothing a connection does can take the broker down: transport errors end the
@@ -110,7 +111,7 @@ class _Closed(Exception):
     """The connection ends: a close was sent, or a frame broke the protocol."""
 
 
-async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> None:
+async def _serve(broker: Broker, stream: trio.abc.Stream, session: Session | None) -> None:
     await _Connection(broker, stream, session or Session()).serve()
 
 
@@ -121,7 +122,7 @@ class _Connection:
     __slots__ = ("broker", "stream", "session", "conn_id", "peer", "lapses", "fd", "max_frame", "decoder",
                  "receiver", "order", "limit", "send_lock", "wake", "produce_turns", "drained", "logged")
 
-    def __init__(self, broker, stream: trio.abc.Stream, session: Session) -> None:
+    def __init__(self, broker: Broker, stream: trio.abc.Stream, session: Session) -> None:
         self.broker = broker
         self.stream = stream
         self.session = session
@@ -144,7 +145,7 @@ class _Connection:
         self.drained: trio.Event | None = None  # set by the writer when nothing is left (at close)
         self.logged = False
 
-    def log_close(self, event: str, **kw) -> None:
+    def log_close(self, event: str, **kw: object) -> None:
         """Log the first close of this connection; later ones are its echo."""
         if not self.logged:
             self.logged = True

@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict, cast
 
 from kaas.domain.acl import AclBinding, Operation, PatternType, Permission, ResourceType, invalid_binding
 from kaas.errors import CorruptState
@@ -21,16 +22,36 @@ from kaas.storage import atomic
 FORMAT = 1
 
 
+class AclEntry(TypedDict):
+    """One binding, its enums by name (``ResourceType``, ``PatternType``, ...)."""
+
+    resource_type: str
+    name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+class AclsFile(TypedDict):
+    """``acls.json``, format 1."""
+
+    format: int
+    acls: list[AclEntry]
+
+
 def acls_path(cluster_dir: Path) -> Path:
     """Where the ACLs live under ``DATA/__cluster``."""
     return Path(cluster_dir) / "security" / "acls.json"
 
 
 def encode(bindings: tuple[AclBinding, ...]) -> bytes:
-    return atomic.json_bytes({"format": FORMAT, "acls": [
+    record: AclsFile = {"format": FORMAT, "acls": [
         {"resource_type": b.resource_type.name, "name": b.name, "pattern_type": b.pattern_type.name,
          "principal": b.principal, "host": b.host, "operation": b.operation.name,
-         "permission": b.permission.name} for b in bindings]})
+         "permission": b.permission.name} for b in bindings]}
+    return atomic.json_bytes(record)
 
 
 def decode(path: Path, data: bytes) -> tuple[AclBinding, ...]:
@@ -39,7 +60,7 @@ def decode(path: Path, data: bytes) -> tuple[AclBinding, ...]:
     Raises:
         CorruptState: not a format-1 ACL file, or an entry that is not a valid ACL.
     """
-    obj = atomic.parse_json(path, data)
+    obj = cast(AclsFile, atomic.parse_json(path, data))
     if obj.get("format") != FORMAT or not isinstance(obj.get("acls"), list):
         raise CorruptState(str(path), f"not a format-{FORMAT} ACL file")
     out = []

@@ -19,9 +19,9 @@ import functools
 import json
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import crc32c
 
@@ -140,12 +140,18 @@ def fsync_dir(path: str | os.PathLike[str], *, point: str = "state.fsync") -> No
 _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
 
 
-def json_bytes(obj: dict[str, Any]) -> bytes:
+JsonObject = dict[str, object]
+"""A state file's object as parsed. Each file's reader (its ``from_json``) checks the
+members against the file's record, a TypedDict of its format, and reports a file that does
+not match as ``CorruptState``; its writer builds that TypedDict."""
+
+
+def json_bytes(obj: Mapping[str, object]) -> bytes:
     """The canonical encoding of a state object."""
     return _ENCODER.encode(obj).encode()
 
 
-def write_json(path: str | os.PathLike[str], obj: dict[str, Any], *, fsync: bool = True) -> None:
+def write_json(path: str | os.PathLike[str], obj: Mapping[str, object], *, fsync: bool = True) -> None:
     """Atomically write ``obj`` (which must carry ``format``) as JSON."""
     write_bytes(path, json_bytes(obj), fsync=fsync)
 
@@ -153,7 +159,7 @@ def write_json(path: str | os.PathLike[str], obj: dict[str, Any], *, fsync: bool
 READ_CHUNK = 1 << 20
 
 
-def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+def read_json(path: str | os.PathLike[str]) -> JsonObject | None:
     """Read a JSON state file afresh (close-to-open). None when it does not exist.
 
     Raises:
@@ -172,7 +178,7 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     return parse_json(path, chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
 
-def parse_json(path: str | os.PathLike[str], data: bytes) -> dict[str, Any]:
+def parse_json(path: str | os.PathLike[str], data: bytes) -> JsonObject:
     """Parse a kaas state object read from ``path``.
 
     Raises:
@@ -184,7 +190,8 @@ def parse_json(path: str | os.PathLike[str], data: bytes) -> dict[str, Any]:
         raise CorruptState(str(path), f"invalid JSON: {exc}") from None
     if not isinstance(obj, dict) or "format" not in obj:
         raise CorruptState(str(path), "not a kaas state object (no format field)")
-    return obj
+    parsed: JsonObject = obj
+    return parsed
 
 
 def create_exclusive(path: Path, data: bytes, *, fsync: bool = True) -> bool:
@@ -206,6 +213,3 @@ def create_exclusive(path: Path, data: bytes, *, fsync: bool = True) -> bool:
         fsync_dir(path.parent)
     return True
 
-
-def read_any(path: Path) -> Any:
-    return read_json(path)

@@ -16,14 +16,25 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from kaas.errors import CorruptState
 from kaas.storage import atomic
 
 FORMAT = 1
+
+
+class BrokerConfigsRecord(TypedDict):
+    """The dynamic broker config file, format 1: the cluster default layer, and each
+    broker's own layer by its id (as a string)."""
+
+    format: int
+    version: int
+    default: dict[str, str]
+    brokers: dict[str, dict[str, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +63,14 @@ class BrokerConfigs:
             brokers.pop(int(resource_name), None)
         return BrokerConfigs(self.version + 1, default, brokers)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> BrokerConfigsRecord:
         return {"format": FORMAT, "version": self.version, "default": dict(sorted(self.default.items())),
                 "brokers": {str(b): dict(sorted(v.items())) for b, v in sorted(self.brokers.items())}}
 
     @classmethod
-    def from_json(cls, path: Path, obj: dict[str, Any]) -> BrokerConfigs:
+    def from_json(cls, path: Path, raw: Mapping[str, object]) -> BrokerConfigs:
         """The file's JSON object (its members whatever the file holds: checked here)."""
+        obj = cast(BrokerConfigsRecord, raw)
         try:
             if obj.get("format") != FORMAT:
                 raise ValueError(f"format {obj.get('format')!r}")

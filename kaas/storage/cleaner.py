@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypedDict, cast
 
 import msgpack
 
@@ -47,6 +47,29 @@ from kaas.wire import records as wr
 
 COMMIT_FILE = "clean-commit.json"
 STATE_FILE = "cleaner.json"
+
+
+class CleanerState(TypedDict, total=False):
+    """``cleaner.json``, format 1 (empty: the partition was never cleaned)."""
+
+    format: int
+    epoch: int
+    clean_offset: int
+    last_clean_ms: int
+    cleaned: dict[str, int]
+    """The segments a pass rewrote (they may have offset gaps), with when."""
+    next_horizon_ms: int | None
+    bytes_cleaned: int
+    records_removed: int
+
+
+class CommitFile(TypedDict):
+    """``clean-commit.json``, format 1: the commit point of a pass (``finish`` rolls it forward)."""
+
+    format: int
+    epoch: int
+    replace: list[str]
+    remove: list[str]
 SUFFIX = ".cleaned"
 _EXTS = (".log", ".idx", ".txnidx")
 
@@ -101,13 +124,13 @@ class Prepared:
         return [s for s in self.job.segments if s.changed]
 
 
-def read_state(path: Path) -> dict[str, Any]:
+def read_state(path: Path) -> CleanerState:
     """``cleaner.json`` of a partition directory ({} when it was never cleaned).
 
     Raises:
         CorruptState: the file exists but does not parse.
     """
-    return atomic.read_json(Path(path) / STATE_FILE) or {}
+    return cast(CleanerState, atomic.read_json(Path(path) / STATE_FILE) or {})
 
 
 _Item = tuple[int, wb.BatchHeader, plan_mod.Decision, plan_mod.BatchInfo]  # position, header, decision, batch
@@ -244,7 +267,7 @@ class SwappedLog(Protocol):
     def manifest_epoch(self) -> int: ...
 
 
-def commit(log: SwappedLog, prepared: Prepared, state: dict[str, Any]) -> None:
+def commit(log: SwappedLog, prepared: Prepared, state: CleanerState) -> None:
     """Swap the prepared copies in (steps 2-4 of a pass). The caller then updates its
     in-memory segments with ``PartitionLog.apply_clean``.
 
@@ -266,8 +289,8 @@ def commit(log: SwappedLog, prepared: Prepared, state: dict[str, Any]) -> None:
         # The state first: it names the segments that may have offset gaps (recovery must
         # not cut a cleaned segment at a gap); naming one that is never swapped is harmless.
         atomic.write_json(job.path / STATE_FILE, state, fsync=job.fsync)
-        atomic.write_json(job.path / COMMIT_FILE, {"format": 1, "epoch": job.epoch, "replace": replace,
-                                                   "remove": remove}, fsync=job.fsync)
+        point: CommitFile = {"format": 1, "epoch": job.epoch, "replace": replace, "remove": remove}
+        atomic.write_json(job.path / COMMIT_FILE, point, fsync=job.fsync)
     except OSError:
         discard(prepared)
         raise
@@ -294,7 +317,7 @@ def finish(path: Path, fsync: bool = True) -> list[str]:
     """
     path = Path(path)
     done: list[str] = []
-    obj = atomic.read_json(path / COMMIT_FILE)
+    obj = cast("CommitFile | None", atomic.read_json(path / COMMIT_FILE))
     if obj is not None:
         try:
             replace, remove = list(obj["replace"]), list(obj["remove"])
@@ -372,7 +395,7 @@ def _throttle(job: Job, done_bytes: int, t0: float) -> None:
             time.sleep(ahead)
 
 
-def dirtiness(segments: list[Segment], lso: int, config: LogConfig, state: dict[str, Any],
+def dirtiness(segments: list[Segment], lso: int, config: LogConfig, state: CleanerState,
               now_ms: int) -> tuple[list[Segment], float, bool]:
     """(the cleanable segments, the dirty ratio among them, whether max.compaction.lag.ms
     or a delete horizon forces a pass). Cleanable: closed segments (all but the last of
@@ -399,7 +422,7 @@ def dirtiness(segments: list[Segment], lso: int, config: LogConfig, state: dict[
     return segs, ratio, forced
 
 
-def next_state(state: dict[str, Any], live: set[str], prepared: Prepared) -> dict[str, Any]:
+def next_state(state: CleanerState, live: set[str], prepared: Prepared) -> CleanerState:
     """What ``cleaner.json`` says once ``prepared`` is swapped in (``live``: the names of
     the log's segments now)."""
     job = prepared.job

@@ -12,9 +12,10 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from kaas.domain import client_quotas
 from kaas.domain.client_quotas import Entity
@@ -22,6 +23,21 @@ from kaas.errors import CorruptState
 from kaas.storage import atomic
 
 FORMAT = 1
+
+
+class QuotaEntry(TypedDict):
+    """One entity (its entity types' names; None: the default of that type) and its quotas."""
+
+    entity: dict[str, str | None]
+    quotas: dict[str, float]
+
+
+class ClientQuotasRecord(TypedDict):
+    """The client quota file, format 1."""
+
+    format: int
+    version: int
+    entries: list[QuotaEntry]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,18 +57,19 @@ class ClientQuotas:
                 entries.pop(entity, None)
         return ClientQuotas(self.version + 1, entries)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> ClientQuotasRecord:
         return {"format": FORMAT, "version": self.version,
                 "entries": [{"entity": dict(e), "quotas": dict(sorted(q.items()))}
                             for e, q in sorted(self.entries.items(), key=lambda x: repr(x[0]))]}
 
     @classmethod
-    def from_json(cls, path: Path, obj: dict[str, Any]) -> ClientQuotas:
+    def from_json(cls, path: Path, raw: Mapping[str, object]) -> ClientQuotas:
         """The file's JSON object, checked entry by entry.
 
         Raises:
             CorruptState: not a format-1 quota file, or an entry no validation would write.
         """
+        obj = cast(ClientQuotasRecord, raw)
         try:
             if obj.get("format") != FORMAT:
                 raise ValueError(f"format {obj.get('format')!r}")

@@ -20,21 +20,31 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from kaas.domain.assignment import Assignment
+from kaas.domain.membership import Heartbeat
 from kaas.errors import CorruptState
 from kaas.storage import atomic
 from kaas.storage.paths import Layout
 
 
-def read_heartbeats(layout: Layout) -> list[dict[str, Any]]:
-    """Every broker's heartbeat that parses and names a ``broker_id``."""
+class EpochClaim(TypedDict):
+    """``controller/epoch-<n>``, format 1: who won controller epoch ``n``."""
+
+    format: int
+    broker_id: int
+    epoch: int
+
+
+def read_heartbeats(layout: Layout) -> list[Heartbeat]:
+    """Every broker's heartbeat that parses and names a ``broker_id`` (its other members
+    unchecked: ``domain.membership.absorb_heartbeat`` reads them)."""
     try:
         names = os.listdir(layout.brokers)
     except FileNotFoundError:
         return []
-    out = []
+    out: list[Heartbeat] = []
     for name in names:
         if not (name.startswith("kaas-") and name.endswith(".json")):
             continue
@@ -55,7 +65,7 @@ def last_counter(layout: Layout, broker_id: int) -> int:
         return 0
 
 
-def write_heartbeat(layout: Layout, broker_id: int, obj: dict[str, Any], *, fsync: bool) -> None:
+def write_heartbeat(layout: Layout, broker_id: int, obj: Heartbeat, *, fsync: bool) -> None:
     atomic.write_json(layout.broker_file(broker_id), obj, fsync=fsync)
 
 
@@ -84,7 +94,8 @@ def highest_epoch(layout: Layout) -> tuple[int, int | None]:
 
 def claim_epoch(layout: Layout, epoch: int, broker_id: int, *, fsync: bool) -> bool:
     """Race for controller epoch ``epoch``: True when this exclusive create won."""
-    data = json.dumps({"format": 1, "broker_id": broker_id, "epoch": epoch}).encode()
+    claim: EpochClaim = {"format": 1, "broker_id": broker_id, "epoch": epoch}
+    data = json.dumps(claim).encode()
     return atomic.create_exclusive(layout.controller / f"epoch-{epoch}", data, fsync=fsync)
 
 

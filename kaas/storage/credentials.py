@@ -22,8 +22,9 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from kaas.domain.scram import MECHANISMS, ScramCredential
 from kaas.domain.scram_users import Users
@@ -33,19 +34,36 @@ from kaas.storage import atomic
 FORMAT = 1
 
 
+class CredentialField(TypedDict):
+    """One user's credential of one mechanism, its byte strings in base64."""
+
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+class CredentialsFile(TypedDict):
+    """``scram-credentials.json``, format 1: user -> mechanism -> credential."""
+
+    format: int
+    users: dict[str, dict[str, CredentialField]]
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def to_json(users: Users) -> dict[str, Any]:
+def to_json(users: Users) -> CredentialsFile:
     return {"format": FORMAT, "users": {
         user: {mech: {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key), "server_key": _b64(c.server_key),
                       "iterations": c.iterations} for mech, c in sorted(creds.items())}
         for user, creds in sorted(users.items())}}
 
 
-def from_json(obj: dict[str, Any], path: str = "") -> dict[str, dict[str, ScramCredential]]:
+def from_json(raw: Mapping[str, object], path: str = "") -> dict[str, dict[str, ScramCredential]]:
     """Raises: CorruptState: not this format, or a field missing or of the wrong type."""
+    obj = cast(CredentialsFile, raw)
     try:
         if obj.get("format") != FORMAT:
             raise ValueError(f"unknown format {obj.get('format')!r}")

@@ -31,6 +31,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from kaas.clock import SYSTEM
 from kaas.domain.membership import incarnation_of
@@ -38,6 +39,21 @@ from kaas.storage import atomic
 from kaas.storage.incarnation import HOST_NAME
 
 FORMAT = 1
+
+
+class NoticeFile(TypedDict):
+    """``deaths/kaas-<id>.json``, format 1 (older notices have a ``pid`` and no
+    ``incarnation``: ``incarnation_of``)."""
+
+    format: int
+    broker_id: int
+    incarnation: str
+    host_name: str
+    pid: int | None
+    reaped_at: float
+    exit: int | None
+    """The return code the supervisor reaped (None: unknown)."""
+    graceful: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +67,11 @@ class Notice:
 def encode(broker_id: int, incarnation: str, returncode: int | None, now: float | None = None, *,
            pid: int | None = None, host_name: str = HOST_NAME, graceful: bool = False) -> bytes:
     """The bytes of one notice."""
-    return json.dumps({"format": FORMAT, "broker_id": broker_id, "incarnation": incarnation, "host_name": host_name,
-                       "pid": pid, "reaped_at": SYSTEM.wall_ms() / 1000 if now is None else now,
-                       "exit": returncode, "graceful": graceful}).encode()
+    notice: NoticeFile = {"format": FORMAT, "broker_id": broker_id, "incarnation": incarnation,
+                          "host_name": host_name, "pid": pid,
+                          "reaped_at": SYSTEM.wall_ms() / 1000 if now is None else now,
+                          "exit": returncode, "graceful": graceful}
+    return json.dumps(notice).encode()
 
 
 def write(path: Path, body: bytes, *, points: atomic.Points = atomic.STATE) -> None:

@@ -13,15 +13,25 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from kaas.domain import features
 from kaas.errors import CorruptState
 from kaas.storage import atomic
 
 FORMAT = 1
+
+
+class FeaturesRecord(TypedDict):
+    """``features.json``, format 1: each finalized feature's level, and the epoch of
+    the last change."""
+
+    format: int
+    epoch: int
+    levels: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,16 +45,17 @@ class FinalizedFeatures:
         """The next version: ``levels`` at the next epoch."""
         return FinalizedFeatures(self.epoch + 1, dict(levels))
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> FeaturesRecord:
         return {"format": FORMAT, "epoch": self.epoch, "levels": dict(sorted(self.levels.items()))}
 
     @classmethod
-    def from_json(cls, path: Path, obj: dict[str, Any]) -> FinalizedFeatures:
+    def from_json(cls, path: Path, raw: Mapping[str, object]) -> FinalizedFeatures:
         """The file's JSON object, checked.
 
         Raises:
             CorruptState: not a format-1 features file, or a level that is not an int >= 1.
         """
+        obj = cast(FeaturesRecord, raw)
         try:
             if obj.get("format") != FORMAT:
                 raise ValueError(f"format {obj.get('format')!r}")

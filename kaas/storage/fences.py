@@ -26,10 +26,18 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from kaas.storage import fs
 
 __all__ = ["FenceLog", "FenceReader", "FenceRecord"]
+
+
+class FenceLine(TypedDict):
+    """One line of a fence log (JSON)."""
+
+    pid: int
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +82,8 @@ class FenceLog:
                 size), or torn bytes of an earlier failed append could not be removed
                 (nothing was written).
         """
-        line = json.dumps({"pid": producer_id, "epoch": producer_epoch}, separators=(",", ":")) + "\n"
+        bump: FenceLine = {"pid": producer_id, "epoch": producer_epoch}
+        line = json.dumps(bump, separators=(",", ":")) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)

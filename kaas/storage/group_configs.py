@@ -19,15 +19,24 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from kaas.domain.groups import configs as group_configs
 from kaas.errors import CorruptState
 from kaas.storage import atomic
 
 FORMAT = 1
+
+
+class GroupConfigsRecord(TypedDict):
+    """The group config file, format 1: each group's own configs."""
+
+    format: int
+    version: int
+    groups: dict[str, dict[str, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +60,19 @@ class GroupConfigs:
             groups.pop(group_id, None)
         return GroupConfigs(self.version + 1, groups)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> GroupConfigsRecord:
         return {"format": FORMAT, "version": self.version,
                 "groups": {g: dict(sorted(c.items())) for g, c in sorted(self.groups.items())}}
 
     @classmethod
-    def from_json(cls, path: Path, obj: dict[str, Any]) -> GroupConfigs:
+    def from_json(cls, path: Path, raw: Mapping[str, object]) -> GroupConfigs:
         """The file's JSON object, checked member by member.
 
         Raises:
             CorruptState: not a format-1 group config file, or a name or value that
                 ``domain.groups.configs.validate`` would never have let through.
         """
+        obj = cast(GroupConfigsRecord, raw)
         try:
             if obj.get("format") != FORMAT:
                 raise ValueError(f"format {obj.get('format')!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from kaas.storage import atomic
 
@@ -20,19 +20,28 @@ __all__ = ["EpochWatch", "read", "write"]
 NAME = "manifest.json"
 
 
-def read(directory: Path) -> dict[str, Any] | None:
+class Manifest(TypedDict):
+    """``manifest.json``, format 1."""
+
+    format: int
+    epoch: int
+    log_start_offset: int
+    high_watermark: int
+
+
+def read(directory: Path) -> Manifest | None:
     """The manifest of the partition directory, None when it has none.
 
     Raises:
         CorruptState: it exists but does not parse.
     """
-    return atomic.read_json(Path(directory) / NAME)
+    return cast("Manifest | None", atomic.read_json(Path(directory) / NAME))
 
 
 def write(directory: Path, *, epoch: int, log_start_offset: int, high_watermark: int, fsync: bool) -> None:
-    atomic.write_json(Path(directory) / NAME, {
-        "format": 1, "epoch": epoch, "log_start_offset": log_start_offset, "high_watermark": high_watermark,
-    }, fsync=fsync)
+    record: Manifest = {"format": 1, "epoch": epoch, "log_start_offset": log_start_offset,
+                        "high_watermark": high_watermark}
+    atomic.write_json(Path(directory) / NAME, record, fsync=fsync)
 
 
 class EpochWatch:

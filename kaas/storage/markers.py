@@ -39,10 +39,10 @@ from __future__ import annotations
 import builtins
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from kaas.errors import CorruptState
 from kaas.storage import atomic, fs
@@ -51,6 +51,21 @@ __all__ = ["ENTRY_FORMAT", "MarkerEntry", "MarkerQueue"]
 
 ENTRY_FORMAT = 1
 _SUFFIX = ".json"
+
+
+class MarkerEntryFile(TypedDict):
+    """A marker queue file, format 1 (``MarkerEntry``'s fields)."""
+
+    format: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    coordinator_epoch: int
+    partitions: list[list[str | int]]
+    """Each ``[topic, partition]``."""
+    groups: list[str]
+    txn_seq: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +106,7 @@ class MarkerEntry:
         """A copy holding just these partitions and groups."""
         return replace(self, partitions=frozenset(partitions), groups=frozenset(groups))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> MarkerEntryFile:
         """The file content."""
         return {
             "format": ENTRY_FORMAT,
@@ -106,12 +121,13 @@ class MarkerEntry:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any], path: str) -> MarkerEntry:
+    def from_json(cls, raw: Mapping[str, object], path: str) -> MarkerEntry:
         """Parse a file's content.
 
         Raises:
             CorruptState: wrong format or a malformed field.
         """
+        obj = cast(MarkerEntryFile, raw)
         if obj.get("format") != ENTRY_FORMAT:
             raise CorruptState(path, f"unsupported marker entry format {obj.get('format')!r}")
         try:
@@ -124,8 +140,8 @@ class MarkerEntry:
             groups = obj["groups"]
             if not all(isinstance(g, str) for g in groups):
                 raise ValueError(f"bad groups {groups!r}")
-            ints = {k: obj[k] for k in ("producer_id", "producer_epoch", "coordinator_epoch", "txn_seq")}
-            for k, v in ints.items():
+            for k in ("producer_id", "producer_epoch", "coordinator_epoch", "txn_seq"):
+                v = raw[k]
                 if type(v) is not int:
                     raise ValueError(f"{k} must be an int, got {v!r}")
             if not isinstance(obj["commit"], bool) or not isinstance(obj["transactional_id"], str):
@@ -135,7 +151,10 @@ class MarkerEntry:
                 commit=obj["commit"],
                 partitions=frozenset(partitions),
                 groups=frozenset(groups),
-                **ints,
+                producer_id=obj["producer_id"],
+                producer_epoch=obj["producer_epoch"],
+                coordinator_epoch=obj["coordinator_epoch"],
+                txn_seq=obj["txn_seq"],
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptState(path, f"bad marker entry: {exc!r}") from None

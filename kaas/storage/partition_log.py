@@ -40,7 +40,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -48,7 +48,7 @@ from kaas.clock import wall_ms
 from kaas.domain.producer_state import ProducerStateTable
 from kaas.errors import CorruptState, KaasError
 from kaas.storage import atomic, cleaner, fs, manifest, producer_snapshot, timestamps, trash
-from kaas.storage.recovery import RECOVERY_FILE, Recovery, write_journal
+from kaas.storage.recovery import RECOVERY_FILE, Cut, Recovery, write_journal
 from kaas.storage.segment import AbortedTxn, LogConfig, ReadResult, Segment, epoch_end, segment_name, write_closed
 from kaas.wire import batch as wb
 from kaas.wire import records as wr
@@ -91,11 +91,11 @@ class PartitionLog:
         self.aborted: list[AbortedTxn] = []
         self.snapshot_error: str | None = None
         self.failed: str | None = None  # why the log refuses writes until reopened
-        self.recoveries: list[dict[str, Any]] = []  # what this open's recovery cut, for the caller to log
+        self.recoveries: list[Cut] = []  # what this open's recovery cut, for the caller to log
         self.recovery_journal_error: str | None = None
         self.open_notes: list[str] = []  # e.g. a cleaning pass completed at takeover
         self.cleaning = False  # a cleaner pass is under way: retention leaves segment files alone
-        self.cleaner_state: dict[str, Any] = {}  # cleaner.json: clean_offset, cleaned segments
+        self.cleaner_state: cleaner.CleanerState = {}  # cleaner.json: clean_offset, cleaned segments
         self._manifest = manifest.EpochWatch(self.path)  # stat'ed before every ack
         self._open_ms = 0  # the clock at the last open: replayed producers are active from it
 
@@ -208,7 +208,7 @@ class PartitionLog:
         return self.log_end_offset if first is None else min(first, self.log_end_offset)
 
     @staticmethod
-    def read_manifest(path: Path) -> dict[str, Any] | None:
+    def read_manifest(path: Path) -> manifest.Manifest | None:
         return manifest.read(path)
 
     def manifest_epoch(self) -> int:
@@ -585,11 +585,11 @@ class PartitionLog:
         return cleaner.job(self.path, self.epoch, segs, self.aborted, self.producers.last_batch_offsets(),
                            self.config, now_ms, max_bytes_per_s)
 
-    def next_cleaner_state(self, prepared: cleaner.Prepared) -> dict[str, Any]:
+    def next_cleaner_state(self, prepared: cleaner.Prepared) -> cleaner.CleanerState:
         """What ``cleaner.json`` says once ``prepared`` is swapped in."""
         return cleaner.next_state(self.cleaner_state, {s.name for s in self.segments}, prepared)
 
-    def apply_clean(self, prepared: cleaner.Prepared, state: dict[str, Any]) -> None:
+    def apply_clean(self, prepared: cleaner.Prepared, state: cleaner.CleanerState) -> None:
         """After ``cleaner.commit``: point the in-memory segments at the swapped files."""
         self.segments = cleaner.swap_in(self.segments, prepared, self._close_fd)
         if prepared.dropped_markers:

@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict, cast
 
 from kaas.errors import CorruptState
 from kaas.storage import atomic
@@ -24,13 +25,21 @@ BLOCK = 1000
 SPAN = 2**40
 
 
+class PidBlockFile(TypedDict):
+    """``kaas-<id>.json``, format 1."""
+
+    format: int
+    broker_id: int
+    block_end: int
+
+
 class PidAllocator:
     def __init__(self, path: Path, broker_id: int, *, fsync: bool = True) -> None:
         self.path = Path(path)
         self.broker_id = broker_id
         self.fsync = fsync
         self.base = (broker_id + 1) * SPAN
-        obj = atomic.read_json(self.path)
+        obj = cast("PidBlockFile | None", atomic.read_json(self.path))
         if obj is None:
             self._end = 0
         else:
@@ -54,8 +63,8 @@ class PidAllocator:
             new_end = self._next + BLOCK
             if new_end >= SPAN:
                 raise RuntimeError("producer id space of this broker is exhausted")
-            atomic.write_json(self.path, {"format": 1, "broker_id": self.broker_id, "block_end": new_end},
-                              fsync=self.fsync)
+            block: PidBlockFile = {"format": 1, "broker_id": self.broker_id, "block_end": new_end}
+            atomic.write_json(self.path, block, fsync=self.fsync)
             self._end = new_end
         pid = self.base + self._next
         self._next += 1

@@ -10,15 +10,25 @@ state is rebuilt from the whole log (the file stays for inspection until replace
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 import msgpack
 
-from kaas.domain.producer_state import ProducerStateTable
+from kaas.domain.producer_state import ProducerStateTable, TableSnapshot
 from kaas.storage import atomic, fs
 
 __all__ = ["NAME", "SnapshotError", "load", "write"]
 
 NAME = "producer-state.snapshot"
+
+
+class ProducerSnapshotFile(TypedDict):
+    """``producer-state.snapshot`` (msgpack), format 1: the producers as of ``offset``,
+    where replay starts."""
+
+    format: int
+    offset: int
+    producers: TableSnapshot
 
 
 class SnapshotError(Exception):
@@ -49,5 +59,6 @@ def load(directory: Path, *, now_ms: int) -> tuple[ProducerStateTable, int] | No
 
 def write(directory: Path, offset: int, producers: ProducerStateTable, *, fsync: bool) -> None:
     fs.crash_point("snapshot.before_write")
-    data = msgpack.packb({"format": 1, "offset": offset, "producers": producers.to_snapshot()})
+    snapshot: ProducerSnapshotFile = {"format": 1, "offset": offset, "producers": producers.to_snapshot()}
+    data = msgpack.packb(snapshot)
     atomic.write_bytes(Path(directory) / NAME, data, fsync=fsync)

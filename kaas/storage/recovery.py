@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from kaas.errors import CorruptState
 from kaas.storage import atomic, fs
@@ -34,6 +34,28 @@ __all__ = ["RECOVERY_FILE", "OnBatch", "Recovered", "Recovery", "write_journal"]
 
 RECOVERY_FILE = "recovery.json"
 _KEEP = 100
+
+
+class Cut(TypedDict):
+    """One cut recovery made: bytes ``[from_byte, to_byte)`` of ``segment``, from
+    ``from_offset`` on; ``action`` is what was done to them (``truncated``, ...)."""
+
+    time_ms: int
+    segment: str
+    action: str
+    epoch: int
+    from_byte: int
+    to_byte: int
+    bytes: int
+    from_offset: int
+    reason: str
+
+
+class Journal(TypedDict):
+    """``recovery.json``, format 1: the last 100 cuts, oldest first."""
+
+    format: int
+    entries: list[Cut]
 
 OnBatch = Callable[[wb.BatchHeader, bytes, int], None]
 
@@ -63,7 +85,7 @@ class Recovery:
         self.clock = clock
         self.cleaned = cleaned
         self.remove = remove
-        self.cuts: list[dict[str, Any]] = []
+        self.cuts: list[Cut] = []
         self.notes: list[str] = []
 
     def run(self, aborted: list[AbortedTxn], on_batch: OnBatch, replay_from: int,
@@ -186,7 +208,7 @@ class Recovery:
         })
 
 
-def write_journal(path: Path, cuts: list[dict[str, Any]], *, fsync: bool) -> str | None:
+def write_journal(path: Path, cuts: list[Cut], *, fsync: bool) -> str | None:
     """Append ``cuts`` to the partition's ``recovery.json`` (the last 100 kept). Returns
     why the journal could not be read or written, else None: the warning log line is the
     primary record, and the open goes on (the cut is made and logged)."""
@@ -195,14 +217,15 @@ def write_journal(path: Path, cuts: list[dict[str, Any]], *, fsync: bool) -> str
     journal = Path(path) / RECOVERY_FILE
     error = None
     try:
-        old = atomic.read_json(journal)
+        old = cast("Journal | None", atomic.read_json(journal))
         entries = list(old.get("entries", [])) if old else []
     except CorruptState as exc:
         entries = []
         error = f"{exc} (replaced)"
     entries = (entries + cuts)[-_KEEP:]
     try:
-        atomic.write_json(journal, {"format": 1, "entries": entries}, fsync=fsync)
+        record: Journal = {"format": 1, "entries": entries}
+        atomic.write_json(journal, record, fsync=fsync)
     except OSError as exc:
         error = f"{journal}: {exc}"
     return error

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 import msgpack
 
@@ -58,6 +59,19 @@ class LogConfig:
     # durable (tasks.flush); 2**63 - 1: only acks=all, markers, rolls and hand-over do
     flush_messages: int = 2**63 - 1
     flush_ms: int = 2**63 - 1
+
+
+class Summary(TypedDict):
+    """A closed segment's ``.idx`` (msgpack), format 1: what a scan of its log would find
+    (``ts``: ``records``, the max timestamp was read from the records)."""
+
+    format: int
+    size: int
+    next_offset: int
+    max_timestamp: int
+    ts: str
+    offsets: list[int]
+    positions: list[int]
 
 
 @dataclass(slots=True)
@@ -183,11 +197,12 @@ class Segment:
             return self.max_timestamp
 
     def summary(self) -> bytes:
-        data: bytes = msgpack.packb({
+        summary: Summary = {
             "format": 1, "size": self.size, "next_offset": self.next_offset,
             "max_timestamp": self.max_timestamp, "ts": "records",
             "offsets": self.index_offsets, "positions": self.index_positions,
-        })
+        }
+        data: bytes = msgpack.packb(summary)
         return data
 
 

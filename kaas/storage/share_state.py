@@ -36,7 +36,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 import crc32c
 import msgpack
@@ -214,8 +214,24 @@ def replay(directory: Path, group: str, limits: ShareLimits, loaded: Loaded) -> 
         raise CorruptState(where, f"state does not replay: {exc}") from None
 
 
-def _snapshot_object(path: Path, data: bytes) -> dict[str, Any]:
-    """The object a snapshot file holds (magic, checksum, msgpack, format checked).
+class Snapshot(TypedDict):
+    """The msgpack object of a snapshot file (after its magic and checksum), format
+    ``FORMAT``: the group and leader epoch that wrote it, the first journal to replay after
+    it as ``[epoch, seq]``, and the ``Persisted`` state (each range ``[first, last, state,
+    delivery count]``)."""
+
+    format: int
+    group: str
+    epoch: int
+    journal: list[int]
+    start: int
+    end: int
+    ranges: list[list[int]]
+
+
+def _snapshot_object(path: Path, data: bytes) -> Snapshot:
+    """The object a snapshot file holds (magic, checksum, msgpack, format checked; its
+    members are checked by their readers).
 
     Raises:
         CorruptState: any of those checks failed.
@@ -232,7 +248,7 @@ def _snapshot_object(path: Path, data: bytes) -> dict[str, Any]:
             raise ValueError(f"format {obj.get('format') if isinstance(obj, dict) else None!r}")
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise CorruptState(str(path), f"unreadable snapshot: {exc}") from None
-    return obj
+    return cast(Snapshot, obj)
 
 
 def _parse_snapshot(path: Path, data: bytes, group: str) -> tuple[Persisted, tuple[int, int]]:
@@ -278,13 +294,13 @@ def _parse_journal(path: Path, raw: bytes) -> tuple[list[Delta], int | None]:
     return out, None
 
 
-def _int(v: Any) -> int:
+def _int(v: object) -> int:
     if type(v) is not int:
         raise ValueError(f"{v!r} is not an integer")
     return v
 
 
-def _ranges(raw: Any) -> tuple[tuple[int, int, int, int], ...]:
+def _ranges(raw: object) -> tuple[tuple[int, int, int, int], ...]:
     if not isinstance(raw, list):
         raise ValueError("ranges are not a list")
     out = []
@@ -370,9 +386,10 @@ class ShareJournal:
         Raises:
             OSError: the write failed; the previous snapshot is in place.
         """
-        payload = msgpack.packb({"format": FORMAT, "group": self.group, "epoch": self.epoch,
-                                 "journal": list(journal_from), "start": state.start, "end": state.end,
-                                 "ranges": _encode_ranges(state.ranges)})
+        snapshot: Snapshot = {"format": FORMAT, "group": self.group, "epoch": self.epoch,
+                              "journal": list(journal_from), "start": state.start, "end": state.end,
+                              "ranges": _encode_ranges(state.ranges)}
+        payload = msgpack.packb(snapshot)
         data = _MAGIC + struct.pack(">I", crc32c.crc32c(payload)) + payload
         atomic.write_bytes(snapshot_path(self.directory, self.group), data, fsync=self.fsync)
 

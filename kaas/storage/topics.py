@@ -19,14 +19,28 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict, cast
 
 from kaas.errors import CorruptState
 from kaas.storage import atomic, trash
 
 VALID_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class TopicFile(TypedDict):
+    """``<topic>.json``, format 1. Files written before ``replication_factor`` read as 1."""
+
+    format: int
+    name: str
+    topic_id: str
+    partitions: int
+    configs: dict[str, str]
+    replication_factor: int
+    replica_assignment: NotRequired[dict[str, list[int]]]
+    """Manual replica lists by partition (its number as a string), when any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,17 +59,18 @@ class TopicMeta:
     the first live broker of a list is the partition's preferred leader. Partitions
     without one use the ring of ``kaas.domain.replicas``."""
 
-    def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"format": 1, "name": self.name, "topic_id": str(self.topic_id),
-                                  "partitions": self.partitions, "configs": dict(self.configs),
-                                  "replication_factor": self.replication_factor}
+    def to_json(self) -> TopicFile:
+        out: TopicFile = {"format": 1, "name": self.name, "topic_id": str(self.topic_id),
+                          "partitions": self.partitions, "configs": dict(self.configs),
+                          "replication_factor": self.replication_factor}
         if self.replica_assignment:
             out["replica_assignment"] = {str(p): list(r) for p, r in sorted(self.replica_assignment.items())}
         return out
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any], path: str = "") -> TopicMeta:
+    def from_json(cls, raw: Mapping[str, object], path: str = "") -> TopicMeta:
         """A topic file's JSON object (its members whatever the file holds: checked here)."""
+        obj = cast(TopicFile, raw)
         try:
             rf = int(obj.get("replication_factor", 1))
             if rf < 1:

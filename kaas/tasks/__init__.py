@@ -40,7 +40,7 @@ async def serve_failpoints() -> None:
         failpoints.reload()
 
 
-async def serve_broker(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_broker(broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Join the cluster and run the broker's loops until cancelled: heartbeats, controller
     election, assignment (partitions this broker is assigned are taken over by the
     membership tick), then everything that serves on top of them."""

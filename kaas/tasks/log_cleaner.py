@@ -14,6 +14,7 @@ import weakref
 import structlog
 import trio
 
+from kaas.broker import Broker, Partition
 from kaas.errors import CorruptState, KaasError
 from kaas.storage import cleaner
 
@@ -35,9 +36,9 @@ class Stats:
     failures = 0
 
 
-async def serve_log_cleaner(broker, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_log_cleaner(broker: Broker, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     task_status.started()
-    seen: weakref.WeakSet = weakref.WeakSet()  # the Partition objects looked at (a takeover makes a new one)
+    seen: weakref.WeakSet[Partition] = weakref.WeakSet()  # the Partition objects looked at (a takeover makes a new one)
     next_sweep = trio.current_time() + broker.settings.log_cleaner_backoff_ms / 1000
     while True:
         backoff = broker.settings.log_cleaner_backoff_ms / 1000  # dynamic: read each pass
@@ -52,7 +53,7 @@ async def serve_log_cleaner(broker, task_status=trio.TASK_STATUS_IGNORED) -> Non
             next_sweep = trio.current_time() + backoff
 
 
-async def clean_partition(broker, part) -> cleaner.Prepared | None:
+async def clean_partition(broker: Broker, part: Partition) -> cleaner.Prepared | None:
     """Roll an idle active segment and run one pass if the partition is dirty enough."""
     plog = part.log
     now = broker.clock.wall_ms()

@@ -35,13 +35,17 @@ from kaas.broker import Broker
 from kaas.domain import coordinators, elections
 from kaas.domain import membership as rules
 from kaas.domain.assignment import Assignment, balance
-from kaas.domain.membership import Peer
+from kaas.domain.membership import Heartbeat, Peer
 from kaas.domain.routing import TXN_SLOTS
 from kaas.errors import CorruptState
 from kaas.storage import cluster_files, deaths, incarnation
 from kaas.storage.cluster_files import AssignmentFile
 
 log = structlog.get_logger()
+
+Published = tuple[int, bool, frozenset[tuple[str, int]], tuple[int, ...]]
+"""What a heartbeat tells peers beyond the counter: applied version, draining, pending
+partitions, the brokers seen alive (``Membership._published``)."""
 
 
 class Membership:
@@ -55,14 +59,14 @@ class Membership:
         self._assignment_file = AssignmentFile(self.layout.assignment)
         self._became_leader_version: dict[tuple[str, int], int] = {}
         self._next_beat = 0.0  # self.clock.monotonic(): when the next heartbeat is due
-        self._last_published: tuple | None = None
+        self._last_published: Published | None = None
         self._peers_dirty = False
         self._noticed: dict[int, deaths.Notice] = {}  # the death notice acted on, per broker
         self._owned_slots: frozenset[int] = frozenset()
 
     # ------------------------------------------------------------------ loop
 
-    async def serve(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Tick every ``heartbeat_ms`` (writing the heartbeat), and in between whenever the
         doorbell rings or a caller ``wake``s the view (without a heartbeat, unless what
         the heartbeat publishes changed)."""
@@ -185,7 +189,7 @@ class Membership:
                 material = True
         return material
 
-    def _published(self) -> tuple:
+    def _published(self) -> Published:
         """What this broker's heartbeat tells its peers beyond the counter: a change is
         written at once rather than at the next ``heartbeat_ms``."""
         view = self.view
@@ -204,7 +208,7 @@ class Membership:
         counter = view.counter + 1
         s = broker.settings
         published = self._published()
-        obj = {"format": 1, "broker_id": broker.id, "counter": counter,
+        obj: Heartbeat = {"format": 1, "broker_id": broker.id, "counter": counter,
                "host": s.inter_broker.advertised_host, "port": s.inter_broker.advertised_port,
                "listeners": rules.listeners_field(s.all_listeners),
                "incarnation": broker.incarnation, "host_name": incarnation.HOST_NAME, "pid": os.getpid(),

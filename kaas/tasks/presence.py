@@ -13,7 +13,7 @@ log = structlog.get_logger()
 
 
 async def serve_presence(cluster: PeerDirectory, links: PeerLinks | None = None, *,
-                         task_status=trio.TASK_STATUS_IGNORED) -> None:
+                         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Keep one idle connection open to every live peer. The kernel closes a process's
     sockets the moment it exits, so the end of that connection is the first sign of a
     death, milliseconds before its supervisor's notice and seconds before the heartbeat

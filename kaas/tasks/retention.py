@@ -13,7 +13,7 @@ from kaas.broker import Broker
 log = structlog.get_logger()
 
 
-async def serve_retention(broker: Broker, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_retention(broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     task_status.started()
     while True:
         settings = broker.settings  # anew each pass: dynamic broker configs replace it

@@ -65,7 +65,8 @@ def wait_for(cond: Callable[[], T], timeout: float = 20.0, what: str = "conditio
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def free_ports(n: int) -> int:
@@ -96,7 +97,8 @@ def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
             hdr = recv_exact(s, 4)
             size = struct.unpack(">i", hdr)[0]
             data = recv_exact(s, size)
-            return struct.unpack(">i", data[:4])[0] == 7 and struct.unpack(">h", data[4:6])[0] == 0
+            correlation, error = struct.unpack(">i", data[:4])[0], struct.unpack(">h", data[4:6])[0]
+            return bool(correlation == 7 and error == 0)
     except OSError:
         return False
 

@@ -190,7 +190,7 @@ def _walk(data: bytes, p: int, count: int, compact: bool) -> tuple[int, int, lis
     hi = -lo
     keyless: list[int] | None = [] if compact else None
     in_order = True
-    zz, skip, read_varint = _ZZ, _SKIP, wb.read_varint
+    zz, read_varint = _ZZ, wb.read_varint
     i = 0
     try:
         for i in range(count):  # noqa: B007 - i names the record in the errors below
@@ -207,51 +207,13 @@ def _walk(data: bytes, p: int, count: int, compact: bool) -> tuple[int, int, lis
             end = q + length
             if length < 6 or end > n:  # 6: attributes and five one-byte varints
                 raise Rejected(wb.INVALID_RECORD, f"record {i}: length {length} outside the batch")
-            b = data[q + 1]  # past the attributes: the timestamp delta
-            if b < 0x80:
-                d, r = zz[b], q + 2
-            else:
-                d, r = read_varint(data, q + 1)
+            d, offset_ok, r = _fields(data, q, i, keyless)
             if d > hi:
                 hi = d
             if d < lo:
                 lo = d
-            b = data[r]  # the offset delta
-            if b == i << 1 and b < 0x80:
-                r += 1
-            else:
-                off, r = read_varint(data, r)
-                if off != i:
-                    in_order = False
-            b = data[r]  # the key's length
-            s = skip[b]
-            if s:
-                r += s
-                if b & 1 and keyless is not None:
-                    keyless.append(i)
-            else:
-                klen, r = read_varint(data, r)
-                if klen >= 0:
-                    r += klen
-                elif keyless is not None:
-                    keyless.append(i)
-            b = data[r]  # the value's length
-            s = skip[b]
-            if s:
-                r += s
-            else:
-                c = data[r + 1]
-                if c < 0x80:
-                    z = (b & 0x7F) | (c << 7)
-                    r += 2 if z & 1 else 2 + (z >> 1)
-                else:
-                    vlen, r = read_varint(data, r)
-                    if vlen > 0:
-                        r += vlen
-            if data[r]:  # headers
-                r = _headers(data, r, i)
-            else:
-                r += 1
+            if not offset_ok:
+                in_order = False
             if r != end:
                 raise Rejected(wb.INVALID_RECORD, f"record {i}: {r - q} bytes read, its length says {length}")
             p = end
@@ -261,6 +223,64 @@ def _walk(data: bytes, p: int, count: int, compact: bool) -> tuple[int, int, lis
     if p != n:
         raise Rejected(wb.INVALID_RECORD, f"{n - p} bytes left after the last of {count} records")
     return lo, hi, keyless, in_order
+
+
+def _fields(data: bytes, q: int, i: int, keyless: list[int] | None) -> tuple[int, bool, int]:
+    """Read the fields of record ``i``, whose attributes are at ``q`` (past its length):
+    timestamp delta, offset delta, key, value and headers. Appends ``i`` to ``keyless``
+    (when not None) if the record has no key.
+
+    Returns:
+        (its timestamp delta, whether its offset delta is ``i``, the position after it).
+
+    Raises:
+        IndexError, ValueError: the record runs past ``data`` or holds a bad varint
+            (``_walk`` answers INVALID_RECORD).
+        Rejected: INVALID_RECORD for bad headers.
+    """
+    zz, skip, read_varint = _ZZ, _SKIP, wb.read_varint
+    offset_ok = True
+    b = data[q + 1]  # past the attributes: the timestamp delta
+    if b < 0x80:
+        d, r = zz[b], q + 2
+    else:
+        d, r = read_varint(data, q + 1)
+    b = data[r]  # the offset delta
+    if b == i << 1 and b < 0x80:
+        r += 1
+    else:
+        off, r = read_varint(data, r)
+        offset_ok = off == i
+    b = data[r]  # the key's length
+    s = skip[b]
+    if s:
+        r += s
+        if b & 1 and keyless is not None:
+            keyless.append(i)
+    else:
+        klen, r = read_varint(data, r)
+        if klen >= 0:
+            r += klen
+        elif keyless is not None:
+            keyless.append(i)
+    b = data[r]  # the value's length
+    s = skip[b]
+    if s:
+        r += s
+    else:
+        c = data[r + 1]
+        if c < 0x80:
+            z = (b & 0x7F) | (c << 7)
+            r += 2 if z & 1 else 2 + (z >> 1)
+        else:
+            vlen, r = read_varint(data, r)
+            if vlen > 0:
+                r += vlen
+    if data[r]:  # headers
+        r = _headers(data, r, i)
+    else:
+        r += 1
+    return d, offset_ok, r
 
 
 def _headers(data: bytes, r: int, i: int) -> int:

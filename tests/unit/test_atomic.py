@@ -35,7 +35,7 @@ def test_write_read_json_round_trip(obj, fsync):
         p = Path(d) / "state.json"
         atomic.write_json(p, obj, fsync=fsync)
         assert atomic.read_json(p) == obj
-        assert atomic.read_any(p) == obj
+        assert atomic.read_json(p) == obj
         # overwrite replaces the whole content
         atomic.write_json(p, {"format": 2}, fsync=fsync)
         assert atomic.read_json(p) == {"format": 2}

@@ -27,7 +27,7 @@ async def test_one_holder_at_a_time_and_nothing_left_behind():
         await trio.testing.wait_all_tasks_blocked()
         nursery.start_soon(hold, "b", None)
         await trio.testing.wait_all_tasks_blocked()
-        assert locks["t"][1] == 2  # a holds, b waits
+        assert locks["t"].users == 2  # a holds, b waits
         release.set()
     assert order == ["a+", "a-", "b+", "b-"]
     assert locks == {}
@@ -47,7 +47,7 @@ async def test_a_cancelled_waiter_leaves_no_count():
         async with trio.open_nursery() as nursery:
             nursery.start_soon(wait_briefly)
         assert cancelled == [True]
-        assert locks["t"][1] == 1
+        assert locks["t"].users == 1
     assert locks == {}
 
 

@@ -810,6 +810,11 @@ def test_slot_json_round_trip(metas: list[TxnMetadata]) -> None:
         {"format": 1, "transactions": {"y": {**TxnMetadata("y", 1, 0).to_json(), "state": "Dead"}}},
         {"format": 1, "transactions": {"y": {**TxnMetadata("y", 1, 0).to_json(), "producer_id": "1"}}},
         {"format": 1, "transactions": {"y": {"transactional_id": "y"}}},
+        {"format": 1, "transactions": {"y": "an entry"}},
+        {"format": 1, "transactions": {"y": {**TxnMetadata("y", 1, 0).to_json(), "partitions": 3}}},
+        {"format": 1, "transactions": {"y": {**TxnMetadata("y", 1, 0).to_json(), "groups": 3}}},
+        {"format": 1, "transactions": {"y": {**TxnMetadata("y", 1, 0).to_json(), "state": ["Ongoing"]}}},
+        {"format": 1, "transactions": {"y": {**TxnMetadata("y", 1, 0).to_json(), "transaction_version": True}}},
     ],
 )
 def test_slot_from_json_rejects_bad_input(raw) -> None:

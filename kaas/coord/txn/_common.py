@@ -4,7 +4,6 @@ coordinator epoch, the once-only report of an unreadable file, the event counter
 from __future__ import annotations
 
 from collections.abc import Awaitable, Generator
-from typing import Any
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -61,18 +60,22 @@ def coordinator_epoch(broker: TxnBroker) -> int:
     return value if 0 <= value < 2**31 else 0
 
 
+UnreadableKey = tuple[str, int | str]
+"""``("slot", n)`` or ``("marker", path)``."""
+
+
 class Unreadable:
     """Files found unreadable (a slot file, a marker queue entry), each logged once per
     distinct error."""
 
     def __init__(self) -> None:
-        self._errors: dict[Any, str] = {}
+        self._errors: dict[UnreadableKey, str] = {}
 
-    def report(self, key: Any, exc: Exception) -> None:
+    def report(self, key: UnreadableKey, exc: Exception) -> None:
         if self._errors.get(key) != str(exc):
             self._errors[key] = str(exc)
             log.error("txn_state_unreadable", key=str(key), error=str(exc))
 
-    def readable_again(self, key: Any) -> bool:
+    def readable_again(self, key: UnreadableKey) -> bool:
         """Forget ``key``; True when it had been reported."""
         return self._errors.pop(key, None) is not None

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
+from kio.schema.write_txn_markers.v1.request import WritableTxnMarker
 
 from kaas import log as klog
 from kaas.aio import Wakeup
@@ -146,7 +146,7 @@ class TxnCoordinator:
         partitions taken over since the last poll)."""
         await self.fencing.poll()
 
-    async def apply_marker_request(self, markers: Sequence[Any]) -> list[MarkerResult]:
+    async def apply_marker_request(self, markers: Sequence[WritableTxnMarker]) -> list[MarkerResult]:
         """WriteTxnMarkers from a peer's coordinator (``MarkerWriter.apply_request``)."""
         return await self.markers.apply_request(markers)
 

@@ -10,11 +10,11 @@ in between, then waited durable (``wait_durable``), one wait per partition.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
+from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic
 
 from kaas import failpoints
 from kaas.coord.ports import LedPartition, MarkerResult, TxnBroker
@@ -124,7 +124,7 @@ class MarkerWriter:
         await self._await_durable(waits, producer_id, failed)
         return list(failed)
 
-    async def apply_request(self, markers: Sequence[Any]) -> list[MarkerResult]:
+    async def apply_request(self, markers: Sequence[WritableTxnMarker]) -> list[MarkerResult]:
         """WriteTxnMarkers from a peer's coordinator: append every marker on the partitions
         this broker leads before the first await (so a request is applied when it is read,
         never later), then wait until they are durable. Per marker, the code of each
@@ -133,7 +133,7 @@ class MarkerWriter:
         failed: dict[LedPartition, ErrorCode] = {}
         codes: list[MarkerResult] = []
         owed: list[list[LedPartition]] = []
-        hooks: list[list[Any]] = []
+        hooks: list[list[WritableTxnMarkerTopic]] = []
         waits: list[tuple[LedPartition, int]] = []
         for m in markers:
             mine: MarkerResult = {}

@@ -9,8 +9,6 @@ carrying every change that came while the one before it ran (group commit,
 
 from __future__ import annotations
 
-from typing import Any
-
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
@@ -37,7 +35,7 @@ class Slots:
         self.stats = stats
         self.store = store
         self.unreadable = unreadable
-        self._id_locks: dict[str, list[Any]] = {}
+        self._id_locks: dict[str, _Held] = {}
         self._pending: dict[int, _Batch] = {}  # slot -> changes waiting for its next write
         # slot -> set when its write in progress ends (made by the first caller to wait)
         self._writing: dict[int, trio.Event | None] = {}
@@ -252,6 +250,16 @@ class _Batch:
         self.error: KaasError | None = None
 
 
+class _Held:
+    """One transactional id's lock and how many hold or wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = Lock()
+        self.users = 0
+
+
 class IdLock:
     """The lock of one transactional id, made on first use and dropped when nobody holds
     or waits for it; taken without a checkpoint when free (``aio.acquire``). A class rather than
@@ -259,31 +267,31 @@ class IdLock:
 
     __slots__ = ("locks", "transactional_id", "holder")
 
-    def __init__(self, locks: dict[str, list[Any]], transactional_id: str) -> None:
+    def __init__(self, locks: dict[str, _Held], transactional_id: str) -> None:
         self.locks = locks
         self.transactional_id = transactional_id
-        self.holder: list[Any] | None = None
+        self.holder: _Held | None = None
 
     async def __aenter__(self) -> None:
         holder = self.locks.get(self.transactional_id)
         if holder is None:
-            holder = self.locks[self.transactional_id] = [Lock(), 0]
-        holder[1] += 1
+            holder = self.locks[self.transactional_id] = _Held()
+        holder.users += 1
         self.holder = holder
         try:
-            await acquire(holder[0])
+            await acquire(holder.lock)
         except BaseException:  # cancelled while waiting: not held, but no longer waiting
             self._leave()
             raise
 
     async def __aexit__(self, *exc: object) -> None:
         assert self.holder is not None
-        self.holder[0].release()
+        self.holder.lock.release()
         self._leave()
 
     def _leave(self) -> None:
         holder = self.holder
         assert holder is not None
-        holder[1] -= 1
-        if holder[1] == 0:
+        holder.users -= 1
+        if holder.users == 0:
             del self.locks[self.transactional_id]
