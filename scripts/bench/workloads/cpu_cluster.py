@@ -54,22 +54,24 @@ class ClusterProducer:
     coordinator), EndTxn v5, whose answer raises the epoch (sequences start again at 0)."""
 
     def __init__(self, clients: dict[int, WireClient], leaders: dict[int, int], coordinator: int,
-                 records: int, tv2: bool = False) -> None:
+                 records: int, tv2: bool = False, topic: str = TOPIC, txn_id: str = TXN_ID) -> None:
+        self.topic, self.txn_id = topic, txn_id
         self.clients = clients
         self.leaders = leaders  # partition -> broker
         self.coordinator = clients[coordinator]
         self.records = records
         self.tv2 = tv2
         self.retries = [0]
-        r = _call(self.coordinator, (22, 5 if tv2 else 4), {"transactional_id": TXN_ID, "transaction_timeout": 60_000,
+        r = _call(self.coordinator, (22, 5 if tv2 else 4), {"transactional_id": txn_id, "transaction_timeout": 60_000,
                                                             "producer_id": -1, "producer_epoch": -1}, self.retries)
         self.pid, self.epoch = r.producer_id, r.producer_epoch
         self.sequence = dict.fromkeys(leaders, 0)
         self.values = _payloads(TXN_VALUE)
         self.next = 0  # the next record's partition (round robin)
 
-    def one(self) -> None:
-        """One transaction: AddPartitionsToTxn, a Produce per leader, EndTxn (commit)."""
+    def one(self) -> float:
+        """One transaction: AddPartitionsToTxn, a Produce per leader, EndTxn (commit).
+        Returns the seconds EndTxn took."""
         counts = dict.fromkeys(self.leaders, 0)
         for _ in range(self.records):
             counts[self.next % len(self.leaders)] += 1
@@ -77,9 +79,9 @@ class ClusterProducer:
         parts = sorted(p for p, n in counts.items() if n)
         if not self.tv2:
             _call(self.coordinator, (24, 0), {
-                "v3_and_below_transactional_id": TXN_ID, "v3_and_below_producer_id": self.pid,
+                "v3_and_below_transactional_id": self.txn_id, "v3_and_below_producer_id": self.pid,
                 "v3_and_below_producer_epoch": self.epoch,
-                "v3_and_below_topics": [{"name": TOPIC, "partitions": parts}]}, self.retries)
+                "v3_and_below_topics": [{"name": self.topic, "partitions": parts}]}, self.retries)
         by_leader: dict[int, list[int]] = {}
         for p in parts:
             by_leader.setdefault(self.leaders[p], []).append(p)
@@ -94,21 +96,24 @@ class ClusterProducer:
                     records=[(None, self.values[(self.sequence[p] + i) % len(self.values)]) for i in range(n)])})
                 self.sequence[p] += n
             _call(self.clients[leader], (0, 12 if self.tv2 else 10),
-                  {"transactional_id": TXN_ID, "acks": -1, "timeout": 30_000,
-                   "topic_data": [{"name": TOPIC, "partition_data": data}]}, self.retries)
-        r = _call(self.coordinator, (26, 5 if self.tv2 else 1), {"transactional_id": TXN_ID, "producer_id": self.pid,
-                                                                 "producer_epoch": self.epoch, "committed": True},
-                  self.retries)
+                  {"transactional_id": self.txn_id, "acks": -1, "timeout": 30_000,
+                   "topic_data": [{"name": self.topic, "partition_data": data}]}, self.retries)
+        t0 = time.perf_counter()
+        r = _call(self.coordinator, (26, 5 if self.tv2 else 1),
+                  {"transactional_id": self.txn_id, "producer_id": self.pid, "producer_epoch": self.epoch,
+                   "committed": True}, self.retries)
+        took = time.perf_counter() - t0
         if self.tv2 and (r.producer_id, r.producer_epoch) != (self.pid, self.epoch):
             self.pid, self.epoch = r.producer_id, r.producer_epoch
             self.sequence = dict.fromkeys(self.leaders, 0)
+        return took
 
 
-def _layout(wc: WireClient, partitions: int) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
+def _layout(wc: WireClient, partitions: int, topic: str = TOPIC) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
     """(broker id -> (host, port), partition -> leader) once every partition has a leader."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        md = wc.call(3, 12, {"topics": [{"name": TOPIC, "topic_id": None}], "allow_auto_topic_creation": False,
+        md = wc.call(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
                              "include_topic_authorized_operations": False})
         brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
         leaders = {p.partition_index: p.leader_id for t in md.topics for p in t.partitions
@@ -116,7 +121,18 @@ def _layout(wc: WireClient, partitions: int) -> tuple[dict[int, tuple[str, int]]
         if len(leaders) == partitions and all(v in brokers for v in leaders.values()):
             return brokers, leaders
         time.sleep(0.5)
-    raise click.ClickException(f"{TOPIC}: no leader for every partition")
+    raise click.ClickException(f"{topic}: no leader for every partition")
+
+
+def raw_producer(bootstrap: str, topic: str, txn_id: str, partitions: int, records: int,
+                 tv2: bool) -> ClusterProducer:
+    """A ``ClusterProducer`` of ``txn_id`` over ``topic`` (which exists) of the cluster at
+    ``bootstrap``: one connection per broker (``txn-many --client tv1|tv2``)."""
+    with connect_nodelay(bootstrap) as wc:
+        addresses, leaders = _layout(wc, partitions, topic)
+    coordinator = find_coordinator(bootstrap, txn_id, timeout=60)
+    clients = {node: connect_nodelay(f"{host}:{port}") for node, (host, port) in addresses.items()}
+    return ClusterProducer(clients, leaders, coordinator, records, tv2, topic, txn_id)
 
 
 def measure_cluster(out_dir: Path, n: int, count: int, partitions: int, records: int, idle_s: float,
