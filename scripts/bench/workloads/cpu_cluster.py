@@ -9,9 +9,10 @@ periodic loops stretched (``cpu/launch.py --quiet``), form a cluster; the raw cl
 transaction is what librdkafka sends for it: AddPartitionsToTxn v0 with every partition to
 the coordinator, one Produce v10 per leader with its partitions' batches (the records
 round robin over the partitions), EndTxn v1 (with ``--tv2``, what a transaction.version 2
-client sends: one Produce v12 per leader, whose leader adds the partitions, and EndTxn v5); each request is sent once every broker is
-idle (``cpu.wait_idle``), so the coordinator's markers to the other leaders
-(WriteTxnMarkers) and their KIP-890 checks are in the window, whatever the machine's load.
+client sends: one Produce v12 per leader, whose leader adds the partitions, and EndTxn v5);
+each request is sent once every broker is idle (``cpu.wait_idle``), so the coordinator's
+markers to the other leaders (WriteTxnMarkers) and their KIP-890 checks are in the
+window, whatever the machine's load.
 """
 
 from __future__ import annotations
