@@ -469,21 +469,23 @@ def _sasl_problem(settings: Settings) -> tuple[str, str] | None:
                    "peers as User:kaas-broker), the users admin and kaas-broker (passwords in DATA/run/*.password), "
                    "the authoriser with both super users, and the admin's client settings in "
                    "DATA/run/client.properties.")
-@click.option("--fork-brokers", is_flag=True,
-              help="Import the broker's code once in the supervisor and fork every broker (and every restart) "
-                   "from it instead of starting a new interpreter: a broker serves within milliseconds instead "
-                   "of after ~0.5 s of imports (kaas.testing's clusters use it). The brokers then run the code "
-                   "the supervisor loaded: restart the supervisor to pick up an upgrade.")
+@click.option("--fork-brokers/--exec-brokers", default=True, show_default=True,
+              help="--fork-brokers: import the broker's code once in the supervisor and fork every broker (and "
+                   "every restart) from it: a broker serves within milliseconds of its start instead of after "
+                   "~0.5 s of imports of its own. The brokers then run the code the supervisor loaded: restart "
+                   "the supervisor to pick up an upgrade. --exec-brokers: start every broker (and every restart) "
+                   "as a new interpreter, which loads the code installed at that moment.")
 @click.argument("broker_args", nargs=-1, type=click.UNPROCESSED)
 def cluster(brokers: int, data: Path, base_port: int, host: str, first_id: int, restart_delay: float,
             metrics_base_port: int, listeners: str | None, advertised_listeners: str | None, secure: bool,
             fork_brokers: bool, broker_args: tuple[str, ...]) -> None:
     """Supervise N brokers over one data directory (extra args go to every broker)."""
-    from cluster.supervisor import exec_broker, run_supervisor
-    from kaas.listeners import ListenerError
-
     if fork_brokers:
         preload_broker()
+    else:
+        _without_test_libraries()  # (the supervisor's own imports reach kio too)
+    from cluster.supervisor import exec_broker, run_supervisor
+    from kaas.listeners import ListenerError
 
     args = list(broker_args)
     if secure:

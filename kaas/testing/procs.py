@@ -247,11 +247,15 @@ class ClusterProcess:
 
     def __init__(self, data: Path, brokers: int = 3, extra: list[str] | None = None,
                  env: dict[str, str] | None = None, supervisor_args: list[str] | None = None,
-                 secure: bool = False, launcher: Launcher = "exec", ready_interval: float | None = None):
+                 secure: bool = False, launcher: Launcher = "exec", ready_interval: float | None = None,
+                 fork_brokers: bool | None = None):
         """
         Args:
             launcher: ``fork``: the supervisor forked from the fork server, its brokers
                 forked from it (``--fork-brokers``); ``exec``: new interpreters.
+            fork_brokers: how the supervisor starts its brokers (``--fork-brokers`` or
+                ``--exec-brokers``), when not as ``launcher`` says: ``launcher="exec",
+                fork_brokers=True`` is ``kaas cluster`` as a user runs it.
             ready_interval: probe readiness every this many s (None: back off from 2 ms
                 to 50 ms, ``READY_BACKOFF_S``).
         """
@@ -260,7 +264,8 @@ class ClusterProcess:
         self.launcher = launcher
         self.ready_interval = ready_interval
         self.supervisor_args = (list(supervisor_args or []) + (["--secure"] if secure else [])
-                                + (["--fork-brokers"] if launcher == "fork" else []))
+                                + (["--fork-brokers"] if (launcher == "fork" if fork_brokers is None else fork_brokers)
+                                   else ["--exec-brokers"]))
         self.env = dict(env or {})
         self.n = brokers
         self.base_port = free_ports(brokers)

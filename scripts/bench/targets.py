@@ -128,7 +128,8 @@ class _KaasCluster:
         self.n = n
         self.dir = Path(tempfile.mkdtemp(prefix="kaas-bench-", dir=tmp_base()))
         self.data = self.dir / "data"
-        self.cluster = ClusterProcess(self.data, n, extra=extra, secure=secure)
+        # `kaas cluster` as a user runs it: a new interpreter, its brokers forked (its default)
+        self.cluster = ClusterProcess(self.data, n, extra=extra, secure=secure, fork_brokers=True)
         first = _probe_first(self.cluster.ports[0])
         t0 = time.perf_counter()
         self.cluster.start()

@@ -18,6 +18,7 @@ from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatReque
 
 from kaas import failpoints
 from kaas.broker import Broker
+from kaas.coord.group.share.runtime import INITIALIZED_INTERVAL_MS
 from tests.component.test_connection import Client, open_client
 from tests.component.test_share_fetch import broker_with_topic
 
@@ -86,3 +87,21 @@ async def test_a_lost_answer_and_the_retry_with_the_previous_epoch(shm_path, thr
             assert (r.error_code, r.member_epoch) == (E.none, 3) and r.assignment is not None
             assert (await client.call(hb("m1", 1))).error_code == E.fenced_member_epoch
         assert broker.groups.shares.describe("g")["group_epoch"] == 3
+
+
+async def test_a_member_whose_heartbeat_initialized_partitions_comes_back_at_once(shm_path,
+                                                                                   thread_safe_autojump_clock):
+    """The heartbeat that initializes partitions answers a short interval: the member's
+    next heartbeat, which assigns them, comes a moment later, not a whole
+    share.heartbeat.interval.ms (5 s) later; every other answer carries the interval."""
+    async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, _tid), \
+            connected(broker) as client:
+        r = await client.call(hb("m1", 0, topics=("q",)))
+        assert (r.error_code, r.member_epoch, r.heartbeat_interval.total_seconds() * 1000) == \
+            (E.none, 1, INITIALIZED_INTERVAL_MS)
+        assert [tp.partitions for tp in r.assignment.topic_partitions] == []
+        r = await client.call(hb("m1", 1))
+        assert (r.member_epoch, [tp.partitions for tp in r.assignment.topic_partitions]) == (2, [(0,)])
+        assert r.heartbeat_interval.total_seconds() == 5
+        r = await client.call(hb("m2", 0, topics=("q",)))  # nothing left to initialize
+        assert (r.member_epoch, r.heartbeat_interval.total_seconds()) == (3, 5)

@@ -234,7 +234,8 @@ def measure(out_dir: Path, count: int, records: int, idle_s: float, warmup: int,
 
 
 def run_cpu(count: int, records: int, idle_s: float, warmup: int, runs: int, profile: bool | None,
-            out_dir: Path | None, brokers: int = 1, partitions: int = 8, txn_records: int = 10) -> dict:
+            out_dir: Path | None, brokers: int = 1, partitions: int = 8, txn_records: int = 10,
+            tv2: bool = False) -> dict:
     """``runs`` plain measurements (the figures; their spread) and, with ``profile``, one
     with the Python frames visible (the split by layer). ``brokers`` > 1: the cluster
     measure of ``cpu_cluster`` (transactions of ``txn_records`` over ``partitions``)."""
@@ -249,7 +250,8 @@ def run_cpu(count: int, records: int, idle_s: float, warmup: int, runs: int, pro
             raise click.ClickException("--profile needs a C compiler and Python's headers")
     started = time.monotonic()
     if brokers > 1:
-        return _run_cluster(out_dir, brokers, count, partitions, txn_records, idle_s, warmup, runs, hook, started)
+        return _run_cluster(out_dir, brokers, count, partitions, txn_records, idle_s, warmup, runs, hook, started,
+                            tv2)
     plain = []
     for i in range(runs):
         run_dir = out_dir / f"run-{i}" if runs > 1 else out_dir
@@ -273,20 +275,21 @@ def run_cpu(count: int, records: int, idle_s: float, warmup: int, runs: int, pro
 
 
 def _run_cluster(out_dir: Path, brokers: int, count: int, partitions: int, txn_records: int, idle_s: float,
-                 warmup: int, runs: int, hook: Path | None, started: float) -> dict:
+                 warmup: int, runs: int, hook: Path | None, started: float, tv2: bool = False) -> dict:
     from .cpu_cluster import measure_cluster
 
     plain = []
     for i in range(runs):
         run_dir = out_dir / f"run-{i}"
-        plain.append(measure_cluster(run_dir, brokers, count, partitions, txn_records, idle_s, warmup, None))
+        plain.append(measure_cluster(run_dir, brokers, count, partitions, txn_records, idle_s, warmup, None, tv2))
     values = [p["ir_per_txn"] for p in plain]
     res: dict = {"bench": "cpu", "brokers": brokers, "partitions": partitions, "txn_records": txn_records,
+                 "transaction_version": 2 if tv2 else 1,
                  "transactions": count, "ir_per_txn": sorted(values)[len(values) // 2], "ir_per_txn_runs": values,
                  "ir_per_txn_spread": _r((max(values) - min(values)) / min(values), 4), "plain": plain}
     if hook is not None:
         res["profile"] = measure_cluster(out_dir / "profile", brokers, count, partitions, txn_records, idle_s,
-                                         warmup, hook)
+                                         warmup, hook, tv2)
     res["out_dir"] = str(out_dir)
     res["seconds"] = round(time.monotonic() - started, 1)
     return res
@@ -310,10 +313,16 @@ def _run_cluster(out_dir: Path, brokers: int, count: int, partitions: int, txn_r
               help="More than 1: a cluster, transactions of --txn-records over --partitions (no produce window).")
 @click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True, help="With --brokers.")
 @click.option("--txn-records", type=click.IntRange(min=1), default=10, show_default=True, help="With --brokers.")
-def cpu(count, records, idle_seconds, warmup, runs, profile, out_dir, brokers, partitions, txn_records) -> None:
+@click.option("--tv2", is_flag=True, help="With --brokers: transactions as a transaction.version 2 client sends "
+                                          "them (Produce v12, no AddPartitionsToTxn, EndTxn v5).")
+def cpu(count, records, idle_seconds, warmup, runs, profile, out_dir, brokers, partitions, txn_records,
+        tv2) -> None:
     """Issue 35: instructions per single-message transaction and per keyless produce
     request of one broker under callgrind, split by layer (with --brokers N: per
     transaction of txn-many's shape, summed over a cluster); one JSON line."""
     from ..common import _emit
 
-    _emit(run_cpu(count, records, idle_seconds, warmup, runs, profile, out_dir, brokers, partitions, txn_records))
+    if tv2 and brokers < 2:
+        raise click.UsageError("--tv2 goes with --brokers 2 or more")
+    _emit(run_cpu(count, records, idle_seconds, warmup, runs, profile, out_dir, brokers, partitions, txn_records,
+                  tv2))

@@ -8,9 +8,11 @@ periodic loops stretched (``cpu/launch.py --quiet``), form a cluster; the raw cl
 (FindCoordinator), warms up, then opens the windows on every broker at once. A
 transaction is what librdkafka sends for it: AddPartitionsToTxn v0 with every partition to
 the coordinator, one Produce v10 per leader with its partitions' batches (the records
-round robin over the partitions), EndTxn v1; each request is sent once every broker is
-idle (``cpu.wait_idle``), so the coordinator's markers to the other leaders
-(WriteTxnMarkers) and their KIP-890 checks are in the window, whatever the machine's load.
+round robin over the partitions), EndTxn v1 (with ``--tv2``, what a transaction.version 2
+client sends: one Produce v12 per leader, whose leader adds the partitions, and EndTxn v5);
+each request is sent once every broker is idle (``cpu.wait_idle``), so the coordinator's
+markers to the other leaders (WriteTxnMarkers) and their KIP-890 checks are in the
+window, whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -47,33 +49,40 @@ def _call(wc: WireClient, api: tuple[int, int], body: dict, retries: list[int]) 
 
 
 class ClusterProducer:
-    """One transactional producer over the cluster's connections (one per broker)."""
+    """One transactional producer over the cluster's connections (one per broker); with
+    ``tv2``, as a transaction.version 2 client (KIP-890 part 2) sends it: no
+    AddPartitionsToTxn (the leaders add the partitions of a Produce v12 through the
+    coordinator), EndTxn v5, whose answer raises the epoch (sequences start again at 0)."""
 
     def __init__(self, clients: dict[int, WireClient], leaders: dict[int, int], coordinator: int,
-                 records: int) -> None:
+                 records: int, tv2: bool = False, topic: str = TOPIC, txn_id: str = TXN_ID) -> None:
+        self.topic, self.txn_id = topic, txn_id
         self.clients = clients
         self.leaders = leaders  # partition -> broker
         self.coordinator = clients[coordinator]
         self.records = records
+        self.tv2 = tv2
         self.retries = [0]
-        r = _call(self.coordinator, (22, 4), {"transactional_id": TXN_ID, "transaction_timeout": 60_000,
-                                              "producer_id": -1, "producer_epoch": -1}, self.retries)
+        r = _call(self.coordinator, (22, 5 if tv2 else 4), {"transactional_id": txn_id, "transaction_timeout": 60_000,
+                                                            "producer_id": -1, "producer_epoch": -1}, self.retries)
         self.pid, self.epoch = r.producer_id, r.producer_epoch
         self.sequence = dict.fromkeys(leaders, 0)
         self.values = _payloads(TXN_VALUE)
         self.next = 0  # the next record's partition (round robin)
 
-    def one(self) -> None:
-        """One transaction: AddPartitionsToTxn, a Produce per leader, EndTxn (commit)."""
+    def one(self) -> float:
+        """One transaction: AddPartitionsToTxn, a Produce per leader, EndTxn (commit).
+        Returns the seconds EndTxn took."""
         counts = dict.fromkeys(self.leaders, 0)
         for _ in range(self.records):
             counts[self.next % len(self.leaders)] += 1
             self.next += 1
         parts = sorted(p for p, n in counts.items() if n)
-        _call(self.coordinator, (24, 0), {
-            "v3_and_below_transactional_id": TXN_ID, "v3_and_below_producer_id": self.pid,
-            "v3_and_below_producer_epoch": self.epoch,
-            "v3_and_below_topics": [{"name": TOPIC, "partitions": parts}]}, self.retries)
+        if not self.tv2:
+            _call(self.coordinator, (24, 0), {
+                "v3_and_below_transactional_id": self.txn_id, "v3_and_below_producer_id": self.pid,
+                "v3_and_below_producer_epoch": self.epoch,
+                "v3_and_below_topics": [{"name": self.topic, "partitions": parts}]}, self.retries)
         by_leader: dict[int, list[int]] = {}
         for p in parts:
             by_leader.setdefault(self.leaders[p], []).append(p)
@@ -87,18 +96,25 @@ class ClusterProducer:
                     producer_epoch=self.epoch, base_sequence=self.sequence[p],
                     records=[(None, self.values[(self.sequence[p] + i) % len(self.values)]) for i in range(n)])})
                 self.sequence[p] += n
-            _call(self.clients[leader], (0, 10), {"transactional_id": TXN_ID, "acks": -1, "timeout": 30_000,
-                                                  "topic_data": [{"name": TOPIC, "partition_data": data}]},
-                  self.retries)
-        _call(self.coordinator, (26, 1), {"transactional_id": TXN_ID, "producer_id": self.pid,
-                                          "producer_epoch": self.epoch, "committed": True}, self.retries)
+            _call(self.clients[leader], (0, 12 if self.tv2 else 10),
+                  {"transactional_id": self.txn_id, "acks": -1, "timeout": 30_000,
+                   "topic_data": [{"name": self.topic, "partition_data": data}]}, self.retries)
+        t0 = time.perf_counter()
+        r = _call(self.coordinator, (26, 5 if self.tv2 else 1),
+                  {"transactional_id": self.txn_id, "producer_id": self.pid, "producer_epoch": self.epoch,
+                   "committed": True}, self.retries)
+        took = time.perf_counter() - t0
+        if self.tv2 and (r.producer_id, r.producer_epoch) != (self.pid, self.epoch):
+            self.pid, self.epoch = r.producer_id, r.producer_epoch
+            self.sequence = dict.fromkeys(self.leaders, 0)
+        return took
 
 
-def _layout(wc: WireClient, partitions: int) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
+def _layout(wc: WireClient, partitions: int, topic: str = TOPIC) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
     """(broker id -> (host, port), partition -> leader) once every partition has a leader."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        md = wc.call(3, 12, {"topics": [{"name": TOPIC, "topic_id": None}], "allow_auto_topic_creation": False,
+        md = wc.call(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
                              "include_topic_authorized_operations": False})
         brokers = {b.node_id: (b.host, b.port) for b in md.brokers}
         leaders = {p.partition_index: p.leader_id for t in md.topics for p in t.partitions
@@ -106,11 +122,22 @@ def _layout(wc: WireClient, partitions: int) -> tuple[dict[int, tuple[str, int]]
         if len(leaders) == partitions and all(v in brokers for v in leaders.values()):
             return brokers, leaders
         time.sleep(0.5)
-    raise click.ClickException(f"{TOPIC}: no leader for every partition")
+    raise click.ClickException(f"{topic}: no leader for every partition")
+
+
+def raw_producer(bootstrap: str, topic: str, txn_id: str, partitions: int, records: int,
+                 tv2: bool) -> ClusterProducer:
+    """A ``ClusterProducer`` of ``txn_id`` over ``topic`` (which exists) of the cluster at
+    ``bootstrap``: one connection per broker (``txn-many --client tv1|tv2``)."""
+    with connect_nodelay(bootstrap) as wc:
+        addresses, leaders = _layout(wc, partitions, topic)
+    coordinator = find_coordinator(bootstrap, txn_id, timeout=60)
+    clients = {node: connect_nodelay(f"{host}:{port}") for node, (host, port) in addresses.items()}
+    return ClusterProducer(clients, leaders, coordinator, records, tv2, topic, txn_id)
 
 
 def measure_cluster(out_dir: Path, n: int, count: int, partitions: int, records: int, idle_s: float,
-                    warmup: int, profile_dir: Path | None) -> dict:
+                    warmup: int, profile_dir: Path | None, tv2: bool = False) -> dict:
     """N brokers under callgrind: the idle and txn windows, summed over the brokers."""
     data = Path(tempfile.mkdtemp(prefix="kaas-cpu-", dir=tmp_base()))
     base = free_ports(n)
@@ -133,7 +160,7 @@ def measure_cluster(out_dir: Path, n: int, count: int, partitions: int, records:
         coordinator = find_coordinator(bootstrap, TXN_ID, timeout=300)
         for node, (host, port) in addresses.items():
             clients[node] = connect_nodelay(f"{host}:{port}")
-        producer = ClusterProducer(clients, leaders, coordinator, records)
+        producer = ClusterProducer(clients, leaders, coordinator, records, tv2)
         for _ in range(warmup):
             producer.one()
         warm_retries = producer.retries[0]
@@ -157,6 +184,7 @@ def measure_cluster(out_dir: Path, n: int, count: int, partitions: int, records:
             b.close()
         shutil.rmtree(data, ignore_errors=True)
     out: dict = {"brokers": n, "partitions": partitions, "txn_records": records, "coordinator": coordinator,
+                 "transaction_version": 2 if tv2 else 1,
                  "leaders": {str(p): b for p, b in sorted(leaders.items())}, "retries": retries_in,
                  "files": {name: [str(p) for p in paths] for name, (paths, _) in windows.items()}}
     costs = {name: ([cg.read_costs(p) for p in paths], elapsed) for name, (paths, elapsed) in windows.items()}

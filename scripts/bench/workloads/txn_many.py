@@ -40,6 +40,7 @@ from ..targets import _KaasCluster, _Mock, _Tansu, tansu_available
 from .txn import commit_one
 
 VALUE_SIZE = 100
+CLIENTS = ("librdkafka", "tv1", "tv2")
 READY_TIMEOUT_S = 120.0
 
 
@@ -48,6 +49,27 @@ def _pct(values: list[float], q: float) -> float | None:
         return None
     v = sorted(values)
     return v[min(len(v) - 1, max(0, round(q * (len(v) - 1))))]
+
+
+def run_raw_worker(bootstrap: str, topic: str, txn_id: str, txn_size: int, partitions: int, seconds: float,
+                   tv2: bool) -> dict:
+    """``run_worker`` with the raw wire producer of ``bench cpu --brokers`` instead of
+    librdkafka (which speaks transaction.version 1 only): TV1 (AddPartitionsToTxn,
+    Produce v10, EndTxn v1) or TV2 (Produce v12, EndTxn v5); the commit latency is
+    EndTxn's."""
+    from .cpu_cluster import raw_producer
+
+    p = raw_producer(bootstrap, topic, txn_id, partitions, txn_size, tv2)
+    p.one()  # warm-up
+    print("ready", flush=True)
+    if sys.stdin.readline().strip() != "go":
+        return {"error": "no go"}
+    commits: list[float] = []
+    t0 = time.perf_counter()
+    stop_at = t0 + seconds
+    while time.perf_counter() < stop_at:
+        commits.append(round(p.one() * 1000, 3))
+    return {"txns": len(commits), "seconds": time.perf_counter() - t0, "commit_ms": commits}
 
 
 def run_worker(bootstrap: str, topic: str, txn_id: str, txn_size: int, partitions: int, seconds: float) -> dict:
@@ -80,8 +102,10 @@ def _tail(log, n: int = 600) -> str:
     return log.read()[-n:].strip()
 
 
-def run_once(target, producers: int, txn_size: int, partitions: int, seconds: float) -> dict:
-    """One run of ``producers`` worker processes against ``target``."""
+def run_once(target, producers: int, txn_size: int, partitions: int, seconds: float,
+             client: str = "librdkafka") -> dict:
+    """One run of ``producers`` worker processes against ``target`` (``client``: the
+    workers' producer, ``librdkafka`` or the raw ``tv1`` / ``tv2`` one)."""
     topic = f"txn-many-{uuid.uuid4().hex[:8]}"
     ensure_topic(target.bootstrap, topic, partitions)
     env = {**os.environ, **getattr(target, "env", {})}
@@ -89,7 +113,7 @@ def run_once(target, producers: int, txn_size: int, partitions: int, seconds: fl
     procs = [subprocess.Popen(
         [sys.executable, str(BENCH), "txn-many-worker", "--bootstrap", target.bootstrap, "--topic", topic,
          "--txn-id", f"{topic}-{i}", "--txn-size", str(txn_size), "--partitions", str(partitions),
-         "--seconds", str(seconds)],
+         "--seconds", str(seconds), "--client", client],
         cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logs[i], text=True, env=env)
         for i in range(producers)]
     try:
@@ -122,7 +146,8 @@ def run_once(target, producers: int, txn_size: int, partitions: int, seconds: fl
             f.close()
     commits = [c for r in results for c in r["commit_ms"]]
     txns = len(commits)
-    return {"target": target.name, "producers": producers, "txn_size": txn_size, "partitions": partitions,
+    return {"target": target.name, "client": client, "producers": producers, "txn_size": txn_size,
+            "partitions": partitions,
             "txns": txns, "seconds": _r(elapsed), "txn_per_s": round(txns / elapsed, 1),
             "commit_p50_ms": _r(_pct(commits, 0.5)), "commit_p99_ms": _r(_pct(commits, 0.99)),
             "cpu_s": _r(cpu_s), "cpu_s_per_1k_txn": _r(cpu_s / txns * 1000) if cpu_s is not None and txns else None,
@@ -207,13 +232,16 @@ def txn_many(producers, rounds, seconds, txn_size, partitions, target_names, bro
 @click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--kaas-data", type=click.Path(path_type=Path), default=None, help="Broker pid files (CPU).")
 @click.option("--cpu-pid", "cpu_pids", type=int, multiple=True)
-def txn_many_once(bootstrap, producers, seconds, txn_size, partitions, kaas_data, cpu_pids) -> None:
+@click.option("--client", type=click.Choice(CLIENTS), default="librdkafka", show_default=True,
+              help="The producers: librdkafka (confluent-kafka, transaction.version 1), or the raw wire "
+                   "producer of bench cpu as a transaction.version 1 (tv1) or 2 (tv2) client.")
+def txn_many_once(bootstrap, producers, seconds, txn_size, partitions, kaas_data, cpu_pids, client) -> None:
     """``suite``'s txn-many run: one run of ``--producers`` producers against a running
     broker (any: the suite alternates the targets); one JSON line."""
     from ..common import _emit
 
     target = SimpleNamespace(name="", bootstrap=bootstrap, env={}, pids=lambda: BrokerPids(cpu_pids, kaas_data))
-    _emit({"bench": "txn-many", **run_once(target, producers, txn_size, partitions, seconds)})
+    _emit({"bench": "txn-many", **run_once(target, producers, txn_size, partitions, seconds, client)})
 
 
 @click.command("txn-many-worker", hidden=True)
@@ -223,8 +251,12 @@ def txn_many_once(bootstrap, producers, seconds, txn_size, partitions, kaas_data
 @click.option("--txn-size", type=int, required=True)
 @click.option("--partitions", type=int, required=True)
 @click.option("--seconds", type=float, required=True)
-def txn_many_worker(bootstrap, topic, txn_id, txn_size, partitions, seconds) -> None:
+@click.option("--client", type=click.Choice(CLIENTS), default="librdkafka")
+def txn_many_worker(bootstrap, topic, txn_id, txn_size, partitions, seconds, client) -> None:
     """One producer of ``txn-many`` (prints ``ready``, waits for ``go`` on stdin)."""
     from ..common import _emit
 
-    _emit(run_worker(bootstrap, topic, txn_id, txn_size, partitions, seconds))
+    if client == "librdkafka":
+        _emit(run_worker(bootstrap, topic, txn_id, txn_size, partitions, seconds))
+    else:
+        _emit(run_raw_worker(bootstrap, topic, txn_id, txn_size, partitions, seconds, client == "tv2"))

@@ -35,6 +35,11 @@ log = structlog.get_logger()
 
 __all__ = ["ShareGroups"]
 
+#: the heartbeat interval answered to a member whose heartbeat initialized partitions: they
+#: are assigned at the group's next heartbeat, so it comes back for them at once instead of
+#: a whole ``share.heartbeat.interval.ms`` later
+INITIALIZED_INTERVAL_MS = 50
+
 
 class ShareGroups:
     """The share-group half of ``GroupCoordinator`` (``coordinator.shares``)."""
@@ -118,6 +123,7 @@ class ShareGroups:
                 # state starts at its leader's first fetch, from share.auto.offset.reset):
                 # the heartbeat's one write records them initialized
                 work.mark_initialized(reply.initialize)
+                interval = min(interval, INITIALIZED_INTERVAL_MS)
             if reply.changed or e.share is None:
                 await self.save_group(e, work)
             e.kind = ShareKind(work, dirty=k.dirty if isinstance(k, ShareKind) else False)
