@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 TOPIC = ResourceType.TOPIC
 GROUP = ResourceType.GROUP

@@ -16,7 +16,7 @@ from kaas.domain.broker_configs import Refusal
 from kaas.errors import CorruptState
 
 if TYPE_CHECKING:
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 log = structlog.get_logger()
 F = TypeVar("F")

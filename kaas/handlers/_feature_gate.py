@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from kaas.domain.features import GROUP_VERSION, SHARE_VERSION
 
 if TYPE_CHECKING:
-    from kaas.handlers import Answer, Context
+    from kaas.handlers.context import Answer, Context
 
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79

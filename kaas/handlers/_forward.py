@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from kio.schema.incremental_alter_configs import v1 as iac1
     from kio.static.protocol import RequestPayload, ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ConfigsRequest: TypeAlias = (ac0.AlterConfigsRequest | ac1.AlterConfigsRequest | ac2.AlterConfigsRequest
                                  | iac0.IncrementalAlterConfigsRequest | iac1.IncrementalAlterConfigsRequest)

@@ -19,7 +19,7 @@ from kaas.broker.quota_sensors import MUTATION
 from kaas.wire.codec import PEER_CLIENT_PREFIX
 
 if TYPE_CHECKING:
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 __all__ = ["EXCEEDED_MESSAGE", "REFUSED", "STRICT_FROM", "Mutations"]
 

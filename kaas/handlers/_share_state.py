@@ -19,7 +19,7 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import CLUSTER, Op, authorize
 
 if TYPE_CHECKING:
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 __all__ = ["serve"]
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from kio.schema.alter_client_quotas import v0, v1
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     AlterClientQuotasRequest: TypeAlias = v0.AlterClientQuotasRequest | v1.AlterClientQuotasRequest
 

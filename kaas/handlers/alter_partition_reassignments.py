@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from kio.static.protocol import ResponsePayload
 
     from kaas.broker import Broker
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     AlterPartitionReassignmentsRequest: TypeAlias = (v0.AlterPartitionReassignmentsRequest
                                                      | v1.AlterPartitionReassignmentsRequest)

@@ -18,7 +18,7 @@ from kaas.wire.build import ms
 if TYPE_CHECKING:
     from kio.schema.consumer_group_heartbeat import v0, v1
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ConsumerGroupHeartbeatRequest: TypeAlias = v0.ConsumerGroupHeartbeatRequest | v1.ConsumerGroupHeartbeatRequest
 

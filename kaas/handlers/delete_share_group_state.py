@@ -11,7 +11,7 @@ from kaas.handlers._share_state import serve
 if TYPE_CHECKING:
     from kio.schema.delete_share_group_state.v0 import DeleteShareGroupStateRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 86
 VERSIONS = (0, 0)

@@ -11,7 +11,7 @@ from kaas.handlers._auth import OPS_NOT_ASKED, cluster_operations
 if TYPE_CHECKING:
     from kio.schema.describe_cluster import v0, v1, v2
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DescribeClusterRequest: TypeAlias = (v0.DescribeClusterRequest | v1.DescribeClusterRequest
                                          | v2.DescribeClusterRequest)

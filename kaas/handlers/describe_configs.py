@@ -17,7 +17,7 @@ from kaas.handlers._auth import Op, authorize
 if TYPE_CHECKING:
     from kio.schema.describe_configs import v1, v2, v3, v4
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DescribeConfigsRequest: TypeAlias = (v1.DescribeConfigsRequest | v2.DescribeConfigsRequest
                                          | v3.DescribeConfigsRequest | v4.DescribeConfigsRequest)

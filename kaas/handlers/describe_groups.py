@@ -14,7 +14,7 @@ from kaas.handlers._auth import GROUP, OPS_NOT_ASKED, Op, authorize, authorized_
 if TYPE_CHECKING:
     from kio.schema.describe_groups import v0, v1, v2, v3, v4, v5, v6
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DescribeGroupsRequest: TypeAlias = (v0.DescribeGroupsRequest | v1.DescribeGroupsRequest
                                         | v2.DescribeGroupsRequest | v3.DescribeGroupsRequest

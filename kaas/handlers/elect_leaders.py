@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from kio.static.protocol import ResponsePayload
 
     from kaas.broker import Broker
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ElectLeadersRequest: TypeAlias = v0.ElectLeadersRequest | v1.ElectLeadersRequest | v2.ElectLeadersRequest
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from kio.schema.fetch import v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16, v17, v18
 
     from kaas.broker import Broker
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     FetchRequest: TypeAlias = (v4.FetchRequest | v5.FetchRequest | v6.FetchRequest | v7.FetchRequest
                                | v8.FetchRequest | v9.FetchRequest | v10.FetchRequest | v11.FetchRequest

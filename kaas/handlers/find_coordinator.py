@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from kio.schema.find_coordinator import v0, v1, v2, v3, v4, v5, v6
 
     from kaas.broker import Broker
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     FindCoordinatorRequest: TypeAlias = (v0.FindCoordinatorRequest | v1.FindCoordinatorRequest
                                          | v2.FindCoordinatorRequest | v3.FindCoordinatorRequest

@@ -13,7 +13,7 @@ from kaas.wire import codec
 if TYPE_CHECKING:
     from kio.schema.heartbeat import v0, v1, v2, v3, v4
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     HeartbeatRequest: TypeAlias = (v0.HeartbeatRequest | v1.HeartbeatRequest | v2.HeartbeatRequest
                                    | v3.HeartbeatRequest | v4.HeartbeatRequest)

@@ -20,7 +20,7 @@ from kaas.wire.build import ms
 if TYPE_CHECKING:
     from kio.schema.init_producer_id import v0, v1, v2, v3, v4, v5
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     InitProducerIdRequest: TypeAlias = (v0.InitProducerIdRequest | v1.InitProducerIdRequest
                                         | v2.InitProducerIdRequest | v3.InitProducerIdRequest

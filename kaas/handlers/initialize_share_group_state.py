@@ -13,7 +13,7 @@ from kaas.handlers._share_state import serve
 if TYPE_CHECKING:
     from kio.schema.initialize_share_group_state.v0 import InitializeShareGroupStateRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 83
 VERSIONS = (0, 0)

@@ -19,7 +19,7 @@ from kaas.wire.build import ms
 if TYPE_CHECKING:
     from kio.schema.join_group import v0, v1, v2, v3, v4, v5, v6, v7, v8, v9
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     JoinGroupRequest: TypeAlias = (v0.JoinGroupRequest | v1.JoinGroupRequest | v2.JoinGroupRequest
                                    | v3.JoinGroupRequest | v4.JoinGroupRequest | v5.JoinGroupRequest

@@ -20,7 +20,7 @@ from kaas.handlers._auth import TOPIC, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.list_offsets import v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ListOffsetsRequest: TypeAlias = (v1.ListOffsetsRequest | v2.ListOffsetsRequest | v3.ListOffsetsRequest
                                      | v4.ListOffsetsRequest | v5.ListOffsetsRequest | v6.ListOffsetsRequest

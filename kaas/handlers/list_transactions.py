@@ -16,7 +16,7 @@ from kaas.handlers._txn_common import coordinator
 if TYPE_CHECKING:
     from kio.schema.list_transactions import v0, v1, v2
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ListTransactionsRequest: TypeAlias = (v0.ListTransactionsRequest | v1.ListTransactionsRequest
                                           | v2.ListTransactionsRequest)

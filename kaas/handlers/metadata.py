@@ -20,7 +20,7 @@ from kaas.handlers._partitions import partition_row
 if TYPE_CHECKING:
     from kio.schema.metadata import v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     MetadataRequest: TypeAlias = (v0.MetadataRequest | v1.MetadataRequest | v2.MetadataRequest | v3.MetadataRequest
                                   | v4.MetadataRequest | v5.MetadataRequest | v6.MetadataRequest

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from kio.schema.offset_commit import v2, v3, v4, v5, v6, v7, v8, v9, v10
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
     from kaas.storage.topics import TopicStore
 
     OffsetCommitRequest: TypeAlias = (v2.OffsetCommitRequest | v3.OffsetCommitRequest | v4.OffsetCommitRequest

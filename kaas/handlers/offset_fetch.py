@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from kio.schema.offset_fetch import v1, v2, v3, v4, v5, v6, v7
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     OffsetFetchRequest: TypeAlias = (v1.OffsetFetchRequest | v2.OffsetFetchRequest | v3.OffsetFetchRequest
                                      | v4.OffsetFetchRequest | v5.OffsetFetchRequest | v6.OffsetFetchRequest

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from kaas.broker import Broker
     from kaas.broker.partition import Partition
     from kaas.domain.replicas import View
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
     from kaas.settings import Settings
     from kaas.storage.topics import TopicMeta
 

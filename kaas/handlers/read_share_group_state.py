@@ -17,7 +17,7 @@ from kaas.handlers._share_state import serve
 if TYPE_CHECKING:
     from kio.schema.read_share_group_state.v0 import ReadShareGroupStateRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 84
 VERSIONS = (0, 0)

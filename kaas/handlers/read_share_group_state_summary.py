@@ -13,7 +13,7 @@ from kaas.handlers._share_state import serve
 if TYPE_CHECKING:
     from kio.schema.read_share_group_state_summary import v0, v1
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ReadShareGroupStateSummaryRequest: TypeAlias = (v0.ReadShareGroupStateSummaryRequest
                                                     | v1.ReadShareGroupStateSummaryRequest)

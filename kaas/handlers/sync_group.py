@@ -12,7 +12,7 @@ from kaas.handlers._auth import GROUP, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.sync_group import v0, v1, v2, v3, v4, v5
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     SyncGroupRequest: TypeAlias = (v0.SyncGroupRequest | v1.SyncGroupRequest | v2.SyncGroupRequest
                                    | v3.SyncGroupRequest | v4.SyncGroupRequest | v5.SyncGroupRequest)

@@ -33,7 +33,7 @@ from kaas.storage.offset_store import Committed
 if TYPE_CHECKING:
     from kio.schema.txn_offset_commit import v0, v1, v2, v3, v4, v5
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     TxnOffsetCommitRequest: TypeAlias = (v0.TxnOffsetCommitRequest | v1.TxnOffsetCommitRequest
                                          | v2.TxnOffsetCommitRequest | v3.TxnOffsetCommitRequest

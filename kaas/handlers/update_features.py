@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from kio.schema.update_features import v1, v2
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     UpdateFeaturesRequest: TypeAlias = v0.UpdateFeaturesRequest | v1.UpdateFeaturesRequest | v2.UpdateFeaturesRequest
 

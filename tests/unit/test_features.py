@@ -14,7 +14,8 @@ from kio.schema.errors import ErrorCode
 from kaas.domain import features as ft
 from kaas.domain.features import Refusal, Update
 from kaas.errors import CorruptState
-from kaas.handlers import REGISTRY, _feature_gate
+from kaas.handlers import _feature_gate
+from kaas.handlers.registry import REGISTRY
 from kaas.storage.features import FeaturesFile, FinalizedFeatures
 from kaas.wire import codec
 from kaas.wire.build import build
