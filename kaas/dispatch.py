@@ -167,7 +167,8 @@ def _throttled(ctx: Context, result: Answer) -> Answer:
     ctx.broker.quotas.throttled(ctx.throttle_type, ctx.principal, ctx.client_id, ctx.throttle_ms)
     session = ctx.session
     session.muted_until = max(session.muted_until, trio.current_time() + ctx.throttle_ms / 1000)
-    return with_throttle(ctx.api_key, ctx.api_version, result, ctx.throttle_ms)
+    answer: Answer = with_throttle(ctx.api_key, ctx.api_version, result, ctx.throttle_ms)
+    return answer
 
 
 async def dispatch(broker: Broker, frame: codec.Buffer, peer: str) -> bytes | memoryview | None:

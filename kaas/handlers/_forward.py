@@ -59,8 +59,9 @@ async def to_controller(ctx: Context, req: RequestPayload, timeout: float) -> Re
     if cid is None or cid == broker.id or not cluster.is_alive_any(cid):
         raise NotForwarded("no live controller")
     try:
-        return await broker.peer_links.forward(cid, ctx.api_key, ctx.api_version, req,
-                                               max(0.0, timeout) + FORWARD_MARGIN_S)
+        answer: ResponsePayload = await broker.peer_links.forward(cid, ctx.api_key, ctx.api_version, req,
+                                                                  max(0.0, timeout) + FORWARD_MARGIN_S)
+        return answer
     except PeerUnavailable as exc:
         log.warning("forward_to_controller_failed", api_key=ctx.api_key, controller=cid, error=str(exc))
         raise NotForwarded(str(exc)) from None

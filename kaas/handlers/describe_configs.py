@@ -42,7 +42,7 @@ def _entry(name: str, value: str | None, source: int, kind: str, *, read_only: b
 async def handle(ctx: Context, req: DescribeConfigsRequest) -> dict[str, object]:
     broker = ctx.broker
     dyn = broker.dynamic
-    with_synonyms = bool(getattr(req, "include_synonyms", False))
+    with_synonyms = req.include_synonyms
     results: list[dict[str, object]] = []
     for r in req.resources:
         entries_out: list[dict[str, object]] = []

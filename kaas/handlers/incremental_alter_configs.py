@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, TypeAlias
 from kaas import configs
 from kaas.handlers import _forward, _group_configs
 from kaas.handlers._auth import merge
-from kaas.handlers.alter_configs import Compute, alter, split
+from kaas.handlers._config_file import Compute
+from kaas.handlers.alter_configs import alter, split
 
 if TYPE_CHECKING:
     from kio.schema.incremental_alter_configs import v0, v1

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from kio.schema.errors import ErrorCode
 
 from kaas.domain import scram
+from kaas.domain.oauthbearer import MECHANISM as OAUTHBEARER
 from kaas.handlers import _sasl
 
 if TYPE_CHECKING:
@@ -60,5 +61,5 @@ async def handle(ctx: Context, req: SaslHandshakeRequest) -> dict[str, object]:
     if req.mechanism in scram.MECHANISMS:
         session.sasl = scram.ScramServer(req.mechanism)
     else:
-        session.sasl = _sasl.OAUTH_PENDING if req.mechanism == _sasl.OAUTHBEARER else _sasl.PLAIN_PENDING
+        session.sasl = _sasl.OAUTH_PENDING if req.mechanism == OAUTHBEARER else _sasl.PLAIN_PENDING
     return {"error_code": ErrorCode.none, "mechanisms": tuple(enabled)}

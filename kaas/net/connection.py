@@ -8,6 +8,7 @@ pipelining client is not serialised behind them, and other connections never are
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import structlog
 import trio
@@ -18,6 +19,9 @@ from kaas.handlers.session import Session
 from kaas.net.ordering import Close, Ordering, Slot, outcome
 from kaas.net.tls import TlsReader
 from kaas.wire.framing import MIN_FRAME, FrameDecoder, FramingError
+
+if TYPE_CHECKING:
+    from kaas.broker import Broker
 
 log = structlog.get_logger()
 
@@ -31,7 +35,7 @@ DRAIN_S = 5  # how long a connection the peer closed may still answer what it se
 PRODUCE = 0
 
 
-async def serve_connection(broker, stream: trio.abc.Stream, session: Session | None = None) -> None:
+async def serve_connection(broker: Broker, stream: trio.abc.Stream, session: Session | None = None) -> None:
     """Serve one connection until the peer closes it or breaks the protocol.
 
     Nothing a connection does can take the broker down: transport errors end the
@@ -110,7 +114,7 @@ class _Closed(Exception):
     """The connection ends: a close was sent, or a frame broke the protocol."""
 
 
-async def _serve(broker, stream: trio.abc.Stream, session: Session | None) -> None:
+async def _serve(broker: Broker, stream: trio.abc.Stream, session: Session | None) -> None:
     await _Connection(broker, stream, session or Session()).serve()
 
 
@@ -121,7 +125,7 @@ class _Connection:
     __slots__ = ("broker", "stream", "session", "conn_id", "peer", "lapses", "fd", "max_frame", "decoder",
                  "receiver", "order", "limit", "send_lock", "wake", "produce_turns", "drained", "logged")
 
-    def __init__(self, broker, stream: trio.abc.Stream, session: Session) -> None:
+    def __init__(self, broker: Broker, stream: trio.abc.Stream, session: Session) -> None:
         self.broker = broker
         self.stream = stream
         self.session = session
@@ -144,7 +148,7 @@ class _Connection:
         self.drained: trio.Event | None = None  # set by the writer when nothing is left (at close)
         self.logged = False
 
-    def log_close(self, event: str, **kw) -> None:
+    def log_close(self, event: str, **kw: object) -> None:
         """Log the first close of this connection; later ones are its echo."""
         if not self.logged:
             self.logged = True

@@ -64,7 +64,8 @@ CLOSE_RESERVE_S = 2.0  # of the shutdown grace: kept for relinquishing and the d
 CONNECTIONS_LINGER_S = 1.0  # after the drain: answers still being written may go out
 
 
-async def serve_broker(settings: Settings, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def serve_broker(settings: Settings, *,
+                       task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
     """Run one broker until SIGTERM/SIGINT; serves every listener of ``settings`` and
     reports the first one's bound (host, port) via task_status.
 

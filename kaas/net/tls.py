@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import ssl
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import structlog
 import trio
@@ -74,7 +75,7 @@ def principal_rules(settings: Settings) -> tuple[Rule, ...]:
     return parse_rules(settings.ssl_principal_mapping_rules)
 
 
-def principal_of(cert: dict | None, rules: tuple[Rule, ...]) -> str:
+def principal_of(cert: dict[str, Any] | None, rules: tuple[Rule, ...]) -> str:
     """``User:<mapped subject>`` of a verified client certificate (``getpeercert()``), or
     ``User:ANONYMOUS`` without one, as Apache's DefaultKafkaPrincipalBuilder.
 
@@ -86,8 +87,8 @@ def principal_of(cert: dict | None, rules: tuple[Rule, ...]) -> str:
     return "User:" + map_name(format_dn(cert["subject"]), rules)
 
 
-async def open_server_stream(transport: trio.abc.Stream, ctx: ssl.SSLContext, rules: tuple[Rule, ...],
-                             timeout: float, peer: str, listener: str) -> tuple[trio.SSLStream, str] | None:
+async def open_server_stream(transport: trio.abc.Stream, ctx: ssl.SSLContext, rules: tuple[Rule, ...], timeout: float,
+                             peer: str, listener: str) -> tuple[trio.SSLStream[trio.abc.Stream], str] | None:
     """Run the server side of the handshake on ``transport`` within ``timeout`` seconds.
 
     Returns:
@@ -166,7 +167,7 @@ class TlsReader:
 
     CIPHERTEXT_READ = 256 * 1024
 
-    def __init__(self, stream: trio.SSLStream) -> None:
+    def __init__(self, stream: trio.SSLStream[trio.abc.Stream]) -> None:
         self.stream = stream
         obj = getattr(stream, "_ssl_object", None)
         incoming = getattr(stream, "_incoming", None)
