@@ -52,6 +52,7 @@ def _body(version: int, error: ErrorCode, api_keys: tuple[ApiRange, ...], epoch:
 
 
 async def handle(ctx: Context, req: ApiVersionsRequest) -> bytes:
+    assert ctx.api_keys, "dispatch hands ApiVersions the registry's table"
     if isinstance(req, _NAMED):
         name = req.client_software_name
         ver = req.client_software_version
