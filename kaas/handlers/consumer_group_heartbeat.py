@@ -17,7 +17,6 @@ from kaas.handlers._group_heartbeat import answer, error
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     ConsumerGroupHeartbeatRequest: TypeAlias = v0.ConsumerGroupHeartbeatRequest | v1.ConsumerGroupHeartbeatRequest

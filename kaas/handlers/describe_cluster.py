@@ -10,7 +10,6 @@ from kio.schema.errors import ErrorCode
 from kaas.handlers._auth import OPS_NOT_ASKED, cluster_operations
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     DescribeClusterRequest: TypeAlias = (v0.DescribeClusterRequest | v1.DescribeClusterRequest

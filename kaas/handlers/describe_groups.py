@@ -13,7 +13,6 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, OPS_NOT_ASKED, Op, authorize, authorized_operations
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     DescribeGroupsRequest: TypeAlias = (v0.DescribeGroupsRequest | v1.DescribeGroupsRequest

@@ -22,7 +22,6 @@ from kaas.handlers import _auth
 from kaas.handlers._auth import Op, authorize
 
 if TYPE_CHECKING:
-
     from kaas.broker import Broker
     from kaas.handlers.context import Context
 

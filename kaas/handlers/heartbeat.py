@@ -12,7 +12,6 @@ from kaas.handlers._auth import GROUP, Op, authorize
 from kaas.wire import codec
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     HeartbeatRequest: TypeAlias = (v0.HeartbeatRequest | v1.HeartbeatRequest | v2.HeartbeatRequest

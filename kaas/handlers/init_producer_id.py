@@ -19,7 +19,6 @@ from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize, authorize
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     InitProducerIdRequest: TypeAlias = (v0.InitProducerIdRequest | v1.InitProducerIdRequest

@@ -18,7 +18,6 @@ from kaas.handlers._auth import GROUP, Op, authorize
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     JoinGroupRequest: TypeAlias = (v0.JoinGroupRequest | v1.JoinGroupRequest | v2.JoinGroupRequest

@@ -11,7 +11,6 @@ from kio.schema.list_groups import v0, v1, v2, v3, v4, v5
 from kaas.handlers._auth import CLUSTER, GROUP, Op, authorize
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     ListGroupsRequest: TypeAlias = (v0.ListGroupsRequest | v1.ListGroupsRequest | v2.ListGroupsRequest

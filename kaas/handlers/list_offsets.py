@@ -19,7 +19,6 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import TOPIC, Op, authorize
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     ListOffsetsRequest: TypeAlias = (v1.ListOffsetsRequest | v2.ListOffsetsRequest | v3.ListOffsetsRequest

@@ -15,7 +15,6 @@ from kaas.handlers._auth import TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     ListTransactionsRequest: TypeAlias = (v0.ListTransactionsRequest | v1.ListTransactionsRequest

@@ -19,7 +19,6 @@ from kaas.handlers._auth import CLUSTER, OPS_NOT_ASKED, TOPIC, Op, authorize, au
 from kaas.handlers._partitions import partition_row
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     MetadataRequest: TypeAlias = (v0.MetadataRequest | v1.MetadataRequest | v2.MetadataRequest | v3.MetadataRequest

@@ -41,7 +41,6 @@ from kaas.wire.compress import CODECS
 from kaas.wire.produce_answer import PartitionAnswer, TopicAnswer, produce_body
 
 if TYPE_CHECKING:
-
     from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11, v12
 
     from kaas.broker import Broker

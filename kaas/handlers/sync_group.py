@@ -11,7 +11,6 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, Op, authorize
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     SyncGroupRequest: TypeAlias = (v0.SyncGroupRequest | v1.SyncGroupRequest | v2.SyncGroupRequest

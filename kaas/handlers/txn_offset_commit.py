@@ -32,7 +32,6 @@ from kaas.handlers._txn_common import partition_exists
 from kaas.storage.offset_store import Committed
 
 if TYPE_CHECKING:
-
     from kaas.handlers.context import Context
 
     TxnOffsetCommitRequest: TypeAlias = (v0.TxnOffsetCommitRequest | v1.TxnOffsetCommitRequest
