@@ -19,7 +19,8 @@ from kio.schema.errors import ErrorCode
 from kaas import counters
 from kaas.broker.quota_sensors import REQUEST
 from kaas.errors import CloseConnection
-from kaas.handlers import REGISTRY, Answer, Context, Handler, versions_table
+from kaas.handlers.context import Answer, Context
+from kaas.handlers.registry import API_KEYS, REGISTRY, Handler, versions_table
 from kaas.handlers.session import Session
 from kaas.wire import codec
 from kaas.wire.build import build
@@ -110,8 +111,7 @@ def prepare(broker: Broker, frame: codec.Buffer, peer: str, lapses: int = 0, ses
     except codec.DecodeError as exc:
         raise CloseConnection(f"api_key {api_key} v{version}: {exc}") from None
     ctx = Context(broker, api_key, version, corr, req.client_id, peer, lapses,
-                  session if session is not None else Session())
-    ctx.request_size = len(frame) + 4
+                  session if session is not None else Session(), request_size=len(frame) + 4, api_keys=API_KEYS)
     return Prepared(api_key, version, corr, handler, ctx, req.body, size=ctx.request_size)
 
 
@@ -167,8 +167,8 @@ def _throttled(ctx: Context, result: Answer) -> Answer:
     ctx.broker.quotas.throttled(ctx.throttle_type, ctx.principal, ctx.client_id, ctx.throttle_ms)
     session = ctx.session
     session.muted_until = max(session.muted_until, trio.current_time() + ctx.throttle_ms / 1000)
-    throttled: Answer = with_throttle(ctx.api_key, ctx.api_version, result, ctx.throttle_ms)
-    return throttled
+    answer: Answer = with_throttle(ctx.api_key, ctx.api_version, result, ctx.throttle_ms)
+    return answer
 
 
 async def dispatch(broker: Broker, frame: codec.Buffer, peer: str) -> bytes | memoryview | None:

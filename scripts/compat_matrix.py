@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generate the API compatibility matrix of docs/compatibility.rst from the handler
-registry (kaas.handlers.REGISTRY, the same table ApiVersions advertises).
+registry (kaas.handlers.registry.REGISTRY, the same table ApiVersions advertises).
 
     python scripts/compat_matrix.py           # rewrite the generated part of the doc
     python scripts/compat_matrix.py --check   # exit 1 when the doc is out of date
@@ -26,7 +26,7 @@ DOC = ROOT / "docs" / "compatibility.rst"
 
 def matrix() -> str:
     """The generated block (markers excluded)."""
-    from kaas.handlers import REGISTRY
+    from kaas.handlers.registry import REGISTRY
 
     rows = [[f"``{h.api_name}``", str(h.api_key), str(h.min_version), str(h.max_version)]
             for h in REGISTRY.values()]
@@ -40,7 +40,7 @@ def render(current: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     return docgen.main(argv, description=__doc__.split("\n\n")[0], script="compat_matrix.py", doc=DOC,
-                       generate=matrix, source="from kaas.handlers.REGISTRY")
+                       generate=matrix, source="from kaas.handlers.registry.REGISTRY")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import dataclasses
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from kaas.domain.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from kaas.wire.build import shallow_dict
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 TOPIC = ResourceType.TOPIC
 GROUP = ResourceType.GROUP
@@ -90,6 +91,6 @@ def merge(result: dict[str, object] | ResponsePayload, field: str,
     if not extra:
         return result
     if not isinstance(result, dict):  # dispatch builds the dict into the request's version
-        result = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+        result = shallow_dict(result)
     answered = cast("Iterable[object]", result[field])  # the response's list: dicts, or kio entities
     return {**result, field: [*answered, *extra]}

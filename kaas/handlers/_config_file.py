@@ -6,7 +6,7 @@ other brokers read it within a poll. A file that cannot be read is never overwri
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import structlog
 import trio
@@ -16,10 +16,19 @@ from kaas.domain.broker_configs import Refusal
 from kaas.errors import CorruptState
 
 if TYPE_CHECKING:
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 log = structlog.get_logger()
-F = TypeVar("F")
+
+
+class Versioned(Protocol):
+    """A version of a config file: its number counts the writes."""
+
+    @property
+    def version(self) -> int: ...
+
+
+F = TypeVar("F", bound=Versioned)
 
 Compute = Callable[[dict[str, str]], tuple[dict[str, str], str | None]]
 """``compute(old) -> (new, error)``: a resource's configs as a request alters them."""
@@ -66,7 +75,7 @@ async def alter_file(ctx: Context, res: dict[str, object], *, what: str, lock: t
             res["error_code"] = ErrorCode.kafka_storage_error
             res["error_message"] = f"{what} file not written: {exc.strerror}"
             return res
-        log.info(f"{what.replace(' ', '_')}s_altered", version=getattr(version, "version", None),
+        log.info(f"{what.replace(' ', '_')}s_altered", version=version.version,
                  configs=sorted(new), **about)
         apply(version)
     return res

@@ -12,14 +12,21 @@ The registry (``handlers._load``) wraps each gated module's ``handle`` with ``ga
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kio.schema.consumer_group_describe import v0 as cgd0
+from kio.schema.consumer_group_describe import v1 as cgd1
+from kio.schema.describe_share_group_offsets import v0 as dsgo0
+from kio.schema.describe_share_group_offsets import v1 as dsgo1
 from kio.schema.errors import ErrorCode
+from kio.schema.share_group_describe import v1 as sgd1
 
 from kaas.domain.features import GROUP_VERSION, SHARE_VERSION
 
 if TYPE_CHECKING:
-    from kaas.handlers import Answer, Context
+    from kio.static.protocol import RequestPayload
+
+    from kaas.handlers.context import Answer, Context
 
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
@@ -34,6 +41,10 @@ GATES: dict[int, str] = {
 """API key -> the feature whose finalized level must be >= 1."""
 
 _NOT_SUPPORTED = "The version of API is not supported."  # Apache's message on 91 and 92
+# the requests whose refusal names what they asked for: the groups described, and those
+# whose share offsets are
+_DESCRIBES = (cgd0.ConsumerGroupDescribeRequest, cgd1.ConsumerGroupDescribeRequest, sgd1.ShareGroupDescribeRequest)
+_DESCRIBE_OFFSETS = (dsgo0.DescribeShareGroupOffsetsRequest, dsgo1.DescribeShareGroupOffsetsRequest)
 
 
 def closed(ctx: Context, feature: str) -> ErrorCode | None:
@@ -44,12 +55,13 @@ def closed(ctx: Context, feature: str) -> ErrorCode | None:
     return ErrorCode.unsupported_version if level < 1 else None
 
 
-def refusal(api_key: int, req: Any, code: ErrorCode) -> dict[str, object]:
+def refusal(api_key: int, req: RequestPayload, code: ErrorCode) -> dict[str, object]:
     """The gated API's answer carrying ``code``, shaped as Apache shapes it."""
     if api_key in (CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT):
         return {"throttle_time": 0, "error_code": code, "error_message": None, "member_epoch": 0,
                 "heartbeat_interval": 0, "assignment": None}
     if api_key in (CONSUMER_GROUP_DESCRIBE, SHARE_GROUP_DESCRIBE):
+        assert isinstance(req, _DESCRIBES), req  # (dispatch decoded it by its key)
         return {"throttle_time": 0, "groups": [{"error_code": code, "error_message": None, "group_id": g,
                                                 "authorized_operations": -2147483648} for g in req.group_ids]}
     if api_key == SHARE_FETCH:
@@ -58,6 +70,7 @@ def refusal(api_key: int, req: Any, code: ErrorCode) -> dict[str, object]:
     if api_key == SHARE_ACKNOWLEDGE:
         return {"throttle_time": 0, "error_code": code, "error_message": None, "responses": [], "node_endpoints": []}
     if api_key == DESCRIBE_SHARE_GROUP_OFFSETS:
+        assert isinstance(req, _DESCRIBE_OFFSETS), req
         return {"throttle_time": 0, "groups": [{"group_id": g.group_id, "topics": [], "error_code": code,
                                                 "error_message": None} for g in req.groups]}
     assert api_key in (ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS), api_key
@@ -65,7 +78,7 @@ def refusal(api_key: int, req: Any, code: ErrorCode) -> dict[str, object]:
             "error_message": _NOT_SUPPORTED if code == ErrorCode.unsupported_version else "feature levels unknown"}
 
 
-Handle = Callable[["Context", Any], Awaitable["Answer"]]
+Handle = Callable[["Context", "RequestPayload"], Awaitable["Answer"]]
 
 
 def gated(api_key: int, handle: Handle) -> Handle:
@@ -74,7 +87,7 @@ def gated(api_key: int, handle: Handle) -> Handle:
     if feature is None:
         return handle
 
-    async def gate(ctx: Context, req: Any) -> Answer:
+    async def gate(ctx: Context, req: RequestPayload) -> Answer:
         code = closed(ctx, feature)
         if code is not None:
             return refusal(api_key, req, code)

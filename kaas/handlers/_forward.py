@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from kio.schema.incremental_alter_configs import v1 as iac1
     from kio.static.protocol import RequestPayload, ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ConfigsRequest: TypeAlias = (ac0.AlterConfigsRequest | ac1.AlterConfigsRequest | ac2.AlterConfigsRequest
                                  | iac0.IncrementalAlterConfigsRequest | iac1.IncrementalAlterConfigsRequest)
@@ -61,10 +61,10 @@ async def to_controller(ctx: Context, req: RequestPayload, timeout: float) -> Re
     try:
         answer: ResponsePayload = await broker.peer_links.forward(cid, ctx.api_key, ctx.api_version, req,
                                                                   max(0.0, timeout) + FORWARD_MARGIN_S)
+        return answer
     except PeerUnavailable as exc:
         log.warning("forward_to_controller_failed", api_key=ctx.api_key, controller=cid, error=str(exc))
         raise NotForwarded(str(exc)) from None
-    return answer
 
 
 async def to_controller_or(ctx: Context, req: RequestPayload, timeout: float,

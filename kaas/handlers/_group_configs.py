@@ -22,7 +22,7 @@ from kaas.errors import KaasError
 from kaas.handlers._config_file import Compute, alter_file
 
 if TYPE_CHECKING:
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
     from kaas.storage.group_configs import GroupConfigs
 
 GROUP = 32

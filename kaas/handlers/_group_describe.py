@@ -16,7 +16,7 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, OPS_NOT_ASKED, TOPIC, Op, authorize, authorized_operations
 
 if TYPE_CHECKING:
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 __all__ = ["assignment", "describe_each"]
 

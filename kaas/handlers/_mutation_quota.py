@@ -16,10 +16,13 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from kaas.broker.quota_sensors import MUTATION
+from kaas.wire.build import shallow_dict
 from kaas.wire.codec import PEER_CLIENT_PREFIX
 
 if TYPE_CHECKING:
-    from kaas.handlers import Context
+    from kio.static.protocol import ResponsePayload
+
+    from kaas.handlers.context import Context
 
 __all__ = ["EXCEEDED_MESSAGE", "REFUSED", "STRICT_FROM", "Mutations"]
 
@@ -60,10 +63,11 @@ class Mutations:
         if permits:
             self.ctx.broker.quotas.give_back_mutations(self.ctx.principal, self.ctx.client_id, permits)
 
-    def settle_answer(self, answer: object, field: str) -> None:
+    def settle_answer(self, answer: dict[str, object] | ResponsePayload, field: str) -> None:
         """``settle`` from an answer (a dict, or the kio response a controller sent back)
         whose list ``field`` holds each topic's ``name`` and ``error_code``."""
-        entries = answer[field] if isinstance(answer, dict) else getattr(answer, field)
+        entries = (answer if isinstance(answer, dict) else shallow_dict(answer))[field]
+        assert isinstance(entries, (list, tuple))  # (the answer's list of topics: dicts, or kio entities)
         self.settle([(e["name"], e["error_code"]) if isinstance(e, dict) else (e.name, e.error_code)
                      for e in entries])
 

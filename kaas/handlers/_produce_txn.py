@@ -29,7 +29,7 @@ from kaas.wire import batch as wb
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 __all__ = ["ADD_FROM", "Refusal", "before_appends"]
 

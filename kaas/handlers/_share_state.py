@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -19,22 +19,32 @@ from kaas.errors import KaasError
 from kaas.handlers._auth import CLUSTER, Op, authorize
 
 if TYPE_CHECKING:
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
-__all__ = ["serve"]
-
-One = Callable[[str, str, Any], Awaitable[Mapping[str, object]]]
+__all__ = ["Partition", "serve"]
 
 
-class _Topic(Protocol):
+class Partition(Protocol):
+    """A request partition: the share-state RPCs each have their own class."""
+
+    @property
+    def partition(self) -> int: ...
+
+
+P = TypeVar("P", bound=Partition)  # a request's partition class
+P_co = TypeVar("P_co", bound=Partition, covariant=True)
+
+
+class _Topic(Protocol[P_co]):
     @property
     def topic_id(self) -> uuid.UUID | None: ...
 
     @property
-    def partitions(self) -> Iterable[Any]: ...
+    def partitions(self) -> Iterable[P_co]: ...
 
 
-async def serve(ctx: Context, group_id: str, topics: Iterable[_Topic], one: One,
+async def serve(ctx: Context, group_id: str, topics: Iterable[_Topic[P]],
+                one: Callable[[str, str, P], Awaitable[Mapping[str, object]]],
                 failed: Mapping[str, object], denied: Mapping[str, object] | None = None) -> dict[str, object]:
     """The response: ``one(group, topic name, request partition)`` 's fields for each
     partition (its ``partition`` and error code added), or ``failed`` 's with the error.

@@ -18,7 +18,7 @@ from kaas.wire.codec import PEER_CLIENT_PREFIX
 if TYPE_CHECKING:
     from kio.schema.add_offsets_to_txn import v0, v1, v2, v3, v4
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     AddOffsetsToTxnRequest: TypeAlias = (v0.AddOffsetsToTxnRequest | v1.AddOffsetsToTxnRequest
                                          | v2.AddOffsetsToTxnRequest | v3.AddOffsetsToTxnRequest

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from kio.schema.add_partitions_to_txn.v4.request import AddPartitionsToTxnTransaction as Txn4
     from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnTransaction as Txn5
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     AddPartitionsToTxnRequest: TypeAlias = (v0.AddPartitionsToTxnRequest | v1.AddPartitionsToTxnRequest
                                             | v2.AddPartitionsToTxnRequest | v3.AddPartitionsToTxnRequest)

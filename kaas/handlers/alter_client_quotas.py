@@ -8,7 +8,7 @@ pure validation of ``domain.client_quotas``)."""
 from __future__ import annotations
 
 import socket
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import structlog
 import trio
@@ -22,10 +22,12 @@ from kaas.handlers._auth import CLUSTER, authorize
 from kaas.handlers._auth import Op as AclOp
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from kio.schema.alter_client_quotas import v0, v1
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     AlterClientQuotasRequest: TypeAlias = v0.AlterClientQuotasRequest | v1.AlterClientQuotasRequest
 
@@ -37,7 +39,7 @@ RESOLVE_S = 5.0
 log = structlog.get_logger()
 
 
-def _entry(pairs: Any, code: ErrorCode, message: str | None) -> dict[str, object]:
+def _entry(pairs: Iterable[tuple[str, str | None]], code: ErrorCode, message: str | None) -> dict[str, object]:
     return {"error_code": code, "error_message": message,
             "entity": [{"entity_type": t, "entity_name": n} for t, n in pairs]}
 

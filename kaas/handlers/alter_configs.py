@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from kio.schema.alter_configs import v0, v1, v2
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
     from kaas.handlers._forward import ConfigsRequest
+    from kaas.handlers.context import Context
 
     AlterConfigsRequest: TypeAlias = v0.AlterConfigsRequest | v1.AlterConfigsRequest | v2.AlterConfigsRequest
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import structlog
 import trio
+from kio.schema.alter_partition_reassignments import v0, v1
 from kio.schema.errors import ErrorCode
 
 from kaas.domain import reassignment
@@ -29,11 +30,10 @@ from kaas.handlers._auth import CLUSTER, Op, authorize
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
-    from kio.schema.alter_partition_reassignments import v0, v1
     from kio.static.protocol import ResponsePayload
 
     from kaas.broker import Broker
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     AlterPartitionReassignmentsRequest: TypeAlias = (v0.AlterPartitionReassignmentsRequest
                                                      | v1.AlterPartitionReassignmentsRequest)
@@ -86,7 +86,7 @@ async def handle(ctx: Context, req: AlterPartitionReassignmentsRequest) -> dict[
     if fwd is not None:
         return fwd
     broker.topics.refresh()
-    allow = getattr(req, "allow_replication_factor_change", True)
+    allow = isinstance(req, v0.AlterPartitionReassignmentsRequest) or req.allow_replication_factor_change
     deadline = trio.current_time() + timeout
     results: dict[tuple[str, int], _Result] = {}
     for t in req.topics:

@@ -21,7 +21,7 @@ from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.alter_share_group_offsets.v0 import AlterShareGroupOffsetsRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 91
 VERSIONS = (0, 0)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from kio.schema.alter_user_scram_credentials.v0 import AlterUserScramCredentialsRequest
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 51
 VERSIONS = (0, 0)

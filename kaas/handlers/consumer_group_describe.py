@@ -13,7 +13,7 @@ from kaas.handlers._group_describe import assignment, describe_each
 if TYPE_CHECKING:
     from kio.schema.consumer_group_describe import v0, v1
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ConsumerGroupDescribeRequest: TypeAlias = v0.ConsumerGroupDescribeRequest | v1.ConsumerGroupDescribeRequest
 

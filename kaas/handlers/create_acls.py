@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kio.schema.create_acls import v1, v2, v3
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     CreateAclsRequest: TypeAlias = v1.CreateAclsRequest | v2.CreateAclsRequest | v3.CreateAclsRequest
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from kio.schema.create_partitions import v0, v1, v2, v3
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     CreatePartitionsRequest: TypeAlias = (v0.CreatePartitionsRequest | v1.CreatePartitionsRequest
                                           | v2.CreatePartitionsRequest | v3.CreatePartitionsRequest)

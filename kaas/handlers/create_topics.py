@@ -32,7 +32,7 @@ from kaas.handlers._mutation_quota import REFUSED, Mutations
 if TYPE_CHECKING:
     from kio.schema.create_topics import v2, v3, v4, v5, v6, v7
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
     from kaas.storage.topics import TopicMeta
 
     CreateTopicsRequest: TypeAlias = (v2.CreateTopicsRequest | v3.CreateTopicsRequest | v4.CreateTopicsRequest

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from kio.schema.delete_acls import v1, v2, v3
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DeleteAclsRequest: TypeAlias = v1.DeleteAclsRequest | v2.DeleteAclsRequest | v3.DeleteAclsRequest
 

@@ -12,7 +12,7 @@ from kaas.handlers._auth import GROUP, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.delete_groups import v0, v1, v2
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DeleteGroupsRequest: TypeAlias = v0.DeleteGroupsRequest | v1.DeleteGroupsRequest | v2.DeleteGroupsRequest
 

@@ -13,7 +13,7 @@ from kaas.handlers._auth import TOPIC, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.delete_records import v0, v1, v2
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DeleteRecordsRequest: TypeAlias = v0.DeleteRecordsRequest | v1.DeleteRecordsRequest | v2.DeleteRecordsRequest
 

@@ -17,7 +17,7 @@ from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.delete_share_group_offsets.v0 import DeleteShareGroupOffsetsRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 92
 VERSIONS = (0, 0)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from kio.schema.delete_topics import v1, v2, v3, v4, v5
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DeleteTopicsRequest: TypeAlias = (v1.DeleteTopicsRequest | v2.DeleteTopicsRequest | v3.DeleteTopicsRequest
                                       | v4.DeleteTopicsRequest | v5.DeleteTopicsRequest | v6.DeleteTopicsRequest)

@@ -15,7 +15,7 @@ from kaas.handlers._auth import CLUSTER, Op, authorize, enabled
 if TYPE_CHECKING:
     from kio.schema.describe_acls import v1, v2, v3
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DescribeAclsRequest: TypeAlias = v1.DescribeAclsRequest | v2.DescribeAclsRequest | v3.DescribeAclsRequest
 

@@ -18,7 +18,7 @@ from kaas.handlers._auth import CLUSTER, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.describe_client_quotas import v0, v1
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DescribeClientQuotasRequest: TypeAlias = v0.DescribeClientQuotasRequest | v1.DescribeClientQuotasRequest
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeAlias
 
+from kio.schema.describe_cluster import v0, v1, v2
 from kio.schema.errors import ErrorCode
 
 from kaas.handlers._auth import OPS_NOT_ASKED, cluster_operations
 
 if TYPE_CHECKING:
-    from kio.schema.describe_cluster import v0, v1, v2
-
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DescribeClusterRequest: TypeAlias = (v0.DescribeClusterRequest | v1.DescribeClusterRequest
                                          | v2.DescribeClusterRequest)
@@ -22,7 +21,7 @@ VERSIONS = (0, 2)
 
 async def handle(ctx: Context, req: DescribeClusterRequest) -> dict[str, object]:
     broker = ctx.broker
-    endpoint_type = getattr(req, "endpoint_type", 1)
+    endpoint_type = 1 if isinstance(req, v0.DescribeClusterRequest) else req.endpoint_type
     if endpoint_type != 1:  # as Apache: brokers answer for their own endpoints, controllers for theirs
         return {"throttle_time": 0, "error_code": ErrorCode.mismatched_endpoint_type if endpoint_type == 2
                 else ErrorCode.unsupported_endpoint_type, "error_message": "The request was sent to an endpoint "

@@ -17,7 +17,7 @@ from kaas.handlers._auth import Op, authorize
 if TYPE_CHECKING:
     from kio.schema.describe_configs import v1, v2, v3, v4
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DescribeConfigsRequest: TypeAlias = (v1.DescribeConfigsRequest | v2.DescribeConfigsRequest
                                          | v3.DescribeConfigsRequest | v4.DescribeConfigsRequest)
@@ -42,7 +42,7 @@ def _entry(name: str, value: str | None, source: int, kind: str, *, read_only: b
 async def handle(ctx: Context, req: DescribeConfigsRequest) -> dict[str, object]:
     broker = ctx.broker
     dyn = broker.dynamic
-    with_synonyms = bool(getattr(req, "include_synonyms", False))
+    with_synonyms = req.include_synonyms
     results: list[dict[str, object]] = []
     for r in req.resources:
         entries_out: list[dict[str, object]] = []

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeAlias
 
+from kio.schema.describe_groups import v0, v1, v2, v3, v4, v5, v6
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, OPS_NOT_ASKED, Op, authorize, authorized_operations
 
 if TYPE_CHECKING:
-    from kio.schema.describe_groups import v0, v1, v2, v3, v4, v5, v6
-
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DescribeGroupsRequest: TypeAlias = (v0.DescribeGroupsRequest | v1.DescribeGroupsRequest
                                         | v2.DescribeGroupsRequest | v3.DescribeGroupsRequest
@@ -23,10 +22,12 @@ if TYPE_CHECKING:
 
 API_KEY = 15
 VERSIONS = (0, 6)
+_NO_OPERATIONS = (v0.DescribeGroupsRequest, v1.DescribeGroupsRequest, v2.DescribeGroupsRequest)  # asked from v3
 NOT_FOUND_FROM = 6  # the first version that answers GROUP_ID_NOT_FOUND (KIP-1043)
 
 
 async def handle(ctx: Context, req: DescribeGroupsRequest) -> dict[str, object]:
+    asked = not isinstance(req, _NO_OPERATIONS) and req.include_authorized_operations
     out = []
     for gid in req.groups:
         if not authorize(ctx, Op.DESCRIBE, GROUP, gid):
@@ -53,6 +54,6 @@ async def handle(ctx: Context, req: DescribeGroupsRequest) -> dict[str, object]:
                          "member_metadata": m["metadata"], "member_assignment": m["assignment"]}
                         for m in d["members"]],
             "authorized_operations": authorized_operations(ctx, GROUP, gid)
-            if getattr(req, "include_authorized_operations", False) else OPS_NOT_ASKED,
+            if asked else OPS_NOT_ASKED,
         })
     return {"throttle_time": 0, "groups": out}

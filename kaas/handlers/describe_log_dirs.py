@@ -23,7 +23,7 @@ from kaas.storage.paths import volume_bytes
 if TYPE_CHECKING:
     from kio.schema.describe_log_dirs import v1, v2, v3, v4, v5
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DescribeLogDirsRequest: TypeAlias = (v1.DescribeLogDirsRequest | v2.DescribeLogDirsRequest
                                          | v3.DescribeLogDirsRequest | v4.DescribeLogDirsRequest

@@ -26,7 +26,7 @@ from kaas.wire.codec import PEER_CLIENT_PREFIX
 if TYPE_CHECKING:
     from kio.schema.describe_producers.v0 import DescribeProducersRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 61
 VERSIONS = (0, 0)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from kio.schema.describe_share_group_offsets.v0 import request as v0
     from kio.schema.describe_share_group_offsets.v1 import request as v1
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     DescribeShareGroupOffsetsRequest: TypeAlias = (v0.DescribeShareGroupOffsetsRequest
                                                    | v1.DescribeShareGroupOffsetsRequest)

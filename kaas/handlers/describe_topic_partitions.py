@@ -29,7 +29,7 @@ from kaas.storage.topics import valid_topic_name
 if TYPE_CHECKING:
     from kio.schema.describe_topic_partitions.v0 import DescribeTopicPartitionsRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 75
 VERSIONS = (0, 0)

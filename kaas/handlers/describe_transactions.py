@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from kaas.coord.txn.coordinator import Described
     from kaas.domain.txn import TxnDescription
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 65
 VERSIONS = (0, 0)

@@ -19,7 +19,7 @@ from kaas.handlers._auth import CLUSTER, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.describe_user_scram_credentials.v0 import DescribeUserScramCredentialsRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 50
 VERSIONS = (0, 0)

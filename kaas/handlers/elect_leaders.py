@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import structlog
+from kio.schema.elect_leaders import v0, v1, v2
 from kio.schema.errors import ErrorCode
 
 from kaas.domain import elections
@@ -26,11 +27,10 @@ from kaas.handlers._auth import CLUSTER, Op, authorize
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
-    from kio.schema.elect_leaders import v0, v1, v2
     from kio.static.protocol import ResponsePayload
 
     from kaas.broker import Broker
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ElectLeadersRequest: TypeAlias = v0.ElectLeadersRequest | v1.ElectLeadersRequest | v2.ElectLeadersRequest
 
@@ -66,7 +66,7 @@ def _decide(broker: Broker, election_type: int, topic: str, index: int) -> elect
 
 async def handle(ctx: Context, req: ElectLeadersRequest) -> dict[str, object] | ResponsePayload:
     broker = ctx.broker
-    election_type = getattr(req, "election_type", elections.PREFERRED)
+    election_type = elections.PREFERRED if isinstance(req, v0.ElectLeadersRequest) else req.election_type
     if not authorize(ctx, Op.ALTER, CLUSTER):
         asked: _Asked = [(str(t.topic), [int(p) for p in t.partitions]) for t in req.topic_partitions or ()]
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,

@@ -24,7 +24,7 @@ from kaas.wire import codec
 if TYPE_CHECKING:
     from kio.schema.end_txn import v0, v1, v2, v3, v4, v5
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     EndTxnRequest: TypeAlias = (v0.EndTxnRequest | v1.EndTxnRequest | v2.EndTxnRequest | v3.EndTxnRequest
                                  | v4.EndTxnRequest | v5.EndTxnRequest)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch import v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16, v17, v18
 
 from kaas import counters
 from kaas.broker.quota_sensors import FETCH as FETCH_QUOTA
@@ -26,10 +27,10 @@ from kaas.wire import codec
 from kaas.wire.build import build, ms
 
 if TYPE_CHECKING:
-    from kio.schema.fetch import v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, v16, v17, v18
+    import uuid
 
     from kaas.broker import Broker
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     FetchRequest: TypeAlias = (v4.FetchRequest | v5.FetchRequest | v6.FetchRequest | v7.FetchRequest
                                | v8.FetchRequest | v9.FetchRequest | v10.FetchRequest | v11.FetchRequest
@@ -38,7 +39,15 @@ if TYPE_CHECKING:
 
 API_KEY = 1
 VERSIONS = (4, 18)
-TOPIC_IDS_FROM, LEADER_HINT_FROM, ENDPOINTS_FROM = 13, 12, 16
+LEADER_HINT_FROM, ENDPOINTS_FROM = 12, 16
+_BY_ID = (v13.FetchRequest, v14.FetchRequest, v15.FetchRequest, v16.FetchRequest, v17.FetchRequest,
+          v18.FetchRequest)  # topics named by id (KIP-516)
+_REPLICA_STATE = (v15.FetchRequest, v16.FetchRequest, v17.FetchRequest, v18.FetchRequest)  # KIP-903: v15+
+_NO_LEADER_EPOCH = (v4.FetchRequest, v5.FetchRequest, v6.FetchRequest, v7.FetchRequest,
+                    v8.FetchRequest)  # current_leader_epoch: v9+ (KIP-320)
+# A partition asked for: (index, the leader epoch the client knows (-1 before v9), the
+# offset to read from, its byte cap)
+_Asked: TypeAlias = tuple[int, int, int, int]
 
 log = structlog.get_logger()
 
@@ -55,12 +64,29 @@ def _leader_hint(broker: Broker, topic: str, index: int, p: dict[str, object], l
 def _follower(req: FetchRequest) -> bool:
     """Does the fetch name a replica (Apache: a follower's, which needs CLUSTER_ACTION and
     is never throttled; kaas brokers send none)?"""
-    return max(getattr(req, "replica_id", -1), getattr(getattr(req, "replica_state", None), "replica_id", -1)) >= 0
+    if isinstance(req, _REPLICA_STATE):
+        return req.replica_state.replica_id >= 0
+    return req.replica_id >= 0
+
+
+def _asked(ctx: Context, req: FetchRequest) -> list[tuple[str | None, uuid.UUID | None, list[_Asked]]]:
+    """Each topic asked for: (its name, None for an id no topic has (v13+); its id (v13+)
+    or None; its partitions)."""
+    if isinstance(req, _BY_ID):
+        name_of = ctx.broker.topics.name_of
+        return [(name_of(t.topic_id), t.topic_id,
+                 [(p.partition, p.current_leader_epoch, p.fetch_offset, p.partition_max_bytes) for p in t.partitions])
+                for t in req.topics]
+    if isinstance(req, _NO_LEADER_EPOCH):
+        return [(t.topic, None, [(p.partition, -1, p.fetch_offset, p.partition_max_bytes) for p in t.partitions])
+                for t in req.topics]
+    return [(t.topic, None,
+             [(p.partition, p.current_leader_epoch, p.fetch_offset, p.partition_max_bytes) for p in t.partitions])
+            for t in req.topics]
 
 
 def _collect(ctx: Context, req: FetchRequest, leaders: set[int],
              cap: int | None) -> tuple[list[dict[str, object]], int, bool]:
-    broker = ctx.broker
     read_committed = req.isolation_level == 1
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     if cap is not None:  # a consumer quota: no more than one quota window's worth at once
@@ -69,68 +95,69 @@ def _collect(ctx: Context, req: FetchRequest, leaders: set[int],
     errors = False
     out: list[dict[str, object]] = []
     follower = _follower(req)
-    by_id = ctx.api_version >= TOPIC_IDS_FROM
-    for ft in req.topics:
+    for name, topic_id, asked in _asked(ctx, req):
         parts: list[dict[str, object]] = []
-        topic_id = getattr(ft, "topic_id", None)
-        name = broker.topics.name_of(topic_id) if by_id else getattr(ft, "topic", None)
         out.append({"topic": name or "", "topic_id": topic_id, "partitions": parts})
         if name is None:  # an id no topic has (v13+)
-            parts.extend(_blank(fp.partition, ErrorCode.unknown_topic_id) for fp in ft.partitions)
+            parts.extend(_blank(a[0], ErrorCode.unknown_topic_id) for a in asked)
             errors = True
             continue
         allowed = authorize(ctx, Op.CLUSTER_ACTION, CLUSTER) if follower else authorize(ctx, Op.READ, TOPIC, name)
-        for fp in ft.partitions:
-            p = _blank(fp.partition, ErrorCode.none)
-            parts.append(p)
+        for a in asked:
             if not allowed:
-                p["error_code"] = ErrorCode.topic_authorization_failed
+                parts.append(_blank(a[0], ErrorCode.topic_authorization_failed))
                 errors = True
                 continue
-            try:
-                part = broker.get_partition(name, fp.partition)
-            except KaasError as exc:
-                p["error_code"] = exc.code
-                if exc.code == ErrorCode.not_leader_or_follower and ctx.api_version >= LEADER_HINT_FROM:
-                    _leader_hint(broker, name, fp.partition, p, leaders)
-                errors = True
-                continue
-            epoch_req = getattr(fp, "current_leader_epoch", -1)
-            if epoch_req >= 0 and epoch_req != part.epoch:
-                p["error_code"] = (ErrorCode.fenced_leader_epoch if epoch_req < part.epoch
-                                   else ErrorCode.unknown_leader_epoch)
-                errors = True
-                continue
-            hw = part.high_watermark
-            lso = part.last_stable_offset
-            p["high_watermark"] = hw
-            p["last_stable_offset"] = lso
-            p["log_start_offset"] = part.log_start_offset
-            if read_committed:
-                p["aborted_transactions"] = []
-            off = fp.fetch_offset
-            if off < part.log_start_offset or off > hw:
-                p["error_code"] = ErrorCode.offset_out_of_range
-                errors = True
-                continue
-            limit = lso if read_committed else hw
-            remaining = budget - total
-            if remaining <= 0 and total:
-                continue
-            cap = min(fp.partition_max_bytes, remaining) if remaining > 0 else fp.partition_max_bytes
-            try:
-                res = part.read(off, cap, limit, min_one=(total == 0))
-            except OSError as exc:  # a failing disk: the partition's error, not the connection's
-                log.error("fetch_read_failed", topic=name, partition=fp.partition, error=str(exc))
-                p["error_code"] = ErrorCode.kafka_storage_error
-                errors = True
-                continue
-            if res.records:
-                p["records"] = res.records
-                total += len(res.records)
-                if read_committed:
-                    p["aborted_transactions"] = part.aborted_transactions(off, res.next_offset)
+            p, read = _read(ctx, name, a, read_committed, budget - total, leaders, first=total == 0)
+            parts.append(p)
+            total += read
+            errors = errors or p["error_code"] != ErrorCode.none
     return out, total, errors
+
+
+def _read(ctx: Context, name: str, asked: _Asked, read_committed: bool, remaining: int, leaders: set[int],
+          first: bool) -> tuple[dict[str, object], int]:
+    """One partition's answer, and the bytes of records it carries (``remaining`` of the
+    fetch's byte budget left; the first records of a fetch are answered whatever their size)."""
+    broker = ctx.broker
+    index, epoch_req, off, max_bytes = asked
+    p = _blank(index, ErrorCode.none)
+    try:
+        part = broker.get_partition(name, index)
+    except KaasError as exc:
+        p["error_code"] = exc.code
+        if exc.code == ErrorCode.not_leader_or_follower and ctx.api_version >= LEADER_HINT_FROM:
+            _leader_hint(broker, name, index, p, leaders)
+        return p, 0
+    if epoch_req >= 0 and epoch_req != part.epoch:
+        p["error_code"] = ErrorCode.fenced_leader_epoch if epoch_req < part.epoch else ErrorCode.unknown_leader_epoch
+        return p, 0
+    hw = part.high_watermark
+    lso = part.last_stable_offset
+    p["high_watermark"] = hw
+    p["last_stable_offset"] = lso
+    p["log_start_offset"] = part.log_start_offset
+    if read_committed:
+        p["aborted_transactions"] = []
+    if off < part.log_start_offset or off > hw:
+        p["error_code"] = ErrorCode.offset_out_of_range
+        return p, 0
+    limit = lso if read_committed else hw
+    if remaining <= 0 and not first:
+        return p, 0
+    cap = min(max_bytes, remaining) if remaining > 0 else max_bytes
+    try:
+        res = part.read(off, cap, limit, min_one=first)
+    except OSError as exc:  # a failing disk: the partition's error, not the connection's
+        log.error("fetch_read_failed", topic=name, partition=index, error=str(exc))
+        p["error_code"] = ErrorCode.kafka_storage_error
+        return p, 0
+    if not res.records:
+        return p, 0
+    p["records"] = res.records
+    if read_committed:
+        p["aborted_transactions"] = part.aborted_transactions(off, res.next_offset)
+    return p, len(res.records)
 
 
 def _count_out(responses: list[dict[str, object]]) -> None:

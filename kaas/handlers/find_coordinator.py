@@ -16,15 +16,14 @@ import uuid
 from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator import v0, v1, v2, v3, v4, v5, v6
 
 from kaas.handlers import _auth
 from kaas.handlers._auth import Op, authorize
 
 if TYPE_CHECKING:
-    from kio.schema.find_coordinator import v0, v1, v2, v3, v4, v5, v6
-
     from kaas.broker import Broker
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     FindCoordinatorRequest: TypeAlias = (v0.FindCoordinatorRequest | v1.FindCoordinatorRequest
                                          | v2.FindCoordinatorRequest | v3.FindCoordinatorRequest
@@ -34,7 +33,8 @@ if TYPE_CHECKING:
 API_KEY = 10
 VERSIONS = (0, 6)
 GROUP, TRANSACTION, SHARE = 0, 1, 2
-BATCHED_FROM, SHARE_FROM = 4, 6
+SHARE_FROM = 6  # the share coordinator key type (KIP-932)
+_BATCHED = (v4.FindCoordinatorRequest, v5.FindCoordinatorRequest, v6.FindCoordinatorRequest)  # KIP-699: v4+
 _NONE: dict[str, object] = {"node_id": -1, "host": "", "port": -1}
 
 
@@ -106,10 +106,10 @@ def _one(ctx: Context, key: str, key_type: int) -> dict[str, object]:
 
 
 async def handle(ctx: Context, req: FindCoordinatorRequest) -> dict[str, object]:
-    key_type = getattr(req, "key_type", GROUP)
+    key_type = GROUP if isinstance(req, v0.FindCoordinatorRequest) else req.key_type
     if key_type == SHARE and ctx.api_version < SHARE_FROM:
         key_type = -1  # (answered INVALID_REQUEST, as an unknown key type)
-    if ctx.api_version >= BATCHED_FROM:
-        keys: tuple[str, ...] = getattr(req, "coordinator_keys", ())
-        return {"throttle_time": 0, "coordinators": [{"key": k, **_one(ctx, k, key_type)} for k in keys]}
-    return {"throttle_time": 0, **_one(ctx, req.key, key_type)}  # type: ignore[union-attr]
+    if isinstance(req, _BATCHED):
+        return {"throttle_time": 0, "coordinators": [{"key": k, **_one(ctx, k, key_type)}
+                                                     for k in req.coordinator_keys]}
+    return {"throttle_time": 0, **_one(ctx, req.key, key_type)}

@@ -5,21 +5,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
+from kio.schema.heartbeat import v0, v1, v2, v3, v4
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, Op, authorize
 from kaas.wire import codec
 
 if TYPE_CHECKING:
-    from kio.schema.heartbeat import v0, v1, v2, v3, v4
-
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     HeartbeatRequest: TypeAlias = (v0.HeartbeatRequest | v1.HeartbeatRequest | v2.HeartbeatRequest
                                    | v3.HeartbeatRequest | v4.HeartbeatRequest)
 
 API_KEY = 12
 VERSIONS = (0, 4)
+_NO_INSTANCE = (v0.HeartbeatRequest, v1.HeartbeatRequest, v2.HeartbeatRequest)  # group_instance_id: v3+
 
 
 async def handle(ctx: Context, req: HeartbeatRequest) -> bytes:
@@ -29,8 +29,8 @@ async def handle(ctx: Context, req: HeartbeatRequest) -> bytes:
         code = ErrorCode.invalid_group_id
     else:
         try:
-            code = ctx.broker.groups.heartbeat(req.group_id, req.member_id,
-                                               getattr(req, "group_instance_id", None), req.generation_id)
+            instance = None if isinstance(req, _NO_INSTANCE) else req.group_instance_id
+            code = ctx.broker.groups.heartbeat(req.group_id, req.member_id, instance, req.generation_id)
         except KaasError as exc:
             # A coordinator still loading the group answers as if the heartbeat were
             # fine, as Apache does: clients (aiokafka, kafka-python) do not expect

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from kio.schema.incremental_alter_configs import v0, v1
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
     from kaas.settings import Settings
 
     IncrementalAlterConfigsRequest: TypeAlias = v0.IncrementalAlterConfigsRequest | v1.IncrementalAlterConfigsRequest

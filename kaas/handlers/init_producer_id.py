@@ -12,15 +12,14 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import structlog
 from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id import v0, v1, v2, v3, v4, v5
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import CLUSTER, TOPIC, TXN_ID, Op, authorize, authorize_any
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
-    from kio.schema.init_producer_id import v0, v1, v2, v3, v4, v5
-
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     InitProducerIdRequest: TypeAlias = (v0.InitProducerIdRequest | v1.InitProducerIdRequest
                                         | v2.InitProducerIdRequest | v3.InitProducerIdRequest
@@ -28,6 +27,13 @@ if TYPE_CHECKING:
 
 API_KEY = 22
 VERSIONS = (0, 5)
+
+
+def _producer(req: InitProducerIdRequest) -> tuple[int, int]:
+    """The producer id and epoch the client has (KIP-360, v3+), or (-1, -1)."""
+    if isinstance(req, (v0.InitProducerIdRequest, v1.InitProducerIdRequest, v2.InitProducerIdRequest)):
+        return -1, -1
+    return req.producer_id, req.producer_epoch
 
 log = structlog.get_logger()
 
@@ -61,7 +67,7 @@ async def handle(ctx: Context, req: InitProducerIdRequest) -> dict[str, object]:
     try:
         pid, epoch = await coordinator.init_producer_id(
             req.transactional_id, ms(req.transaction_timeout),
-            getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1), ctx.api_version)
+            *_producer(req), ctx.api_version)
     except KaasError as exc:
         return {"throttle_time": 0, "error_code": exc.code, "producer_id": -1, "producer_epoch": -1}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": epoch}

@@ -11,15 +11,14 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import structlog
 from kio.schema.errors import ErrorCode
+from kio.schema.join_group import v0, v1, v2, v3, v4, v5, v6, v7, v8, v9
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, Op, authorize
 from kaas.wire.build import ms
 
 if TYPE_CHECKING:
-    from kio.schema.join_group import v0, v1, v2, v3, v4, v5, v6, v7, v8, v9
-
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     JoinGroupRequest: TypeAlias = (v0.JoinGroupRequest | v1.JoinGroupRequest | v2.JoinGroupRequest
                                    | v3.JoinGroupRequest | v4.JoinGroupRequest | v5.JoinGroupRequest
@@ -29,14 +28,16 @@ if TYPE_CHECKING:
 API_KEY = 11
 VERSIONS = (0, 9)
 SKIP_ASSIGNMENT_FROM = 9
+_NO_INSTANCE = (v0.JoinGroupRequest, v1.JoinGroupRequest, v2.JoinGroupRequest, v3.JoinGroupRequest,
+                v4.JoinGroupRequest)  # group_instance_id: v5+ (KIP-345)
 
 log = structlog.get_logger()
 
 
 async def handle(ctx: Context, req: JoinGroupRequest) -> dict[str, object]:
     session = ms(req.session_timeout)
-    rebalance = ms(getattr(req, "rebalance_timeout", req.session_timeout))
-    if ctx.api_version == 0 or rebalance < 0:
+    rebalance = session if isinstance(req, v0.JoinGroupRequest) else ms(req.rebalance_timeout)
+    if rebalance < 0:
         rebalance = session
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "generation_id": -1,
@@ -46,12 +47,13 @@ async def handle(ctx: Context, req: JoinGroupRequest) -> dict[str, object]:
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_group_id, "generation_id": -1,
                 "protocol_name": None if ctx.api_version >= 7 else "", "leader": "", "member_id": req.member_id or "",
                 "members": []}
-    reason = getattr(req, "reason", None)
+    reason = req.reason if isinstance(req, (v8.JoinGroupRequest, v9.JoinGroupRequest)) else None
     if reason:
         log.info("join_group_reason", group=req.group_id, member=req.member_id, reason=reason)
     try:
         r = await ctx.broker.groups.join(
-            req.group_id, member_id=req.member_id or "", group_instance_id=getattr(req, "group_instance_id", None),
+            req.group_id, member_id=req.member_id or "",
+            group_instance_id=None if isinstance(req, _NO_INSTANCE) else req.group_instance_id,
             client_id=ctx.client_id or "", client_host="/" + ctx.peer.rsplit(":", 1)[0],
             session_timeout_ms=session, rebalance_timeout_ms=rebalance, protocol_type=req.protocol_type,
             protocols=[(p.name, p.metadata) for p in req.protocols], require_known_member=ctx.api_version >= 4,

@@ -13,7 +13,7 @@ from kaas.handlers._auth import GROUP, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.leave_group import v0, v1, v2
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     LeaveGroupRequest: TypeAlias = (v0.LeaveGroupRequest | v1.LeaveGroupRequest | v2.LeaveGroupRequest
                                     | v3.LeaveGroupRequest | v4.LeaveGroupRequest | v5.LeaveGroupRequest)

@@ -20,7 +20,7 @@ from kaas.handlers._auth import CLUSTER, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.list_partition_reassignments.v0 import ListPartitionReassignmentsRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 46
 VERSIONS = (0, 0)

@@ -8,15 +8,14 @@ import re
 from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
+from kio.schema.list_transactions import v0, v1, v2
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import TXN_ID, Op, authorize
 from kaas.handlers._txn_common import coordinator
 
 if TYPE_CHECKING:
-    from kio.schema.list_transactions import v0, v1, v2
-
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ListTransactionsRequest: TypeAlias = (v0.ListTransactionsRequest | v1.ListTransactionsRequest
                                           | v2.ListTransactionsRequest)
@@ -26,7 +25,7 @@ VERSIONS = (0, 2)
 
 
 async def handle(ctx: Context, req: ListTransactionsRequest) -> dict[str, object]:
-    pattern = getattr(req, "transactional_id_pattern", None)
+    pattern = req.transactional_id_pattern if isinstance(req, v2.ListTransactionsRequest) else None
     if pattern:
         try:
             re.compile(pattern)
@@ -35,7 +34,8 @@ async def handle(ctx: Context, req: ListTransactionsRequest) -> dict[str, object
                     "unknown_state_filters": [], "transaction_states": []}
     try:
         unknown, rows = await coordinator(ctx.broker).list_transactions(
-            req.state_filters, req.producer_id_filters, getattr(req, "duration_filter", -1), pattern)
+            req.state_filters, req.producer_id_filters,
+            -1 if isinstance(req, v0.ListTransactionsRequest) else req.duration_filter, pattern)
     except KaasError as exc:
         return {"throttle_time": 0, "error_code": exc.code, "unknown_state_filters": [], "transaction_states": []}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "unknown_state_filters": unknown,

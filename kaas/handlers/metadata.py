@@ -13,14 +13,13 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import structlog
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata import v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13
 
 from kaas.handlers._auth import CLUSTER, OPS_NOT_ASKED, TOPIC, Op, authorize, authorized_operations, cluster_operations
 from kaas.handlers._partitions import partition_row
 
 if TYPE_CHECKING:
-    from kio.schema.metadata import v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13
-
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     MetadataRequest: TypeAlias = (v0.MetadataRequest | v1.MetadataRequest | v2.MetadataRequest | v3.MetadataRequest
                                   | v4.MetadataRequest | v5.MetadataRequest | v6.MetadataRequest
@@ -31,24 +30,38 @@ if TYPE_CHECKING:
 API_KEY = 3
 VERSIONS = (0, 13)
 
+_WITH_IDS = (v10.MetadataRequest, v11.MetadataRequest, v12.MetadataRequest, v13.MetadataRequest)  # KIP-516
+_NO_AUTO_CREATE = (v0.MetadataRequest, v1.MetadataRequest, v2.MetadataRequest, v3.MetadataRequest)  # asked from v4
+_TOPIC_OPS = (v8.MetadataRequest, v9.MetadataRequest) + _WITH_IDS  # KIP-430: v8+
+_CLUSTER_OPS = (v8.MetadataRequest, v9.MetadataRequest, v10.MetadataRequest)  # KIP-430, until v10 (KIP-700)
+
 log = structlog.get_logger()
 
 
-def _asked_id(topic: object) -> uuid.UUID | None:
-    """The topic id a Metadata request topic asks for (v10+), None for a name (a zero id)."""
-    tid = getattr(topic, "topic_id", None)
-    return tid if isinstance(tid, uuid.UUID) and tid.int != 0 else None
+def _topics(req: MetadataRequest) -> list[tuple[str | None, uuid.UUID | None]] | None:
+    """The topics the request names, as (name, id: v10+, else None); None: every topic."""
+    if req.topics is None:
+        return None
+    if isinstance(req, _WITH_IDS):
+        return [(t.name, t.topic_id) for t in req.topics or ()]
+    return [(t.name, None) for t in req.topics]
+
+
+def _asked_id(tid: uuid.UUID | None) -> uuid.UUID | None:
+    """The topic id a request topic asks for; None for a name (no id, or the zero id)."""
+    return tid if tid is not None and tid.int != 0 else None
 
 
 async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
     broker = ctx.broker
-    if ctx.api_version < 12 and any(t.name is None or _asked_id(t) is not None for t in req.topics or ()):
-        return _by_id_refused(req)
+    asked = _topics(req)
+    if ctx.api_version < 12 and any(n is None or _asked_id(tid) is not None for n, tid in asked or ()):
+        return _by_id_refused(asked or [])
     broker.topics.refresh()
-    listing = req.topics is None or (ctx.api_version == 0 and not req.topics)
+    listing = asked is None or (ctx.api_version == 0 and not asked)
     names: list[str | uuid.UUID]  # (an id: a topic asked for by an id no topic has, v10+)
     by_name: set[str | None] = set()
-    if listing:  # every topic: only those the principal may describe (Apache)
+    if listing or asked is None:  # every topic: only those the principal may describe (Apache)
         names = [n for n in sorted(broker.topics.topics) if authorize(ctx, Op.DESCRIBE, TOPIC, n)]
         auto = False
     else:
@@ -57,13 +70,13 @@ async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
         # A non-zero id wins over the name, as in Apache: the Java client (4.x, a broker-side
         # regex subscription) sends its ids with the name "" rather than null
         by_id = {m.topic_id: n for n, m in broker.topics.topics.items()}
-        names = [(by_id.get(tid, tid) if (tid := _asked_id(t)) is not None else t.name)  # type: ignore[misc]
-                 for t in req.topics or ()]  # (not None: not listing)
-        by_name = {t.name for t in req.topics or () if _asked_id(t) is None}
-        auto = getattr(req, "allow_auto_topic_creation", True)
+        names = [(by_id.get(tid, tid) if (tid := _asked_id(t_id)) is not None else name)  # type: ignore[misc]
+                 for name, t_id in asked]
+        by_name = {name for name, t_id in asked if _asked_id(t_id) is None}
+        auto = isinstance(req, _NO_AUTO_CREATE) or req.allow_auto_topic_creation
     topics: list[dict[str, object]] = []
     view = broker.replica_view()
-    topic_ops = getattr(req, "include_topic_authorized_operations", False)
+    topic_ops = isinstance(req, _TOPIC_OPS) and req.include_topic_authorized_operations
     for name in names:
         if isinstance(name, uuid.UUID):
             topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": name,
@@ -105,16 +118,16 @@ async def handle(ctx: Context, req: MetadataRequest) -> dict[str, object]:
         "topics": topics,
         "error_code": ErrorCode.none,
         "cluster_authorized_operations": cluster_operations(ctx)
-        if getattr(req, "include_cluster_authorized_operations", False) else OPS_NOT_ASKED,
+        if isinstance(req, _CLUSTER_OPS) and req.include_cluster_authorized_operations else OPS_NOT_ASKED,
     }
 
 
-def _by_id_refused(req: MetadataRequest) -> dict[str, object]:
+def _by_id_refused(asked: list[tuple[str | None, uuid.UUID | None]]) -> dict[str, object]:
     """Versions 10 and 11 carry topic ids but may not use them (names cannot be null
     before v12): as Apache, the whole request is refused, each topic INVALID_REQUEST with
     its name ("" for none) and id echoed, and no brokers."""
     return {"throttle_time": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
-            "topics": [{"error_code": ErrorCode.invalid_request, "name": t.name or "",
-                        "topic_id": getattr(t, "topic_id", None), "is_internal": False, "partitions": [],
-                        "topic_authorized_operations": OPS_NOT_ASKED} for t in req.topics or ()],
+            "topics": [{"error_code": ErrorCode.invalid_request, "name": name or "",
+                        "topic_id": tid, "is_internal": False, "partitions": [],
+                        "topic_authorized_operations": OPS_NOT_ASKED} for name, tid in asked],
             "cluster_authorized_operations": OPS_NOT_ASKED}

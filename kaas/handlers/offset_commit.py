@@ -8,20 +8,19 @@ each topic as the request did."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit import v2, v3, v4, v5, v6, v7, v8, v9, v10
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 from kaas.storage.offset_store import Committed
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    import uuid
 
-    from kio.schema.offset_commit import v2, v3, v4, v5, v6, v7, v8, v9, v10
-
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
     from kaas.storage.topics import TopicStore
 
     OffsetCommitRequest: TypeAlias = (v2.OffsetCommitRequest | v3.OffsetCommitRequest | v4.OffsetCommitRequest
@@ -30,37 +29,55 @@ if TYPE_CHECKING:
 
 API_KEY = 8
 VERSIONS = (2, 10)
-TOPIC_IDS_FROM = 10
+_RETENTION = (v2.OffsetCommitRequest, v3.OffsetCommitRequest, v4.OffsetCommitRequest)  # retention_time_ms: v2-v4
+_NO_LEADER_EPOCH = (v2.OffsetCommitRequest, v3.OffsetCommitRequest, v4.OffsetCommitRequest,
+                    v5.OffsetCommitRequest)  # committed_leader_epoch: v6+
+_NO_INSTANCE = _NO_LEADER_EPOCH + (v6.OffsetCommitRequest,)  # group_instance_id: v7+ (KIP-345)
 
 
 def topic_names(req: OffsetCommitRequest, topics: TopicStore) -> list[str | None]:
     """Each request topic's name, in order: its name (v2-9), or the name of the topic with
     its id (v10; None when no topic has it)."""
-    if req.__version__ >= TOPIC_IDS_FROM:
-        return [topics.name_of(getattr(t, "topic_id", None)) for t in req.topics]
-    return [getattr(t, "name", None) for t in req.topics]
+    if isinstance(req, v10.OffsetCommitRequest):
+        return [topics.name_of(t.topic_id) for t in req.topics]
+    return [t.name for t in req.topics]
+
+
+def _named(req: OffsetCommitRequest) -> list[tuple[str, uuid.UUID | None]]:
+    """How the request names each topic, as its answer names it: by name (v2-9), by id (v10)."""
+    if isinstance(req, v10.OffsetCommitRequest):
+        return [("", t.topic_id) for t in req.topics]
+    return [(t.name, None) for t in req.topics]
+
+
+def _partitions(req: OffsetCommitRequest) -> list[list[tuple[int, int, int, str | None]]]:
+    """Each topic's partitions, in request order: (index, offset, leader epoch (-1 before
+    v6), metadata)."""
+    if isinstance(req, _NO_LEADER_EPOCH):
+        return [[(p.partition_index, p.committed_offset, -1, p.committed_metadata) for p in t.partitions]
+                for t in req.topics]
+    return [[(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+             for p in t.partitions] for t in req.topics]
 
 
 def partition_offsets(req: OffsetCommitRequest, names: list[str | None], now: int) -> dict[tuple[str, int], Committed]:
     """The request's offsets, committed at ``now``; v2-v4's ``retention_time_ms`` other than
     -1 (the default) gives them an expiry time of their own, ``now`` + it, as Apache does."""
-    retention = getattr(req, "retention_time", None)
-    retention_ms = -1 if retention is None else round(retention.total_seconds() * 1000)
+    retention_ms = round(req.retention_time.total_seconds() * 1000) if isinstance(req, _RETENTION) else -1
     expire = now + retention_ms if retention_ms != -1 else -1
-    topics: Sequence[Any] = req.topics  # (each version's topic class)
-    return {(name, p.partition_index): Committed(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                                 p.committed_metadata, now, expire)
-            for i, t in enumerate(topics) if (name := names[i]) is not None for p in t.partitions}
+    return {(name, index): Committed(offset, epoch, metadata, now, expire)
+            for name, partitions in zip(names, _partitions(req), strict=True) if name is not None
+            for index, offset, epoch, metadata in partitions}
 
 
-def _topic(t: object, partitions: list[dict[str, object]]) -> dict[str, object]:
+def _topic(named: tuple[str, uuid.UUID | None], partitions: list[dict[str, object]]) -> dict[str, object]:
     """An answer topic named as the request named it (name, or id from v10)."""
-    return {"name": getattr(t, "name", ""), "topic_id": getattr(t, "topic_id", None), "partitions": partitions}
+    return {"name": named[0], "topic_id": named[1], "partitions": partitions}
 
 
 def answer(req: OffsetCommitRequest, code: ErrorCode) -> list[dict[str, object]]:
-    return [_topic(t, [{"partition_index": p.partition_index, "error_code": code} for p in t.partitions])
-            for t in req.topics]
+    return [_topic(named, [{"partition_index": p[0], "error_code": code} for p in partitions])
+            for named, partitions in zip(_named(req), _partitions(req), strict=True)]
 
 
 async def handle(ctx: Context, req: OffsetCommitRequest) -> dict[str, object]:
@@ -72,16 +89,15 @@ async def handle(ctx: Context, req: OffsetCommitRequest) -> dict[str, object]:
     denied = {n for n in names if n is not None and not authorize(ctx, Op.READ, TOPIC, n)}
     try:
         code = await ctx.broker.groups.commit(
-            req.group_id, member_id=req.member_id or "", group_instance_id=getattr(req, "group_instance_id", None),
+            req.group_id, member_id=req.member_id or "",
+            group_instance_id=None if isinstance(req, _NO_INSTANCE) else req.group_instance_id,
             generation_id=generation, api_version=ctx.api_version,
             offsets={tp: c for tp, c in partition_offsets(req, names, ctx.broker.clock.wall_ms()).items()
                      if known.get(tp[0]) is not None and tp[0] not in denied})
     except KaasError as exc:
         code = exc.code
     out: list[dict[str, object]] = []
-    topics: Sequence[Any] = req.topics  # (each version's topic class)
-    for i, t in enumerate(topics):
-        name = names[i]
+    for name, named, partitions in zip(names, _named(req), _partitions(req), strict=True):
         if name is None:
             topic_code = ErrorCode.unknown_topic_id
         elif name in denied:
@@ -90,6 +106,5 @@ async def handle(ctx: Context, req: OffsetCommitRequest) -> dict[str, object]:
             topic_code = ErrorCode.unknown_topic_or_partition
         else:
             topic_code = code
-        out.append(_topic(t, [{"partition_index": p.partition_index, "error_code": topic_code}
-                              for p in t.partitions]))
+        out.append(_topic(named, [{"partition_index": p[0], "error_code": topic_code} for p in partitions]))
     return {"throttle_time": 0, "topics": out}

@@ -12,7 +12,7 @@ from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.offset_delete.v0 import OffsetDeleteRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 47
 VERSIONS = (0, 0)

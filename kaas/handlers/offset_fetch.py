@@ -8,10 +8,10 @@ all of a group's offsets, topics that no longer exist are left out (they have no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from kio.schema.errors import ErrorCode
-from kio.schema.offset_fetch import v8, v9, v10
+from kio.schema.offset_fetch import v1, v2, v3, v4, v5, v6, v7, v8, v9, v10
 
 from kaas.errors import KaasError
 from kaas.handlers._auth import GROUP, TOPIC, Op, authorize
@@ -20,9 +20,7 @@ if TYPE_CHECKING:
     import uuid
     from collections.abc import Sequence
 
-    from kio.schema.offset_fetch import v1, v2, v3, v4, v5, v6, v7
-
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     OffsetFetchRequest: TypeAlias = (v1.OffsetFetchRequest | v2.OffsetFetchRequest | v3.OffsetFetchRequest
                                      | v4.OffsetFetchRequest | v5.OffsetFetchRequest | v6.OffsetFetchRequest
@@ -34,6 +32,9 @@ if TYPE_CHECKING:
 # A topic asked for: (its name, None when its id (v10) names no topic; its id (v10) or
 # None; the partitions)
 _Asked: TypeAlias = "tuple[str | None, uuid.UUID | None, Sequence[int]]"
+# A group asked for: (its id, the member id and epoch (v9+; else None, -1), its topics
+# (None: all of the group's offsets))
+_Group: TypeAlias = "tuple[str, str | None, int, list[_Asked] | None]"
 
 
 class _PartitionAnswer(TypedDict):
@@ -55,15 +56,25 @@ VERSIONS = (1, 10)
 TOPIC_IDS_FROM = 10
 # the versions that ask for several groups (v8+)
 _GROUPS = (v8.OffsetFetchRequest, v9.OffsetFetchRequest, v10.OffsetFetchRequest)
+_NOT_STABLE = (v1.OffsetFetchRequest, v2.OffsetFetchRequest, v3.OffsetFetchRequest, v4.OffsetFetchRequest,
+               v5.OffsetFetchRequest, v6.OffsetFetchRequest)  # require_stable: v7+ (KIP-447)
 
 
-def _asked(ctx: Context, topics: Sequence[Any] | None) -> list[_Asked] | None:
-    """The request's topics as (name, id, partitions): by name (v1-9) or by id (v10)."""
-    if topics is None:
-        return None
-    if ctx.api_version >= TOPIC_IDS_FROM:
-        return [(ctx.broker.topics.name_of(t.topic_id), t.topic_id, t.partition_indexes) for t in topics]
-    return [(t.name, None, t.partition_indexes) for t in topics]
+def _groups(ctx: Context, req: OffsetFetchRequest) -> list[_Group]:
+    """The groups asked for (one before v8), each with its topics as (name, id,
+    partitions): by name (v1-9) or by id (v10)."""
+    if isinstance(req, v10.OffsetFetchRequest):
+        name_of = ctx.broker.topics.name_of
+        return [(g.group_id, g.member_id, g.member_epoch, None if g.topics is None else
+                 [(name_of(t.topic_id), t.topic_id, t.partition_indexes) for t in g.topics]) for g in req.groups]
+    if isinstance(req, v9.OffsetFetchRequest):
+        return [(g.group_id, g.member_id, g.member_epoch, None if g.topics is None else
+                 [(t.name, None, t.partition_indexes) for t in g.topics]) for g in req.groups]
+    if isinstance(req, v8.OffsetFetchRequest):
+        return [(g.group_id, None, -1, None if g.topics is None else
+                 [(t.name, None, t.partition_indexes) for t in g.topics]) for g in req.groups]
+    return [(req.group_id, None, -1, None if req.topics is None else
+             [(t.name, None, t.partition_indexes) for t in req.topics])]
 
 
 def _blank(partitions: Sequence[int], code: ErrorCode) -> list[_PartitionAnswer]:
@@ -79,16 +90,14 @@ def _group_error(ctx: Context, code: ErrorCode, asked: list[_Asked] | None) -> t
     return code, [{"name": n or "", "topic_id": i, "partitions": _blank(ps, code)} for n, i, ps in asked]
 
 
-async def _one(ctx: Context, group_id: str, topics: Sequence[Any] | None,
-               require_stable: bool, member_id: str | None = None,
-               member_epoch: int = -1) -> tuple[ErrorCode, list[_TopicAnswer]]:
+async def _one(ctx: Context, group: _Group, require_stable: bool) -> tuple[ErrorCode, list[_TopicAnswer]]:
     """(group-level error, topics). ``member_id``/``member_epoch`` (v9+) are checked
     against a consumer-protocol group (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID). A group-level
     error (NOT_COORDINATOR, LOAD_IN_PROGRESS, ...) comes with no partitions from v2 on, as in
     Apache: clients then retry the whole request. Partitions each carrying the error would
     reach the application as per-partition errors with no offset, which a consumer can
     mistake for "nothing committed"."""
-    asked = _asked(ctx, topics)
+    group_id, member_id, member_epoch, asked = group
     if not authorize(ctx, Op.DESCRIBE, GROUP, group_id):
         return _group_error(ctx, ErrorCode.group_authorization_failed, asked)
     wanted = None
@@ -129,15 +138,15 @@ async def _one(ctx: Context, group_id: str, topics: Sequence[Any] | None,
 
 
 async def handle(ctx: Context, req: OffsetFetchRequest) -> dict[str, object]:
-    stable = getattr(req, "require_stable", False)
+    stable = not isinstance(req, _NOT_STABLE) and req.require_stable
+    asked = _groups(ctx, req)
     if isinstance(req, _GROUPS):
         groups: list[dict[str, object]] = []
-        for g in req.groups:
-            code, topics = await _one(ctx, g.group_id, g.topics, stable, getattr(g, "member_id", None),
-                                      getattr(g, "member_epoch", -1))
-            groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
+        for g in asked:
+            code, topics = await _one(ctx, g, stable)
+            groups.append({"group_id": g[0], "topics": topics, "error_code": code})
         return {"throttle_time": 0, "groups": groups}
-    code, topics = await _one(ctx, req.group_id, req.topics, stable)
+    code, topics = await _one(ctx, asked[0], stable)
     if ctx.api_version < 2 and code != ErrorCode.none:
         for t in topics:
             for p in t["partitions"]:

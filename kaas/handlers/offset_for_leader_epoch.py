@@ -13,7 +13,7 @@ from kaas.handlers._auth import TOPIC, Op, authorize
 if TYPE_CHECKING:
     from kio.schema.offset_for_leader_epoch import v2, v3, v4
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     OffsetForLeaderEpochRequest: TypeAlias = (v2.OffsetForLeaderEpochRequest | v3.OffsetForLeaderEpochRequest
                                               | v4.OffsetForLeaderEpochRequest)

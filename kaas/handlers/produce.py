@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, TypeAlias
 import structlog
 import trio
 from kio.schema.errors import ErrorCode
+from kio.schema.produce import v13
+from kio.schema.produce.v13 import request as r13
 
 from kaas import configs, counters
 from kaas.broker.quota_sensors import PRODUCE as PRODUCE_QUOTA
@@ -39,14 +41,12 @@ from kaas.wire.compress import CODECS
 from kaas.wire.produce_answer import PartitionAnswer, TopicAnswer, produce_body
 
 if TYPE_CHECKING:
-    import uuid
-
-    from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13
+    from kio.schema.produce import v3, v4, v5, v6, v7, v8, v9, v10, v11, v12
 
     from kaas.broker import Broker
     from kaas.broker.partition import Partition
     from kaas.domain.replicas import View
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
     from kaas.settings import Settings
     from kaas.storage.topics import TopicMeta
 
@@ -63,7 +63,6 @@ if TYPE_CHECKING:
     from kio.schema.produce.v10 import request as r10
     from kio.schema.produce.v11 import request as r11
     from kio.schema.produce.v12 import request as r12
-    from kio.schema.produce.v13 import request as r13
 
     TopicProduceData: TypeAlias = (
         r3.TopicProduceData | r4.TopicProduceData | r5.TopicProduceData | r6.TopicProduceData
@@ -77,7 +76,6 @@ if TYPE_CHECKING:
 API_KEY = 0
 VERSIONS = (3, 13)
 ABORTABLE_FROM = 11  # the first version told TRANSACTION_ABORTABLE (KIP-890)
-TOPIC_IDS_FROM = 13  # topics named by id (KIP-516)
 
 log = structlog.get_logger()
 
@@ -204,10 +202,10 @@ async def handle(ctx: Context, req: ProduceRequest) -> dict[str, object] | bytes
 
 def _topic_names(ctx: Context, req: ProduceRequest) -> list[str | None]:
     """Each topic's name: as named, or from v13 by its id (None: no topic has that id)."""
-    if ctx.api_version < TOPIC_IDS_FROM:
-        return [td.name for td in req.topic_data]  # type: ignore[union-attr]
+    if not isinstance(req, v13.ProduceRequest):
+        return [td.name for td in req.topic_data]
     topics = ctx.broker.topics
-    return [topics.name_of(td.topic_id) for td in req.topic_data]  # type: ignore[union-attr]
+    return [topics.name_of(td.topic_id) for td in req.topic_data]
 
 
 def _txn_denied(ctx: Context, req: ProduceRequest) -> bool:
@@ -228,9 +226,8 @@ def _answer(index: int, error_code: ErrorCode = ErrorCode.none) -> PartitionAnsw
 
 def _named(name: str, td: TopicProduceData, parts: list[PartitionAnswer]) -> TopicAnswer:
     """A topic's answer, named as the request named it (its id from v13)."""
-    topic_id: uuid.UUID | None = getattr(td, "topic_id", None)
-    if topic_id is not None:
-        return {"name": name, "topic_id": topic_id, "partition_responses": parts}
+    if isinstance(td, r13.TopicProduceData) and td.topic_id is not None:
+        return {"name": name, "topic_id": td.topic_id, "partition_responses": parts}
     return {"name": name, "partition_responses": parts}
 
 

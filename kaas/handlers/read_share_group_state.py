@@ -7,7 +7,7 @@ Apache."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -16,8 +16,9 @@ from kaas.handlers._share_state import serve
 
 if TYPE_CHECKING:
     from kio.schema.read_share_group_state.v0 import ReadShareGroupStateRequest
+    from kio.schema.read_share_group_state.v0.request import PartitionData
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 84
 VERSIONS = (0, 0)
@@ -25,7 +26,7 @@ FAILED: dict[str, object] = {"state_epoch": 0, "start_offset": 0, "state_batches
 
 
 async def handle(ctx: Context, req: ReadShareGroupStateRequest) -> dict[str, object]:
-    async def one(group_id: str, topic: str, p: Any) -> dict[str, object]:
+    async def one(group_id: str, topic: str, p: PartitionData) -> dict[str, object]:
         st = await ctx.broker.share_state.read(group_id, topic, p.partition)
         if st is None:
             raise KaasError(ErrorCode.invalid_request, f"no share state of {topic}-{p.partition} for group {group_id}")

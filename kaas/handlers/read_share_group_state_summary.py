@@ -6,14 +6,15 @@ offset -1."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from kaas.handlers._share_state import serve
 
 if TYPE_CHECKING:
     from kio.schema.read_share_group_state_summary import v0, v1
 
-    from kaas.handlers import Context
+    from kaas.handlers._share_state import Partition
+    from kaas.handlers.context import Context
 
     ReadShareGroupStateSummaryRequest: TypeAlias = (v0.ReadShareGroupStateSummaryRequest
                                                     | v1.ReadShareGroupStateSummaryRequest)
@@ -25,7 +26,7 @@ DENIED: dict[str, object] = {"state_epoch": 0, "leader_epoch": 0, "start_offset"
 
 
 async def handle(ctx: Context, req: ReadShareGroupStateSummaryRequest) -> dict[str, object]:
-    async def one(group_id: str, topic: str, p: Any) -> dict[str, object]:
+    async def one(group_id: str, topic: str, p: Partition) -> dict[str, object]:
         st = await ctx.broker.share_state.read(group_id, topic, p.partition)
         if st is None:
             return NONE

@@ -38,7 +38,7 @@ from kaas.handlers import _sasl
 if TYPE_CHECKING:
     from kio.schema.sasl_authenticate import v0, v1, v2
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     SaslAuthenticateRequest: TypeAlias = (v0.SaslAuthenticateRequest | v1.SaslAuthenticateRequest
                                           | v2.SaslAuthenticateRequest)

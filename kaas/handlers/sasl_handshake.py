@@ -31,7 +31,7 @@ from kaas.handlers import _sasl
 if TYPE_CHECKING:
     from kio.schema.sasl_handshake import v0, v1
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     SaslHandshakeRequest: TypeAlias = v0.SaslHandshakeRequest | v1.SaslHandshakeRequest
 

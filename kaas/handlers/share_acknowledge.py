@@ -23,7 +23,7 @@ from kaas.handlers._share import Call
 if TYPE_CHECKING:
     from kio.schema.share_acknowledge import v1, v2
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ShareAcknowledgeRequest: TypeAlias = v1.ShareAcknowledgeRequest | v2.ShareAcknowledgeRequest
 

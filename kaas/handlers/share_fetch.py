@@ -41,7 +41,7 @@ from kaas.wire.build import ms
 if TYPE_CHECKING:
     from kio.schema.share_fetch import v1, v2
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     ShareFetchRequest: TypeAlias = v1.ShareFetchRequest | v2.ShareFetchRequest
 

@@ -12,7 +12,7 @@ from kaas.handlers._group_describe import assignment, describe_each
 if TYPE_CHECKING:
     from kio.schema.share_group_describe.v1 import ShareGroupDescribeRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 77
 VERSIONS = (1, 1)

@@ -26,7 +26,7 @@ from kaas.handlers._share import MAX_MEMBER_ID
 if TYPE_CHECKING:
     from kio.schema.share_group_heartbeat.v1 import ShareGroupHeartbeatRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 76
 VERSIONS = (1, 1)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeAlias
 
 from kio.schema.errors import ErrorCode
+from kio.schema.txn_offset_commit import v0, v1, v2, v3, v4, v5
 
 from kaas.domain import txn_add
 from kaas.errors import KaasError
@@ -31,9 +32,7 @@ from kaas.handlers._txn_common import partition_exists
 from kaas.storage.offset_store import Committed
 
 if TYPE_CHECKING:
-    from kio.schema.txn_offset_commit import v0, v1, v2, v3, v4, v5
-
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     TxnOffsetCommitRequest: TypeAlias = (v0.TxnOffsetCommitRequest | v1.TxnOffsetCommitRequest
                                          | v2.TxnOffsetCommitRequest | v3.TxnOffsetCommitRequest
@@ -42,6 +41,17 @@ if TYPE_CHECKING:
 API_KEY = 28
 VERSIONS = (0, 5)
 ABORTABLE_FROM = 4  # the first version told TRANSACTION_ABORTABLE instead of INVALID_TXN_STATE
+_BEFORE_MEMBERS = (v0.TxnOffsetCommitRequest, v1.TxnOffsetCommitRequest,
+                   v2.TxnOffsetCommitRequest)  # the member, its generation and instance id: v3+ (KIP-447)
+
+
+def _partitions(req: TxnOffsetCommitRequest) -> list[tuple[str, int, int, int, str | None]]:
+    """Each partition: (topic, index, offset, leader epoch (-1 before v2), metadata)."""
+    if isinstance(req, (v0.TxnOffsetCommitRequest, v1.TxnOffsetCommitRequest)):
+        return [(t.name, p.partition_index, p.committed_offset, -1, p.committed_metadata)
+                for t in req.topics for p in t.partitions]
+    return [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+            for t in req.topics for p in t.partitions]
 
 
 def _everywhere(req: TxnOffsetCommitRequest, code: ErrorCode) -> dict[str, object]:
@@ -60,17 +70,15 @@ async def handle(ctx: Context, req: TxnOffsetCommitRequest) -> dict[str, object]
         return _everywhere(req, ErrorCode.transactional_id_authorization_failed)
     if not authorize(ctx, Op.READ, GROUP, req.group_id):
         return _everywhere(req, ErrorCode.group_authorization_failed)
-    for t in req.topics:
-        for p in t.partitions:
-            tp = (t.name, p.partition_index)
-            if not authorize(ctx, Op.READ, TOPIC, t.name):
-                denied.add(tp)
-                continue
-            if not partition_exists(broker, *tp):
-                unknown.add(tp)
-                continue
-            offsets[tp] = Committed(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                    p.committed_metadata, now)
+    for topic, index, offset, epoch, metadata in _partitions(req):
+        tp = (topic, index)
+        if not authorize(ctx, Op.READ, TOPIC, topic):
+            denied.add(tp)
+            continue
+        if not partition_exists(broker, *tp):
+            unknown.add(tp)
+            continue
+        offsets[tp] = Committed(offset, epoch, metadata, now)
     code = ErrorCode.none
     if not broker.owns_group(req.group_id):
         code = ErrorCode.not_coordinator
@@ -83,11 +91,12 @@ async def handle(ctx: Context, req: TxnOffsetCommitRequest) -> dict[str, object]
         if code == ErrorCode.invalid_txn_state and ctx.api_version >= ABORTABLE_FROM:
             code = ErrorCode.transaction_abortable
     if code == ErrorCode.none and offsets:
+        member = ("", None, -1) if isinstance(req, _BEFORE_MEMBERS) else (
+            req.member_id or "", req.group_instance_id, req.generation_id)
         try:
             code = await broker.groups.txn_commit(
-                req.group_id, producer_id=req.producer_id, member_id=getattr(req, "member_id", "") or "",
-                group_instance_id=getattr(req, "group_instance_id", None),
-                generation_id=getattr(req, "generation_id", -1), offsets=offsets, api_version=ctx.api_version)
+                req.group_id, producer_id=req.producer_id, member_id=member[0], group_instance_id=member[1],
+                generation_id=member[2], offsets=offsets, api_version=ctx.api_version)
         except KaasError as exc:
             code = exc.code
     return {"throttle_time": 0, "topics": [

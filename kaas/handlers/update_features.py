@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import structlog
 from kio.schema.errors import ErrorCode
-from kio.schema.update_features import v0
+from kio.schema.update_features import v0, v1, v2
 
 from kaas.domain import features
 from kaas.domain.features import Refusal, Update, UpgradeType
@@ -23,15 +23,15 @@ from kaas.handlers import _forward
 from kaas.handlers._auth import CLUSTER, Op, authorize
 
 if TYPE_CHECKING:
-    from kio.schema.update_features import v1, v2
     from kio.static.protocol import ResponsePayload
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
     UpdateFeaturesRequest: TypeAlias = v0.UpdateFeaturesRequest | v1.UpdateFeaturesRequest | v2.UpdateFeaturesRequest
 
 API_KEY = 57
 VERSIONS = (0, 2)
+_RESPONSES = (v0.UpdateFeaturesResponse, v1.UpdateFeaturesResponse, v2.UpdateFeaturesResponse)  # the controller's
 
 log = structlog.get_logger()
 
@@ -56,7 +56,7 @@ async def handle(ctx: Context, req: UpdateFeaturesRequest) -> dict[str, object] 
     fwd = await _forward.to_controller_or(ctx, req, req.timeout.total_seconds(),
                                           lambda why: _answer(req, ErrorCode.not_controller, why))
     if fwd is not None:
-        if getattr(fwd, "error_code", None) == ErrorCode.none:
+        if isinstance(fwd, _RESPONSES) and fwd.error_code == ErrorCode.none:  # (not the NOT_CONTROLLER dict)
             await broker.run_io(broker.features.reload, True)
         return fwd
     validate_only = not isinstance(req, v0.UpdateFeaturesRequest) and req.validate_only

@@ -23,7 +23,7 @@ from kaas.wire.build import build
 if TYPE_CHECKING:
     from kio.schema.write_txn_markers.v1 import WriteTxnMarkersRequest
 
-    from kaas.handlers import Context
+    from kaas.handlers.context import Context
 
 API_KEY = 27
 VERSIONS = (1, 1)

@@ -8,6 +8,7 @@ pipelining client is not serialised behind them, and other connections never are
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import structlog
 import trio
@@ -19,6 +20,9 @@ from kaas.handlers.session import Session
 from kaas.net.ordering import Close, Ordering, Slot, outcome
 from kaas.net.tls import TlsReader
 from kaas.wire.framing import MIN_FRAME, FrameDecoder, FramingError
+
+if TYPE_CHECKING:
+    from kaas.broker import Broker
 
 log = structlog.get_logger()
 

@@ -67,7 +67,7 @@ import structlog
 import trio
 
 from kaas import counters
-from kaas.handlers import REGISTRY
+from kaas.handlers.registry import REGISTRY
 from kaas.net.lag_metrics import committed_offsets, lag_families
 from kaas.net.quota_metrics import quota_families
 from kaas.net.topic_metrics import share_partition_families, topic_families

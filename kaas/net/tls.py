@@ -87,9 +87,8 @@ def principal_of(cert: dict[str, Any] | None, rules: tuple[Rule, ...]) -> str:
     return "User:" + map_name(format_dn(cert["subject"]), rules)
 
 
-async def open_server_stream(transport: trio.abc.Stream, ctx: ssl.SSLContext, rules: tuple[Rule, ...],
-                             timeout: float, peer: str, listener: str
-                             ) -> tuple[trio.SSLStream[trio.abc.Stream], str] | None:
+async def open_server_stream(transport: trio.abc.Stream, ctx: ssl.SSLContext, rules: tuple[Rule, ...], timeout: float,
+                             peer: str, listener: str) -> tuple[trio.SSLStream[trio.abc.Stream], str] | None:
     """Run the server side of the handshake on ``transport`` within ``timeout`` seconds.
 
     Returns:

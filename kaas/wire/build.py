@@ -120,3 +120,9 @@ def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int:
     if isinstance(value, datetime.datetime):
         return int((value - _EPOCH).total_seconds() * 1000)
     return int(value)
+
+
+def shallow_dict(entity: DataclassInstance) -> dict[str, object]:
+    """A kio entity's fields by name, one level deep (nested entities stay entities):
+    what ``build`` makes back into the entity's class."""
+    return {f.name: getattr(entity, f.name) for f in dataclasses.fields(entity)}

@@ -137,7 +137,7 @@ def run_pair(apache: Side, kaas: Side, files: list[dict[str, Any]], pattern: str
 
 def wanted(files: list[dict[str, Any]], pattern: str) -> bool:
     """Whether any instance of ``files`` (at the versions this tree serves) matches."""
-    from kaas.handlers import REGISTRY
+    from kaas.handlers.registry import REGISTRY
 
     served_here = {k: (h.min_version, h.max_version) for k, h in REGISTRY.items()}
     return any(fnmatch.fnmatchcase(i.id, pattern) for i in corpus.expand(files, served_here))

@@ -18,7 +18,8 @@ from kio.schema.share_fetch.v2 import request as fetch2
 from kaas.broker import Broker
 from kaas.domain.groups.share.group import ShareHeartbeat
 from kaas.errors import KaasError
-from kaas.handlers import Context, share_acknowledge, share_fetch
+from kaas.handlers import share_acknowledge, share_fetch
+from kaas.handlers.context import Context
 from kaas.handlers.session import Session
 from kaas.wire import batch as wb
 from kaas.wire import codec

@@ -32,7 +32,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 
 from kaas.broker import Broker
 from kaas.clock import SYSTEM, Clock
-from kaas.handlers import versions_table
+from kaas.handlers.registry import versions_table
 from kaas.net.connection import serve_connection
 from kaas.settings import Settings
 from kaas.tasks import serve_broker

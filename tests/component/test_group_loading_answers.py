@@ -11,7 +11,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kaas.errors import KaasError
-from kaas.handlers import Context, heartbeat, offset_commit, sync_group
+from kaas.handlers import heartbeat, offset_commit, sync_group
+from kaas.handlers.context import Context
 from kaas.wire import codec
 from kaas.wire.build import build
 from tests.clocks import SteppedWall

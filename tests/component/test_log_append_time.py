@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kaas.handlers import Context, create_topics, list_offsets, metadata, produce
+from kaas.handlers import create_topics, list_offsets, metadata, produce
+from kaas.handlers.context import Context
 from kaas.wire import batch as wb
 from kaas.wire import codec
 from kaas.wire.build import build

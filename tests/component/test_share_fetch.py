@@ -360,7 +360,7 @@ async def test_a_new_leader_resumes_from_the_persisted_state(shm_path, thread_sa
 
 
 def test_share_group_apis_are_advertised():
-    from kaas.handlers import REGISTRY
+    from kaas.handlers.registry import REGISTRY
 
     assert [(k, REGISTRY[k].min_version, REGISTRY[k].max_version) for k in (76, 77, 78, 79)] == \
         [(76, 1, 1), (77, 1, 1), (78, 1, 2), (79, 1, 2)]

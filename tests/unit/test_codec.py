@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kaas.handlers import REGISTRY
+from kaas.handlers.registry import REGISTRY
 from kaas.wire import codec
 from kaas.wire.build import build
 
@@ -92,11 +92,12 @@ def test_a_body_encoded_once_frames_like_kio(api_key, version):
 
 
 def test_api_versions_answers_the_registry_for_each_version():
-    from kaas.handlers import api_versions, versions_table
+    from kaas.handlers import api_versions
+    from kaas.handlers.registry import API_KEYS, versions_table
 
     for v in range(REGISTRY[18].min_version, REGISTRY[18].max_version + 1):
         cls = codec.response_class(18, v)
-        got = codec.entity_reader(cls)(api_versions._body(v, 0), 0)[0]
+        got = codec.entity_reader(cls)(api_versions._body(v, 0, API_KEYS), 0)[0]
         assert [(k.api_key, k.min_version, k.max_version) for k in got.api_keys] == \
             [(k["api_key"], k["min_version"], k["max_version"]) for k in versions_table()]
         assert got.error_code == 0

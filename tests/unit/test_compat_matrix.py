@@ -20,7 +20,7 @@ def test_compatibility_doc_matches_registry():
 
 
 def test_table_lists_every_handler():
-    from kaas.handlers import REGISTRY
+    from kaas.handlers.registry import REGISTRY
 
     table = run("--print").stdout
     for h in REGISTRY.values():

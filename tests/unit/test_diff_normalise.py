@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.response import MetadataResponse
 
-from kaas.handlers import REGISTRY
+from kaas.handlers.registry import REGISTRY
 from kaas.wire import codec
 from kaas.wire.batch import build_batch
 from kaas.wire.build import build

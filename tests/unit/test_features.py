@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -14,7 +13,8 @@ from kio.schema.errors import ErrorCode
 from kaas.domain import features as ft
 from kaas.domain.features import Refusal, Update
 from kaas.errors import CorruptState
-from kaas.handlers import REGISTRY, _feature_gate
+from kaas.handlers import _feature_gate
+from kaas.handlers.registry import REGISTRY
 from kaas.storage.features import FeaturesFile, FinalizedFeatures
 from kaas.wire import codec
 from kaas.wire.build import build
@@ -142,10 +142,11 @@ def test_file_round_trip_create_and_corrupt(tmp_path):
 
 def test_gate_refusals_build_and_encode_at_every_version():
     """Each gated API's refusal builds into its response class at every version served."""
-    req = SimpleNamespace(group_ids=("g1", "g2"), groups=(SimpleNamespace(group_id="g1"),))
+    asked = {"group_ids": ["g1", "g2"], "groups": [{"group_id": "g1"}]}
     for key in _feature_gate.GATES:
         h = REGISTRY[key]
         for v in range(h.min_version, h.max_version + 1):
+            req = build(codec.request_class(key, v), asked)
             body = build(codec.response_class(key, v), _feature_gate.refusal(key, req, ErrorCode.unsupported_version))
             assert codec.encode_response(key, v, 7, body)
             errors = [getattr(body, "error_code", None)] + [g.error_code for g in getattr(body, "groups", ())]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kaas import counters as metrics
-from kaas.handlers import REGISTRY
+from kaas.handlers.registry import REGISTRY
 from kaas.net.metrics_http import _api_name
 
 

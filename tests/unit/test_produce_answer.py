@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from kaas.handlers import REGISTRY
+from kaas.handlers.registry import REGISTRY
 from kaas.wire import codec, produce_answer
 from kaas.wire.build import build
 
