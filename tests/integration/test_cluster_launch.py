@@ -39,7 +39,6 @@ def _broker_pid(data: Path, broker_id: int, other_than: int = 0, timeout: float 
         time.sleep(0.05)
 
 
-@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc to tell a fork from an exec")
 @pytest.mark.parametrize("flag", [None, "--exec-brokers"])
 def test_brokers_forked_by_default_and_started_again_the_same_way(tmp_path, flag):
     data = tmp_path / "data"
