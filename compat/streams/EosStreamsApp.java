@@ -2,7 +2,12 @@
 // processing.guarantee=exactly_once_v2. Launched as a single source file on the classpath of
 // compat/streams/pom.xml (kafka-streams 4.4.0):
 //
-//   java -cp <classpath> compat/streams/EosStreamsApp.java BOOTSTRAP APP_ID STATE_DIR THREADS
+//   java -cp <classpath> compat/streams/EosStreamsApp.java BOOTSTRAP APP_ID STATE_DIR THREADS [INSTANCE_ID]
+//
+// INSTANCE_ID: static membership (KIP-345): the main consumers' group.instance.id, which
+// Streams suffixes with each thread's index, so an instance started again takes its
+// threads' places in the group at once instead of waiting for the old members' sessions
+// to end. Without it the members are dynamic.
 //
 // Input: `orders` (key: order id; value "orderId,customerId,amount"; the record timestamp is
 // the event time) and `customers` (key: customer id; value: its region), a table.
@@ -120,6 +125,9 @@ public final class EosStreamsApp {
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        if (args.length > 4) {
+            props.put(StreamsConfig.mainConsumerPrefix("group.instance.id"), args[4]);
+        }
 
         KafkaStreams streams = new KafkaStreams(topology().build(), props);
         streams.setGlobalStateRestoreListener(new Restores());

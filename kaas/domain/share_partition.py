@@ -37,7 +37,9 @@ The transitions, with Apache's rules (``SharePartition``, ``InFlightState``):
 - ``expire``: an ACQUIRED run past its deadline becomes AVAILABLE, or ARCHIVED once its
   delivery count reached the limit.
 - ``release_member``: a member's session ended: its ACQUIRED records become AVAILABLE
-  with the delivery count taken back (Apache's ``releaseAcquiredRecords``).
+  at once, keeping their delivery count (ARCHIVED once it reached the limit), as Apache
+  4.4's ``releaseAcquiredRecords`` does: a record handed out before the session ended
+  may have reached the application, so its next delivery is a redelivery.
 - ``advance_log_start``: retention or DeleteRecords moved the log start past ``start``.
 
 Every transition returns a ``Delta``: the new start and end and the (first, last, state,
@@ -187,7 +189,7 @@ class SharePartition:
         """After a load: every ACQUIRED record's lock has lapsed (its holder's leader is
         gone): AVAILABLE again with its delivery count, or ARCHIVED when that reached the
         limit. Returns what to persist (a delta when anything moved)."""
-        return self._release(lambda r: r.state == RecordState.ACQUIRED, decrease=False, expired=False)
+        return self._release(lambda r: r.state == RecordState.ACQUIRED, expired=False)
 
     def snapshot(self) -> Persisted:
         """The durable form of the window now (who holds a record is not part of it)."""
@@ -380,14 +382,14 @@ class SharePartition:
 
     def expire(self, now_ms: int) -> Outcome:
         """Release every lock whose deadline passed (AVAILABLE, or ARCHIVED at the limit)."""
-        return self._release(lambda r: r.state == RecordState.ACQUIRED and r.deadline <= now_ms,
-                             decrease=False, expired=True)
+        return self._release(lambda r: r.state == RecordState.ACQUIRED and r.deadline <= now_ms, expired=True)
 
     def release_member(self, member: str) -> Outcome:
-        """``member`` left (or closed its share session): its locks end at once, and since
-        the records never reached the application their delivery count is taken back."""
-        return self._release(lambda r: r.state == RecordState.ACQUIRED and r.member == member,
-                             decrease=True, expired=False)
+        """``member`` closed its share session (or its connection): its locks end at once.
+        The delivery counts stay (Apache 4.4 releases with ``DeliveryCountOps.NO_OP``): the
+        member may have handed the records to its application before it closed without
+        acknowledging them, and a second delivery counted as a first would hide that."""
+        return self._release(lambda r: r.state == RecordState.ACQUIRED and r.member == member, expired=False)
 
     def advance_log_start(self, log_start: int) -> Outcome:
         """The log now starts at ``log_start``: what lies below it is gone for good."""
@@ -404,13 +406,13 @@ class SharePartition:
 
     # ------------------------------------------------------------------ internals
 
-    def _release(self, which: Callable[[_Run], bool], *, decrease: bool, expired: bool) -> Outcome:
+    def _release(self, which: Callable[[_Run], bool], *, expired: bool) -> Outcome:
         out = Outcome()
         changed: list[Range] = []
         limit = self.limits.delivery_count_limit
         for r in [r for r in self._runs if which(r)]:
-            count = max(0, r.count - 1) if decrease else r.count
-            state = RecordState.AVAILABLE if decrease or count < limit else RecordState.ARCHIVED
+            count = r.count
+            state = RecordState.AVAILABLE if count < limit else RecordState.ARCHIVED
             self._mark(r.first, r.last, state, count)
             changed.append((r.first, r.last, int(state), count))
             n = r.last - r.first + 1

@@ -95,7 +95,6 @@ def verdict(ev: Evidence) -> dict:
         elif a.kind == RELEASE:
             released += 1
     anomalies: dict[str, list[str]] = defaultdict(list)
-    superseded = _superseded({d.consumer for ds in by_rec.values() for d in ds})
     archived_at_limit = answer_lost = 0
     values = set(ev.committed.values())
     for rec, value in sorted(ev.committed.items()):
@@ -121,11 +120,10 @@ def verdict(ev: Evidence) -> dict:
             if later:
                 anomalies["delivered after an accept answered success"].append(
                     f"{rec} {value!r}: accepted at delivery {first_ok}, delivered again at {later}")
-        # A SIGKILLed consumer's session closes with its connection, and the leader takes
-        # back the delivery count of what it held (KIP-932: released as never delivered),
-        # so its records may come again at the same count: only the deliveries to
-        # incarnations that were not killed must have distinct counts
-        counts = sorted(d.count for d in ds if d.consumer not in superseded)
+        # A SIGKILLed consumer's session closes with its connection, and the leader
+        # releases what it held with the delivery counts kept (Apache 4.4): every delivery
+        # of a record, to any incarnation, has a count of its own
+        counts = sorted(d.count for d in ds)
         if len(set(counts)) != len(counts):
             anomalies["delivered twice at one delivery count"].append(
                 f"{rec} {value!r}: {[(d.consumer, d.count) for d in ds]}")
@@ -161,19 +159,3 @@ def verdict(ev: Evidence) -> dict:
     return {"counts": counts, "anomalies": {k: len(v) for k, v in anomalies.items()},
             "examples": {k: v[:EXAMPLES] for k, v in anomalies.items()},
             "ok": not anomalies}
-
-
-def _superseded(consumers: set[str]) -> set[str]:
-    """The consumer incarnations (``c3.0``) that a later one of the same consumer
-    (``c3.1``, started after a kill) replaced."""
-    latest: dict[str, int] = {}
-    for name in consumers:
-        base, _, n = name.rpartition(".")
-        if base and n.isdigit():
-            latest[base] = max(latest.get(base, -1), int(n))
-    out = set()
-    for name in consumers:
-        base, _, n = name.rpartition(".")
-        if base and n.isdigit() and int(n) < latest[base]:
-            out.add(name)
-    return out

@@ -6,16 +6,28 @@ store with its changelog), 2 instances of 2 stream threads each, on a fresh 3-br
 instance is SIGKILLed and started again (same state directory: under exactly-once an
 unclean stop discards the local state, which the changelogs restore).
 
+The instances are static members of the group (``group.instance.id`` ``eos-streams-<i>``,
+KIP-345), as a Streams deployment that restarts its instances in place runs them: the
+restarted instance takes its threads' places at once. ``KAAS_CHAOS_STREAMS_MEMBERSHIP=dynamic``
+runs them as dynamic members instead; the killed instance's threads then stay in the group
+until their 45 s session ends, and that run needs each group coordinator to live through
+one whole session. Apache 4.4 does not, under this scenario's kills: a coordinator that
+loads a classic group starts every member's session afresh
+(``GroupMetadataManager.onLoaded``), and each Apache node is killed every 40 s or so, so
+the dead members are never removed and the group never completes a rebalance.
+
 The input (``streams_model.generate``: 500 customers in the ``customers`` table, then
 ``MESSAGES`` orders) is written before the application starts, by an idempotent producer.
 A consumer by assignment (no group: nothing re-read) reads the three output topics
 ``read_committed`` from the start while the application runs; once every order is in
-``enriched`` and nothing new has come for ``SETTLE_S``, the faults stop, the instances are
+``enriched`` and nothing new has come for ``SETTLE_S`` (or nothing new has come for
+``STALL_S``, ``KAAS_CHAOS_STREAMS_STALL_S``: a stall, which fails), the faults stop, the instances are
 stopped (SIGTERM: they close), and the reader reads to the end. The verdict is
 ``streams_model.verdict`` against ``streams_model.expected``, computed from the input alone.
 
-Progress: the longest stretch without a new record in ``enriched`` (``longest_gap_s``)
-between the first and the last, and the rate over that span.
+Progress: the longest stretch without a new order in ``enriched`` (``longest_no_commit_s``)
+between the first and the last, or, in a run that did not complete, to the end of the run;
+and the rate over that span.
 """
 
 from __future__ import annotations
@@ -42,8 +54,12 @@ INSTANCE_KILL_AT = 0.3  # the instance is SIGKILLed once this share of the order
 INSTANCE_DOWN_S = 3.0  # ...and started again this much later
 SETTLE_S = 15.0  # after the last order: this long without a new output record
 RUN_TIMEOUT_S = float(os.environ.get("KAAS_CHAOS_STREAMS_TIMEOUT_S", "2400"))
+STALL_S = float(os.environ.get("KAAS_CHAOS_STREAMS_STALL_S", "300"))  # no new output this long: stalled, stop
 DRAIN_IDLE_S = 10.0
 PROGRESS_EVERY_S = 30.0
+MEMBERSHIP = os.environ.get("KAAS_CHAOS_STREAMS_MEMBERSHIP", "static")
+if MEMBERSHIP not in ("static", "dynamic"):
+    raise ValueError(f"KAAS_CHAOS_STREAMS_MEMBERSHIP: static or dynamic, not {MEMBERSHIP!r}")
 APP = REPO / "compat" / "streams" / "EosStreamsApp.java"
 
 
@@ -109,8 +125,9 @@ class Instances:
     def start(self, i: int) -> None:
         inc = self.incarnations.get(i, -1) + 1
         self.incarnations[i] = inc
+        static = [f"{APP_ID}-{i}"] if MEMBERSHIP == "static" else []
         cmd = java_cmd(self.dir, self.cp, str(APP), self.target.bootstrap, APP_ID, str(self.dir / f"state-{i}"),
-                       str(THREADS), heap="384m")
+                       str(THREADS), *static, heap="384m")
 
         def on_line(line: str, at: float) -> None:
             ev = json_event(line)
@@ -222,6 +239,9 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
             if n >= messages and idle >= SETTLE_S:
                 completed = True
                 break
+            if idle >= STALL_S:
+                faults.log(f"stalled: nothing new in any output for {STALL_S:.0f} s")
+                break
             time.sleep(1.0)
         stop.set()
         faults.log("faults over" if completed else f"not every order came out in {RUN_TIMEOUT_S:.0f} s")
@@ -238,13 +258,13 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
         target.stop()
     v = model.verdict(exp, reads)
     times = sorted(reader.order_times)
-    gap, gap_at = longest_stretch(times)
+    gap, gap_at = longest_stretch(times if completed else [*times, ended])
     span = times[-1] - times[0] if len(times) > 1 else 0.0
     killed_at = apps.killed_at
     with apps.lock:
         replaced = [e for e in apps.events if e.get("event") == "thread-replaced"]
     return {
-        "scenario": "streams", "target": target_name, "seed": seed, "messages": messages,
+        "scenario": "streams", "target": target_name, "seed": seed, "messages": messages, "membership": MEMBERSHIP,
         "ok": v["ok"] and completed, "completed": completed, "verdict": v,
         "kills": sum(1 for e in faults.events if e.kind == "kill"),
         "broker_restarts": sum(1 for e in faults.events if e.kind == "restart"),

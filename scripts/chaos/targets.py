@@ -58,6 +58,16 @@ class KaasTarget(ClusterProcess):
         return api_versions_ok("127.0.0.1", self.ports[broker_id])
 
 
+COORDINATOR_LOGGERS = """\
+logger.group.name = org.apache.kafka.coordinator.group
+logger.group.level = INFO
+logger.txn.name = org.apache.kafka.coordinator.transaction
+logger.txn.level = INFO
+logger.oldtxn.name = kafka.coordinator.transaction
+logger.oldtxn.level = INFO
+"""
+
+
 def _apache_class():
     from bench.apache_target import _Apache, _peer  # scripts/ is on sys.path (chaos/__main__.py)
 
@@ -68,6 +78,15 @@ def _apache_class():
         JVM after 0.5 s, pid files in ``run/kaas-<node>.pid``) with the light JVM options."""
 
         name = "apache"
+
+        def _configure(self) -> None:
+            """The shipped settings, and the group and transaction coordinators logging at
+            INFO in each node's ``server.log`` (loads, rebalances, member removals, fencing),
+            which explain a stall; ``KAAS_CHAOS_KEEP=1`` keeps them."""
+            super()._configure()
+            for node in range(1, self.n + 1):
+                with open(self.cluster._node_dir(node) / "log4j2.properties", "a") as f:
+                    f.write(COORDINATOR_LOGGERS)
 
         def _java(self, node: int, main: str, *args: str) -> list[str]:
             d = self.cluster._node_dir(node)

@@ -187,22 +187,21 @@ async def test_session_epochs_and_every_bad_input_get_apaches_errors(shm_path, t
         epoch += 1
         assert sp.start == 3
         # until the connection that opened the session closes: the session ends and the
-        # member's records are available at once (their deliveries taken back)
+        # member's records are available at once, their delivery counts kept (Apache 4.4)
         broker.shares.connection_closed(2)  # another connection: nothing happens
         assert [(f, la, s.name) for f, la, s, _c, _m, _d in sp.runs()] == [(3, 3, "AVAILABLE"), (4, 9, "ACQUIRED")]
         broker.shares.connection_closed(1)
         r = await call(broker, ack_req("m", epoch, tid, {0: [(4, 4, (1,))]}), join=False)
         assert r.error_code == ErrorCode.share_session_not_found
-        assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(3, 3, "AVAILABLE", 1),
-                                                                           (4, 9, "AVAILABLE", 0)]
-        # the final epoch closes the session and releases what is still held
-        # (their deliveries were taken back: they never reached the application)
+        assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(3, 9, "AVAILABLE", 1)]
+        # the final epoch closes the session and releases what is still held, the
+        # delivery counts kept: the next delivery of 6-9 is their third
         assert acquired(await call(broker, fetch_req("n", 0, tid, max_records=1))) == [(3, 3, 2)]
-        assert acquired(await call(broker, fetch_req("n", 1, tid))) == [(4, 9, 1)]
+        assert acquired(await call(broker, fetch_req("n", 1, tid))) == [(4, 9, 2)]
         r = await call(broker, fetch_req("n", -1, tid, acks={0: [(3, 5, (1,))]}))
         assert r.error_code == ErrorCode.none and part_of(r).acknowledge_error_code == ErrorCode.none
         assert (await call(broker, fetch_req("n", 2, tid))).error_code == ErrorCode.share_session_not_found
-        assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(6, 9, "AVAILABLE", 0)]
+        assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(6, 9, "AVAILABLE", 2)]
 
 
 async def test_locks_expire_and_renew_on_the_injected_clock(shm_path, thread_safe_autojump_clock):
@@ -464,7 +463,7 @@ async def test_a_stale_session_epoch_is_refused_and_changes_nothing(shm_path, th
 async def test_a_closed_connection_ends_the_share_sessions_it_opened(shm_path, thread_safe_autojump_clock):
     """Apache's ShareSessionCache: a client connection that closes ends the share sessions
     it opened, and their members' records are available again at once (not at their lock's
-    end); a session of another connection, still open, goes on."""
+    end), their delivery counts kept; a session of another connection, still open, goes on."""
     async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
         await produce(broker, "q", 3)
         await produce(broker, "q", 3)
@@ -479,12 +478,12 @@ async def test_a_closed_connection_ends_the_share_sessions_it_opened(shm_path, t
                 while broker.connections == open_now:
                     await trio.sleep(0.01)
                 sp = broker.shares.held()[("g", "q", 0)]
-                assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(0, 2, "AVAILABLE", 0),
+                assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(0, 2, "AVAILABLE", 1),
                                                                                    (3, 5, "ACQUIRED", 1)]
                 assert broker.shares.sessions.get("g", "m1") is None
                 r = await c2.call(ack_req("m2", 1, tid, {0: [(3, 5, (ACCEPT,))]}))
                 assert part_of(r).error_code == ErrorCode.none
-                assert acquired(await c2.call(fetch_req("m2", 2, tid))) == [(0, 2, 1)]
+                assert acquired(await c2.call(fetch_req("m2", 2, tid))) == [(0, 2, 2)]
 
 
 async def test_the_final_acknowledgements_of_a_closing_consumer_count_after_it_left(shm_path,
@@ -492,7 +491,8 @@ async def test_the_final_acknowledgements_of_a_closing_consumer_count_after_it_l
     """librdkafka 0179 (destroy_with_explicit_ack): a closing share consumer sends its last
     acknowledgements (ShareAcknowledge, epoch -1) to each leader at the same moment as its
     leave heartbeat; the leave may reach the coordinator first. Apache's leaders never ask
-    the coordinator, so the acknowledgements count (NONE), and the rest is released."""
+    the coordinator, so the acknowledgements count (NONE), and the rest is released, its
+    delivery count kept."""
     async with broker_with_topic(shm_path, thread_safe_autojump_clock) as (broker, tid):
         await produce(broker, "q", 4)
         assert acquired(await call(broker, fetch_req("m", 0, tid))) == [(0, 3, 1)]
@@ -501,7 +501,7 @@ async def test_the_final_acknowledgements_of_a_closing_consumer_count_after_it_l
         r = await call(broker, ack_req("m", -1, tid, {0: [(0, 1, (ACCEPT,))]}), join=False)
         assert (r.error_code, part_of(r).error_code) == (ErrorCode.none, ErrorCode.none)
         sp = broker.shares.held()[("g", "q", 0)]
-        assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(2, 3, "AVAILABLE", 0)]
+        assert [(f, la, s.name, c) for f, la, s, c, _m, _d in sp.runs()] == [(2, 3, "AVAILABLE", 1)]
         assert broker.shares.sessions.get("g", "m") is None
 
 

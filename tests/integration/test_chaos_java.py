@@ -52,3 +52,5 @@ def test_kafka_streams_exactly_once_v2_under_broker_kills(tmp_path):
     assert v["windowed_totals"]["ok"] and v["region_totals"]["ok"]
     assert v["windowed_totals"]["keys"] > 1000 and v["region_totals"]["keys"] == 5
     assert r["ok"] and r["completed"] and r["kills"] >= 1
+    # the restarted instance took its static members' places and restored its stores
+    assert r["membership"] == "static" and r["instance_killed"] and r["restored_after_instance_kill"] > 0

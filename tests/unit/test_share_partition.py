@@ -265,12 +265,23 @@ def test_the_delivery_count_limit_archives_a_poison_record():
     assert sp.acquire("m", sp.next_fetch_offset(), spans, max_records=1, now_ms=0).acquired == []
 
 
-def test_releasing_a_member_takes_the_delivery_back():
+def test_releasing_a_member_keeps_the_delivery_count():
+    # Apache 4.4's releaseAcquiredRecords: AVAILABLE with DeliveryCountOps.NO_OP, so the
+    # next delivery of a record the member may have handed to its application counts as 2
     sp = acquired_0_9("m")
     sp.acquire("n", 10, [Span(10, 12, True)], max_records=10, now_ms=0)
     out = sp.release_member("m")
-    assert states(sp) == [(0, 9, A, 0, ""), (10, 12, Q, 1, "n")]
-    assert out.delta is not None and out.expired == 0
+    assert states(sp) == [(0, 9, A, 1, ""), (10, 12, Q, 1, "n")]
+    assert out.delta is not None and out.expired == 0 and out.archived == 0
+    assert sp.acquire("n", 0, [Span(0, 9, True)], max_records=10, now_ms=0).acquired == [(0, 9, 2)]
+
+
+def test_releasing_a_member_at_the_delivery_limit_archives():
+    sp = acquired_0_9("m", delivery=2)
+    sp.release_member("m")
+    assert sp.acquire("m", 0, [Span(0, 9, True)], max_records=10, now_ms=0).acquired == [(0, 9, 2)]
+    out = sp.release_member("m")
+    assert out.archived == 10 and sp.start == 10 and states(sp) == []
 
 
 def test_the_log_start_moving_past_the_window():
