@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger()
 
 MAX_IN_FLIGHT = 64
+# The writer holds a ready answer back while the answers right behind it keep becoming
+# ready, at most this many scheduler passes (``_Connection.gather``).
+GATHER_PASSES = 16
 # The largest frame a connection that has not authenticated may send (a SASL token, an
 # ApiVersions request): a 100 MiB "token" is refused at its size prefix, never buffered.
 UNAUTHENTICATED_MAX_FRAME = 64 * 1024
@@ -124,7 +127,7 @@ class _Connection:
     tasks of the connection's nursery), the writer sends their answers in request order."""
 
     __slots__ = ("broker", "stream", "session", "conn_id", "peer", "lapses", "fd", "max_frame", "decoder",
-                 "receiver", "order", "limit", "send_lock", "wake", "produce_turns", "drained", "logged")
+                 "receiver", "order", "limit", "send_lock", "wake", "produce_turns", "drained", "logged", "cutting")
 
     def __init__(self, broker: Broker, stream: trio.abc.Stream, session: Session) -> None:
         self.broker = broker
@@ -148,6 +151,7 @@ class _Connection:
         self.produce_turns = Turns()  # pipelined Produce requests append in the order they arrived
         self.drained: trio.Event | None = None  # set by the writer when nothing is left (at close)
         self.logged = False
+        self.cutting = False  # the reader is starting the requests of a received chunk
 
     def log_close(self, event: str, **kw: object) -> None:
         """Log the first close of this connection; later ones are its echo."""
@@ -199,10 +203,34 @@ class _Connection:
                         self.drained.set()
                     await self.wake.wait()
                     self.wake = trio.Event()
+                if order.pending > 1 or self.cutting or self.decoder.buffered:
+                    await self.gather()
                 async with held(self.send_lock):
                     await self.send(*order.take())
         except _Closed:
             cancel.cancel()
+
+    async def gather(self) -> None:
+        """A pipelining client's burst (librdkafka sends up to 5 Produce requests at once):
+        the reader starts its requests one per scheduler pass, they append in arrival
+        order, and when trio runs their tasks in reverse (it reverses half of its passes)
+        one finishes per pass. Sending each answer as it comes costs a send and a wake-up
+        of the client per answer; instead wait while the burst still grows (more requests
+        started, more answers ready at the head) or the reader is still starting it, then send the
+        ready run whole. Two passes without growth end the wait (the writer may run before
+        or after the finishing task within a pass), so a request that parks for real (a
+        long-poll Fetch, an fsync in a worker thread) holds the answers before it back
+        for two passes at most."""
+        order, decoder = self.order, self.decoder
+        ready, pending = order.ready_at_head(), order.pending
+        idle = 0
+        for _ in range(GATHER_PASSES):
+            if idle >= 2 or (ready >= pending and not self.cutting and not decoder.buffered):
+                return
+            await trio.lowlevel.checkpoint()
+            now_ready, now_pending = order.ready_at_head(), order.pending
+            idle = 0 if now_ready > ready or now_pending > pending else idle + 1
+            ready, pending = now_ready, now_pending
 
     async def inline(self, prepared: Prepared) -> None:
         """Answer in the reader: nothing earlier is unanswered (the writer pops under the
@@ -230,6 +258,7 @@ class _Connection:
                 await self.wait_unmuted()
             if not await self.receiver.fill():
                 break
+            self.cutting = True
             for frame in decoder.frames():
                 if session.muted_until:
                     await self.wait_unmuted()
@@ -255,6 +284,7 @@ class _Connection:
                     prepared.ctx.turn = self.produce_turns.take()  # appends in arrival order
                 self.wake.set()
                 nursery.start_soon(self.run, prepared, slot)
+            self.cutting = False
 
     async def wait_unmuted(self) -> None:
         """A throttled answer mutes the connection (client quotas, KIP-219): no request is

@@ -13,6 +13,8 @@ Rules:
       failed SASL exchange's answer followed by a close) ends the connection: the answers
       before it are sent, its own answer too when it has one (``close_after``), nothing
       after it ever;
+    - a pipelined burst goes out in one send while its answers keep coming (the writer's
+      ``gather``: ``ready_at_head`` grows pass by pass);
     - a request may be answered in the reader itself (``answer_inline``) only when nothing
       earlier is unanswered and it cannot park: then sending at once keeps the order, and
       costs no task, no slot in the queue and no hand-off to the writer.
@@ -113,6 +115,15 @@ class Ordering:
         slot = self.enqueue()
         slot.close = reason
         slot.ready = True
+
+    def ready_at_head(self) -> int:
+        """How many answers ``take`` would hand out now (the ready run at the head)."""
+        n = 0
+        for slot in self._queue:
+            if not slot.ready:
+                break
+            n += 1
+        return n
 
     def head_ready(self) -> bool:
         """``take`` would hand out something (bytes or a close)."""

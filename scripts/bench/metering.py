@@ -41,6 +41,24 @@ def _proc_mem(pid: int) -> dict[str, int]:
     return out
 
 
+def _proc_runq_wait(pid: int) -> float | None:
+    """Seconds the threads of pid spent runnable but waiting for a CPU (the second field
+    of each ``/proc/PID/task/TID/schedstat``); None when it is gone or the kernel keeps no
+    schedstat."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
+
+
 def _proc_rss(pid: int) -> int:
     return _proc_mem(pid)["VmRSS"]
 
@@ -79,6 +97,15 @@ class BrokerPids:
                 total[k] += m[k]
         return {**total, "per_process": per}
 
+    def runq_wait(self) -> dict[int, float]:
+        """pid -> its threads' run-queue wait so far, in seconds (``_proc_runq_wait``)."""
+        out = {}
+        for p in self.current():
+            w = _proc_runq_wait(p)
+            if w is not None:
+                out[p] = w
+        return out
+
     def cpu(self) -> dict[int, tuple[float, float, int]]:
         out = {}
         for p in self.current():
@@ -101,9 +128,12 @@ class CpuMeter:
         self.seconds: float | None = None
         self.system: float | None = None
         self.faults: int | None = None
+        self.w0: dict[int, float] = {}
+        self.runq_wait: float | None = None
 
     def start(self) -> CpuMeter:
         self.t0 = self.pids.cpu() if self.pids else {}
+        self.w0 = self.pids.runq_wait() if self.pids else {}
         return self
 
     def stop(self) -> float | None:
@@ -115,6 +145,8 @@ class CpuMeter:
         self.system = sum(s - self.t0.get(p, zero)[1] for p, (_u, s, _f) in now.items())
         self.faults = sum(f - self.t0.get(p, zero)[2] for p, (_u, _s, f) in now.items())
         self.seconds = user + self.system
+        waits = self.pids.runq_wait()
+        self.runq_wait = sum(w - self.w0.get(p, 0.0) for p, w in waits.items()) if waits else None
         return self.seconds
 
 

@@ -389,6 +389,38 @@ async def test_pipelined_produce_appends_in_arrival_order_when_the_first_parks(t
             nursery.cancel_scope.cancel()
 
 
+async def test_a_pipelined_produce_burst_is_answered_in_one_send(tmp_path, monkeypatch):
+    """librdkafka pipelines up to five Produce requests per connection. They append in
+    arrival order, so when trio runs their tasks in reverse (half its passes) one finishes
+    per pass; the writer waits while the ready answers keep coming and sends the burst
+    whole, one send and one client wake-up instead of five. Ten bursts, so both orders
+    occur."""
+    from kaas.net import connection
+
+    sends: list[int] = []
+    real_send_now = connection.send_now
+
+    async def counting_send_now(stream, fd, data):
+        sends.append(len(bytes(data)))
+        await real_send_now(stream, fd, data)
+
+    monkeypatch.setattr(connection, "send_now", counting_send_now)
+    with trio.fail_after(30):
+        async with open_broker(tmp_path) as broker, trio.open_nursery() as nursery:
+            async with open_client(broker, nursery) as client:
+                assert (await client.call(create_topic("burst", 5))).topics[0].error_code == ErrorCode.none
+                batch = wb.build_batch(base_timestamp=5, records=[(None, b"v")])
+                for rnd in range(10):
+                    sends.clear()
+                    corrs = await client.send(*(produce("burst", p, batch, acks=-1) for p in range(5)))
+                    answers = [await client.receive(0, 9) for _ in corrs]
+                    assert [c for c, _ in answers] == corrs
+                    offsets = [r.responses[0].partition_responses[0].base_offset for _, r in answers]
+                    assert offsets == [rnd] * 5
+                    assert len(sends) == 1, sends
+            nursery.cancel_scope.cancel()
+
+
 @pytest.mark.parametrize("bad", [
     pytest.param(struct.pack(">i", MAX_REQUEST + 1) + b"\0" * 64, id="frame-over-max-size"),
     pytest.param(struct.pack(">i", -5), id="negative-size"),

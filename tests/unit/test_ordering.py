@@ -38,6 +38,34 @@ def test_take_stops_at_the_first_unfinished() -> None:
     assert o.take() == ([b"b", b"c"], None)
 
 
+def test_ready_at_head_counts_what_take_would_hand_out() -> None:
+    """The writer's gather waits while this grows (a pipelined burst finishing pass by
+    pass in reverse order), then sends the run whole."""
+    o = Ordering()
+    assert o.ready_at_head() == 0
+    a, b, c = o.enqueue(), o.enqueue(), o.enqueue()
+    _done(c, b"c")
+    assert o.ready_at_head() == 0  # the head is not ready: nothing can go yet
+    _done(b, b"b")
+    _done(a, b"a")
+    assert o.ready_at_head() == 3
+    out, close = o.take()
+    assert (out, close) == ([b"a", b"b", b"c"], None)
+    assert o.ready_at_head() == 0
+
+
+@given(st.lists(st.booleans(), max_size=12))
+def test_ready_at_head_is_the_length_of_take(finished: list[bool]) -> None:
+    o = Ordering()
+    slots = [o.enqueue() for _ in finished]
+    for i, (slot, done) in enumerate(zip(slots, finished, strict=True)):
+        if done:
+            _done(slot, str(i).encode())
+    n = o.ready_at_head()
+    assert len(o.take()[0]) == n
+    assert n == (finished + [False]).index(False)
+
+
 def test_a_request_without_a_response_sends_nothing() -> None:
     o = Ordering()
     a, b = o.enqueue(), o.enqueue()

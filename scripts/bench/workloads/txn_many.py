@@ -9,7 +9,10 @@ warm-up transaction, then tells them to go at once; each runs ``--seconds`` and 
 transactions and commit_transaction() latencies. Figures per run: transactions/s over all
 producers (their sum over the longest producer's time), commit p50/p99 over all commits,
 and the brokers' CPU seconds (``metering``: all kaas broker processes, the mock's process,
-Tansu's; from the go until every producer has reported) per 1,000 transactions.
+Tansu's; from the go until every producer has reported) per 1,000 transactions, and the
+seconds their threads were runnable but waited for a CPU (``runq_wait_s``): a kaas broker
+is one thread, so when its CPU plus that wait nears the run's time it is saturated, and
+its transactions/s is the share of a core the machine gave it over its CPU per transaction.
 
 The targets: a fresh 3-broker kaas cluster on tmpfs, the mock with 3 brokers (its topic
 made up front with ``rd_kafka_mock_topic_create``, as ``mock_cluster.py --topic NAME:8``:
@@ -153,6 +156,10 @@ def run_once(target, producers: int, txn_size: int, partitions: int, seconds: fl
             "cpu_s": _r(cpu_s), "cpu_s_per_1k_txn": _r(cpu_s / txns * 1000) if cpu_s is not None and txns else None,
             # the kernel's part (stime): system calls, which callgrind's counts (bench cpu) leave out
             "cpu_sys_s_per_1k_txn": _r(meter.system / txns * 1000) if meter.system is not None and txns else None,
+            # the time the brokers' threads were runnable but got no CPU (a loaded machine)
+            "runq_wait_s": _r(meter.runq_wait),
+            "runq_wait_s_per_1k_txn": (_r(meter.runq_wait / txns * 1000)
+                                       if meter.runq_wait is not None and txns else None),
             "per_producer_txns": sorted(r["txns"] for r in results)}
 
 
@@ -190,7 +197,7 @@ def run_txn_many(producer_counts: list[int], rounds: int, seconds: float, txn_si
     summary: dict[str, dict] = {}
     for n, by_target in runs.items():
         med = {name: {k: _median(rs, k) for k in ("txn_per_s", "commit_p50_ms", "commit_p99_ms", "cpu_s_per_1k_txn",
-                                                        "cpu_sys_s_per_1k_txn")}
+                                                        "cpu_sys_s_per_1k_txn", "runq_wait_s_per_1k_txn")}
                for name, rs in by_target.items()}
         k = med.get("kaas", {}).get("txn_per_s")
         for other in ("mock", "tansu"):
