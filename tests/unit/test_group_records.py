@@ -190,6 +190,7 @@ def test_malformed_classic_snapshot_is_refused(snap):
     _with(CONSUMER, "kip", "members", 0, "protocol"), _without(CONSUMER, "members", 1, "classic"),
     _with(CONSUMER, {"id1": ["x"]}, "members", 0, "assigned"), _with(CONSUMER, "(", "regexes", "(", ),
     _with(CONSUMER, 6, "assignment_epoch"), _with(CONSUMER, "late", "members", 0, "last_contact_ms"),
+    _with(CONSUMER, {"id1": [0]}, "members", 1, "assigned"),  # a partition held by two members
 ])
 def test_malformed_consumer_snapshot_is_refused(snap):
     with pytest.raises(ValueError):

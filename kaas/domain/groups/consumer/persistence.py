@@ -163,6 +163,9 @@ class StoredConsumerGroup(ConsumerCore):
             classic=classic)
         if m.member_id in self._members:
             raise ValueError(f"member {m.member_id} twice")
+        for tp in m.owned_keys():  # on file, two owners is a corrupt file (in memory, _put asserts)
+            if tp in self._owners:
+                raise ValueError(f"{tp} held by {self._owners[tp]} and {m.member_id}")
         self._put(m)
         target = _decode(raw["target"])
         if target:
