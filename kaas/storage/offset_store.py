@@ -21,14 +21,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NotRequired, TypeAlias, TypedDict, cast
+from typing import TYPE_CHECKING, NotRequired, TypeAlias, TypedDict, cast
 
-from kaas.domain.groups.classic.records import ClassicSnapshot
-from kaas.domain.groups.consumer.persistence import ConsumerSnapshot
-from kaas.domain.groups.share.group import ShareSnapshot
 from kaas.errors import CorruptState
 from kaas.storage import atomic
 from kaas.storage.paths import decode_name, encode_name, is_digest_name
+
+if TYPE_CHECKING:  # (the kinds' records, for mypy: the store itself needs no group machine)
+    from kaas.domain.groups.classic.records import ClassicSnapshot
+    from kaas.domain.groups.consumer.persistence import ConsumerSnapshot
+    from kaas.domain.groups.share.group import ShareSnapshot
 
 TP = tuple[str, int]
 

@@ -8,12 +8,14 @@ import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from kaas.domain.txn import SlotState
-from kaas.storage.offset_store import GroupFile
 from kaas.storage.paths import Layout, decode_name, is_digest_name
 from kaas.tools.inspect_data._files import Ages, as_int, listdir, named, read_bytes, read_json, stat
+
+if TYPE_CHECKING:
+    from kaas.storage.offset_store import GroupFile
 
 SLOT_RE = re.compile(r"^slot-(\d+)\.json$")
 
@@ -244,7 +246,7 @@ def groups(layout: Layout, age: Ages) -> list[GroupRow]:
                 row.update({"group_id": obj["group_id"], "generation": obj.get("generation"),
                             "committed_partitions": sum(len(v) for v in obj.get("offsets", {}).values()),
                             "pending_producers": len(obj.get("pending", {}))})
-                _membership(cast(GroupFile, obj), row)
+                _membership(cast("GroupFile", obj), row)
             except (KeyError, TypeError, AttributeError) as exc:
                 row["error"] = f"bad offsets file: {exc!r}"
         out.append(row)
