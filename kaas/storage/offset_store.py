@@ -7,7 +7,7 @@ and the group's membership: ``membership`` for a classic group (``Group.snapshot
 ``consumer`` for a KIP-848 consumer group (``ConsumerGroup.snapshot()``), ``share`` for a
 share group (``ShareGroup.snapshot()``). Files written before ``consumer`` existed read as
 having none. The file's record is ``GroupFile``; each kind's snapshot is the kind's record
-(``domain.groups``), whose members its ``restore`` checks.
+(``domain.groups``), whose fields the kind's ``restore`` checks.
 
 Invariants:
     - a file that exists but does not parse is an error for that group, never a reset;
@@ -79,8 +79,8 @@ class Committed:
 
     @classmethod
     def from_json(cls, v: CommittedField) -> Committed:
-        """One offset on file (a file's: checked; ``TypeError``, ``ValueError`` or
-        ``IndexError`` when it does not match ``CommittedField``)."""
+        """One offset on file, checked: ``TypeError``, ``ValueError`` or ``IndexError``
+        when it does not match ``CommittedField``."""
         metadata = v[2]
         if metadata is not None and not isinstance(metadata, str):
             raise TypeError(f"metadata {metadata!r} is not a string")
@@ -135,8 +135,8 @@ class GroupOffsets:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, object], path: str) -> GroupOffsets:
-        """A group file's JSON object (its members whatever the file holds: checked here;
-        a kind's state only to be an object, its members by the kind's ``restore``).
+        """A group file's JSON object (its fields whatever the file holds: checked here; a
+        kind's state only to be an object, its fields by the kind's ``restore``).
 
         Raises:
             CorruptState: a member does not match ``GroupFile``.

@@ -76,7 +76,7 @@ class StoredGroup(GroupCore):
             return True
         seen_on_file = {}
         for raw in on_file.get("members") or ():
-            if isinstance(raw, Mapping):  # (a file's: checked)
+            if isinstance(raw, Mapping):  # (read from a file: may be anything)
                 seen_on_file[raw.get("member_id")] = raw.get("last_heartbeat_ms")
         for m in self._members.values():
             old = seen_on_file.get(m.member_id)
@@ -176,8 +176,9 @@ def _member_record(m: Member, now_ms: int) -> ClassicMemberRecord:
 def _restore_member(raw: ClassicMemberRecord, now_ms: int) -> Member:
     """A member as ``snapshot`` wrote it, its session ending at ``restored_session_deadline``
     of its last heartbeat on file (a whole session from ``now_ms`` when the file has none).
-    Its members are checked here (a file's, typed only by its record): ``KeyError``,
-    ``TypeError``, ``AttributeError`` or ``ValueError`` for one that does not match."""
+    Each field is checked here (``raw`` is read from a file, typed only by its record):
+    ``KeyError``, ``TypeError``, ``AttributeError`` or ``ValueError`` for one that does not
+    match."""
     iid = raw["group_instance_id"]
     seen = raw.get("last_heartbeat_ms")
     assignment = raw.get("assignment")

@@ -119,8 +119,8 @@ class StoredConsumerGroup(ConsumerCore):
 
         Raises:
             ValueError: the snapshot is malformed (a corrupt file: reported, never reset);
-                its members are checked here, ``snap`` being a file's object typed only by
-                its record.
+                each field is checked here (``snap`` is read from a file, typed only by
+                its record).
         """
         try:
             if snap.get("format") != SNAPSHOT_FORMAT:

@@ -422,8 +422,8 @@ class ShareGroup:
         snapshot from before initialization was kept holds as initialized what was assigned.
 
         Raises:
-            ValueError: the snapshot does not parse (its members are checked here, ``snap``
-                being a file's object typed only by its record).
+            ValueError: the snapshot does not parse (each field is checked here: ``snap``
+                is read from a file, typed only by its record).
         """
         try:
             members = {}
