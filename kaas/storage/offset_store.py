@@ -4,8 +4,10 @@ Written only by the group's coordinator (tmp + fsync + rename). The file holds t
 committed offsets and the pending layer of transactional offset commits, keyed by
 producer id, which the transaction's COMMIT marker promotes and its ABORT marker drops,
 and the group's membership: ``membership`` for a classic group (``Group.snapshot()``),
-``consumer`` for a KIP-848 consumer group (``ConsumerGroup.snapshot()``). Files written
-before ``consumer`` existed read as having none.
+``consumer`` for a KIP-848 consumer group (``ConsumerGroup.snapshot()``), ``share`` for a
+share group (``ShareGroup.snapshot()``). Files written before ``consumer`` existed read as
+having none. The file's record is ``GroupFile``; each kind's snapshot is the kind's record
+(``domain.groups``), whose fields the kind's ``restore`` checks.
 
 Invariants:
     - a file that exists but does not parse is an error for that group, never a reset;
@@ -16,15 +18,47 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypeAlias, TypedDict, cast
 
 from kaas.errors import CorruptState
 from kaas.storage import atomic
 from kaas.storage.paths import decode_name, encode_name, is_digest_name
 
+if TYPE_CHECKING:  # (the kinds' records, for mypy: the store itself needs no group machine)
+    from kaas.domain.groups.classic.records import ClassicSnapshot
+    from kaas.domain.groups.consumer.persistence import ConsumerSnapshot
+    from kaas.domain.groups.share.group import ShareSnapshot
+
 TP = tuple[str, int]
+
+FORMAT = 1
+"""The ``"format"`` of a group's file."""
+
+CommittedField: TypeAlias = list[int | str | None]
+"""One committed offset on file: ``[offset, leader epoch, metadata, commit time]``, and the
+expiry time when the commit gave one (``Committed``)."""
+
+OffsetsField: TypeAlias = dict[str, dict[str, CommittedField]]
+"""Committed offsets by topic, then partition (its number as a string)."""
+
+
+class GroupFile(TypedDict):
+    """``<group>.json``, format 1 (``GroupOffsets.to_json``). At most one kind's state:
+    none for a group known only by its offsets. Files written before ``generation`` or
+    ``pending`` read as 0 and none."""
+
+    format: int
+    group_id: str
+    generation: int
+    offsets: OffsetsField
+    pending: dict[str, OffsetsField]
+    """Staged transactional commits by producer id (as a string)."""
+    membership: NotRequired[ClassicSnapshot]
+    consumer: NotRequired[ConsumerSnapshot]
+    share: NotRequired[ShareSnapshot]
 
 
 @dataclass(slots=True)
@@ -37,15 +71,27 @@ class Committed:
     # -1: by offsets.retention.minutes (kaas.domain.groups.offset_expiry)
     expire_timestamp: int = -1
 
-    def to_json(self) -> list[Any]:
-        out = [self.offset, self.leader_epoch, self.metadata, self.timestamp]
+    def to_json(self) -> CommittedField:
+        out: CommittedField = [self.offset, self.leader_epoch, self.metadata, self.timestamp]
         if self.expire_timestamp >= 0:
             out.append(self.expire_timestamp)
         return out
 
     @classmethod
-    def from_json(cls, v: list[Any]) -> Committed:
-        return cls(int(v[0]), int(v[1]), v[2], int(v[3]), int(v[4]) if len(v) > 4 else -1)
+    def from_json(cls, v: CommittedField) -> Committed:
+        """One offset on file, checked: ``TypeError``, ``ValueError`` or ``IndexError``
+        when it does not match ``CommittedField``."""
+        metadata = v[2]
+        if metadata is not None and not isinstance(metadata, str):
+            raise TypeError(f"metadata {metadata!r} is not a string")
+        return cls(_int(v[0]), _int(v[1]), metadata, _int(v[3]), _int(v[4]) if len(v) > 4 else -1)
+
+
+def _int(v: object) -> int:
+    """A number on file as ``int()`` reads it (an int, or a float or string of one)."""
+    if isinstance(v, int | float | str):
+        return int(v)
+    raise TypeError(f"{v!r} is not a number")
 
 
 @dataclass(slots=True)
@@ -55,11 +101,11 @@ class GroupOffsets:
     pending: dict[int, dict[TP, Committed]] = field(default_factory=dict)  # pid -> staged
     generation: int = 0
     # the group's membership as its coordinator last wrote it (Group.snapshot())
-    membership: dict[str, Any] | None = None
+    membership: ClassicSnapshot | None = None
     # a consumer-protocol group's state as its coordinator last wrote it (ConsumerGroup.snapshot())
-    consumer: dict[str, Any] | None = None
+    consumer: ConsumerSnapshot | None = None
     # a share group's state as its coordinator last wrote it (ShareGroup.snapshot())
-    share: dict[str, Any] | None = None
+    share: ShareSnapshot | None = None
     file_id: tuple[int, int] | None = field(default=None, compare=False)  # atomic.content_id read/written
 
     def copy(self) -> GroupOffsets:
@@ -70,15 +116,15 @@ class GroupOffsets:
                             {pid: dict(staged) for pid, staged in self.pending.items()},
                             self.generation, self.membership, self.consumer, self.share, self.file_id)
 
-    def to_json(self) -> dict[str, Any]:
-        def enc(d: dict[TP, Committed]) -> dict[str, dict[str, list[Any]]]:
-            out: dict[str, dict[str, list[Any]]] = {}
+    def to_json(self) -> GroupFile:
+        def enc(d: dict[TP, Committed]) -> OffsetsField:
+            out: OffsetsField = {}
             for (t, p), c in sorted(d.items()):
                 out.setdefault(t, {})[str(p)] = c.to_json()
             return out
-        out: dict[str, Any] = {"format": 1, "group_id": self.group_id, "generation": self.generation,
-               "offsets": enc(self.offsets),
-               "pending": {str(pid): enc(d) for pid, d in sorted(self.pending.items())}}
+        out: GroupFile = {"format": FORMAT, "group_id": self.group_id, "generation": self.generation,
+                          "offsets": enc(self.offsets),
+                          "pending": {str(pid): enc(d) for pid, d in sorted(self.pending.items())}}
         if self.membership is not None:
             out["membership"] = self.membership
         if self.consumer is not None:
@@ -88,22 +134,25 @@ class GroupOffsets:
         return out
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any], path: str) -> GroupOffsets:
-        def dec(d: dict[str, dict[str, list[Any]]]) -> dict[TP, Committed]:
+    def from_json(cls, raw: Mapping[str, object], path: str) -> GroupOffsets:
+        """A group file's JSON object (its fields whatever the file holds: checked here; a
+        kind's state only to be an object, its fields by the kind's ``restore``).
+
+        Raises:
+            CorruptState: a member does not match ``GroupFile``.
+        """
+        def dec(d: OffsetsField) -> dict[TP, Committed]:
             return {(t, int(p)): Committed.from_json(v) for t, parts in d.items() for p, v in parts.items()}
+        obj = cast(GroupFile, raw)
         try:
-            membership = obj.get("membership")
-            if membership is not None and not isinstance(membership, dict):
-                raise TypeError("membership is not an object")
-            consumer = obj.get("consumer")
-            if consumer is not None and not isinstance(consumer, dict):
-                raise TypeError("consumer is not an object")
-            share = obj.get("share")
-            if share is not None and not isinstance(share, dict):
-                raise TypeError("share is not an object")
+            for kind in ("membership", "consumer", "share"):
+                if raw.get(kind) is not None and not isinstance(raw[kind], dict):
+                    raise TypeError(f"{kind} is not an object")
+            if not isinstance(obj["group_id"], str):
+                raise TypeError(f"group_id {obj['group_id']!r} is not a string")
             return cls(obj["group_id"], dec(obj.get("offsets", {})),
                        {int(pid): dec(d) for pid, d in obj.get("pending", {}).items()},
-                       int(obj.get("generation", 0)), membership, consumer, share)
+                       _int(obj.get("generation", 0)), obj.get("membership"), obj.get("consumer"), obj.get("share"))
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise CorruptState(path, f"bad offsets file: {exc!r}") from None
 

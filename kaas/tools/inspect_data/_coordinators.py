@@ -8,11 +8,14 @@ import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from kaas.domain.txn import SlotState
 from kaas.storage.paths import Layout, decode_name, is_digest_name
 from kaas.tools.inspect_data._files import Ages, as_int, listdir, named, read_bytes, read_json, stat
+
+if TYPE_CHECKING:
+    from kaas.storage.offset_store import GroupFile
 
 SLOT_RE = re.compile(r"^slot-(\d+)\.json$")
 
@@ -207,10 +210,11 @@ def pid_blocks(layout: Layout) -> list[PidBlockRow]:
     return out
 
 
-def _membership(obj: dict[str, Any], row: GroupRow) -> None:
+def _membership(obj: GroupFile, row: GroupRow) -> None:
     """The type, state and members of a group file's membership: a consumer group's
     (``consumer``: group and assignment epochs, members, the classic ones among them during
-    a migration) or a classic group's (``membership``: state and generation)."""
+    a migration) or a classic group's (``membership``: state and generation). ``obj`` is
+    the file's, typed by its record only: checked here as far as it is read."""
     cg = obj.get("consumer")
     if isinstance(cg, dict):
         members = cg.get("members") or []
@@ -242,7 +246,7 @@ def groups(layout: Layout, age: Ages) -> list[GroupRow]:
                 row.update({"group_id": obj["group_id"], "generation": obj.get("generation"),
                             "committed_partitions": sum(len(v) for v in obj.get("offsets", {}).values()),
                             "pending_producers": len(obj.get("pending", {}))})
-                _membership(obj, row)
+                _membership(cast("GroupFile", obj), row)
             except (KeyError, TypeError, AttributeError) as exc:
                 row["error"] = f"bad offsets file: {exc!r}"
         out.append(row)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Hashable, Iterable
-from typing import Any
 
 import structlog
 import trio
@@ -37,6 +36,7 @@ from kaas.domain.groups.classic.group import (
     LeaveResult,
     SyncReply,
 )
+from kaas.domain.groups.classic.records import ClassicSnapshot
 from kaas.errors import KaasError
 from kaas.storage.offset_store import GroupOffsets
 from kaas.wire import consumer_protocol as cp
@@ -61,7 +61,7 @@ class ClassicGroups:
 
     # ------------------------------------------------------------------ loading
 
-    def restore(self, group_id: str, snap: dict[str, Any]) -> Group | None:
+    def restore(self, group_id: str, snap: ClassicSnapshot) -> Group | None:
         """The group as its membership on file left it (sessions from the heartbeat times
         on file, ``Group.restore``); None when it does not parse (reported)."""
         s = self.coord.broker.settings

@@ -40,6 +40,7 @@ from kaas.coord.group.ports import Coordinator
 from kaas.domain.groups.consumer.group import ConsumerGroup
 from kaas.domain.groups.consumer.heartbeat import LEAVE_EPOCH, Heartbeat, HeartbeatReply, validate_heartbeat
 from kaas.domain.groups.consumer.member import ConsumerMember
+from kaas.domain.groups.consumer.persistence import ConsumerSnapshot
 from kaas.errors import KaasError
 
 log = structlog.get_logger()
@@ -69,7 +70,7 @@ class ConsumerGroups:
 
     # ------------------------------------------------------------------ loading
 
-    def restore(self, group_id: str, snap: dict[str, Any]) -> ConsumerKind:
+    def restore(self, group_id: str, snap: ConsumerSnapshot) -> ConsumerKind:
         """The consumer group its file holds (``Coordinator.load``); a snapshot that does
         not parse is reported once and refuses service for the group (never reset)."""
         try:

@@ -28,7 +28,7 @@ from kaas.coord.group.entry import GroupEntry, refuse_unreadable
 from kaas.coord.group.kinds import ClassicKind, ShareKind
 from kaas.coord.group.lookup import owned_groups, typed_entry
 from kaas.coord.group.ports import Coordinator
-from kaas.domain.groups.share.group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply
+from kaas.domain.groups.share.group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply, ShareSnapshot
 from kaas.errors import KaasError
 
 log = structlog.get_logger()
@@ -61,7 +61,7 @@ class ShareGroups:
 
     # ------------------------------------------------------------------ loading
 
-    def restore(self, group_id: str, snap: dict[str, Any]) -> ShareKind:
+    def restore(self, group_id: str, snap: ShareSnapshot) -> ShareKind:
         """The share group its file holds; a snapshot that does not parse is reported once
         and refuses service for the group (never reset)."""
         try:

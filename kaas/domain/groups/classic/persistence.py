@@ -10,10 +10,16 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Self
 
 from kaas.domain.groups.classic.core import _COMPLETING, _DEAD, _EMPTY, _PREPARING, _STABLE, GroupCore
-from kaas.domain.groups.classic.records import HEARTBEAT_PERSIST_FRACTION, Member, restored_session_deadline
+from kaas.domain.groups.classic.records import (
+    HEARTBEAT_PERSIST_FRACTION,
+    ClassicMemberRecord,
+    ClassicSnapshot,
+    Member,
+    restored_session_deadline,
+)
 
 __all__ = ["StoredGroup"]
 
@@ -21,7 +27,7 @@ __all__ = ["StoredGroup"]
 class StoredGroup(GroupCore):
     """A classic group's snapshot, the rule for writing it again, and its restore."""
 
-    def snapshot(self, now_ms: int) -> dict[str, object] | None:
+    def snapshot(self, now_ms: int) -> ClassicSnapshot | None:
         """The membership to keep on file, so that a coordinator taking the group over
         carries on where this one stopped (Apache keeps only a Stable generation, in
         ``__consumer_offsets``; here a rebalance in progress is kept too).
@@ -46,24 +52,10 @@ class StoredGroup(GroupCore):
             "protocol": self._protocol_name,
             "leader": self._leader_id,
             "since_ms": self._state_since_ms,
-            "members": [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "session_timeout_ms": m.session_timeout_ms,
-                    "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                    "protocol_type": m.protocol_type,
-                    "protocols": [[name, md.hex()] for name, md in m.protocols],
-                    "assignment": None if m.assignment is None else m.assignment.hex(),
-                    "last_heartbeat_ms": _last_seen_ms(m, now_ms),
-                }
-                for m in self._members.values()
-            ],
+            "members": [_member_record(m, now_ms) for m in self._members.values()],
         }
 
-    def persist_due(self, on_file: Mapping[str, object] | None, now_ms: int) -> bool:
+    def persist_due(self, on_file: ClassicSnapshot | None, now_ms: int) -> bool:
         """Should ``snapshot(now_ms)`` be written over ``on_file`` (the membership the
         group's file holds)?
 
@@ -83,8 +75,8 @@ class StoredGroup(GroupCore):
         if _shape(snap) != _shape(on_file):
             return True
         seen_on_file = {}
-        for raw in on_file.get("members") or ():  # type: ignore[attr-defined]
-            if isinstance(raw, Mapping):
+        for raw in on_file.get("members") or ():
+            if isinstance(raw, Mapping):  # (read from a file: may be anything)
                 seen_on_file[raw.get("member_id")] = raw.get("last_heartbeat_ms")
         for m in self._members.values():
             old = seen_on_file.get(m.member_id)
@@ -95,7 +87,7 @@ class StoredGroup(GroupCore):
         return False
 
     @classmethod
-    def restore(cls, group_id: str, snap: Mapping[str, object], *, now_ms: int, **settings: object) -> Self:
+    def restore(cls, group_id: str, snap: ClassicSnapshot, *, now_ms: int, **settings: object) -> Self:
         """The group as ``snapshot()`` left it, for a coordinator taking it over at
         ``now_ms`` (this coordinator's wall clock; the file's times are the writer's).
 
@@ -116,15 +108,15 @@ class StoredGroup(GroupCore):
         """
         try:
             g = cls(group_id, now_ms=now_ms, **settings)  # type: ignore[arg-type]
-            g._generation_id = int(snap["generation"])  # type: ignore[call-overload]
+            g._generation_id = int(snap["generation"])
             pt = snap.get("protocol_type")
             g._protocol_type = None if pt is None else str(pt)
             state = snap.get("state")
             if state not in _RESTORABLE:
                 raise ValueError(f"bad group snapshot: state {state!r}")
-            members: Any = snap.get("members") or []
+            members = snap.get("members") or []
             since = snap.get("since_ms")  # (None: a file older than that)
-            g._state_since_ms = now_ms if since is None else min(int(since), now_ms)  # type: ignore[call-overload]
+            g._state_since_ms = now_ms if since is None else min(int(since), now_ms)
             if state == _EMPTY.value or not members:
                 return g  # since_ms: when it became Empty
             proto = snap.get("protocol")
@@ -166,9 +158,27 @@ class StoredGroup(GroupCore):
         self._sync_deadline_ms = phase_end
 
 
-def _restore_member(raw: Any, now_ms: int) -> Member:
+def _member_record(m: Member, now_ms: int) -> ClassicMemberRecord:
+    return {
+        "member_id": m.member_id,
+        "group_instance_id": m.group_instance_id,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+        "session_timeout_ms": m.session_timeout_ms,
+        "rebalance_timeout_ms": m.rebalance_timeout_ms,
+        "protocol_type": m.protocol_type,
+        "protocols": [[name, md.hex()] for name, md in m.protocols],
+        "assignment": None if m.assignment is None else m.assignment.hex(),
+        "last_heartbeat_ms": _last_seen_ms(m, now_ms),
+    }
+
+
+def _restore_member(raw: ClassicMemberRecord, now_ms: int) -> Member:
     """A member as ``snapshot`` wrote it, its session ending at ``restored_session_deadline``
-    of its last heartbeat on file (a whole session from ``now_ms`` when the file has none)."""
+    of its last heartbeat on file (a whole session from ``now_ms`` when the file has none).
+    Each field is checked here (``raw`` is read from a file, typed only by its record):
+    ``KeyError``, ``TypeError``, ``AttributeError`` or ``ValueError`` for one that does not
+    match."""
     iid = raw["group_instance_id"]
     seen = raw.get("last_heartbeat_ms")
     assignment = raw.get("assignment")
@@ -198,7 +208,7 @@ def _last_seen_ms(m: Member, now_ms: int) -> int:
     return m.last_heartbeat_ms
 
 
-def _shape(snap: Mapping[str, object]) -> object:
+def _shape(snap: ClassicSnapshot) -> object:
     """A snapshot without its members' heartbeat times: what a membership change changes."""
     members = snap.get("members")
     if not isinstance(members, list):

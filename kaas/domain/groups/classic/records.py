@@ -24,6 +24,8 @@ __all__ = [
     "UNKNOWN_GENERATION_ID",
     "UNKNOWN_MEMBER_ID",
     "VALID_PREVIOUS",
+    "ClassicMemberRecord",
+    "ClassicSnapshot",
     "Effect",
     "GroupDescription",
     "GroupState",
@@ -89,6 +91,39 @@ class GroupDescription(TypedDict):
     members: list[MemberDescription]
     # why a Dead group is not found (DescribeGroups v6+, KIP-1043: GROUP_ID_NOT_FOUND)
     not_found: NotRequired[str]
+
+
+class ClassicMemberRecord(TypedDict):
+    """One member of a ``ClassicSnapshot``."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[list[str]]
+    """Each ``[name, metadata in hex]``."""
+    assignment: str | None
+    """In hex; None while the member has none."""
+    last_heartbeat_ms: int
+    """Absent in files written before heartbeat times were kept (read as none)."""
+
+
+class ClassicSnapshot(TypedDict):
+    """A classic group on file: the ``membership`` of its offsets file, which gives the
+    format (``domain.groups.classic.persistence``: ``Group.snapshot`` writes it,
+    ``Group.restore`` checks it). An Empty group has no ``protocol``, ``leader`` nor
+    ``members``; files written before ``since_ms`` was kept read as restored now."""
+
+    state: str
+    generation: int
+    protocol_type: str | None
+    since_ms: int
+    protocol: NotRequired[str | None]
+    leader: NotRequired[str | None]
+    members: NotRequired[list[ClassicMemberRecord]]
 
 
 class GroupState(enum.Enum):

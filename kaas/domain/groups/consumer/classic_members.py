@@ -39,14 +39,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kaas.domain.groups.classic.records import GroupState
+from kaas.domain.groups.classic.records import ClassicMemberRecord, ClassicSnapshot, GroupState
 from kaas.domain.groups.consumer.group import SNAPSHOT_FORMAT, ConsumerGroup
 from kaas.domain.groups.consumer.heartbeat import GroupConfig, Heartbeat
 from kaas.domain.groups.consumer.member import ClassicMeta, ConsumerMember, MemberState
+from kaas.domain.groups.consumer.persistence import ConsumerMemberRecord, ConsumerSnapshot
 from kaas.domain.groups.modern.topic_image import TopicImage
 
 __all__ = ["MIGRATION_POLICIES", "ClassicJoin", "ClassicMember", "JoinResult", "downgrade_enabled",
@@ -229,14 +229,14 @@ def _static(group: ConsumerGroup, instance_id: str) -> ConsumerMember | ErrorCod
     return ErrorCode.unknown_member_id if mid is None else group.members[mid]
 
 
-def upgrade_snapshot(members: Iterable[ClassicMember], generation: int, image: TopicImage) -> dict[str, Any]:
+def upgrade_snapshot(members: Iterable[ClassicMember], generation: int, image: TopicImage) -> ConsumerSnapshot:
     """The consumer group (``ConsumerGroup.snapshot`` format, for ``ConsumerGroup.restore``)
     that a classic group becomes (Apache ``ConsumerGroup.fromClassicGroup``): the group and
     assignment epochs are the classic generation; each member keeps its assignment (of
     topics that exist), as its current and target assignment, at member epoch = the
     generation; a member with no assignment yet holds nothing."""
     taken: set[tuple[str, int]] = set()
-    out_members = []
+    out_members: list[ConsumerMemberRecord] = []
     for m in members:
         assigned: dict[str, list[int]] = {}
         for tid, parts in _names_to_ids(m.assigned or {}, image):
@@ -252,14 +252,14 @@ def upgrade_snapshot(members: Iterable[ClassicMember], generation: int, image: T
             "client_host": m.client_host, "subscribed_names": sorted(set(m.topics)), "subscribed_regex": None,
             "server_assignor": None, "rebalance_timeout_ms": m.rebalance_timeout_ms,
             "member_epoch": generation, "previous_member_epoch": -1, "state": MemberState.STABLE.value,
-            "assigned": assigned, "pending_revocation": {}, "target": assigned})
+            "assigned": assigned, "pending_revocation": {}, "target": assigned, "last_contact_ms": None})
     return {"format": SNAPSHOT_FORMAT, "group_epoch": generation, "assignment_epoch": generation,
             "signature": "", "regexes": {}, "members": out_members}
 
 
 def downgrade_snapshot(group: ConsumerGroup, leaving: str | None, image: TopicImage, now_ms: int,
                        encode: Callable[[list[tuple[str, frozenset[int]]], int], bytes],
-                       version_of: Callable[[bytes], int]) -> dict[str, object]:
+                       version_of: Callable[[bytes], int]) -> ClassicSnapshot:
     """The classic group (``domain.groups.classic.group.Group.snapshot`` format, for ``Group.restore``;
     its state in classic's vocabulary, ``domain.groups.classic.records``)
     that a consumer group of classic members becomes once ``leaving`` (its last
@@ -282,7 +282,7 @@ def downgrade_snapshot(group: ConsumerGroup, leaving: str | None, image: TopicIm
         common = names if common is None else [n for n in common if n in names]
     if not common:
         raise ValueError("the classic members share no protocol")
-    out_members = []
+    out_members: list[ClassicMemberRecord] = []
     for m in members:
         assert m.classic is not None
         by_name = [(image.by_id[k].name, ps) for k, ps in m.assigned.items() if k in image.by_id]

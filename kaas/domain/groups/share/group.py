@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from kio.schema.errors import ErrorCode
 
@@ -41,7 +41,7 @@ from kaas.domain.groups.modern.topic_image import TopicImage
 from kaas.domain.groups.share.assignor import Assignment, simple_assign
 
 __all__ = ["LEAVE_EPOCH", "VALID_PREVIOUS", "ShareConfig", "ShareGroup", "ShareHeartbeat", "ShareMember",
-           "ShareReply", "simple_assign", "validate_share_heartbeat"]
+           "ShareMemberRecord", "ShareReply", "ShareSnapshot", "simple_assign", "validate_share_heartbeat"]
 
 LEAVE_EPOCH = -1
 INITIALIZE_RETRY_MS = 30_000  # Apache's group.share.initialize.retry.interval.ms
@@ -118,6 +118,39 @@ def validate_share_heartbeat(hb: ShareHeartbeat, group_id: str) -> ShareReply | 
     return None
 
 
+class ShareMemberRecord(TypedDict):
+    """One member of a ``ShareSnapshot`` (``ShareMember.to_json``). Files written before
+    ``previous_member_epoch`` read as -1, before ``client_id``/``client_host`` as ``""``."""
+
+    member_id: str
+    member_epoch: int
+    previous_member_epoch: int
+    subscribed: list[str]
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    assignment: dict[str, list[int]]
+    """``{topic id: [partition, ...]}``."""
+    last_contact_ms: int | None
+    """None (or absent): a whole session from the restore."""
+
+
+class ShareSnapshot(TypedDict):
+    """A share group on file: the ``share`` of its offsets file, which gives the format
+    (``ShareGroup.snapshot`` writes it, ``ShareGroup.restore`` checks it). Files written
+    before ``metadata`` read as none, before ``initialized`` as holding initialized what
+    was assigned, before ``initializing`` as none."""
+
+    group_epoch: int
+    assignment_epoch: int
+    metadata: dict[str, list[str | int]]
+    """Each subscribed topic as the last assignment saw it: ``[topic id, partitions]``."""
+    members: list[ShareMemberRecord]
+    initialized: dict[str, list[int]]
+    initializing: dict[str, list[int]]
+    """Topic id to partitions (when they began initializing is not kept)."""
+
+
 @dataclass(slots=True)
 class ShareMember:
     member_id: str
@@ -134,7 +167,7 @@ class ShareMember:
     # an epoch move that leaves it as it was sends none, as Apache
     reconciled: Assignment | None = None
 
-    def to_json(self, last_contact: int | None) -> dict[str, Any]:
+    def to_json(self, last_contact: int | None) -> ShareMemberRecord:
         """The member on file, with when it was last heard from."""
         return {"member_id": self.member_id, "member_epoch": self.member_epoch,
                 "previous_member_epoch": self.previous_member_epoch, "subscribed": list(self.subscribed),
@@ -372,7 +405,7 @@ class ShareGroup:
 
     # ------------------------------------------------------------------ on file
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> ShareSnapshot:
         return {"group_epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
                 "metadata": {n: [tid, p] for n, (tid, p) in sorted(self.metadata.items())},
                 "members": [m.to_json(self.sessions.last_contact(m.member_id))
@@ -381,7 +414,7 @@ class ShareGroup:
                 "initializing": {t: sorted(ps) for t, (ps, _since) in sorted(self.initializing.items())}}
 
     @classmethod
-    def restore(cls, group_id: str, snap: Mapping[str, Any], *, now_ms: int, session_timeout_ms: int) -> ShareGroup:
+    def restore(cls, group_id: str, snap: ShareSnapshot, *, now_ms: int, session_timeout_ms: int) -> ShareGroup:
         """The group a snapshot holds; each member's session ends by the rule all group
         kinds share (``domain.groups.sessions.restored_deadline`` of its last contact on file; a
         whole session from ``now_ms`` when the file has none, as Apache's load), and what
@@ -389,7 +422,8 @@ class ShareGroup:
         snapshot from before initialization was kept holds as initialized what was assigned.
 
         Raises:
-            ValueError: the snapshot does not parse.
+            ValueError: the snapshot does not parse (each field is checked here: ``snap``
+                is read from a file, typed only by its record).
         """
         try:
             members = {}
