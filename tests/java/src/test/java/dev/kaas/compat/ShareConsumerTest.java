@@ -311,7 +311,8 @@ class ShareConsumerTest extends OnKaas {
     List<String> a = new CopyOnWriteArrayList<>();
     List<String> b = new CopyOnWriteArrayList<>();
     try (KafkaShareConsumer<String, String> c1 = shareConsumer(group, "implicit");
-        KafkaShareConsumer<String, String> c2 = shareConsumer(group, "implicit")) {
+        KafkaShareConsumer<String, String> c2 = shareConsumer(group, "implicit");
+        KafkaProducer<String, String> p = producer(kaas, ProducerConfig.ACKS_CONFIG, "all")) {
       c1.subscribe(List.of(topic));
       c2.subscribe(List.of(topic));
       // both members are in before anything is produced
@@ -325,9 +326,20 @@ class ShareConsumerTest extends OnKaas {
           return false;
         }
       }, "two assigned members");
-      Clients.produce(kaas, topic, 2, n);
+      // A member that joined alone holds both partitions until its next heartbeat tells it
+      // the group's new assignment: the records go out in steps, both partitions each
+      // time, so that every member is sure to have taken some before they run out.
+      int sent = 0;
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
       while (a.size() + b.size() < n && System.nanoTime() < deadline) {
+        boolean both = !a.isEmpty() && !b.isEmpty();
+        if (sent < n && (both || a.size() + b.size() == sent)) {
+          int upto = both ? n : Math.min(n, sent + 2);
+          for (; sent < upto; sent++) {
+            p.send(new ProducerRecord<>(topic, sent % 2, "k" + sent, String.valueOf(sent)));
+          }
+          p.flush();
+        }
         c1.poll(Duration.ofMillis(100)).forEach(r -> a.add(r.value()));
         c2.poll(Duration.ofMillis(100)).forEach(r -> b.add(r.value()));
       }
