@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -32,6 +34,8 @@ from kaas.testing import wait_for
 from tests.apache_tools import ToolResult, tools
 from tests.fixtures import cluster_fixture
 from tests.kafka import read_to_end, uniq, watermarks
+
+T = TypeVar("T")
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -169,6 +173,14 @@ def acls_of(bs: str, topic: str) -> list[tuple[str, str, str, str]]:
     return sorted((b.principal, b.host, b.operation.name, b.permission_type.name) for b in got)
 
 
+def settled(read: Callable[[], T], want: T, what: str) -> None:
+    """``read()`` gives ``want`` within 10 s: a broker answers ACL reads from its own copy of
+    the ACL file, reloaded within a second of a change made through another broker (Apache's
+    brokers apply ACLs from the metadata log asynchronously too)."""
+    wait_for(lambda: read() == want, timeout=10, what=what)
+    assert read() == want
+
+
 def test_kafka_acls_add_list_remove(cluster):
     bs, topic = cluster.bootstrap, uniq("ta")
     tool(cluster, "kafka-topics", "--create", "--topic", topic, "--partitions", "1")
@@ -177,27 +189,30 @@ def test_kafka_acls_add_list_remove(cluster):
              "--operation", "Describe", "--topic", topic, broker=1)
     assert f"Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)`" \
            in r.stdout
-    assert acls_of(bs, topic) == [("User:alice", "*", "DESCRIBE", "ALLOW"), ("User:alice", "*", "READ", "ALLOW")]
+    alice = [("User:alice", "*", "DESCRIBE", "ALLOW"), ("User:alice", "*", "READ", "ALLOW")]
+    settled(lambda: acls_of(bs, topic), alice, "alice's two ACLs")
     # an ACL now names the topic: ANONYMOUS, allowed by none, no longer sees it (on every broker)
     wait_for(lambda: not visible(bs, topic), timeout=10, what=f"{topic} hidden from User:ANONYMOUS")
 
     tool(cluster, "kafka-acls", "--add", "--allow-principal", "User:ANONYMOUS", "--operation", "Describe",
          "--topic", topic, "--resource-pattern-type", "literal", broker=2)
     wait_for(lambda: visible(bs, topic), timeout=10, what=f"{topic} described to User:ANONYMOUS")
-    r = tool(cluster, "kafka-acls", "--list", "--topic", topic)
-    lines = sorted(line.strip() for line in r.stdout.splitlines() if line.startswith("\t"))
-    assert lines == ["(principal=User:ANONYMOUS, host=*, operation=DESCRIBE, permissionType=ALLOW)",
+    def listed() -> list[str]:
+        r = tool(cluster, "kafka-acls", "--list", "--topic", topic)
+        return sorted(line.strip() for line in r.stdout.splitlines() if line.startswith("\t"))
+    settled(listed, ["(principal=User:ANONYMOUS, host=*, operation=DESCRIBE, permissionType=ALLOW)",
                      "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)",
-                     "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)"]
+                     "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)"], "kafka-acls --list")
     r = tool(cluster, "kafka-acls", "--list", "--principal", "User:alice")
     assert f"name={topic}" in r.stdout and r.stdout.count("principal=User:alice") == 2
 
     tool(cluster, "kafka-acls", "--remove", "--force", "--allow-principal", "User:alice", "--operation", "Read",
          "--operation", "Describe", "--topic", topic)
-    assert acls_of(bs, topic) == [("User:ANONYMOUS", "*", "DESCRIBE", "ALLOW")]
+    settled(lambda: acls_of(bs, topic), [("User:ANONYMOUS", "*", "DESCRIBE", "ALLOW")], "alice's ACLs removed")
     tool(cluster, "kafka-acls", "--remove", "--force", "--topic", topic, broker=1)
-    assert acls_of(bs, topic) == []
-    assert tool(cluster, "kafka-acls", "--list", "--topic", topic).stdout.count("principal=") == 0
+    settled(lambda: acls_of(bs, topic), [], "no ACL left")
+    settled(lambda: tool(cluster, "kafka-acls", "--list", "--topic", topic).stdout.count("principal="), 0,
+            "kafka-acls --list of no ACL")
     wait_for(lambda: visible(bs, topic), timeout=10, what=f"{topic} visible again")
 
 
@@ -303,4 +318,4 @@ def test_tool_prompt_reads_end_of_input(cluster):
     assert "Are you sure you want to remove ACLs" in r.stdout, r
     assert acls_of(bs, topic) == [("User:bob", "*", "WRITE", "ALLOW")]
     tool(cluster, "kafka-acls", "--remove", "--force", "--topic", topic)
-    assert acls_of(bs, topic) == []
+    settled(lambda: acls_of(bs, topic), [], "no ACL left")
