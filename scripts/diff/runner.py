@@ -255,6 +255,8 @@ class Side:
                 return resp
             if code not in retry["codes"]:
                 return resp
+            if retry.get("bump"):  # the answered request moved a session epoch on
+                body = {**body, retry["bump"]: body[retry["bump"]] + 1}
             time.sleep(0.2)
 
     def _trial(self, api: int, version: int, body: Any, user: str | None = None) -> dict[str, Any]:
