@@ -106,7 +106,6 @@ def test_a_restarted_broker_takes_its_groups_back_only_after_the_hold(tmp_path):
 
         samples: list[tuple[float, str, set[int]]] = []  # (s since the kill, group, serving brokers)
         stop = threading.Event()
-        killed = time.monotonic()
 
         def sample() -> None:
             while not stop.is_set():
@@ -114,10 +113,14 @@ def test_a_restarted_broker_takes_its_groups_back_only_after_the_hold(tmp_path):
                     samples.append((time.monotonic() - killed, g, servers(cluster, g)))
                 time.sleep(0.1)
 
+        # Sampling starts once SIGKILL is sent: a query that began before it could be
+        # answered by the old process, which is no early take-back.
+        pid = cluster.kill(VICTIM)
+        killed = time.monotonic()
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         try:
-            cluster.wait_restarted(VICTIM, cluster.kill(VICTIM))
+            cluster.wait_restarted(VICTIM, pid)
             back = time.monotonic() - killed  # the restarted broker answers: the controller has seen it
             wait_for(lambda: len(samples) > 2 and samples[-1][0] > back + HOLD_S
                      and all(s[2] == {VICTIM} for s in samples[-len(groups):]),
