@@ -315,28 +315,29 @@ class GroupCoordinator:
     def list_groups(self) -> list[dict[str, str]]:
         """The groups this broker coordinates: group id, protocol type, state and type
         (``classic``, ``consumer`` or ``share``). A group known only by its file is loaded
-        when the file holds a consumer or share group, or a classic group's membership
-        with members or that does not parse (listed unreadable, reported once)."""
+        when the file holds a consumer or share group (its type and state are in it); a
+        classic one is listed Empty until a request loads it (a load starts its members'
+        restored sessions, which must not run before a client can reach this broker)."""
         out: dict[str, dict[str, str]] = {}
         for gid in self.store.list_groups():
             if self.broker.owns_group(gid):
                 out[gid] = {"group_id": gid, "protocol_type": "consumer", "group_state": "Empty",
                             "group_type": "classic"}
                 if gid not in self.groups:
-                    self._load_listed(gid)
+                    self._load_modern(gid)
         for gid, e in self.groups.items():
             # a group only committed to (no member ever joined) has no listing, as in Apache
             if self.broker.owns_group(gid) and (row := e.kind.listing()) is not None:
                 out[gid] = {"group_id": gid, "protocol_type": row[0], "group_state": row[1], "group_type": row[2]}
         return list(out.values())
 
-    def _load_listed(self, group_id: str) -> None:
-        """Load the group if its file holds a kind's state (``load`` without ``create``)."""
+    def _load_modern(self, group_id: str) -> None:
+        """Load the group if its file holds a consumer or share group's state."""
         try:
             on_file = self.store.load(group_id)
         except (CorruptState, OSError):
             return
-        if on_file.consumer is not None or on_file.share is not None or on_file.membership is not None:
+        if on_file.consumer is not None or on_file.share is not None:
             self.load(group_id, create=False)
 
     async def delete(self, group_id: str) -> ErrorCode:
