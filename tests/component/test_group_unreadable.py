@@ -20,7 +20,7 @@ from kaas.coord.group.kinds import ClassicKind, ConsumerKind
 from kaas.domain.groups.consumer.group import Heartbeat
 from kaas.errors import KaasError
 from kaas.storage.offset_store import Committed
-from tests.component.test_offset_retention import RETENTION_S, commit, join, listed, open_broker
+from tests.component.test_offset_retention import RETENTION_S, commit, join, left_empty, listed, open_broker
 
 
 def damage(groups: GroupCoordinator, group: str, field: str, change) -> bytes:
@@ -47,9 +47,7 @@ async def refused(call) -> object:
 async def test_an_unreadable_empty_classic_group_is_refused_and_never_expired(shm_path, autojump_clock):
     async with open_broker(shm_path, autojump_clock) as (broker, _):
         groups = broker.groups
-        member, gen = await join(groups, "g", "t")
-        await commit(groups, "g", member, gen)
-        await groups.leave("g", [(member, None)])
+        member, gen = await left_empty(groups, "g")
         await trio.sleep(1)  # the timer loop writes the Empty membership
         assert json.loads(groups.store.path("g").read_bytes())["membership"]["state"] == "Empty"
         damaged = damage(groups, "g", "membership", lambda m: m.update(since_ms="long ago"))
