@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode as E
 
 from kaas.client import WireClient
-from kaas.testing import BrokerProcess
+from kaas.testing import BrokerProcess, wait_for
 from tests.fixtures import broker_fixture
 from tests.kafka import create_topic, uniq
 
@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 
 JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, FETCH, DESCRIBE, LIST, DELETE = 11, 14, 12, 13, 8, 9, 15, 16, 42
 OFFSET_DELETE, CONSUMER_HEARTBEAT, SHARE_HEARTBEAT = 47, 68, 76
+RETRIABLE = (E.coordinator_load_in_progress, E.not_coordinator, E.coordinator_not_available)
 SUBSCRIPTION = b"\x00\x01\x00\x00\x00\x01\x00\x01q\xff\xff\xff\xff"  # ConsumerProtocolSubscription v1: ["q"]
 
 broker = broker_fixture(extra=["--group-initial-rebalance-delay-ms", "0"],
@@ -54,6 +55,11 @@ def commit(wc: WireClient, group: str, topic: str, member: str, generation: int,
     return r.topics[0].partitions[0].error_code
 
 
+def fetch(wc: WireClient, group: str, topic: str) -> E:
+    return wc.call(FETCH, 8, {"groups": [{"group_id": group, "topics": [
+        {"name": topic, "partition_indexes": [0]}]}], "require_stable": False}).groups[0].error_code
+
+
 def answers(wc: WireClient, group: str, topic: str, member: str, generation: int) -> dict[str, E]:
     """What each request on the group answers (the error of the group, or of its one partition)."""
     out: dict[str, E] = {"join": join(wc, group, member).error_code}
@@ -66,8 +72,7 @@ def answers(wc: WireClient, group: str, topic: str, member: str, generation: int
         {"member_id": member, "group_instance_id": "static-1"}]}).error_code
     out["commit"] = commit(wc, group, topic, member, generation, 9)
     out["commit_simple"] = commit(wc, group, topic, "", -1, 9)
-    out["fetch"] = wc.call(FETCH, 8, {"groups": [{"group_id": group, "topics": [
-        {"name": topic, "partition_indexes": [0]}]}], "require_stable": False}).groups[0].error_code
+    out["fetch"] = fetch(wc, group, topic)
     out["offset_delete"] = wc.call(OFFSET_DELETE, 0, {"group_id": group, "topics": [
         {"name": topic, "partitions": [{"partition_index": 0}]}]}).error_code
     out["describe"] = wc.call(DESCRIBE, 5, {"groups": [group], "include_authorized_operations": False}
@@ -97,6 +102,8 @@ def test_an_unreadable_membership_is_refused_kept_and_deleted_on_request(broker:
     broker.start()
 
     with WireClient("127.0.0.1", broker.port) as wc:
+        # the restarted broker serves its groups once it holds its lease (a retriable error before)
+        wait_for(lambda: fetch(wc, group, topic) not in RETRIABLE, 30, "the coordinator serving")
         for _ in range(2):  # answered alike every time, reported once
             got = answers(wc, group, topic, member, generation)
             assert got == dict.fromkeys(got, E.unknown_server_error), got
