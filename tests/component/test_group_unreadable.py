@@ -17,7 +17,9 @@ from kio.schema.errors import ErrorCode
 
 from kaas.coord.group.coordinator import GroupCoordinator
 from kaas.coord.group.kinds import ClassicKind, ConsumerKind
+from kaas.domain.groups.classic.group import LeaveResult
 from kaas.domain.groups.consumer.group import Heartbeat
+from kaas.domain.groups.share.group import ShareHeartbeat
 from kaas.errors import KaasError
 from kaas.storage.offset_store import Committed
 from tests.component.test_offset_retention import RETENTION_S, commit, join, left_empty, listed, open_broker
@@ -103,3 +105,81 @@ async def test_a_transactions_offsets_keep_an_unreadable_state_on_file(shm_path,
             with pytest.raises(KaasError) as exc:
                 await groups.fetch(group, None, False)
             assert exc.value.code == ErrorCode.unknown_server_error
+
+
+USE, NOT_FOUND = ErrorCode.unknown_server_error, ErrorCode.group_id_not_found
+UNKNOWN_MEMBER = ErrorCode.unknown_member_id
+NOT_CLASSIC = "not a classic group"
+# docs/groups.rst, "A group kaas cannot read": refused where the answer depends on the state,
+# the kind's own answer where the kind alone decides it
+ANSWERS = {
+    "classic": {"join": USE, "sync": USE, "heartbeat": USE, "leave": USE, "commit": USE, "fetch": USE,
+                "delete_offsets": USE, "describe": USE, "consumer_heartbeat": USE, "share_heartbeat": USE,
+                "consumer_describe": NOT_FOUND, "share_describe": NOT_FOUND},
+    "consumer": {"join": USE, "sync": USE, "heartbeat": USE, "leave": USE, "commit": USE, "fetch": USE,
+                 "delete_offsets": USE, "describe": NOT_CLASSIC, "consumer_heartbeat": USE,
+                 "share_heartbeat": NOT_FOUND, "consumer_describe": USE, "share_describe": NOT_FOUND},
+    "share": {"join": NOT_FOUND, "sync": UNKNOWN_MEMBER, "heartbeat": UNKNOWN_MEMBER, "leave": UNKNOWN_MEMBER,
+              "commit": NOT_FOUND, "fetch": NOT_FOUND, "delete_offsets": NOT_FOUND, "describe": NOT_CLASSIC,
+              "consumer_heartbeat": NOT_FOUND, "share_heartbeat": USE, "consumer_describe": NOT_FOUND,
+              "share_describe": USE},
+}
+
+
+async def answers(groups: GroupCoordinator, group: str) -> dict[str, object]:
+    """What each request names ``group`` answers: its error code (or, for DescribeGroups of
+    another kind, that it is not a classic group)."""
+    consumer = Heartbeat("c", 0, rebalance_timeout_ms=5_000, subscribed_topic_names=("t",), owned=())
+    share = ShareHeartbeat("s", 0, subscribed_topic_names=("t",))
+    calls = {
+        "join": lambda: join(groups, group, "t"),
+        "sync": lambda: groups.sync(group, member_id="m", group_instance_id=None, generation_id=1, assignments=[],
+                                    protocol_type=None, protocol_name=None),
+        "heartbeat": lambda: groups.heartbeat(group, "m", None, 1),
+        "leave": lambda: groups.leave(group, [("m", None)]),
+        "commit": lambda: groups.commit(group, member_id="", group_instance_id=None, generation_id=-1,
+                                        offsets={("t", 0): Committed(1)}),
+        "fetch": lambda: groups.fetch(group, None, False),
+        "delete_offsets": lambda: groups.delete_offsets(group, [("t", 0)]),
+        "describe": lambda: groups.describe(group),
+        "consumer_heartbeat": lambda: groups.consumers.heartbeat(group, consumer, api_version=1),
+        "share_heartbeat": lambda: groups.shares.heartbeat(group, share),
+        "consumer_describe": lambda: groups.consumers.describe(group),
+        "share_describe": lambda: groups.shares.describe(group),
+    }
+    return {name: _code(await refused(call)) for name, call in calls.items()}
+
+
+def _code(got: object) -> object:
+    """The error code in an answer: a KaasError's, a LeaveGroup's one member's, a reply's,
+    the first of a tuple's (a heartbeat's reply and interval, OffsetDelete's code and
+    partitions); a DescribeGroups view of another kind of group: NOT_CLASSIC."""
+    if isinstance(got, tuple):
+        got = got[0]
+    if isinstance(got, LeaveResult):
+        return got.members[0].error_code
+    if isinstance(got, dict):
+        return NOT_CLASSIC if got.get("not_found", "").endswith("is not a classic group.") else got
+    return getattr(got, "error_code", got)
+
+
+@pytest.mark.parametrize("kind", ["classic", "consumer", "share"])
+async def test_an_unreadable_group_answers_each_request_as_the_docs_say(shm_path, autojump_clock, kind):
+    async with open_broker(shm_path, autojump_clock) as (broker, _):
+        groups = broker.groups
+        if kind == "classic":
+            await join(groups, "g", "t")
+        elif kind == "consumer":
+            await groups.consumers.heartbeat("g", Heartbeat("m", 0, rebalance_timeout_ms=5_000,
+                                                            subscribed_topic_names=("t",), owned=()), api_version=1)
+        else:
+            await groups.shares.heartbeat("g", ShareHeartbeat("m", 0, subscribed_topic_names=("t",)))
+        field = {"classic": "membership", "consumer": "consumer", "share": "share"}[kind]
+        damaged = damage(groups, "g", field, lambda state: state.update(members="garbage"))
+        with structlog.testing.capture_logs() as logs:
+            got = await answers(groups, "g")
+            assert await answers(groups, "g") == got  # the same each time
+        assert got == ANSWERS[kind]
+        assert groups.store.path("g").read_bytes() == damaged
+        assert len([x for x in logs if x["log_level"] == "error"]) == 1
+        assert {"g"} == {row["group_id"] for row in groups.list_groups()}
