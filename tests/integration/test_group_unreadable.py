@@ -1,17 +1,21 @@
 """A classic group whose membership on file does not parse, on a real broker process
 (docs/groups.rst, "Group kinds"): reported once in the broker log, every request that
 depends on the membership refused with UNKNOWN_SERVER_ERROR, the file left as it is (the
-committed offsets in it kept), ListGroups still listing the group; DeleteGroups is the
-way out, after which the id starts a new group."""
+committed offsets in it kept), ListGroups still listing the group; and the way out the
+docs give: the offsets read from the file (``kaas inspect cluster``), ``kaas groups
+delete``, ``kaas groups reset-offsets`` to commit them again, after which the id serves a
+new group."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from click.testing import CliRunner
+from confluent_kafka import Producer
 from kio.schema.errors import ErrorCode as E
 
+from kaas.cli import cli
 from kaas.client import WireClient
 from kaas.testing import BrokerProcess, wait_for
 from tests.fixtures import broker_fixture
@@ -60,6 +64,14 @@ def fetch(wc: WireClient, group: str, topic: str) -> E:
         {"name": topic, "partition_indexes": [0]}]}], "require_stable": False}).groups[0].error_code
 
 
+def fetch_offset(wc: WireClient, group: str, topic: str) -> int:
+    r = wc.call(FETCH, 8, {"groups": [{"group_id": group, "topics": [
+        {"name": topic, "partition_indexes": [0]}]}], "require_stable": False})
+    [part] = r.groups[0].topics[0].partitions
+    assert (r.groups[0].error_code, part.error_code) == (E.none, E.none), r
+    return part.committed_offset
+
+
 def answers(wc: WireClient, group: str, topic: str, member: str, generation: int) -> dict[str, E]:
     """What each request on the group answers (the error of the group, or of its one partition)."""
     out: dict[str, E] = {"join": join(wc, group, member).error_code}
@@ -90,6 +102,10 @@ def answers(wc: WireClient, group: str, topic: str, member: str, generation: int
 def test_an_unreadable_membership_is_refused_kept_and_deleted_on_request(broker: BrokerProcess):
     topic, group = uniq("unreadable"), uniq("unreadable-group")
     create_topic(broker.bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for i in range(10):  # records to commit offset 7 against (a reset clamps to the log)
+        p.produce(topic, value=b"%d" % i, partition=0)
+    assert p.flush(10) == 0
     with WireClient("127.0.0.1", broker.port) as wc:
         member, generation = stable_group(wc, group, topic)
     broker.kill()
@@ -113,9 +129,17 @@ def test_an_unreadable_membership_is_refused_kept_and_deleted_on_request(broker:
     assert json.loads(damaged)["offsets"][topic]["0"][0] == 7
     assert broker.log_text().count("group_membership_unreadable") == 1
 
-    # the way out: DeleteGroups (kaas groups delete, kafka-consumer-groups --delete)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.delete_consumer_groups([group], request_timeout=10)[group].result(10)
-    assert not path.exists()
+    # the way out (docs/groups.rst): note the offsets from the file, delete the group, commit them again
+    res = CliRunner().invoke(cli, ["inspect", "cluster", "--data", str(broker.data), "--json"])
+    assert res.exit_code == 0, res.output
+    [row] = [g for g in json.loads(res.stdout)["groups"] if g["group_id"] == group]
+    noted = json.loads((path.parent / row["file"]).read_bytes())["offsets"]
+    assert noted == {topic: {"0": noted[topic]["0"]}} and noted[topic]["0"][0] == 7
+    res = CliRunner().invoke(cli, ["groups", "delete", group, "--bootstrap", broker.bootstrap])
+    assert res.exit_code == 0 and not path.exists(), res.output
+    res = CliRunner().invoke(cli, ["groups", "reset-offsets", group, "--topic", f"{topic}:0", "--to-offset",
+                                   str(noted[topic]["0"][0]), "--execute", "--bootstrap", broker.bootstrap])
+    assert res.exit_code == 0, res.output
     with WireClient("127.0.0.1", broker.port) as wc:
+        assert fetch_offset(wc, group, topic) == 7
         assert stable_group(wc, group, topic)[1] == 1  # a new group, generation 1
