@@ -63,6 +63,15 @@ async def commit(groups: GroupCoordinator, group: str, member: str = "", gen: in
     assert code == ErrorCode.none
 
 
+async def left_empty(groups: GroupCoordinator, group: str) -> tuple[str, int]:
+    """A one-member generation of ``group`` (on topic ``t``) that committed, then left: Empty.
+    Returns the member that left, and its generation."""
+    member, gen = await join(groups, group, "t")
+    await commit(groups, group, member, gen)
+    await groups.leave(group, [(member, None)])
+    return member, gen
+
+
 async def committed(groups: GroupCoordinator, group: str) -> dict[tuple[str, int], int]:
     got, _ = await groups.fetch(group, None, False)
     return {tp: c.offset for tp, c in got.items() if c is not None}
@@ -96,9 +105,7 @@ async def test_an_empty_group_loses_its_offsets_after_the_retention_and_leaves_t
 async def test_a_group_that_comes_back_before_the_retention_keeps_its_offsets(shm_path, autojump_clock):
     async with open_broker(shm_path, autojump_clock) as (broker, nursery):
         groups = broker.groups
-        member, gen = await join(groups, "g", "t")
-        await commit(groups, "g", member, gen)
-        await groups.leave("g", [(member, None)])
+        await left_empty(groups, "g")
         await trio.sleep(RETENTION_S - 2 * CHECK_S)  # Empty, not yet long enough
         assert await committed(groups, "g") == {("t", 0): 5, ("t", 1): 7}
         member, gen = await join(groups, "g", "t")  # back, and stays
@@ -110,9 +117,7 @@ async def test_a_group_that_comes_back_before_the_retention_keeps_its_offsets(sh
 async def test_the_time_a_group_emptied_survives_a_new_coordinator(shm_path, autojump_clock):
     async with open_broker(shm_path, autojump_clock) as (broker, _):
         groups = broker.groups
-        member, gen = await join(groups, "g", "t")
-        await commit(groups, "g", member, gen)
-        await groups.leave("g", [(member, None)])
+        await left_empty(groups, "g")
         emptied = broker.clock.wall_ms()
         await trio.sleep(2)  # the timer loop writes the Empty membership
         groups.unload("g")  # the group moves: the next coordinator knows only its file

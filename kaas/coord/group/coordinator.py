@@ -24,7 +24,7 @@ from kaas.coord.group.entry import GroupEntry, refuse_unreadable
 from kaas.coord.group.kinds import AnyKind, ClassicKind, ConsumerKind, GroupKind, ShareKind
 from kaas.coord.group.share.runtime import ShareGroups
 from kaas.coord.ports import GroupBroker
-from kaas.domain.groups.classic.group import Group, GroupDescription, GroupState, JoinReply, LeaveResult, SyncReply
+from kaas.domain.groups.classic.group import Group, GroupDescription, JoinReply, LeaveResult, SyncReply
 from kaas.domain.groups.modern.topic_image import TopicImage, TopicInfo
 from kaas.errors import CorruptState, KaasError
 from kaas.storage.offset_store import Committed, GroupOffsets, OffsetStore, StaleOffsets
@@ -116,12 +116,12 @@ class GroupCoordinator:
 
     def _kind_on_file(self, group_id: str, offsets: GroupOffsets | None, create: bool) -> AnyKind | None:
         """The kind of group ``offsets`` (the file, if read) holds; a new classic group for
-        none with ``create``, else None."""
+        none with ``create``, else None. A classic membership on file is always parsed: one
+        that does not parse is loaded as an unreadable classic group (reported once,
+        refused, never reset), one without members only with ``create``."""
         snap = offsets.membership if offsets is not None else None
-        if snap is not None and (snap.get("members") or (create and snap.get("state") == GroupState.EMPTY.value)):
-            group = self.classic.restore(group_id, snap)
-            if group is not None:
-                return ClassicKind(group)
+        if snap is not None and (kind := self.classic.restore(group_id, snap, keep_empty=create)) is not None:
+            return kind
         if offsets is not None and offsets.consumer is not None:
             return self.consumers.restore(group_id, offsets.consumer)
         if offsets is not None and offsets.share is not None:
@@ -165,9 +165,9 @@ class GroupCoordinator:
         """
         gid = e.group_id
         self.check_owner(gid)
-        if not kind_write and e.consumer is None:
+        if not kind_write and not isinstance(e.kind, ConsumerKind):  # an unreadable one's stays
             new.consumer = None
-        if not kind_write and e.share is None:
+        if not kind_write and not isinstance(e.kind, ShareKind):
             new.share = None
         try:
             await self.broker.run_io(self.store.save, new)
@@ -189,8 +189,8 @@ class GroupCoordinator:
         generation, no consumer group, no file): what a refused first request for a new
         group leaves behind."""
         k = e.kind
-        blank = not k.group.members and k.group.generation_id == 0 if isinstance(k, ClassicKind) \
-            else e.consumer is None
+        blank = e.consumer is None if not isinstance(k, ClassicKind) \
+            else k.group is not None and not k.group.members and k.group.generation_id == 0
         if self.groups.get(group_id) is e and blank and not self.store.path(group_id).exists():
             del self.groups[group_id]
 
@@ -200,8 +200,8 @@ class GroupCoordinator:
 
     def drop(self, group_id: str, e: GroupEntry, code: ErrorCode) -> None:
         """Forget ``e`` (deleted, expired, or no longer ours); its parked requests are answered ``code``."""
-        if isinstance(e.kind, ClassicKind):
-            self.retire(e.kind.group, code)
+        if e.group is not None:
+            self.retire(e.group, code)
         if self.groups.get(group_id) is e:
             del self.groups[group_id]
         self.timer_wakeup.set()
@@ -244,8 +244,8 @@ class GroupCoordinator:
         k = e.kind
         if isinstance(k, ShareKind):
             raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} is not a classic group.")
+        refuse_unreadable(k.unreadable)
         if isinstance(k, ConsumerKind):
-            refuse_unreadable(k.error)
             assert k.group is not None
             if not k.group.is_empty():
                 return await self.consumers.classic.join(
@@ -306,7 +306,7 @@ class GroupCoordinator:
                 return {"group_id": group_id, "state": "Empty", "protocol_type": "", "protocol": "", "members": []}
             return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": [],
                     "not_found": f"Group {group_id} not found."}
-        if isinstance(e.kind, ConsumerKind) or e.share is not None:
+        if isinstance(e.kind, ConsumerKind | ShareKind):
             # not a classic group: Apache answers Dead (and, from v6, GROUP_ID_NOT_FOUND)
             return {"group_id": group_id, "state": "Dead", "protocol_type": "", "protocol": "", "members": [],
                     "not_found": f"Group {group_id} is not a classic group."}
@@ -315,7 +315,9 @@ class GroupCoordinator:
     def list_groups(self) -> list[dict[str, str]]:
         """The groups this broker coordinates: group id, protocol type, state and type
         (``classic``, ``consumer`` or ``share``). A group known only by its file is loaded
-        when the file holds a consumer or share group (its type and state are in it)."""
+        when the file holds a consumer or share group (its type and state are in it); a
+        classic one is listed Empty until a request loads it (a load starts its members'
+        restored sessions, which must not run before a client can reach this broker)."""
         out: dict[str, dict[str, str]] = {}
         for gid in self.store.list_groups():
             if self.broker.owns_group(gid):
@@ -348,7 +350,8 @@ class GroupCoordinator:
             k = e.kind
             if isinstance(k, ConsumerKind | ShareKind) and k.group is not None and not k.group.is_empty():
                 return ErrorCode.non_empty_group
-            code = k.group.delete_check() if isinstance(k, ClassicKind) else ErrorCode.none
+            # an unreadable group is deleted whole (the way out of it: docs/groups.rst)
+            code = k.group.delete_check() if isinstance(k, ClassicKind) and k.group is not None else ErrorCode.none
             if code != ErrorCode.none and not (code == ErrorCode.group_id_not_found and exists_on_disk):
                 return code
             async with e.lock:  # not while a write of this group is under way
@@ -393,13 +396,14 @@ class GroupCoordinator:
         k = e.kind
         if isinstance(k, ShareKind):
             return None, ErrorCode.group_id_not_found
+        refuse_unreadable(k.unreadable)
         if isinstance(k, ConsumerKind):
             # KIP-447 fencing by member epoch: a stale one is ILLEGAL_GENERATION (Apache)
-            refuse_unreadable(k.error)
             assert k.group is not None
             return e, k.group.validate_commit(member_id, group_instance_id, generation_id,
                                               transactional=transactional,
                                               api_version=0 if transactional else api_version)
+        assert k.group is not None
         if transactional:
             return e, k.group.validate_txn_commit(member_id, group_instance_id, generation_id)
         return e, k.group.validate_commit(member_id, group_instance_id, generation_id, self.now())
@@ -460,8 +464,9 @@ class GroupCoordinator:
         e = self.loaded(group_id)
         if e is not None and isinstance(e.kind, ShareKind):
             raise KaasError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+        if e is not None:
+            refuse_unreadable(e.kind.unreadable)
         if e is not None and isinstance(e.kind, ConsumerKind):
-            refuse_unreadable(e.kind.error)
             assert e.kind.group is not None
             code = e.kind.group.validate_fetch(member_id, member_epoch)
             if code != ErrorCode.none:
@@ -488,6 +493,7 @@ class GroupCoordinator:
         e = self.entry(group_id)
         if isinstance(e.kind, ShareKind):
             return ErrorCode.group_id_not_found, {}
+        refuse_unreadable(e.kind.unreadable)  # which topics it subscribes to is not known
         await self.offsets(e)
         consumer = e.consumer
         subscribed = consumer.subscribed_topics() if consumer is not None else self.classic.subscribed(e)

@@ -65,7 +65,7 @@ def view_of(e: GroupEntry) -> GroupView | None:
         return GroupView(offset_expiry.SHARE, k.group.state)
     if isinstance(k, ConsumerKind) and k.group is not None:
         return GroupView(offset_expiry.CONSUMER, k.group.state, subscribed=frozenset(k.group.subscribed_topics()))
-    assert isinstance(k, ClassicKind)
+    assert isinstance(k, ClassicKind) and k.group is not None
     g = k.group
     subscribed: frozenset[str] = frozenset()
     if g.state is GroupState.STABLE and g.protocol_type == "consumer":

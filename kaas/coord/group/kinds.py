@@ -15,18 +15,23 @@ file before it is answered, but the last, which is written with the classic grou
 first membership. The coordinator dispatches on the record's type; what every kind
 answers alike (its deadline, whether it counts as a group for offset commits, its row in
 ListGroups) is the ``GroupKind`` protocol the three implement.
+
+Each record holds its machine, or None with the reason (``error``) while the kind's state
+on file cannot be read: the group is then refused (``entry.refuse_unreadable``), never
+reset; what the three records share (``_Filed``, and ``_Modern`` for the consumer and
+share kinds) is written once here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Generic, Literal, Protocol, TypeVar
 
 from kaas.domain.groups.classic.group import Group, GroupState
 from kaas.domain.groups.consumer.group import ConsumerGroup
 from kaas.domain.groups.share.group import ShareGroup
 
-__all__ = ["AnyKind", "ClassicKind", "ConsumerKind", "GroupKind", "KindName", "Listing", "ShareKind"]
+__all__ = ["AnyKind", "ClassicKind", "ConsumerKind", "GroupKind", "KindName", "Listing", "ModernKind", "ShareKind"]
 
 KindName = Literal["classic", "consumer", "share"]
 Listing = tuple[str, str, str]  # (protocol type, state, group type) as ListGroups shows them
@@ -44,8 +49,8 @@ class GroupKind(Protocol):
 
     def counts_as_group(self) -> bool:
         """Is this a group for the offset commits' rules? A classic group once it has
-        members (an empty one a read made is none); a consumer or share group always,
-        even empty or unreadable."""
+        members (an empty one a read made is none); a consumer or share group always; any
+        kind whose state on file is unreadable."""
 
     def next_deadline(self) -> int | None:
         """When the kind's timers next have work to do (absolute ms), or None."""
@@ -55,76 +60,81 @@ class GroupKind(Protocol):
         not listed (a Dead classic group; a group only committed to has no state)."""
 
 
-@dataclass(slots=True)
-class ClassicKind:
-    """A classic group: its machine (``Group``), Empty when nothing joined yet."""
+class _Machine(Protocol):
+    def next_deadline(self) -> int | None: ...
 
-    group: Group
-    name: ClassVar[KindName] = "classic"
+
+class _ModernMachine(_Machine, Protocol):
+    @property
+    def state(self) -> str: ...
+
+
+M = TypeVar("M", bound=_Machine)
+MM = TypeVar("MM", bound=_ModernMachine)
+
+
+@dataclass(slots=True)
+class _Filed(Generic[M]):
+    """A kind's machine (``group``), or None with why (``error``) while its state on file
+    cannot be read (the group is refused, never reset)."""
+
+    group: M | None
+    error: str | None = None
 
     @property
     def unreadable(self) -> str | None:
-        return None  # an unreadable membership is reported at load and starts an empty group
-
-    def counts_as_group(self) -> bool:
-        return bool(self.group.members)
+        return self.error
 
     def next_deadline(self) -> int | None:
-        return self.group.next_deadline()
+        return self.group.next_deadline() if self.group is not None else None
+
+
+@dataclass(slots=True)
+class ClassicKind(_Filed[Group]):
+    """A classic group: its machine (``Group``), Empty when nothing joined yet; None while
+    its membership on file cannot be read."""
+
+    name: ClassVar[KindName] = "classic"
+
+    def counts_as_group(self) -> bool:
+        return self.group is None or bool(self.group.members)
 
     def listing(self) -> Listing | None:
+        if self.group is None:
+            return _UNREADABLE
         if self.group.state is GroupState.DEAD:
             return None
         return self.group.protocol_type or "", self.group.state.value, "classic"
 
 
 @dataclass(slots=True)
-class ConsumerKind:
-    """A consumer group: its machine, or None with the reason (``error``) while its state
-    on file cannot be read (refused, never reset); ``dirty``: memory is ahead of the file
-    (members fenced by a timer whose write failed)."""
+class _Modern(_Filed[MM]):
+    """A consumer or share group; ``dirty``: memory is ahead of the file (members fenced
+    by a timer whose write failed, or that ran without the lease)."""
 
-    group: ConsumerGroup | None
-    error: str | None = None
     dirty: bool = False
-    name: ClassVar[KindName] = "consumer"
-
-    @property
-    def unreadable(self) -> str | None:
-        return self.error
+    name: ClassVar[KindName]
 
     def counts_as_group(self) -> bool:
         return True
 
-    def next_deadline(self) -> int | None:
-        return self.group.next_deadline() if self.group is not None else None
-
     def listing(self) -> Listing | None:
-        return ("consumer", self.group.state, "consumer") if self.group is not None else _UNREADABLE
+        return (self.name, self.group.state, self.name) if self.group is not None else _UNREADABLE
 
 
 @dataclass(slots=True)
-class ShareKind:
-    """A share group: its machine, or None with the reason (``error``) while its state on
-    file cannot be read; ``dirty``: memory is ahead of the file."""
+class ConsumerKind(_Modern[ConsumerGroup]):
+    """A KIP-848 consumer group."""
 
-    group: ShareGroup | None
-    error: str | None = None
-    dirty: bool = False
+    name: ClassVar[KindName] = "consumer"
+
+
+@dataclass(slots=True)
+class ShareKind(_Modern[ShareGroup]):
+    """A KIP-932 share group."""
+
     name: ClassVar[KindName] = "share"
-
-    @property
-    def unreadable(self) -> str | None:
-        return self.error
-
-    def counts_as_group(self) -> bool:
-        return True
-
-    def next_deadline(self) -> int | None:
-        return self.group.next_deadline() if self.group is not None else None
-
-    def listing(self) -> Listing | None:
-        return ("share", self.group.state, "share") if self.group is not None else _UNREADABLE
 
 
 AnyKind = ClassicKind | ConsumerKind | ShareKind
+ModernKind = ConsumerKind | ShareKind

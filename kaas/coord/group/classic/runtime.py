@@ -22,8 +22,8 @@ import structlog
 import trio
 from kio.schema.errors import ErrorCode
 
-from kaas.coord.group.entry import GroupEntry
-from kaas.coord.group.kinds import ClassicKind
+from kaas.coord.group.entry import GroupEntry, refuse_unreadable
+from kaas.coord.group.kinds import ClassicKind, ShareKind
 from kaas.coord.group.ports import Coordinator
 from kaas.domain.groups import sessions
 from kaas.domain.groups.classic.group import (
@@ -56,14 +56,25 @@ class ClassicGroups:
 
     def machine(self, e: GroupEntry) -> Group:
         """The group's classic machine; for a group of another kind, an empty stand-in
-        (it answers as an empty classic group, and is not kept)."""
-        return e.kind.group if isinstance(e.kind, ClassicKind) else self.coord.new_classic(e.group_id)
+        (it answers as an empty classic group, and is not kept).
+
+        Raises:
+            KaasError: UNKNOWN_SERVER_ERROR while the state on file of a classic or consumer
+                group (which may have classic members) is unreadable; a share group has
+                none, and answers as an empty classic group whatever its state.
+        """
+        if not isinstance(e.kind, ShareKind):
+            refuse_unreadable(e.kind.unreadable)
+        return e.group if e.group is not None else self.coord.new_classic(e.group_id)
 
     # ------------------------------------------------------------------ loading
 
-    def restore(self, group_id: str, snap: ClassicSnapshot) -> Group | None:
+    def restore(self, group_id: str, snap: ClassicSnapshot, *, keep_empty: bool) -> ClassicKind | None:
         """The group as its membership on file left it (sessions from the heartbeat times
-        on file, ``Group.restore``); None when it does not parse (reported)."""
+        on file, ``Group.restore``); None for one without members unless ``keep_empty``
+        (a read loads no group that has none). A membership that does not parse is
+        reported once and refuses service for the group (never reset): the kind holds no
+        machine, only why."""
         s = self.coord.broker.settings
         try:
             group = Group.restore(group_id, snap, now_ms=self.coord.now(),
@@ -72,10 +83,12 @@ class ClassicGroups:
                                   max_session_timeout_ms=s.group_max_session_timeout_ms)
         except ValueError as exc:
             log.error("group_membership_unreadable", group=group_id, error=str(exc))
+            return ClassicKind(None, error=str(exc))
+        if not group.members and not keep_empty:
             return None
         log.info("group_restored", group=group_id, state=group.state.value,
                  generation=group.generation_id, members=len(group.members))
-        return group
+        return ClassicKind(group)
 
     async def persist_membership(self, e: GroupEntry) -> None:
         """Keep the group's membership on file: once per change (state, generation,
@@ -84,9 +97,9 @@ class ClassicGroups:
         nothing (reading a group must not create its file); neither does one whose file
         could not be read (reported by ``Coordinator.offsets``)."""
         coord = self.coord
-        if (e.offsets is None and e.error is not None) or not isinstance(e.kind, ClassicKind):
+        g = e.group
+        if (e.offsets is None and e.error is not None) or g is None:
             return
-        g = e.kind.group
         try:
             if e.offsets is not None and not g.persist_due(e.offsets.membership, coord.now()):
                 return
@@ -108,8 +121,8 @@ class ClassicGroups:
         """``new`` (about to be written anyway, for offsets) with the group's membership as
         it is now, when the group has members: the write keeps their heartbeat times fresh
         on file at no extra cost."""
-        if isinstance(e.kind, ClassicKind) and e.kind.group.members:
-            new.membership = e.kind.group.snapshot(self.coord.now())
+        if e.group is not None and e.group.members:
+            new.membership = e.group.snapshot(self.coord.now())
         return new
 
     @staticmethod
@@ -161,9 +174,9 @@ class ClassicGroups:
         owned groups' membership on file (``persist_membership``)."""
         coord = self.coord
         for gid, e in list(coord.groups.items()):
-            if not isinstance(e.kind, ClassicKind):
+            g = e.group
+            if g is None:
                 continue
-            g = e.kind.group
             d = g.next_deadline()
             if d is not None and d <= now:
                 before = g.state
@@ -181,8 +194,8 @@ class ClassicGroups:
                    protocols: list[tuple[str, bytes]], require_known_member: bool,
                    skip_assignment_ok: bool = False) -> JoinReply:
         """JoinGroup to a classic group (parked until the join phase ends)."""
-        assert isinstance(e.kind, ClassicKind)
-        g = e.kind.group
+        g = e.group
+        assert g is not None
         key = next(self._keys)
         before = g.state
         effects = g.join(self.coord.now(), member_id, group_instance_id, client_id, client_host,
@@ -241,9 +254,9 @@ class ClassicGroups:
     @staticmethod
     def subscribed(e: GroupEntry) -> set[str]:
         """The topics a classic group's members subscribe to while it is not Empty."""
-        if not isinstance(e.kind, ClassicKind) or e.kind.group.state is GroupState.EMPTY:
+        if e.group is None or e.group.state is GroupState.EMPTY:
             return set()
-        return subscribed_topics(e.kind.group)
+        return subscribed_topics(e.group)
 
 
 def subscribed_topics(group: Group) -> set[str]:

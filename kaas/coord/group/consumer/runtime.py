@@ -26,6 +26,7 @@ left, with a grace granted once per outage.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import structlog
@@ -34,6 +35,7 @@ from kio.schema.errors import ErrorCode
 from kaas.coord.group.consumer.classic_members import ClassicMembers
 from kaas.coord.group.consumer.settings import ConsumerSettings, consumer_settings
 from kaas.coord.group.entry import GroupEntry, refuse_unreadable
+from kaas.coord.group.filing import save_if_dirty
 from kaas.coord.group.kinds import ClassicKind, ConsumerKind, ShareKind
 from kaas.coord.group.lookup import owned_groups, typed_entry
 from kaas.coord.group.ports import Coordinator
@@ -122,8 +124,8 @@ class ConsumerGroups:
                          topic_visible: Callable[[str], bool] | None) -> tuple[HeartbeatReply, ConsumerGroup]:
         """The heartbeat on a copy of the group, written and swapped in when it changed it."""
         coord, group_id = self.coord, e.group_id
-        if isinstance(e.kind, ConsumerKind):
-            refuse_unreadable(e.kind.error)
+        if not isinstance(e.kind, ShareKind):  # a share group is none whatever its state
+            refuse_unreadable(e.kind.unreadable)
         await coord.offsets(e)
         async with e.lock:
             if coord.groups.get(group_id) is not e:  # deleted or unloaded meanwhile
@@ -148,7 +150,7 @@ class ConsumerGroups:
             if reply.changed or not isinstance(was_kind, ConsumerKind) or was_kind.dirty:
                 await self.save_group(e, work)
             e.kind = ConsumerKind(work)
-            if isinstance(was_kind, ClassicKind) and was_kind.group.members:
+            if isinstance(was_kind, ClassicKind) and was_kind.group is not None and was_kind.group.members:
                 self.classic.finish_upgrade(was_kind.group)
         if before != (work.group_epoch, work.assignment_epoch, work.state):
             log.info("consumer_group_state", group=group_id, state=work.state, group_epoch=work.group_epoch,
@@ -167,6 +169,7 @@ class ConsumerGroups:
             return k.group.copy()
         if hb.member_epoch != 0:
             return HeartbeatReply(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+        assert k.group is not None  # refused while unreadable
         if not k.group.members:
             return ConsumerGroup(group_id)
         # a classic group with members: converted online when the policy allows
@@ -231,12 +234,7 @@ class ConsumerGroups:
                         return
                 except KaasError as exc:
                     log.warning("consumer_group_not_saved", group=gid, error=exc.code.name)
-            if k.dirty and coord.broker.cluster.lease_valid():
-                try:
-                    await self.save_group(e, work)
-                    k.dirty = False
-                except KaasError as exc:
-                    log.warning("consumer_group_not_saved", group=gid, error=exc.code.name)
+            await save_if_dirty(coord, gid, k, partial(self.save_group, e, work))
 
     # ------------------------------------------------------------------ admin
 

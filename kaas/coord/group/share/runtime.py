@@ -19,13 +19,15 @@ or their connection's end (``domain.share_sessions``), and its records their loc
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from kaas.coord.group.entry import GroupEntry, refuse_unreadable
-from kaas.coord.group.kinds import ClassicKind, ShareKind
+from kaas.coord.group.filing import save_if_dirty
+from kaas.coord.group.kinds import ClassicKind, ConsumerKind, ShareKind
 from kaas.coord.group.lookup import owned_groups, typed_entry
 from kaas.coord.group.ports import Coordinator
 from kaas.domain.groups.share.group import ShareConfig, ShareGroup, ShareHeartbeat, ShareReply, ShareSnapshot
@@ -75,9 +77,11 @@ class ShareGroups:
 
     @staticmethod
     def check_readable(e: GroupEntry) -> None:
-        """Raises KaasError(UNKNOWN_SERVER_ERROR) while the group's state on file is corrupt."""
-        if isinstance(e.kind, ShareKind):
-            refuse_unreadable(e.kind.error)
+        """Raises KaasError(UNKNOWN_SERVER_ERROR) while the state on file of a share group,
+        or of a classic group (an empty one would become a share group), is unreadable; a
+        consumer group is none whatever its state."""
+        if not isinstance(e.kind, ConsumerKind):
+            refuse_unreadable(e.kind.unreadable)
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -102,7 +106,8 @@ class ShareGroups:
             k = e.kind
             if isinstance(k, ShareKind) and k.group is not None:
                 work = k.group.copy()
-            elif isinstance(k, ClassicKind) and not k.group.members and hb.member_epoch == 0:
+            elif isinstance(k, ClassicKind) and k.group is not None and not k.group.members \
+                    and hb.member_epoch == 0:
                 work = ShareGroup(group_id)  # an empty classic group (none yet) becomes a share group
             else:
                 return ShareReply(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."), 0
@@ -162,12 +167,7 @@ class ShareGroups:
                 self.stats["members_fenced"] += len(fenced)
                 self.stats["group_epoch_bumps"] += len(fenced)
                 k = e.kind = ShareKind(work, dirty=k.dirty or bool(fenced))
-                if k.dirty and coord.broker.cluster.lease_valid():
-                    try:
-                        await self.save_group(e, work)
-                        k.dirty = False
-                    except KaasError as exc:
-                        log.warning("share_group_not_saved", group=gid, error=exc.code.name)
+                await save_if_dirty(coord, gid, k, partial(self.save_group, e, work))
 
     # ------------------------------------------------------------------ admin
 
@@ -200,7 +200,7 @@ class ShareGroups:
             e = coord.load(group_id, create=True)
             assert e is not None
             async with e.lock:
-                if coord.groups.get(group_id) is e and isinstance(e.kind, ClassicKind) and not e.kind.group.members:
+                if coord.groups.get(group_id) is e and e.group is not None and not e.group.members:
                     work = ShareGroup(group_id)
                     await self.save_group(e, work)
                     e.kind = ShareKind(work)
