@@ -21,7 +21,11 @@ SKIP = ("commit_times", "events", "faults", "copier_exits", "progress_times")
 
 
 def _scratch(label: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"kaas-chaos-{label}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    """A fresh run directory: under ``KAAS_CHAOS_DIR`` if set, else in /dev/shm."""
+    base = os.environ.get("KAAS_CHAOS_DIR") or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
+    if base:
+        os.makedirs(base, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"kaas-chaos-{label}-", dir=base))
 
 
 def _one(fn, echo, out: Path, label: str) -> dict:

@@ -32,6 +32,7 @@ and the rate over that span.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -256,6 +257,8 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
         for p in apps.procs.values():
             p.kill()
         target.stop()
+    with open(tmp / "reads.json", "w") as f:  # the evidence a verdict's examples point into
+        json.dump({t: [list(r) for r in rs] for t, rs in reads.items()}, f)
     v = model.verdict(exp, reads)
     times = sorted(reader.order_times)
     gap, gap_at = longest_stretch(times if completed else [*times, ended])
