@@ -163,7 +163,7 @@ def _setup(target: Target, data: model.Data) -> None:
         if err is not None:
             failed.append(str(err))
 
-    first = model.BASE_TS_MS - 3_600_000
+    first = data.base_ms - 3_600_000
     for cust, region in data.customers.items():
         p.produce("customers", region.encode(), cust.encode(), timestamp=first, on_delivery=report)
     p.flush(60)
@@ -207,7 +207,7 @@ def _faults(faults: Faults, apps: Instances, reader: Reader, n: int, stop: threa
 
 def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> dict:
     cp = streams_classpath()
-    data = model.generate(seed, messages)
+    data = model.generate(seed, messages, model.recent_base(int(time.time() * 1000), messages))
     exp = model.expected(data)
     workdir = tmp / "jvm"
     workdir.mkdir(parents=True, exist_ok=True)

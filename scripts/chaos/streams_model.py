@@ -4,8 +4,13 @@ was read back ``read_committed`` (``compat/streams/EosStreamsApp.java`` names th
 
 Input (from the seed): ``CUSTOMERS`` customers, each in one of ``REGIONS``, written to the
 ``customers`` table before the orders with earlier timestamps; ``n`` orders, order ``i`` of a
-random customer and amount, with event time ``BASE_TS_MS + i * STEP_MS`` (so the orders
-span windows of every customer), keyed by order id.
+random customer and amount, with event time ``base_ms + i * STEP_MS`` (so the orders
+span windows of every customer), keyed by order id. The scenario takes ``base_ms`` from
+``recent_base``: event times in the hour before the run, not years back, because a broker's
+time retention goes by record timestamps (``retention.ms`` 7 days for the input and output
+topics, 2 days for the windowed store's changelog, which Streams creates): Apache 4.4's
+retention check deletes whole logs of older records, the active segment included, so it
+would delete orders not yet processed and the changelog a restore reads.
 
 Expected output:
 - ``enriched``: every order exactly once, "orderId,customerId,amount,region";
@@ -24,7 +29,8 @@ from typing import NamedTuple
 
 CUSTOMERS = 500
 REGIONS = ("north", "south", "east", "west", "centre")
-BASE_TS_MS = 1_700_000_000_000
+BASE_TS_MS = 1_700_000_000_000  # the unit tests' base; a run uses ``recent_base``
+RECENT_MS = 3_600_000  # the last order's event time is this long before the run
 STEP_MS = 25  # 200k orders span 5000 s: 84 windows of a minute
 WINDOW_MS = 60_000
 MAX_AMOUNT = 1000
@@ -36,6 +42,7 @@ EXAMPLES_REGRESSIONS = 50  # each with its partition and offsets: the evidence t
 class Data:
     customers: dict[str, str]  # customer id -> region
     orders: list[tuple[str, str, int, int]]  # (order id, customer id, amount, timestamp ms)
+    base_ms: int = BASE_TS_MS  # the first order's event time; the customers' is an hour earlier
 
 
 class Record(NamedTuple):
@@ -47,12 +54,19 @@ class Record(NamedTuple):
     value: str
 
 
-def generate(seed: int, n: int) -> Data:
+def recent_base(now_ms: int, n: int) -> int:
+    """A first event time, on a minute, such that ``n`` orders end ``RECENT_MS`` before
+    ``now_ms``: far inside every retention, never in the future."""
+    base = now_ms - RECENT_MS - n * STEP_MS
+    return base - base % WINDOW_MS
+
+
+def generate(seed: int, n: int, base_ms: int = BASE_TS_MS) -> Data:
     rnd = random.Random(seed)
     customers = {f"c{c:04d}": rnd.choice(REGIONS) for c in range(CUSTOMERS)}
     ids = sorted(customers)
-    orders = [(f"o{i:07d}", rnd.choice(ids), rnd.randint(1, MAX_AMOUNT), BASE_TS_MS + i * STEP_MS) for i in range(n)]
-    return Data(customers, orders)
+    orders = [(f"o{i:07d}", rnd.choice(ids), rnd.randint(1, MAX_AMOUNT), base_ms + i * STEP_MS) for i in range(n)]
+    return Data(customers, orders, base_ms)
 
 
 def order_value(order: tuple[str, str, int, int]) -> str:

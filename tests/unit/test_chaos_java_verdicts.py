@@ -162,3 +162,21 @@ def test_updates_spread_over_partitions_by_key_pass_and_any_non_growing_step_is_
     got = sorted((e["key"], e["before_offset"], e["after_offset"]) for e in v["examples"]["regressions"])
     assert got == sorted(expected) and v["regressions"] == len(expected)
     assert v["split_keys"] == 0 and v["wrong_final"] == 0 and v["ok"] == (not expected)
+
+
+@given(st.integers(1_600_000_000_000, 2_000_000_000_000), st.integers(1, 400_000))
+def test_a_runs_event_times_lie_in_the_hours_before_it_on_a_window_boundary(now_ms, n):
+    """Within every retention (the brokers delete by record timestamp), never ahead of the
+    brokers' clock; the expected windows follow the base."""
+    base = model.recent_base(now_ms, n)
+    last = base + (n - 1) * model.STEP_MS
+    assert base % model.WINDOW_MS == 0
+    assert now_ms - model.RECENT_MS - model.WINDOW_MS < last + model.STEP_MS <= now_ms - model.RECENT_MS
+    assert now_ms - base < 24 * 3_600_000 + model.RECENT_MS  # 400k orders span under 3 h
+
+
+def test_the_expected_windows_follow_the_runs_base():
+    data = model.generate(4, 300, model.recent_base(1_800_000_000_000, 300))
+    assert [o[:3] for o in data.orders] == [o[:3] for o in model.generate(4, 300).orders]
+    assert all(int(k.split("@")[1]) >= data.base_ms for k in model.expected(data).windows)
+    assert sum(int(v.split(",")[0]) for v in model.expected(data).windows.values()) == 300
