@@ -23,7 +23,10 @@ A consumer by assignment (no group: nothing re-read) reads the three output topi
 ``enriched`` and nothing new has come for ``SETTLE_S`` (or nothing new has come for
 ``STALL_S``, ``KAAS_CHAOS_STREAMS_STALL_S``: a stall, which fails), the faults stop, the instances are
 stopped (SIGTERM: they close), and the reader reads to the end. The verdict is
-``streams_model.verdict`` against ``streams_model.expected``, computed from the input alone.
+``streams_model.verdict`` against ``streams_model.expected``, computed from the input alone,
+and every input, output and changelog log still starting at offset 0 (``_log_starts``): the
+orders' event times lie in the hour before the run (``streams_model.recent_base``), so no
+broker's time retention may delete any of it.
 
 Progress: the longest stretch without a new order in ``enriched`` (``longest_no_commit_s``)
 between the first and the last, or, in a run that did not complete, to the end of the run;
@@ -179,6 +182,31 @@ def _setup(target: Target, data: model.Data) -> None:
         raise RuntimeError(f"writing the input failed: {len(failed)} errors {failed[:3]}")
 
 
+KEPT = ("orders", "customers", *OUTPUTS, *(f"{APP_ID}-{s}-changelog" for s in (
+    "customers-store", "windowed-totals-store", "region-totals-store")))
+
+
+def _log_starts(bootstrap: str) -> dict[str, dict[int, int]]:
+    """The partitions of the input, output and changelog topics whose log no longer starts at
+    offset 0 (``KEPT``; the repartition topics are left out: Streams deletes what it has
+    consumed from them). Nothing in this run may be deleted by the brokers: deleted input is
+    never processed, and a changelog missing its first records restores a store without
+    them. Empty when every log is whole."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "streams-log-starts", "log_level": 2})
+    try:
+        starts: dict[str, dict[int, int]] = {}
+        for topic in KEPT:
+            for p in range(PARTITIONS):
+                low, _high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+                if low > 0:
+                    starts.setdefault(topic, {})[p] = low
+        return starts
+    finally:
+        c.close()
+
+
 def _faults(faults: Faults, apps: Instances, reader: Reader, n: int, stop: threading.Event,
             downtimes: list[float]) -> None:
     """A broker SIGKILLed every ``KILL_EVERY_S`` in rotation (``targets.kill_rotation``;
@@ -251,6 +279,7 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
             p.stop(60.0)
         faults.done = True
         reads = reader.finish(120.0)
+        deleted = _log_starts(target.bootstrap)
     finally:
         stop.set()
         faults.done = True
@@ -268,7 +297,8 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
         replaced = [e for e in apps.events if e.get("event") == "thread-replaced"]
     return {
         "scenario": "streams", "target": target_name, "seed": seed, "messages": messages, "membership": MEMBERSHIP,
-        "ok": v["ok"] and completed, "completed": completed, "verdict": v,
+        "ok": v["ok"] and completed and not deleted, "completed": completed, "verdict": v,
+        "deleted_by_brokers": deleted,
         "kills": sum(1 for e in faults.events if e.kind == "kill"),
         "broker_restarts": sum(1 for e in faults.events if e.kind == "restart"),
         "broker_down_s": spread(downtimes), "instance_killed": killed_at is not None,
