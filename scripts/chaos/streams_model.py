@@ -8,15 +8,16 @@ random customer and amount, with event time ``base_ms + i * STEP_MS`` (so the or
 span windows of every customer), keyed by order id. The scenario takes ``base_ms`` from
 ``recent_base``: event times in the hour before the run, not years back, because a broker's
 time retention goes by record timestamps (``retention.ms`` 7 days for the input and output
-topics, 2 days for the windowed store's changelog, which Streams creates): Apache 4.4's
+topics, about 2 days for the windowed store's changelog, which Streams creates): Apache 4.4's
 retention check deletes whole logs of older records, the active segment included, so it
 would delete orders not yet processed and the changelog a restore reads.
 
 Expected output:
 - ``enriched``: every order exactly once, "orderId,customerId,amount,region";
 - ``windowed-totals``: per customer and 1-minute window, the last update is "count,sum" of
-  its orders, and each key's updates only grow (a count that falls or repeats is an update
-  applied twice or lost and replayed);
+  its orders, and each key's updates only grow in its partition's offset order (a count
+  that falls or repeats is an order applied twice, or a store that lost state: restored
+  from a changelog missing records);
 - ``region-totals``: likewise per region, over all orders.
 """
 
