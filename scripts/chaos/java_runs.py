@@ -21,7 +21,11 @@ SKIP = ("commit_times", "events", "faults", "copier_exits", "progress_times")
 
 
 def _scratch(label: str) -> Path:
-    return Path(tempfile.mkdtemp(prefix=f"kaas-chaos-{label}-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    """A fresh run directory: under ``KAAS_CHAOS_DIR`` if set, else in /dev/shm."""
+    base = os.environ.get("KAAS_CHAOS_DIR") or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
+    if base:
+        os.makedirs(base, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"kaas-chaos-{label}-", dir=base))
 
 
 def _one(fn, echo, out: Path, label: str) -> dict:
@@ -73,12 +77,13 @@ def run_streams_runs(targets: list[str], seed: int, messages: int | None, out: P
     results = [_one(lambda tmp, t=target: run_streams(t, seed, m, tmp, echo), echo, out,
                     f"streams on {target}: {m} orders, seed {seed}") for target in targets]
     echo(f"{'run':<16} {'orders':>7} {'enriched':>8} {'dups':>5} {'lost':>5} {'windows':>7} {'regions':>7} "
-         f"{'kills':>5} {'restored':>8} {'gap s':>7} {'msgs/s':>7} {'secs':>6}  result")
+         f"{'regr':>5} {'deleted':>7} {'kills':>5} {'restored':>8} {'gap s':>7} {'msgs/s':>7} {'secs':>6}  result")
     for r in results:
         v = r["verdict"]
         e, w, g = v["enriched"], v["windowed_totals"], v["region_totals"]
         echo(f"{r['scenario']:<16} {e['input']:>7} {e['output']:>8} {e['duplicates']:>5} {e['lost']:>5} "
-             f"{'ok' if w['ok'] else 'NO':>7} {'ok' if g['ok'] else 'NO':>7} {r['kills']:>5} "
+             f"{'ok' if w['ok'] else 'NO':>7} {'ok' if g['ok'] else 'NO':>7} {w['regressions'] + g['regressions']:>5} "
+             f"{sum(len(ps) for ps in r['deleted_by_brokers'].values()):>7} {r['kills']:>5} "
              f"{r['restored_after_instance_kill'] or 0:>8} {r['longest_no_commit_s'] or '-':>7} "
              f"{r['msgs_per_s'] or '-':>7} {r['seconds']:>6}  {'ok' if r['ok'] else 'FAILED'}")
     for r in results:

@@ -23,7 +23,10 @@ A consumer by assignment (no group: nothing re-read) reads the three output topi
 ``enriched`` and nothing new has come for ``SETTLE_S`` (or nothing new has come for
 ``STALL_S``, ``KAAS_CHAOS_STREAMS_STALL_S``: a stall, which fails), the faults stop, the instances are
 stopped (SIGTERM: they close), and the reader reads to the end. The verdict is
-``streams_model.verdict`` against ``streams_model.expected``, computed from the input alone.
+``streams_model.verdict`` against ``streams_model.expected``, computed from the input alone,
+and every input, output and changelog log still starting at offset 0 (``_log_starts``): the
+orders' event times lie in the hour before the run (``streams_model.recent_base``), so no
+broker's time retention may delete any of it.
 
 Progress: the longest stretch without a new order in ``enriched`` (``longest_no_commit_s``)
 between the first and the last, or, in a run that did not complete, to the end of the run;
@@ -32,6 +35,7 @@ and the rate over that span.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -162,7 +166,7 @@ def _setup(target: Target, data: model.Data) -> None:
         if err is not None:
             failed.append(str(err))
 
-    first = model.BASE_TS_MS - 3_600_000
+    first = data.base_ms - 3_600_000
     for cust, region in data.customers.items():
         p.produce("customers", region.encode(), cust.encode(), timestamp=first, on_delivery=report)
     p.flush(60)
@@ -176,6 +180,34 @@ def _setup(target: Target, data: model.Data) -> None:
                 p.poll(0.1)
     if p.flush(120) or failed:
         raise RuntimeError(f"writing the input failed: {len(failed)} errors {failed[:3]}")
+
+
+KEPT = ("orders", "customers", *OUTPUTS, *(f"{APP_ID}-{s}-changelog" for s in (
+    "customers-store", "windowed-totals-store", "region-totals-store")))
+
+
+def _log_starts(bootstrap: str) -> dict[str, dict[int, int]]:
+    """The partitions of the input, output and changelog topics whose log no longer starts at
+    offset 0 (``KEPT``; the repartition topics are left out: Streams deletes what it has
+    consumed from them). Nothing in this run may be deleted by the brokers: deleted input is
+    never processed, and a changelog missing its first records restores a store without
+    them. Empty when every log is whole."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "streams-log-starts", "log_level": 2})
+    try:
+        starts: dict[str, dict[int, int]] = {}
+        for topic in KEPT:
+            for p in range(PARTITIONS):
+                try:
+                    low, _high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+                except KafkaException:  # a changelog Streams never created: the verdict fails anyway
+                    break
+                if low > 0:
+                    starts.setdefault(topic, {})[p] = low
+        return starts
+    finally:
+        c.close()
 
 
 def _faults(faults: Faults, apps: Instances, reader: Reader, n: int, stop: threading.Event,
@@ -206,7 +238,7 @@ def _faults(faults: Faults, apps: Instances, reader: Reader, n: int, stop: threa
 
 def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> dict:
     cp = streams_classpath()
-    data = model.generate(seed, messages)
+    data = model.generate(seed, messages, model.recent_base(int(time.time() * 1000), messages))
     exp = model.expected(data)
     workdir = tmp / "jvm"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -250,12 +282,15 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
             p.stop(60.0)
         faults.done = True
         reads = reader.finish(120.0)
+        deleted = _log_starts(target.bootstrap)
     finally:
         stop.set()
         faults.done = True
         for p in apps.procs.values():
             p.kill()
         target.stop()
+    with open(tmp / "reads.json", "w") as f:  # the evidence a verdict's examples point into
+        json.dump({t: [list(r) for r in rs] for t, rs in reads.items()}, f)
     v = model.verdict(exp, reads)
     times = sorted(reader.order_times)
     gap, gap_at = longest_stretch(times if completed else [*times, ended])
@@ -265,7 +300,8 @@ def run_streams(target_name: str, seed: int, messages: int, tmp: Path, echo) -> 
         replaced = [e for e in apps.events if e.get("event") == "thread-replaced"]
     return {
         "scenario": "streams", "target": target_name, "seed": seed, "messages": messages, "membership": MEMBERSHIP,
-        "ok": v["ok"] and completed, "completed": completed, "verdict": v,
+        "ok": v["ok"] and completed and not deleted, "completed": completed, "verdict": v,
+        "deleted_by_brokers": deleted,
         "kills": sum(1 for e in faults.events if e.kind == "kill"),
         "broker_restarts": sum(1 for e in faults.events if e.kind == "restart"),
         "broker_down_s": spread(downtimes), "instance_killed": killed_at is not None,

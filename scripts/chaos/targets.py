@@ -65,6 +65,10 @@ logger.txn.name = org.apache.kafka.coordinator.transaction
 logger.txn.level = INFO
 logger.oldtxn.name = kafka.coordinator.transaction
 logger.oldtxn.level = INFO
+logger.retention.name = kafka.log.UnifiedLog
+logger.retention.level = INFO
+logger.retention4.name = org.apache.kafka.storage.internals.log.UnifiedLog
+logger.retention4.level = INFO
 """
 
 
@@ -80,9 +84,10 @@ def _apache_class():
         name = "apache"
 
         def _configure(self) -> None:
-            """The shipped settings, and the group and transaction coordinators logging at
-            INFO in each node's ``server.log`` (loads, rebalances, member removals, fencing),
-            which explain a stall; ``KAAS_CHAOS_KEEP=1`` keeps them."""
+            """The shipped settings, and the group and transaction coordinators and the logs
+            (segment deletions by retention, log start offsets) logging at INFO in each
+            node's ``server.log`` (loads, rebalances, member removals, fencing), which
+            explain a stall; ``KAAS_CHAOS_KEEP=1`` keeps them."""
             super()._configure()
             for node in range(1, self.n + 1):
                 with open(self.cluster._node_dir(node) / "log4j2.properties", "a") as f:

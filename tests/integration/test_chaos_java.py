@@ -50,6 +50,8 @@ def test_kafka_streams_exactly_once_v2_under_broker_kills(tmp_path):
     e = v["enriched"]
     assert (e["input"], e["output"], e["duplicates"], e["lost"], e["wrong_value"]) == (20000, 20000, 0, 0, 0)
     assert v["windowed_totals"]["ok"] and v["region_totals"]["ok"]
+    assert v["windowed_totals"]["regressions"] == v["windowed_totals"]["split_keys"] == 0
+    assert r["deleted_by_brokers"] == {}  # no input, output or changelog record trimmed by retention
     assert v["windowed_totals"]["keys"] > 1000 and v["region_totals"]["keys"] == 5
     assert r["ok"] and r["completed"] and r["kills"] >= 1
     # the restarted instance took its static members' places and restored its stores

@@ -109,3 +109,74 @@ def test_streams_verdict_passes_a_correct_output_and_catches_each_anomaly():
     assert not v["ok"] and v["region_totals"]["regressions"] == 1 and v["windowed_totals"]["ok"]
     v = model.verdict(exp, {**good, "windowed-totals": good["windowed-totals"][:-1]})
     assert not v["ok"] and v["windowed_totals"]["wrong_final"] == 1
+
+
+def test_a_regression_names_the_partition_and_offsets_of_both_updates():
+    data = model.generate(5, 600)
+    exp = model.expected(data)
+    good = app_output(data, random.Random(2))
+    windows = good["windowed-totals"]
+    first = next(r for r in windows if r.value.startswith("1,") and not exp.windows[r.key].startswith("1,"))
+    last = [r for r in windows if r.key == first.key][-1]  # the final total, after `first`
+    undone = model.Record(0, windows[-1].offset + 1, first.key, first.value)  # a restore from a short changelog
+    v = model.verdict(exp, {**good, "windowed-totals": [*windows, undone]})["windowed_totals"]
+    assert not v["ok"] and (v["regressions"], v["wrong_final"]) == (1, 1)
+    assert v["examples"]["regressions"] == [{"key": first.key, "partition": 0, "before": last.value,
+                                             "before_offset": last.offset, "after": first.value,
+                                             "after_offset": undone.offset}]
+
+
+def test_a_key_in_two_partitions_is_flagged_and_not_compared_across_them():
+    data = model.generate(5, 600)
+    exp = model.expected(data)
+    good = app_output(data, random.Random(3))
+    regions = good["region-totals"]
+    moved = model.Record(1, 0, regions[0].key, "1,1")  # lower than later updates, but in another partition
+    v = model.verdict(exp, {**good, "region-totals": [*regions, moved]})["region_totals"]
+    assert not v["ok"] and (v["split_keys"], v["regressions"], v["wrong_final"]) == (1, 0, 0)
+    assert v["examples"]["split_keys"] == [regions[0].key]
+
+
+@given(st.integers(0, 2**16), st.lists(st.tuples(st.integers(0, 5), st.integers(1, 3)), max_size=40))
+def test_updates_spread_over_partitions_by_key_pass_and_any_non_growing_step_is_reported(seed, ops):
+    """Keys hashed to partitions, each key's counts growing by 1-3 per update: ok. Then
+    every step that does not grow (found by a brute-force scan per key) is a regression
+    named by its partition and offsets, and nothing else is."""
+    rnd = random.Random(seed)
+    counts: dict[str, int] = {}
+    offsets = [0, 0, 0]
+    records = []
+    for key_i, step in ops:
+        key = f"k{key_i}"
+        counts[key] = counts.get(key, 0) + (step if rnd.random() < 0.8 else -rnd.randint(0, 2))
+        p = key_i % 3
+        records.append(model.Record(p, offsets[p], key, f"{counts[key]},0"))
+        offsets[p] += 2 if rnd.random() < 0.3 else 1  # gaps: transaction markers, aborted records
+    want = {k: f"{c},0" for k, c in counts.items()}
+    v = model._table_verdict(want, list(reversed(records)))  # the read order does not matter
+    expected = []
+    for key in sorted(counts):
+        mine = [r for r in records if r.key == key]
+        expected += [(key, a.offset, b.offset) for a, b in zip(mine, mine[1:])
+                     if int(b.value.split(",")[0]) <= int(a.value.split(",")[0])]
+    got = sorted((e["key"], e["before_offset"], e["after_offset"]) for e in v["examples"]["regressions"])
+    assert got == sorted(expected) and v["regressions"] == len(expected)
+    assert v["split_keys"] == 0 and v["wrong_final"] == 0 and v["ok"] == (not expected)
+
+
+@given(st.integers(1_600_000_000_000, 2_000_000_000_000), st.integers(1, 400_000))
+def test_a_runs_event_times_lie_in_the_hours_before_it_on_a_window_boundary(now_ms, n):
+    """Within every retention (the brokers delete by record timestamp), never ahead of the
+    brokers' clock; the expected windows follow the base."""
+    base = model.recent_base(now_ms, n)
+    last = base + (n - 1) * model.STEP_MS
+    assert base % model.WINDOW_MS == 0
+    assert now_ms - model.RECENT_MS - model.WINDOW_MS < last + model.STEP_MS <= now_ms - model.RECENT_MS
+    assert now_ms - base < 24 * 3_600_000 + model.RECENT_MS  # 400k orders span under 3 h
+
+
+def test_the_expected_windows_follow_the_runs_base():
+    data = model.generate(4, 300, model.recent_base(1_800_000_000_000, 300))
+    assert [o[:3] for o in data.orders] == [o[:3] for o in model.generate(4, 300).orders]
+    assert all(int(k.split("@")[1]) >= data.base_ms for k in model.expected(data).windows)
+    assert sum(int(v.split(",")[0]) for v in model.expected(data).windows.values()) == 300
