@@ -25,8 +25,11 @@ The rules of EndTxn v5 (Apache 4.4 ``TransactionCoordinator.endTransaction``), w
 - Complete* of the asked outcome, as a retry: NONE with ``continues_with``, unchanged;
 - an abort on Empty, CompleteAbort, or CompleteCommit not as a retry: an empty transaction
   aborted (Prepare* with no partitions, epoch + 1), so that the epoch still rises;
-- a commit on Empty or CompleteAbort, an abort retried on CompleteCommit, the other
-  outcome on Prepare*: INVALID_TXN_STATE;
+- a commit retried on CompleteAbort: PRODUCER_FENCED. Only the coordinator's own abort
+  (a timeout) ends a transaction the client is committing; Apache answers so since
+  KAFKA-20785, after 4.4.0, which answered INVALID_TXN_STATE, fatal to Kafka Streams;
+- a commit on Empty or on CompleteAbort not as a retry, an abort retried on
+  CompleteCommit, the other outcome on Prepare*: INVALID_TXN_STATE;
 - Prepare* of the asked outcome, as a retry: re-driven (``WriteMarkers`` again), where
   Apache answers CONCURRENT_TRANSACTIONS (the same choice as TV1: ``txn.prepare_end_txn``).
 
@@ -136,6 +139,11 @@ def end_txn_v2(meta: TxnMetadata | None, pid: int, epoch: int, commit: bool, now
     if commit:
         if state is TxnState.CompleteCommit and is_retry:
             return TxnResult(ErrorCode.none, None, (Reply(ErrorCode.none, *continues_with(meta)),))
+        if state is TxnState.CompleteAbort and is_retry:
+            # A commit that crossed the coordinator's own (timeout) abort: a client's retry
+            # carries the end it sent, so only that abort leads here. Fenced, from which
+            # Streams recovers, as Apache answers since KAFKA-20785 (4.4.0 answered 48).
+            return error(ErrorCode.producer_fenced)
         return error(ErrorCode.invalid_txn_state)
     if state is TxnState.CompleteAbort and is_retry:
         return TxnResult(ErrorCode.none, None, (Reply(ErrorCode.none, *continues_with(meta)),))

@@ -76,7 +76,8 @@ def test_end_of_an_ongoing_transaction_bumps_and_marks_at_the_new_epoch(commit):
     (TxnState.CompleteAbort, False, 6, ErrorCode.none, (10, 7)),
     # the other outcome for a finished end: 48
     (TxnState.CompleteCommit, False, 6, ErrorCode.invalid_txn_state, None),
-    (TxnState.CompleteAbort, True, 6, ErrorCode.invalid_txn_state, None),
+    # a commit that crossed the coordinator's timeout abort: fenced (KAFKA-20785)
+    (TxnState.CompleteAbort, True, 6, ErrorCode.producer_fenced, None),
     # at the current epoch: a commit with nothing open is 48, an abort ends an empty one
     (TxnState.CompleteCommit, True, 7, ErrorCode.invalid_txn_state, None),
     (TxnState.CompleteAbort, True, 7, ErrorCode.invalid_txn_state, None),
