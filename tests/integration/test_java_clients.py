@@ -68,7 +68,7 @@ def test_java_client_suite(tmp_path):
         env = {**os.environ, "KAAS_BOOTSTRAP": cluster.bootstrap, "KAAS_DATA": str(cluster.data)}
         reports = JAVA_DIR / "target" / "surefire-reports"
         shutil.rmtree(reports, ignore_errors=True)  # a previous run's
-        cmd = [mvn, "-B", "-q", "-T1", "test"]
+        cmd = [mvn, "-B", "-q", "-T1", "test", "-DtrimStackTrace=false"]  # a failure names the call
         try:
             r = subprocess.run(cmd, cwd=JAVA_DIR, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired as e:
@@ -78,6 +78,10 @@ def test_java_client_suite(tmp_path):
     results = surefire_results(reports)
     print("\n".join(f"{verdict:8} {name}" for name, verdict in sorted(results.items())))
     bad = {n: v for n, v in results.items() if v in ("failure", "error")}
+    if r.returncode or bad:  # the brokers' side of a failure, for whoever reads the CI log
+        for b in range(3):
+            notable = [ln for ln in cluster.broker_log(b).splitlines() if "[warning" in ln or "[error" in ln]
+            print(f"broker {b}: {len(notable)} warnings and errors, the last 40:", *notable[-40:], sep="\n")
     assert r.returncode == 0 and not bad, f"mvn test exited {r.returncode}; failed: {sorted(bad)}\n{r.stdout[-20000:]}"
     assert len(results) >= 50, f"only {len(results)} Java tests ran"
     skipped = {n: v for n, v in results.items() if v.startswith("skipped")}
