@@ -526,12 +526,12 @@ class PartitionLog:
             self._remove_segment(self.segments.pop(0))
 
     def retention_due(self, now_ms: int, *, high_watermark: int | None = None) -> int:
-        """How many of the oldest segments retention deletes now (``domain.retention``), up
-        to ``high_watermark``, by default the durable offset (kaas's committed offset)."""
+        """How many oldest segments retention deletes now (``domain.retention``) up to
+        ``high_watermark``, by default the durable offset (closed segments: a roll fsyncs them)."""
         if self.failed is not None or not self.config.delete or self.cleaning:
             return 0
         views = [retention.SegmentView(s.base_offset, s.size, s.age_reference()) for s in self.segments]
-        hw = self.durable_offset if high_watermark is None else high_watermark
+        hw = max(self.durable_offset, self.active.base_offset) if high_watermark is None else high_watermark
         return retention.deletable(views, log_end=self.log_end_offset, high_watermark=hw, now_ms=now_ms,
                                    retention_ms=self.config.retention_ms, retention_bytes=self.config.retention_bytes)
 
