@@ -320,6 +320,21 @@ def test_retention_ms_deletes_old_segments(admin, cfg_broker):
     assert watermarks(bs, old) == (24, 25) and watermarks(bs, mixed) == (low, 21)
 
 
+def test_retention_ms_makes_acks_1_appends_durable_before_deleting_them(admin, cfg_broker):
+    """acks=1 appends are not fsynced by the produce; retention, finding the active segment
+    due, runs the partition's group commit first and then deletes the whole log."""
+    topic = uniq("cfg-ret-acks1")
+    create(admin, topic, {"retention.ms": "3600000"})
+    p = Producer({"bootstrap.servers": cfg_broker.bootstrap, "acks": "1", "linger.ms": 0,
+                  "enable.idempotence": False})
+    old = int(time.time() * 1000) - 2 * 3600 * 1000
+    for _ in range(3):
+        p.produce(topic, value=b"a1", partition=0, timestamp=old)
+        assert p.flush(15) == 0
+    assert wait_for(lambda: watermarks(cfg_broker.bootstrap, topic) == (3, 3), what="the acks=1 log deleted",
+                    timeout=10.0, interval=0.1)
+
+
 def test_retention_bytes_deletes_the_oldest_segments(admin, cfg_broker):
     """Altered down to 8 KiB, retention.bytes deletes the oldest closed segments until the
     partition is within one segment of it."""
