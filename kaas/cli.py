@@ -213,7 +213,7 @@ def cli() -> None:
 @click.option("--segment-bytes", type=int, default=128 * 1024 * 1024, show_default=True,
               help="Roll a new log segment at this size (segment.bytes).")
 @click.option("--retention-ms", type=int, default=7 * 24 * 3600 * 1000, show_default=True,
-              help="Delete closed segments older than this (retention.ms; -1 = forever).")
+              help="Delete segments whose records are all older than this (retention.ms; -1 = forever).")
 @click.option("--retention-bytes", type=int, default=-1, show_default=True,
               help="Delete old segments beyond this partition size (retention.bytes; -1 = no limit).")
 @click.option("--segment-delete-delay-ms", type=int, default=60_000, show_default=True,

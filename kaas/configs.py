@@ -59,8 +59,8 @@ HOW: dict[str, str] = {
     "compression.lz4.level": "The lz4 level of a batch recompressed to lz4 (9, the default: LZ4's fast "
                              "compressor; any other: its high-compression one at that level, as Apache).",
     "compression.zstd.level": "The zstd level of a batch recompressed to zstd.",
-    "retention.ms": "Closed segments whose newest timestamp is older than this are deleted (-1: never).",
-    "retention.bytes": "The oldest closed segments are deleted while the partition is larger (-1: no limit).",
+    "retention.ms": "Segments whose newest timestamp is older than this are deleted, the active one too (-1: never).",
+    "retention.bytes": "The oldest segments are deleted while the partition is larger (-1: no limit).",
     "segment.bytes": "The active segment rolls once it holds this many bytes.",
     "segment.ms": "The active segment rolls once it is this old: at the next append, and on a compacted "
                   "topic also when idle (the log cleaner rolls it, so its records become cleanable).",

@@ -45,6 +45,7 @@ from typing import NamedTuple
 from kio.schema.errors import ErrorCode
 
 from kaas.clock import wall_ms
+from kaas.domain import retention
 from kaas.domain.producer_state import ProducerStateTable
 from kaas.errors import CorruptState, KaasError
 from kaas.storage import atomic, cleaner, fs, manifest, producer_snapshot, timestamps, trash
@@ -54,7 +55,6 @@ from kaas.wire import batch as wb
 from kaas.wire import records as wr
 
 __all__ = ["RECOVERY_FILE", "AppendResult", "LogConfig", "PartitionLog", "ReadResult", "Segment", "segment_name"]
-
 
 
 class AppendResult(NamedTuple):
@@ -204,8 +204,10 @@ class PartitionLog:
         return out
 
     def last_stable_offset(self) -> int:
+        """The first offset of an open transaction, or the log end; never below the log
+        start (retention deletes by time regardless of open transactions, as Apache does)."""
         first = self.producers.first_unstable_offset()
-        return self.log_end_offset if first is None else min(first, self.log_end_offset)
+        return self.log_end_offset if first is None else max(self.log_start_offset, min(first, self.log_end_offset))
 
     @staticmethod
     def read_manifest(path: Path) -> manifest.Manifest | None:
@@ -523,27 +525,25 @@ class PartitionLog:
         while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
             self._remove_segment(self.segments.pop(0))
 
-    def apply_retention(self, now_ms: int) -> int:
-        """Delete whole closed segments past retention.ms or beyond retention.bytes.
-
-        Returns:
-            the number of segments deleted.
-        """
+    def retention_due(self, now_ms: int, *, high_watermark: int | None = None) -> int:
+        """How many oldest segments retention deletes now (``domain.retention``) up to
+        ``high_watermark``, by default the durable offset (closed segments: a roll fsyncs them)."""
         if self.failed is not None or not self.config.delete or self.cleaning:
             return 0
-        deleted = 0
-        cfg = self.config
-        total = sum(s.size for s in self.segments)
-        while deleted < len(self.segments) - 1:
-            seg = self.segments[deleted]
-            too_old = cfg.retention_ms >= 0 and now_ms - seg.age_reference() > cfg.retention_ms
-            too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
-            if not (too_old or too_big):
-                break
-            total -= seg.size
-            deleted += 1
+        views = [retention.SegmentView(s.base_offset, s.size, s.age_reference()) for s in self.segments]
+        hw = max(self.durable_offset, self.active.base_offset) if high_watermark is None else high_watermark
+        return retention.deletable(views, log_end=self.log_end_offset, high_watermark=hw, now_ms=now_ms,
+                                   retention_ms=self.config.retention_ms, retention_bytes=self.config.retention_bytes)
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete ``retention_due`` segments; returns how many. When that is all of them, an
+        empty segment is rolled at the log end first: the log start moves to the log end
+        and appends continue there (the roll raises KaasError if another epoch owns it)."""
+        deleted = self.retention_due(now_ms)
         if not deleted:
             return 0
+        if deleted == len(self.segments):
+            self.roll()
         # The manifest first: a failed write leaves everything as it was; a crash after it
         # leaves segments below the log start, which recovery and reads skip.
         start = max(self.log_start_offset, self.segments[deleted].base_offset)

@@ -186,7 +186,7 @@ class Segment:
             off = res.next_offset
 
     def age_reference(self) -> int:
-        """This closed segment's age reference for retention.ms: its records' max timestamp,
+        """This segment's age reference for retention.ms: its records' max timestamp,
         or, when no record carries one (all below 0), the file's modification time, as
         Apache's LogSegment.largestTimestamp does: such a segment still expires."""
         if self.max_timestamp >= 0:

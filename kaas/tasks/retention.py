@@ -1,14 +1,20 @@
-"""Time-based retention and producer-state expiry of the partitions this broker leads,
-every ``--retention-check-ms``. Both go by the broker's wall clock: retention against the
+"""Retention and producer-state expiry of the partitions this broker leads, every
+``--retention-check-ms``. Both go by the broker's wall clock: retention.ms against the
 segments' max record timestamps, expiry against each producer's last append as this
-broker (or the leader before it) saw it."""
+broker (or the leader before it) saw it.
+
+Retention deletes only below the durable offset (kaas's high watermark for deletion, as
+Apache deletes only below the replicated high watermark). When more would be due were the
+log end durable (the active segment is past retention but acks=0/1 appends in it are not
+fsynced yet), the partition's group commit runs first, off the trio thread."""
 
 from __future__ import annotations
 
 import structlog
 import trio
 
-from kaas.broker import Broker
+from kaas.broker import Broker, Partition
+from kaas.errors import KaasError
 
 log = structlog.get_logger()
 
@@ -23,8 +29,8 @@ async def serve_retention(broker: Broker, *, task_status: trio.TaskStatus[None] 
             if part.syncing or part.closed:
                 continue
             try:
-                n = part.log.apply_retention(now)
-            except OSError as exc:
+                n = await _apply(part, now)
+            except (OSError, KaasError) as exc:
                 log.error("retention_failed", topic=part.topic, partition=part.index, error=str(exc))
                 continue
             limit = settings.producer_id_expiration_ms
@@ -38,3 +44,12 @@ async def serve_retention(broker: Broker, *, task_status: trio.TaskStatus[None] 
             if n:
                 log.info("retention_deleted_segments", topic=part.topic, partition=part.index,
                          segments=n, log_start_offset=part.log_start_offset)
+
+
+async def _apply(part: Partition, now: int) -> int:
+    plog = part.log
+    if plog.retention_due(now, high_watermark=plog.log_end_offset) > plog.retention_due(now):
+        await part.wait_durable(plog.log_end_offset)
+        if part.closed or part.syncing:
+            return 0
+    return plog.apply_retention(now)

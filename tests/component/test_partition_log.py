@@ -679,15 +679,19 @@ def test_retention_by_bytes(tmp_path):
     log.close()
 
 
-def test_retention_by_bytes_never_deletes_active(tmp_path):
+def test_retention_by_bytes_zero_deletes_the_active_segment_once_durable(tmp_path):
     cfg = LogConfig(segment_bytes=1024, index_interval_bytes=200, fsync=False,
                     retention_ms=-1, retention_bytes=0)
     log, model = _many(tmp_path, cfg)
-    active = log.active
-    log.apply_retention(now_ms=0)
+    active, end = log.active, log.log_end_offset
+    log.apply_retention(now_ms=0)  # the active segment's appends are not durable yet
     assert log.segments == [active]
     assert log.log_start_offset == active.base_offset
     check_all(log, model, start=log.log_start_offset)
+    log.sync()
+    assert log.apply_retention(now_ms=0) == 1  # rolled at the log end, then deleted
+    assert [s.base_offset for s in log.segments] == [end] and log.active.size == 0
+    assert log.log_start_offset == log.log_end_offset == end
     log.close()
 
 
@@ -704,11 +708,15 @@ def test_retention_by_time(tmp_path):
     deleted = log.apply_retention(now_ms=cut + 1)
     assert deleted == 1
     assert log.log_start_offset == before[2].base_offset
-    # far in the future every closed segment goes, never the active one
+    # far in the future every closed segment goes; the active one only once durable
     log.apply_retention(now_ms=10**12)
     assert log.segments == [before[-1]]
     assert all(not s.path.exists() for s in before[:-1])
     check_all(log, model, start=log.log_start_offset)
+    log.sync()
+    assert log.apply_retention(now_ms=10**12) == 1
+    assert log.log_start_offset == log.log_end_offset == model[-1].next
+    assert not before[-1].path.exists()
     log.close()
 
 

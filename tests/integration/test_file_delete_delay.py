@@ -53,8 +53,8 @@ def test_deleted_segments_and_topics_wait_out_the_delay(broker):
     admin.create_topics([NewTopic(topic, 1, 1, config={
         "segment.bytes": "1024", "file.delete.delay.ms": str(DELAY_MS)})])[topic].result(15)
     p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": "all"})
-    for i in range(6):  # two batches a segment: three segments
-        p.produce(topic, value=b"x" * 450, partition=0, timestamp=1_000_000_000_000 + i)
+    for i in range(6):  # two batches a segment: three segments; a recent last record keeps the active one
+        p.produce(topic, value=b"x" * 450, partition=0, timestamp=0 if i == 5 else 1_000_000_000_000 + i)
         assert p.flush(15) == 0
     pdir = broker.data / "data" / topic / "0"
     live_before = sorted(f.name for f in pdir.glob("*.log"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from kaas import configs
@@ -74,7 +74,8 @@ WALK: dict[str, Entry] = {
         f"{REPLICAS}::test_min_insync_replicas_validation_and_single_broker_acks_all")),
     # honoured, tested here (and at the storage level)
     "retention.ms": Entry(honoured_by=(f"{HERE}::test_retention_ms_deletes_old_segments",
-                                       "tests/component/test_partition_log.py::test_retention_by_time"),
+                                       "tests/component/test_partition_log.py::test_retention_by_time",
+                                       "tests/component/test_retention_active.py"),
                           accepts=("3600000", "-1"), refuses=("-2",), why="at least -1"),
     "retention.bytes": Entry(honoured_by=(f"{HERE}::test_retention_bytes_deletes_the_oldest_segments",
                                           "tests/component/test_partition_log.py::test_retention_by_bytes"),
@@ -280,20 +281,58 @@ def test_segment_bytes_and_index_interval_bytes(admin, cfg_broker):
 
 
 def test_retention_ms_deletes_old_segments(admin, cfg_broker):
-    """Closed segments whose newest record is older than retention.ms are deleted (the
-    active one stays); a topic with records younger than it keeps all of them."""
-    old, young = uniq("cfg-ret-old"), uniq("cfg-ret-young")
-    for t in (old, young):
+    """Segments whose newest record is older than retention.ms are deleted, the active one
+    too when all its records are (Apache's UnifiedLog.deleteRetentionMsBreachedSegments):
+    the log start moves to the log end, ListOffsets earliest and latest both answer it, and
+    the next produce continues there. A recent record keeps the active segment; a topic
+    with records younger than retention.ms keeps all of them."""
+    old, mixed, young = uniq("cfg-ret-old"), uniq("cfg-ret-mixed"), uniq("cfg-ret-young")
+    for t in (old, mixed, young):
         create(admin, t, {"segment.bytes": "4096", "retention.ms": "3600000", "cleanup.policy": "delete"})
+    alter(admin, mixed, {"segment.bytes": "4096", "retention.ms": "-1"})  # until its last record is in
+    bs = cfg_broker.bootstrap
     two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
-    produce(cfg_broker.bootstrap, old, [b"o" * 500] * 24, timestamp=two_hours_ago)
-    produce(cfg_broker.bootstrap, young, [b"y" * 500] * 24)
-    low, high = wait_for(lambda: (w := watermarks(cfg_broker.bootstrap, old))[0] > 0 and w,
-                         what="retention by time", timeout=10.0, interval=0.1)
-    assert high == 24 and len(segment_files(cfg_broker, old)) == 1  # only the active one is left
-    assert low == int(segment_files(cfg_broker, old)[0].name[:20])
+    produce(bs, old, [b"o" * 500] * 24, timestamp=two_hours_ago)
+    produce(bs, mixed, [b"m" * 500] * 20, timestamp=two_hours_ago)  # 8 batches a segment
+    produce(bs, mixed, [b"recent"])  # into the active segment, beside 4 old records
+    alter(admin, mixed, {"segment.bytes": "4096", "retention.ms": "3600000"})
+    produce(bs, young, [b"y" * 500] * 24)
+    assert wait_for(lambda: watermarks(bs, old) == (24, 24), what="the whole log deleted by time",
+                    timeout=10.0, interval=0.1)
+    [seg] = segment_files(cfg_broker, old)  # a new empty segment at the log end
+    assert int(seg.name[:20]) == 24 and seg.stat().st_size == 0
+    low, high = wait_for(lambda: (w := watermarks(bs, mixed))[0] > 0 and w, what="closed segments deleted",
+                         timeout=10.0, interval=0.1)
+    assert high == 21 and low == int(segment_files(cfg_broker, mixed)[0].name[:20]) < 20
+    c = Consumer({"bootstrap.servers": bs, "group.id": uniq("ret"), "enable.auto.commit": False})
+    try:
+        [found] = c.offsets_for_times([TopicPartition(old, 0, two_hours_ago)], timeout=5)
+        assert found.offset == -1  # no record at or after that time any more
+        assert produce(bs, old, [b"after"]) == [None]
+        c.assign([TopicPartition(old, 0, OFFSET_BEGINNING)])
+        msg = wait_for(lambda: (m := c.poll(0.5)) is not None and m.error() is None and m, 10, "the new record")
+        assert (msg.offset(), msg.value()) == (24, b"after")
+    finally:
+        c.close()
+    assert watermarks(bs, old) == (24, 25)
     time.sleep(1.0)  # five retention passes
-    assert watermarks(cfg_broker.bootstrap, young) == (0, 24)
+    assert watermarks(bs, young) == (0, 24)
+    assert watermarks(bs, old) == (24, 25) and watermarks(bs, mixed) == (low, 21)
+
+
+def test_retention_ms_makes_acks_1_appends_durable_before_deleting_them(admin, cfg_broker):
+    """acks=1 appends are not fsynced by the produce; retention, finding the active segment
+    due, runs the partition's group commit first and then deletes the whole log."""
+    topic = uniq("cfg-ret-acks1")
+    create(admin, topic, {"retention.ms": "3600000"})
+    p = Producer({"bootstrap.servers": cfg_broker.bootstrap, "acks": "1", "linger.ms": 0,
+                  "enable.idempotence": False})
+    old = int(time.time() * 1000) - 2 * 3600 * 1000
+    for _ in range(3):
+        p.produce(topic, value=b"a1", partition=0, timestamp=old)
+        assert p.flush(15) == 0
+    assert wait_for(lambda: watermarks(cfg_broker.bootstrap, topic) == (3, 3), what="the acks=1 log deleted",
+                    timeout=10.0, interval=0.1)
 
 
 def test_retention_bytes_deletes_the_oldest_segments(admin, cfg_broker):
