@@ -42,10 +42,20 @@ def _without_test_libraries() -> None:
         sys.modules["rich"] = None  # type: ignore[assignment]
 
 
-def preload_broker() -> None:
+FIRST_APIS = (18, 3)
+"""ApiVersions and Metadata: the requests every client opens with, whose handler modules
+``preload_broker`` imports besides what ``kaas broker`` imports."""
+
+
+def preload_broker(all_handlers: bool = False) -> None:
     """Import what ``kaas broker`` imports, once, in a process that then forks brokers
     (``kaas cluster --fork-brokers``, ``kaas.testing``'s fork server): each fork starts
-    with them in memory instead of importing them again."""
+    with them in memory instead of importing them again.
+
+    The handler modules (each with the kio classes of all its versions: about 0.4 s of
+    CPU, most of the import) are left to each broker to import at its API's first
+    request, except the ``FIRST_APIS`` (``all_handlers``: every one, for a process that
+    forks brokers for a long time)."""
     _without_test_libraries()
     import trio  # noqa: F401
 
@@ -53,6 +63,9 @@ def preload_broker() -> None:
     import kaas.log  # noqa: F401
     import kaas.net.server  # noqa: F401
     import kaas.settings  # noqa: F401
+    from kaas.handlers import registry
+
+    registry.load_all(None if all_handlers else FIRST_APIS)
 
 
 def fork_broker(argv: list[str], logf: BinaryIO | int) -> Forked:
