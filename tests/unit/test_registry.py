@@ -50,3 +50,21 @@ def test_registry_and_broker_preload_import_only_the_first_apis_handlers():
     assert "kio.schema.produce.v13.request" not in mods
     everything = _imported_after("from kaas.cli import preload_broker\npreload_broker(all_handlers=True)")
     assert {f"kaas.handlers.{name}" for _k, name, _lo, _hi in registry.TABLE} <= everything
+
+
+def test_refusal_of_a_gated_describe_names_the_groups_asked_for():
+    from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+    from kio.schema.describe_share_group_offsets.v1 import request as offsets
+    from kio.schema.errors import ErrorCode
+    from kio.schema.types import GroupId
+
+    from kaas.handlers import _feature_gate
+
+    code = ErrorCode.unsupported_version
+    req = ConsumerGroupDescribeRequest(group_ids=(GroupId("a"), GroupId("b")), include_authorized_operations=False)
+    out = _feature_gate.refusal(69, req, code)
+    assert [(g["group_id"], g["error_code"]) for g in out["groups"]] == [("a", code), ("b", code)]
+    req2 = offsets.DescribeShareGroupOffsetsRequest(groups=(
+        offsets.DescribeShareGroupOffsetsRequestGroup(group_id=GroupId("s"), topics=None),))
+    out = _feature_gate.refusal(90, req2, code)
+    assert [(g["group_id"], g["error_code"]) for g in out["groups"]] == [("s", code)]
