@@ -496,7 +496,7 @@ def _sasl_problem(settings: Settings) -> tuple[str, str] | None:
 @click.option("--fork-brokers/--exec-brokers", default=True, show_default=True,
               help="--fork-brokers: import the broker's code once in the supervisor and fork every broker (and "
                    "every restart) from it: a broker serves within milliseconds of its start instead of after "
-                   "~0.5 s of imports of its own. The brokers then run the code the supervisor loaded: restart "
+                   "~0.3 s of imports of its own. The brokers then run the code the supervisor loaded: restart "
                    "the supervisor to pick up an upgrade. --exec-brokers: start every broker (and every restart) "
                    "as a new interpreter, which loads the code installed at that moment.")
 @click.argument("broker_args", nargs=-1, type=click.UNPROCESSED)
