@@ -42,17 +42,41 @@ def _without_test_libraries() -> None:
         sys.modules["rich"] = None  # type: ignore[assignment]
 
 
-def preload_broker() -> None:
+FIRST_APIS = (18, 3)
+"""ApiVersions and Metadata: the requests every client opens with, whose handler modules
+``preload_broker`` imports besides what ``kaas broker`` imports."""
+
+
+def preload_broker(all_handlers: bool = False) -> None:
     """Import what ``kaas broker`` imports, once, in a process that then forks brokers
     (``kaas cluster --fork-brokers``, ``kaas.testing``'s fork server): each fork starts
-    with them in memory instead of importing them again."""
-    _without_test_libraries()
-    import trio  # noqa: F401
+    with them in memory instead of importing them again.
 
-    import kaas.allocator  # noqa: F401
-    import kaas.log  # noqa: F401
-    import kaas.net.server  # noqa: F401
-    import kaas.settings  # noqa: F401
+    The handler modules (each with the kio classes of all its versions: about 0.4 s of
+    CPU, most of the import) are left to each broker to import at its API's first
+    request, except the ``FIRST_APIS`` (``all_handlers``: every one, for a process that
+    forks brokers for a long time).
+
+    The cyclic garbage collector is off meanwhile: the imports make objects that all stay,
+    and collecting while they are made cost about a tenth of the import's CPU."""
+    import gc
+
+    _without_test_libraries()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        import trio  # noqa: F401
+
+        import kaas.allocator  # noqa: F401
+        import kaas.log  # noqa: F401
+        import kaas.net.server  # noqa: F401
+        import kaas.settings  # noqa: F401
+        from kaas.handlers import registry
+
+        registry.load_all(None if all_handlers else FIRST_APIS)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def fork_broker(argv: list[str], logf: BinaryIO | int) -> Forked:
@@ -472,7 +496,7 @@ def _sasl_problem(settings: Settings) -> tuple[str, str] | None:
 @click.option("--fork-brokers/--exec-brokers", default=True, show_default=True,
               help="--fork-brokers: import the broker's code once in the supervisor and fork every broker (and "
                    "every restart) from it: a broker serves within milliseconds of its start instead of after "
-                   "~0.5 s of imports of its own. The brokers then run the code the supervisor loaded: restart "
+                   "~0.3 s of imports of its own. The brokers then run the code the supervisor loaded: restart "
                    "the supervisor to pick up an upgrade. --exec-brokers: start every broker (and every restart) "
                    "as a new interpreter, which loads the code installed at that moment.")
 @click.argument("broker_args", nargs=-1, type=click.UNPROCESSED)

@@ -1,7 +1,8 @@
 """Start a ``kaas`` command as a forked copy of this process instead of a new interpreter.
 
-A new ``python -m kaas.cli broker`` spends about 0.4-0.5 s of CPU importing trio,
-structlog, kio and the broker's modules before it can serve; a process that has imported
+A new ``python -m kaas.cli broker`` spends about 0.3 s of CPU importing trio,
+structlog, kio and the broker's modules before it can serve (its handler modules come
+later, each at its API's first request); a process that has imported
 them once (``kaas cluster --fork-brokers``, the fork server of ``kaas.testing``) forks each
 broker in a few milliseconds, and the brokers share the imported code's memory copy-on-write.
 

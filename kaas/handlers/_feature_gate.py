@@ -12,18 +12,19 @@ The registry (``handlers._load``) wraps each gated module's ``handle`` with ``ga
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from functools import cache
+from typing import TYPE_CHECKING, TypeAlias
 
-from kio.schema.consumer_group_describe import v0 as cgd0
-from kio.schema.consumer_group_describe import v1 as cgd1
-from kio.schema.describe_share_group_offsets import v0 as dsgo0
-from kio.schema.describe_share_group_offsets import v1 as dsgo1
 from kio.schema.errors import ErrorCode
-from kio.schema.share_group_describe import v1 as sgd1
 
 from kaas.domain.features import GROUP_VERSION, SHARE_VERSION
 
 if TYPE_CHECKING:
+    from kio.schema.consumer_group_describe import v0 as cgd0
+    from kio.schema.consumer_group_describe import v1 as cgd1
+    from kio.schema.describe_share_group_offsets import v0 as dsgo0
+    from kio.schema.describe_share_group_offsets import v1 as dsgo1
+    from kio.schema.share_group_describe import v1 as sgd1
     from kio.static.protocol import RequestPayload
 
     from kaas.handlers.context import Answer, Context
@@ -41,10 +42,26 @@ GATES: dict[int, str] = {
 """API key -> the feature whose finalized level must be >= 1."""
 
 _NOT_SUPPORTED = "The version of API is not supported."  # Apache's message on 91 and 92
-# the requests whose refusal names what they asked for: the groups described, and those
-# whose share offsets are
-_DESCRIBES = (cgd0.ConsumerGroupDescribeRequest, cgd1.ConsumerGroupDescribeRequest, sgd1.ShareGroupDescribeRequest)
-_DESCRIBE_OFFSETS = (dsgo0.DescribeShareGroupOffsetsRequest, dsgo1.DescribeShareGroupOffsetsRequest)
+
+if TYPE_CHECKING:
+    _Describes: TypeAlias = tuple[type[cgd0.ConsumerGroupDescribeRequest], type[cgd1.ConsumerGroupDescribeRequest],
+                                  type[sgd1.ShareGroupDescribeRequest]]
+    _DescribeOffsets: TypeAlias = tuple[type[dsgo0.DescribeShareGroupOffsetsRequest],
+                                        type[dsgo1.DescribeShareGroupOffsetsRequest]]
+
+
+@cache
+def _named() -> tuple[_Describes, _DescribeOffsets]:
+    """The requests whose refusal names what they asked for: the groups described, and those
+    whose share offsets are. Imported at the first refusal, not with this module (which
+    every handler's first request imports: a broker starts without these kio classes)."""
+    from kio.schema.consumer_group_describe import v0, v1
+    from kio.schema.describe_share_group_offsets import v0 as offsets0
+    from kio.schema.describe_share_group_offsets import v1 as offsets1
+    from kio.schema.share_group_describe import v1 as share1
+
+    return ((v0.ConsumerGroupDescribeRequest, v1.ConsumerGroupDescribeRequest, share1.ShareGroupDescribeRequest),
+            (offsets0.DescribeShareGroupOffsetsRequest, offsets1.DescribeShareGroupOffsetsRequest))
 
 
 def closed(ctx: Context, feature: str) -> ErrorCode | None:
@@ -61,7 +78,7 @@ def refusal(api_key: int, req: RequestPayload, code: ErrorCode) -> dict[str, obj
         return {"throttle_time": 0, "error_code": code, "error_message": None, "member_epoch": 0,
                 "heartbeat_interval": 0, "assignment": None}
     if api_key in (CONSUMER_GROUP_DESCRIBE, SHARE_GROUP_DESCRIBE):
-        assert isinstance(req, _DESCRIBES), req  # (dispatch decoded it by its key)
+        assert isinstance(req, _named()[0]), req  # (dispatch decoded it by its key)
         return {"throttle_time": 0, "groups": [{"error_code": code, "error_message": None, "group_id": g,
                                                 "authorized_operations": -2147483648} for g in req.group_ids]}
     if api_key == SHARE_FETCH:
@@ -70,7 +87,7 @@ def refusal(api_key: int, req: RequestPayload, code: ErrorCode) -> dict[str, obj
     if api_key == SHARE_ACKNOWLEDGE:
         return {"throttle_time": 0, "error_code": code, "error_message": None, "responses": [], "node_endpoints": []}
     if api_key == DESCRIBE_SHARE_GROUP_OFFSETS:
-        assert isinstance(req, _DESCRIBE_OFFSETS), req
+        assert isinstance(req, _named()[1]), req
         return {"throttle_time": 0, "groups": [{"group_id": g.group_id, "topics": [], "error_code": code,
                                                 "error_message": None} for g in req.groups]}
     assert api_key in (ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS), api_key

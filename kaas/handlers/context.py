@@ -2,7 +2,8 @@
 header, the connection's session and quotas) and what it returns (``Answer``).
 
 Every handler module imports this module; it imports no handler (the registry,
-``handlers.registry``, imports them all), so the package has no import cycle.
+``handlers.registry``, imports them, each at its API's first request), so the package has
+no import cycle.
 """
 
 from __future__ import annotations

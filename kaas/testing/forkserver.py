@@ -43,7 +43,7 @@ STOP_GRACE_S = 10.0
 def _serve() -> None:  # pragma: no cover - runs in the server process (tests drive it through ForkServer)
     from kaas.cli import main, preload_broker
 
-    preload_broker()
+    preload_broker(all_handlers=True)  # (it forks brokers for a whole test session)
     import cluster.supervisor  # noqa: F401  (what `kaas cluster` imports)
     from kaas.forking import fork_command
 

@@ -82,6 +82,16 @@ class _probe_first(threading.Thread):  # noqa: N801 - used as a function
             time.sleep(0.005)
 
 
+def compile_kaas() -> None:
+    """Write kaas's bytecode caches where they are missing or stale (``make bytecode``), as
+    an installed kaas has them: where PYTHONDONTWRITEBYTECODE is set nothing else writes
+    them, and every process of a benchmarked cluster would compile kaas from source."""
+    import compileall
+
+    for d in ("kaas", "cluster"):
+        compileall.compile_dir(REPO / d, quiet=1)
+
+
 def tmp_base() -> Path | None:
     """/dev/shm where there is one (brokers' data on tmpfs), else the default temporary directory."""
     return Path("/dev/shm") if Path("/dev/shm").is_dir() else None
@@ -94,6 +104,7 @@ class _Kaas:
     env: dict[str, str] = {}
 
     def __init__(self, extra: list[str]):
+        compile_kaas()
         self.dir = Path(tempfile.mkdtemp(prefix="kaas-bench-", dir=tmp_base()))
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
@@ -125,6 +136,7 @@ class _KaasCluster:
     def __init__(self, n: int, extra: list[str], secure: bool = False):
         from kaas.testing import ClusterProcess
 
+        compile_kaas()
         self.n = n
         self.dir = Path(tempfile.mkdtemp(prefix="kaas-bench-", dir=tmp_base()))
         self.data = self.dir / "data"
