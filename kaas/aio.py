@@ -8,10 +8,11 @@ These helpers skip it where nothing has to wait.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import trio
 
-__all__ = ["SCRATCH", "Lock", "SocketReader", "Turn", "Turns", "Wakeup", "acquire", "held", "send_now"]
+__all__ = ["SCRATCH", "Lock", "SocketReader", "Turn", "Turns", "Wakeup", "acquire", "held", "send_now", "send_parts"]
 
 # One receive buffer for every connection of the process (plain and TLS, clients and peer
 # links): each reader fills it and copies the bytes out with no await in between, so no
@@ -122,6 +123,41 @@ async def send_now(stream: trio.abc.Stream, fd: int | None, data: bytes | bytear
         raise trio.BrokenResourceError(f"send failed: {exc}") from exc
     if sent < len(data):
         await stream.send_all(memoryview(data)[sent:])
+
+
+IOV_MAX = 1024  # the most buffers one writev takes (Linux's UIO_MAXIOV)
+
+
+async def send_parts(stream: trio.abc.Stream, fd: int | None, parts: Sequence[bytes | bytearray | memoryview]) -> None:
+    """Send ``parts`` one after the other as one byte stream: ``writev`` on the socket
+    ``fd`` (the kernel copies each buffer straight into the socket, so a fetch's records
+    are never joined into one buffer first), waiting for room with trio when the socket is
+    full. A stream that is not a plain socket (``fd`` None) gets them joined. The caller
+    must be the stream's only sender meanwhile (hold its send lock).
+
+    Raises:
+        trio.BrokenResourceError: the socket refused the bytes.
+    """
+    if fd is None:
+        await stream.send_all(b"".join(parts))
+        return
+    todo: list[bytes | bytearray | memoryview] = [p for p in parts if len(p)]
+    i = 0
+    while i < len(todo):
+        try:
+            sent = os.writev(fd, todo[i:i + IOV_MAX])
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(fd)
+            continue
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+        while sent:
+            n = len(todo[i])
+            if sent < n:
+                todo[i] = memoryview(todo[i])[sent:]
+                break
+            sent -= n
+            i += 1
 
 
 class SocketReader:
