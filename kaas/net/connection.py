@@ -19,7 +19,7 @@ from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
 from kaas.net.ordering import Close, Ordering, Slot, outcome
 from kaas.net.tls import TlsReader
-from kaas.wire.codec import Frame, Gathered
+from kaas.wire.codec import Frame, Gathered, Piece
 from kaas.wire.framing import MIN_FRAME, FrameDecoder, FramingError
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ async def send_frames(stream: trio.abc.Stream, fd: int | None, out: list[Frame])
     if not any(isinstance(f, Gathered) for f in out):
         await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))  # type: ignore[arg-type]
         return
-    parts: list[bytes | bytearray | memoryview] = []
+    parts: list[Piece] = []
     for f in out:
         if isinstance(f, Gathered):
             parts.extend(f.parts)

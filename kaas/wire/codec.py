@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from kaas.spans import FileSpan
+
 _KEY_VERSION_CORR = struct.Struct(">hhi")
 PEER_CLIENT_PREFIX = "kaas-broker-"
 """The client id prefix of every request a broker sends a peer (``kaas-broker-<id>``)."""
@@ -133,23 +135,28 @@ def _header_prefix(api_key: int, version: int) -> tuple[bool, bytes]:
 
 
 # Responses that carry records read from the log (Fetch, ShareFetch): kio writes them into
-# a ``_Gather`` sink, which keeps each large write (a partition's records) as the buffer
-# it was given, so the frame is a ``Gathered`` list of pieces that the connection hands to
-# the socket in one ``writev``; copying megabytes of records into one buffer was the
-# largest part of a fetch's CPU after the read itself.
+# a ``_Gather`` sink, which keeps each large write (a partition's records) as the object it
+# was given, a buffer or a ``FileSpan`` of the segment file, so the frame is a ``Gathered``
+# list of pieces that the connection hands to the socket (``aio.send_parts``: ``writev``
+# and ``sendfile``); copying megabytes of records into one buffer was the largest part of
+# a fetch's CPU after the read itself.
 GATHERED_APIS = frozenset({1, 78})
 GATHER_MIN = 16 * 1024
 """Writes at least this long stay pieces of their own; shorter ones are copied together."""
 
 
+Piece = bytes | bytearray | memoryview | FileSpan
+
+
 class Gathered:
     """A framed response as pieces to send in order (size prefix, header and the fields
-    copied into ``bytearray`` pieces, the records as the buffers they were read into).
-    ``len`` is the frame's size; ``bytes`` joins it (a stream that is not a socket)."""
+    copied into ``bytearray`` pieces, the records as the buffers they were read into or
+    spans of the segment file). ``len`` is the frame's size; ``bytes`` joins it (a stream
+    that is not a socket; a span is read then)."""
 
     __slots__ = ("parts", "size")
 
-    def __init__(self, parts: list[bytes | bytearray | memoryview], size: int) -> None:
+    def __init__(self, parts: list[Piece], size: int) -> None:
         self.parts = parts
         self.size = size
 
@@ -157,7 +164,7 @@ class Gathered:
         return self.size
 
     def __bytes__(self) -> bytes:
-        return b"".join(self.parts)
+        return b"".join(p if isinstance(p, (bytes, bytearray, memoryview)) else bytes(p) for p in self.parts)
 
 
 Frame = bytes | memoryview | Gathered
@@ -166,20 +173,20 @@ Frame = bytes | memoryview | Gathered
 
 class _Gather:
     """The file-like sink kio writes a response into: short writes are appended to the
-    current ``bytearray`` piece, a write of ``GATHER_MIN`` bytes or more becomes a piece of
-    its own, not copied (the buffer must not change until the frame is sent: records are
-    ``bytes`` or views of ``bytes``)."""
+    current ``bytearray`` piece, a write of ``GATHER_MIN`` bytes or more (or a span)
+    becomes a piece of its own, not copied (the buffer must not change until the frame is
+    sent: records are ``bytes`` or views of ``bytes``)."""
 
     __slots__ = ("parts", "small", "size")
 
     def __init__(self) -> None:
         self.small = bytearray(b"\0\0\0\0")  # the size prefix, patched at the end
-        self.parts: list[bytes | bytearray | memoryview] = [self.small]
+        self.parts: list[Piece] = [self.small]
         self.size = 0
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:
+    def write(self, data: Piece) -> int:
         n = len(data)
-        if n >= GATHER_MIN:
+        if n >= GATHER_MIN or not isinstance(data, (bytes, bytearray, memoryview)):
             self.size += len(self.small)
             self.parts.append(data)
             self.size += n
@@ -194,13 +201,14 @@ def _gathered(write_header: Writer, header: Any, write_body: Writer, body: Any) 
     """Size prefix + header + body as ``_framed`` makes it, with the large writes kept as
     pieces: one buffer when there was none (a fetch with no records, or only small ones)."""
     sink = _Gather()
+    head = sink.small
     write_header(sink, header)
     write_body(sink, body)
     parts = sink.parts
     size = sink.size + len(sink.small)
-    struct.pack_into(">i", parts[0], 0, size - 4)
+    struct.pack_into(">i", head, 0, size - 4)
     if len(parts) == 1:
-        return memoryview(parts[0])
+        return memoryview(head)
     if not parts[-1]:
         parts.pop()
     return Gathered(parts, size)
