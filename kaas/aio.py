@@ -8,10 +8,16 @@ These helpers skip it where nothing has to wait.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
+import structlog
 import trio
 
-__all__ = ["SCRATCH", "Lock", "SocketReader", "Turn", "Turns", "Wakeup", "acquire", "held", "send_now"]
+from kaas.spans import FileSpan, SpanShrank
+
+Piece = bytes | bytearray | memoryview | FileSpan
+
+__all__ = ["SCRATCH", "Lock", "SocketReader", "Turn", "Turns", "Wakeup", "acquire", "held", "send_now", "send_parts"]
 
 # One receive buffer for every connection of the process (plain and TLS, clients and peer
 # links): each reader fills it and copies the bytes out with no await in between, so no
@@ -122,6 +128,66 @@ async def send_now(stream: trio.abc.Stream, fd: int | None, data: bytes | bytear
         raise trio.BrokenResourceError(f"send failed: {exc}") from exc
     if sent < len(data):
         await stream.send_all(memoryview(data)[sent:])
+
+
+IOV_MAX = 1024  # the most buffers one writev takes (Linux's UIO_MAXIOV)
+
+
+async def send_parts(stream: trio.abc.Stream, fd: int | None, parts: Sequence[Piece]) -> None:
+    """Send ``parts`` one after the other as one byte stream on the socket ``fd``: each run
+    of buffers in one ``writev`` (the kernel copies them straight into the socket, so a
+    fetch's records are never joined into one buffer first), each ``FileSpan`` with
+    ``sendfile`` (from the page cache, never through the broker's memory), waiting for room
+    with trio when the socket is full. A stream that is not a plain socket (``fd`` None)
+    gets them joined, the spans read. Each span is closed once sent. The caller must be the
+    stream's only sender meanwhile (hold its send lock).
+
+    Raises:
+        trio.BrokenResourceError: the socket refused the bytes, or a span's file no longer
+            holds them (then the frame cannot be finished: the connection must close).
+    """
+    try:
+        if fd is None:
+            await stream.send_all(b"".join(p.read() if isinstance(p, FileSpan) else p for p in parts))
+        else:
+            await _send_parts(fd, [p for p in parts if len(p)])
+    except OSError as exc:
+        if isinstance(exc, SpanShrank):
+            structlog.get_logger().warning("fetch_answer_cut", reason=str(exc))
+        raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+    finally:
+        for p in parts:
+            if isinstance(p, FileSpan):
+                p.close()
+
+
+async def _send_parts(fd: int, todo: list[Piece]) -> None:
+    i = 0
+    while i < len(todo):
+        piece = todo[i]
+        try:
+            if isinstance(piece, FileSpan):
+                sent = os.sendfile(fd, piece.fd, piece.position, piece.size)
+                if sent == 0:
+                    raise SpanShrank(f"segment shrank under a fetch: {piece.size} bytes missing at {piece.position}")
+                piece.advance(sent)
+                if not piece.size:
+                    i += 1
+                continue
+            j = i + 1
+            while j < len(todo) and j - i < IOV_MAX and not isinstance(todo[j], FileSpan):
+                j += 1
+            sent = os.writev(fd, todo[i:j])  # type: ignore[arg-type]
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(fd)
+            continue
+        while sent:
+            n = len(todo[i])
+            if sent < n:
+                todo[i] = memoryview(todo[i])[sent:]  # type: ignore[arg-type]
+                break
+            sent -= n
+            i += 1
 
 
 class SocketReader:

@@ -8,6 +8,7 @@ time; nothing here imports prometheus_client, the handlers or the broker.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sized
 
 LATENCY_BOUNDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                   1.0, 2.5, 5.0, 10.0, 30.0)
@@ -99,7 +100,7 @@ def _api(api_key: int) -> ApiStats:
     return s
 
 
-def record_request(api_key: int, size_in: int, response: bytes | memoryview | None, seconds: float) -> None:
+def record_request(api_key: int, size_in: int, response: Sized | None, seconds: float) -> None:
     """One request answered (called by ``dispatch.execute``)."""
     s = API.get(api_key) or _api(api_key)
     s.requests += 1

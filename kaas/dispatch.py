@@ -43,7 +43,7 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 
-def _unsupported_api_versions(corr: int) -> bytes | memoryview:
+def _unsupported_api_versions(corr: int) -> codec.Frame:
     """ApiVersions at a version we do not know: v0 layout, error 35, our key-18 range."""
     h = REGISTRY[API_VERSIONS]
     body = build(codec.response_class(API_VERSIONS, 0), {
@@ -63,7 +63,7 @@ class Prepared:
     handler: Handler | None = None
     ctx: Context | None = None
     body: RequestPayload | None = None  # of a version the handler serves
-    response: bytes | memoryview | None = None
+    response: codec.Frame | None = None
     size: int = 0  # request frame bytes on the wire (size prefix included), for metrics
     raw: bool = False  # a raw SASL token (after SaslHandshake v0): answered without a header
 
@@ -115,13 +115,13 @@ def prepare(broker: Broker, frame: codec.Buffer, peer: str, lapses: int = 0, ses
     return Prepared(api_key, version, corr, handler, ctx, req.body, size=ctx.request_size)
 
 
-async def execute(p: Prepared) -> bytes | memoryview | None:
+async def execute(p: Prepared) -> codec.Frame | None:
     """Run a prepared request. Returns the framed response, or None (acks=0)."""
     if p.handler is None or p.ctx is None or p.body is None:
         return p.response
     ctx = p.ctx
     t0 = perf_counter()
-    out: bytes | memoryview | None = None
+    out: codec.Frame | None = None
     timed = not p.raw and _request_quota_applies(ctx)
     try:
         if timed:
@@ -171,7 +171,7 @@ def _throttled(ctx: Context, result: Answer) -> Answer:
     return answer
 
 
-async def dispatch(broker: Broker, frame: codec.Buffer, peer: str) -> bytes | memoryview | None:
+async def dispatch(broker: Broker, frame: codec.Buffer, peer: str) -> codec.Frame | None:
     """Answer one request frame.
 
     Returns:

@@ -18,6 +18,7 @@ from kaas import failpoints
 from kaas.domain.producer_state import Duplicate, Reject
 from kaas.errors import KaasError
 from kaas.storage.partition_log import AppendResult, PartitionLog, ReadResult
+from kaas.storage.segment import SpanRead
 from kaas.wire import batch as wb
 
 if TYPE_CHECKING:
@@ -167,6 +168,11 @@ class Partition:
 
     def read(self, offset: int, max_bytes: int, limit: int, min_one: bool = True) -> ReadResult:
         return self.log.read(offset, max_bytes, limit, min_one=min_one)
+
+    def read_span(self, offset: int, max_bytes: int, limit: int, min_one: bool, span_min: int) -> SpanRead:
+        """``read`` for a Fetch answer: records of ``span_min`` bytes or more as a span of
+        the segment file (sent with ``sendfile``), and their count."""
+        return self.log.read_span(offset, max_bytes, limit, min_one=min_one, span_min=span_min)
 
     def aborted_transactions(self, start: int, end: int) -> list[dict[str, int]]:
         """Aborted transactions overlapping [start, end) for read_committed fetches."""

@@ -22,7 +22,6 @@ from kaas import counters
 from kaas.broker.quota_sensors import FETCH as FETCH_QUOTA
 from kaas.errors import KaasError
 from kaas.handlers._auth import CLUSTER, TOPIC, Op, authorize
-from kaas.wire import batch as wb
 from kaas.wire import codec
 from kaas.wire.build import build, ms
 
@@ -48,6 +47,12 @@ _NO_LEADER_EPOCH = (v4.FetchRequest, v5.FetchRequest, v6.FetchRequest, v7.FetchR
 # A partition asked for: (index, the leader epoch the client knows (-1 before v9), the
 # offset to read from, its byte cap)
 _Asked: TypeAlias = tuple[int, int, int, int]
+
+# A partition's records of this many bytes or more go out as a span of the segment file,
+# with sendfile (``kaas.spans``); fewer are read into the answer (a descriptor duplicated,
+# sent from and closed costs more than copying a few KiB).
+SPAN_MIN = 64 * 1024
+NO_SPANS = 1 << 62
 
 log = structlog.get_logger()
 
@@ -85,8 +90,10 @@ def _asked(ctx: Context, req: FetchRequest) -> list[tuple[str | None, uuid.UUID 
             for t in req.topics]
 
 
-def _collect(ctx: Context, req: FetchRequest, leaders: set[int],
-             cap: int | None) -> tuple[list[dict[str, object]], int, bool]:
+def _collect(ctx: Context, req: FetchRequest, leaders: set[int], cap: int | None,
+             span_min: int) -> tuple[list[dict[str, object]], int, bool, list[tuple[str, int, int]]]:
+    """The answer's topics, the bytes of records in it, whether a partition has an error,
+    and (topic, bytes, records) of each partition with records, for ``kaas.counters``."""
     read_committed = req.isolation_level == 1
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     if cap is not None:  # a consumer quota: no more than one quota window's worth at once
@@ -94,6 +101,7 @@ def _collect(ctx: Context, req: FetchRequest, leaders: set[int],
     total = 0
     errors = False
     out: list[dict[str, object]] = []
+    fetched: list[tuple[str, int, int]] = []
     follower = _follower(req)
     for name, topic_id, asked in _asked(ctx, req):
         parts: list[dict[str, object]] = []
@@ -108,17 +116,21 @@ def _collect(ctx: Context, req: FetchRequest, leaders: set[int],
                 parts.append(_blank(a[0], ErrorCode.topic_authorization_failed))
                 errors = True
                 continue
-            p, read = _read(ctx, name, a, read_committed, budget - total, leaders, first=total == 0)
+            p, read, count = _read(ctx, name, a, read_committed, budget - total, leaders, total == 0, span_min)
             parts.append(p)
             total += read
+            if read:
+                fetched.append((name, read, count))
             errors = errors or p["error_code"] != ErrorCode.none
-    return out, total, errors
+    return out, total, errors, fetched
 
 
 def _read(ctx: Context, name: str, asked: _Asked, read_committed: bool, remaining: int, leaders: set[int],
-          first: bool) -> tuple[dict[str, object], int]:
-    """One partition's answer, and the bytes of records it carries (``remaining`` of the
-    fetch's byte budget left; the first records of a fetch are answered whatever their size)."""
+          first: bool, span_min: int) -> tuple[dict[str, object], int, int]:
+    """One partition's answer, and the bytes and count of the records it carries
+    (``remaining`` of the fetch's byte budget left; the first records of a fetch are
+    answered whatever their size; ``span_min`` bytes or more of them go as a span of the
+    segment file)."""
     broker = ctx.broker
     index, epoch_req, off, max_bytes = asked
     p = _blank(index, ErrorCode.none)
@@ -128,10 +140,10 @@ def _read(ctx: Context, name: str, asked: _Asked, read_committed: bool, remainin
         p["error_code"] = exc.code
         if exc.code == ErrorCode.not_leader_or_follower and ctx.api_version >= LEADER_HINT_FROM:
             _leader_hint(broker, name, index, p, leaders)
-        return p, 0
+        return p, 0, 0
     if epoch_req >= 0 and epoch_req != part.epoch:
         p["error_code"] = ErrorCode.fenced_leader_epoch if epoch_req < part.epoch else ErrorCode.unknown_leader_epoch
-        return p, 0
+        return p, 0, 0
     hw = part.high_watermark
     lso = part.last_stable_offset
     p["high_watermark"] = hw
@@ -141,33 +153,29 @@ def _read(ctx: Context, name: str, asked: _Asked, read_committed: bool, remainin
         p["aborted_transactions"] = []
     if off < part.log_start_offset or off > hw:
         p["error_code"] = ErrorCode.offset_out_of_range
-        return p, 0
+        return p, 0, 0
     limit = lso if read_committed else hw
     if remaining <= 0 and not first:
-        return p, 0
+        return p, 0, 0
     cap = min(max_bytes, remaining) if remaining > 0 else max_bytes
     try:
-        res = part.read(off, cap, limit, min_one=first)
+        res = part.read_span(off, cap, limit, first, span_min)
     except OSError as exc:  # a failing disk: the partition's error, not the connection's
         log.error("fetch_read_failed", topic=name, partition=index, error=str(exc))
         p["error_code"] = ErrorCode.kafka_storage_error
-        return p, 0
+        return p, 0, 0
     if not res.records:
-        return p, 0
+        return p, 0, 0
     p["records"] = res.records
     if read_committed:
         p["aborted_transactions"] = part.aborted_transactions(off, res.next_offset)
-    return p, len(res.records)
+    return p, len(res.records), res.records_count
 
 
-def _count_out(responses: list[dict[str, object]]) -> None:
+def _count_out(fetched: list[tuple[str, int, int]]) -> None:
     """Per-topic bytes and records out (``kaas.counters``) of the records answered."""
-    for t in responses:
-        for p in t["partitions"]:  # type: ignore[attr-defined]
-            data = p.get("records")
-            if data:
-                counters.record_fetched(t["topic"], len(data),  # type: ignore[arg-type]
-                                        sum(h.records_count for _, h in wb.iter_headers(data)))
+    for topic, size, count in fetched:
+        counters.record_fetched(topic, size, count)
 
 
 def _blank(index: int, code: ErrorCode) -> dict[str, object]:
@@ -181,9 +189,12 @@ async def handle(ctx: Context, req: FetchRequest) -> dict[str, object] | bytes:
     leaders: set[int] = set()
     quotas = ctx.broker.quotas
     cap = None if _follower(req) else quotas.fetch_cap(ctx.principal, ctx.client_id)
+    metered = not _follower(req) and quotas.enabled(FETCH_QUOTA)
+    # a metered answer is encoded here to be measured (``_metered``): records as bytes then
+    span_min = NO_SPANS if metered else SPAN_MIN
     while True:
         leaders.clear()
-        responses, total, errors = _collect(ctx, req, leaders, cap)
+        responses, total, errors, fetched = _collect(ctx, req, leaders, cap, span_min)
         # Like Apache: min_bytes <= 0 answers at once, even with no data.
         if total >= req.min_bytes or errors or trio.current_time() >= deadline:
             break
@@ -198,13 +209,13 @@ async def handle(ctx: Context, req: FetchRequest) -> dict[str, object] | bytes:
                      for i in infos if i is not None]
     answer = {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses,
               "node_endpoints": endpoints}
-    if _follower(req) or not quotas.enabled(FETCH_QUOTA):
-        _count_out(responses)
+    if not metered:
+        _count_out(fetched)
         return answer
-    return _metered(ctx, answer, responses)
+    return _metered(ctx, answer, fetched)
 
 
-def _metered(ctx: Context, answer: dict[str, object], responses: list[dict[str, object]]) -> dict[str, object] | bytes:
+def _metered(ctx: Context, answer: dict[str, object], fetched: list[tuple[str, int, int]]) -> dict[str, object] | bytes:
     """The consumer byte rate counts the encoded answer; over the quota the answer is
     empty and its bytes are taken back (Apache), with the throttle time; the topics'
     bytes out count only what is sent."""
@@ -212,7 +223,7 @@ def _metered(ctx: Context, answer: dict[str, object], responses: list[dict[str, 
     quotas = ctx.broker.quotas
     throttle = quotas.record(FETCH_QUOTA, ctx.principal, ctx.client_id, len(body))
     if throttle <= 0:
-        _count_out(responses)
+        _count_out(fetched)
         return body
     quotas.unrecord(FETCH_QUOTA, ctx.principal, ctx.client_id, len(body))
     ctx.throttle(FETCH_QUOTA, throttle)

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 import structlog
 import trio
 
-from kaas.aio import Lock, SocketReader, Turns, acquire, held, send_now
+from kaas.aio import Lock, SocketReader, Turns, acquire, held, send_now, send_parts
 from kaas.broker import Broker
 from kaas.dispatch import CloseConnection, Prepared, execute, prepare
 from kaas.handlers.session import Session
 from kaas.net.ordering import Close, Ordering, Slot, outcome
 from kaas.net.tls import TlsReader
+from kaas.wire.codec import Frame, Gathered, Piece
 from kaas.wire.framing import MIN_FRAME, FrameDecoder, FramingError
 
 if TYPE_CHECKING:
@@ -70,6 +71,21 @@ def peer_name(stream: trio.abc.Stream) -> str:
         return f"{host}:{port}"
     except (OSError, ValueError):  # (an AF_UNIX peer has no (host, port))
         return "?"
+
+
+async def send_frames(stream: trio.abc.Stream, fd: int | None, out: list[Frame]) -> None:
+    """Send the answers ``out`` in order, in one send: one buffer as it is, several
+    joined, and when one is in pieces (a fetch's records) every piece in one ``writev``."""
+    if not any(isinstance(f, Gathered) for f in out):
+        await send_now(stream, fd, out[0] if len(out) == 1 else b"".join(out))  # type: ignore[arg-type]
+        return
+    parts: list[Piece] = []
+    for f in out:
+        if isinstance(f, Gathered):
+            parts.extend(f.parts)
+        else:
+            parts.append(f)
+    await send_parts(stream, fd, parts)
 
 
 class _Receiver:
@@ -159,10 +175,10 @@ class _Connection:
             self.logged = True
             log.warning(event, peer=self.peer, conn_id=self.conn_id, **kw)
 
-    async def send(self, out: list[bytes | memoryview], close: Close | None) -> None:
+    async def send(self, out: list[Frame], close: Close | None) -> None:
         """Send ``out`` (the caller holds the send lock), then carry out ``close``."""
         if out:
-            await send_now(self.stream, self.fd, out[0] if len(out) == 1 else b"".join(out))
+            await send_frames(self.stream, self.fd, out)
         if close is not None:
             self.log_close(close.event, reason=close.reason)
             raise _Closed
@@ -237,13 +253,13 @@ class _Connection:
         send lock, so taking it after the handler keeps the order)."""
         slot = Slot()
         await self.answer(prepared, slot)
-        out: list[bytes | memoryview] = []
+        out: list[Frame] = []
         close = outcome(slot, out)
         send_lock = self.send_lock
         await acquire(send_lock)  # without ``held``'s object (5% of a Heartbeat's CPU)
         try:
             if out:
-                await send_now(self.stream, self.fd, out[0])
+                await send_frames(self.stream, self.fd, out)
             if close is not None:
                 self.log_close(close.event, reason=close.reason)
                 raise _Closed

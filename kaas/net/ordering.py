@@ -24,6 +24,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kaas.wire.codec import Frame
 
 __all__ = ["INLINE_APIS", "INLINE_WHEN_ALONE", "Close", "Ordering", "Slot"]
 
@@ -65,7 +69,7 @@ class Slot:
 
     def __init__(self) -> None:
         self.ready = False
-        self.data: bytes | memoryview | None = None
+        self.data: Frame | None = None
         self.close: str | None = None
         self.close_after: str | None = None
 
@@ -129,11 +133,11 @@ class Ordering:
         """``take`` would hand out something (bytes or a close)."""
         return bool(self._queue) and self._queue[0].ready
 
-    def take(self) -> tuple[list[bytes | memoryview], Close | None]:
+    def take(self) -> tuple[list[Frame], Close | None]:
         """Every ready answer at the head of the queue, in order, as the bytes to send
         now (one send for all: a pipelining client gets them together), and the close that
         follows them, if any."""
-        out: list[bytes | memoryview] = []
+        out: list[Frame] = []
         queue = self._queue
         while queue and queue[0].ready:
             slot = queue.popleft()
@@ -145,7 +149,7 @@ class Ordering:
         return out, None
 
 
-def outcome(slot: Slot, out: list[bytes | memoryview]) -> Close | None:
+def outcome(slot: Slot, out: list[Frame]) -> Close | None:
     """Add the bytes of a finished ``slot`` to ``out``; the close it asks for, if any. (The
     inline path uses it for its one slot, ``take`` for each of the queue's.)"""
     if slot.close is not None:

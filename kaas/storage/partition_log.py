@@ -48,7 +48,7 @@ from kaas.clock import wall_ms
 from kaas.domain import retention
 from kaas.domain.producer_state import ProducerStateTable
 from kaas.errors import CorruptState, KaasError
-from kaas.storage import atomic, cleaner, fs, manifest, producer_snapshot, timestamps, trash
+from kaas.storage import atomic, cleaner, fs, manifest, producer_snapshot, segment, timestamps, trash
 from kaas.storage.recovery import RECOVERY_FILE, Cut, Recovery, write_journal
 from kaas.storage.segment import AbortedTxn, LogConfig, ReadResult, Segment, epoch_end, segment_name, write_closed
 from kaas.wire import batch as wb
@@ -452,9 +452,7 @@ class PartitionLog:
     # ------------------------------------------------------------------ read
 
     def _segment_for(self, offset: int) -> int:
-        bases = [s.base_offset for s in self.segments]
-        i = bisect.bisect_right(bases, offset) - 1
-        return max(i, 0)
+        return max(bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1, 0)
 
     def read(self, offset: int, max_bytes: int, limit: int, *, min_one: bool = True) -> ReadResult:
         """Whole batches from the one containing ``offset``, up to ``max_bytes``.
@@ -466,16 +464,19 @@ class PartitionLog:
         """
         if offset >= limit or offset >= self.log_end_offset:
             return ReadResult(b"", offset, offset)
-        i = self._segment_for(offset)
-        while i < len(self.segments):
-            seg = self.segments[i]
-            seg_limit = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
-            res = seg.read(offset, max_bytes, min(limit, seg_limit) if seg_limit is not None else limit,
-                                     min_one)
+        segs = self.segments
+        for i in range(self._segment_for(offset), len(segs)):
+            res = segs[i].read(offset, max_bytes, min(limit, segs[i + 1].base_offset) if i + 1 < len(segs) else limit,
+                               min_one)
             if res is not None:
                 return res
-            i += 1
         return ReadResult(b"", offset, offset)
+
+    def read_span(self, offset: int, max_bytes: int, limit: int, *, min_one: bool, span_min: int) -> segment.SpanRead:
+        """``read`` for a Fetch answer: ``segment.read_spans``."""
+        if offset >= limit or offset >= self.log_end_offset:
+            return segment.SpanRead(b"", offset, offset, 0)
+        return segment.read_spans(self.segments, self._segment_for(offset), offset, max_bytes, limit, min_one, span_min)
 
     def batches(self, start_offset: int = 0) -> Iterator[tuple[wb.BatchHeader, bytes]]:
         """Yield (header, bytes) for every batch from ``start_offset`` (for tools and tests)."""
@@ -484,8 +485,7 @@ class PartitionLog:
             res = self.read(offset, 1 << 20, self.log_end_offset)
             if not res.records:
                 return
-            recs = bytes(res.records)
-            for pos, h in wb.iter_headers(recs):
+            for pos, h in wb.iter_headers(recs := bytes(res.records)):
                 yield h, recs[pos:pos + h.size]
             offset = res.next_offset
 

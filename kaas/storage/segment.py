@@ -26,15 +26,20 @@ from typing import TypedDict
 
 import msgpack
 
+from kaas import spans
 from kaas.errors import CorruptState
 from kaas.storage import atomic
 from kaas.wire import batch as wb
 
-__all__ = ["LogConfig", "ReadResult", "Segment", "epoch_end", "list_segments", "load_summary", "read_txnidx",
-           "segment_name", "size_of", "write_closed"]
+__all__ = ["LogConfig", "ReadResult", "Segment", "SpanRead", "epoch_end", "list_segments", "load_summary",
+           "read_spans", "read_txnidx", "segment_name", "size_of", "write_closed"]
 
 _SEGMENT_RE = re.compile(r"^(\d{20})-e(\d+)\.log$")
 _READ_CHUNK = 256 * 1024
+# ``Segment.locate`` reads the batch headers through this window, one per process: filled
+# and parsed with no await in between (storage is synchronous).
+_SCAN = bytearray(8 * 1024)
+_SCAN_VIEW = memoryview(_SCAN)
 
 AbortedTxn = tuple[int, int, int]  # (marker offset, producer id, first offset)
 
@@ -171,6 +176,59 @@ class Segment:
                 return ReadResult(b"", offset, offset)
         return ReadResult(data, first, nxt)
 
+    def locate(self, offset: int, max_bytes: int, limit: int, min_one: bool) -> tuple[int, int, int, int, int] | None:
+        """What ``read`` would return, without reading the records: (start, end) in the
+        file (-1, -1 when nothing), first and next offset, and the records in it. Only the
+        batch headers are read, through a small window."""
+        fd = self.open_fd()
+        size = self.size
+        pos = self.lookup(offset)
+        start = end = first = -1
+        nxt = offset
+        count = 0
+        win_pos = win_end = 0
+        header = wb.HEADER_SIZE
+        while pos + header <= size:
+            if pos < win_pos or pos + header > win_end:
+                got = os.preadv(fd, (_SCAN_VIEW[:min(len(_SCAN), size - pos)],), pos)
+                if got < header:
+                    break
+                win_pos, win_end = pos, pos + got
+            h = wb.parse_header(_SCAN_VIEW[:win_end - win_pos], pos - win_pos)
+            if h.base_offset >= limit or pos + h.size > size or h.size < header:
+                break
+            if h.next_offset > offset:
+                taken = end - start if start >= 0 else 0
+                if taken + h.size > max_bytes and (taken or not min_one):
+                    break
+                if start < 0:
+                    start, first = pos, h.base_offset
+                end = pos + h.size
+                nxt = h.next_offset
+                count += h.records_count
+            pos += h.size
+        if start < 0 and self.next_offset <= offset:
+            return None
+        return start, end, first, nxt, count
+
+    def read_span(self, offset: int, max_bytes: int, limit: int, min_one: bool, span_min: int) -> SpanRead | None:
+        """``read`` for a Fetch answer: the records as a ``FileSpan`` when there are at
+        least ``span_min`` bytes of them (and a span is available), else as bytes; with
+        their count. None when the segment ends at or before ``offset``."""
+        found = self.locate(offset, max_bytes, limit, min_one)
+        if found is None:
+            return None
+        start, end, first, nxt, count = found
+        n = end - start
+        if start < 0:
+            return SpanRead(b"", offset, offset, 0)
+        if n >= span_min and spans.available():
+            return SpanRead(spans.FileSpan(self.fd, start, n), first, nxt, count)
+        data = os.pread(self.fd, n, start)
+        if len(data) < n:  # truncated under us: nothing
+            return SpanRead(b"", offset, offset, 0)
+        return SpanRead(data, first, nxt, count)
+
     def batches_from(self, start: int) -> Iterator[tuple[wb.BatchHeader, bytes | memoryview, int]]:
         """(header, buffer, position in it) of every batch of this segment that ends past
         ``start`` (the log start)."""
@@ -211,6 +269,29 @@ class ReadResult:
     records: bytes | memoryview
     first_offset: int  # base offset of the first batch returned (or the fetch offset)
     next_offset: int  # offset after the last batch returned
+
+
+@dataclass(slots=True)
+class SpanRead:
+    """``Segment.read_span``'s answer: ``ReadResult`` and the count of records."""
+
+    records: bytes | spans.FileSpan
+    first_offset: int
+    next_offset: int
+    records_count: int
+
+
+def read_spans(segments: list[Segment], i: int, offset: int, max_bytes: int, limit: int, min_one: bool,
+               span_min: int) -> SpanRead:
+    """``Segment.read_span`` over ``segments`` from the ``i``-th (the one holding
+    ``offset``), each segment's reads bounded by the next one's base offset."""
+    while i < len(segments):
+        seg_limit = segments[i + 1].base_offset if i + 1 < len(segments) else limit
+        res = segments[i].read_span(offset, max_bytes, min(limit, seg_limit), min_one, span_min)
+        if res is not None:
+            return res
+        i += 1
+    return SpanRead(b"", offset, offset, 0)
 
 
 def segment_name(base_offset: int, epoch: int) -> str:

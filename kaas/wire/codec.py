@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from kaas.spans import FileSpan
+
 _KEY_VERSION_CORR = struct.Struct(">hhi")
 PEER_CLIENT_PREFIX = "kaas-broker-"
 """The client id prefix of every request a broker sends a peer (``kaas-broker-<id>``)."""
@@ -132,7 +134,87 @@ def _header_prefix(api_key: int, version: int) -> tuple[bool, bytes]:
     return tail not in (b"", b"\0"), tail
 
 
-def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes | memoryview:
+# Responses that carry records read from the log (Fetch, ShareFetch): kio writes them into
+# a ``_Gather`` sink, which keeps each large write (a partition's records) as the object it
+# was given, a buffer or a ``FileSpan`` of the segment file, so the frame is a ``Gathered``
+# list of pieces that the connection hands to the socket (``aio.send_parts``: ``writev``
+# and ``sendfile``); copying megabytes of records into one buffer was the largest part of
+# a fetch's CPU after the read itself.
+GATHERED_APIS = frozenset({1, 78})
+GATHER_MIN = 16 * 1024
+"""Writes at least this long stay pieces of their own; shorter ones are copied together."""
+
+
+Piece = bytes | bytearray | memoryview | FileSpan
+
+
+class Gathered:
+    """A framed response as pieces to send in order (size prefix, header and the fields
+    copied into ``bytearray`` pieces, the records as the buffers they were read into or
+    spans of the segment file). ``len`` is the frame's size; ``bytes`` joins it (a stream
+    that is not a socket; a span is read then)."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list[Piece], size: int) -> None:
+        self.parts = parts
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(p if isinstance(p, (bytes, bytearray, memoryview)) else bytes(p) for p in self.parts)
+
+
+Frame = bytes | memoryview | Gathered
+"""An encoded response: one buffer, or pieces (``Gathered``)."""
+
+
+class _Gather:
+    """The file-like sink kio writes a response into: short writes are appended to the
+    current ``bytearray`` piece, a write of ``GATHER_MIN`` bytes or more (or a span)
+    becomes a piece of its own, not copied (the buffer must not change until the frame is
+    sent: records are ``bytes`` or views of ``bytes``)."""
+
+    __slots__ = ("parts", "small", "size")
+
+    def __init__(self) -> None:
+        self.small = bytearray(b"\0\0\0\0")  # the size prefix, patched at the end
+        self.parts: list[Piece] = [self.small]
+        self.size = 0
+
+    def write(self, data: Piece) -> int:
+        n = len(data)
+        if n >= GATHER_MIN or not isinstance(data, (bytes, bytearray, memoryview)):
+            self.size += len(self.small)
+            self.parts.append(data)
+            self.size += n
+            self.small = bytearray()
+            self.parts.append(self.small)
+        else:
+            self.small += data
+        return n
+
+
+def _gathered(write_header: Writer, header: Any, write_body: Writer, body: Any) -> Frame:
+    """Size prefix + header + body as ``_framed`` makes it, with the large writes kept as
+    pieces: one buffer when there was none (a fetch with no records, or only small ones)."""
+    sink = _Gather()
+    head = sink.small
+    write_header(sink, header)
+    write_body(sink, body)
+    parts = sink.parts
+    size = sink.size + len(sink.small)
+    struct.pack_into(">i", head, 0, size - 4)
+    if len(parts) == 1:
+        return memoryview(head)
+    if not parts[-1]:
+        parts.pop()
+    return Gathered(parts, size)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> Frame:
     """Frame a response: size prefix, response header of the class's version, body.
     ``body`` is a kio response entity, or ``bytes``: a body already encoded (``encode_body``)."""
     _cls, hdr_cls, write_header, write_body = response_io(api_key, version)
@@ -150,6 +232,9 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
             _body_cache[key] = encoded
         else:
             encoded = cached
+    elif api_key in GATHERED_APIS:
+        # the records stay the buffers the log was read into: no copy into the frame
+        return _gathered(write_header, hdr_cls(correlation_id=correlation_id), write_body, body)
     else:
         # a view of the encoded bytes: no copy on the way to the socket
         return _framed(write_header, hdr_cls(correlation_id=correlation_id), write_body, body)

@@ -128,3 +128,43 @@ def test_a_request_framed_around_its_encoded_body_is_the_same_bytes():
             again = codec.encode_request(key, version, 2**31 - 1, client_id,
                                          codec.encode_request_body(key, version, body))
             assert again == framed, (key, version, client_id)
+
+
+# Fetch and ShareFetch answers in pieces: the records stay the buffers they were read into.
+GATHERED_CASES = [(1, 4), (1, 11), (1, 12), (1, 16), (1, 18)]
+_records = st.one_of(st.none(), st.binary(max_size=64),
+                     st.integers(codec.GATHER_MIN - 2, codec.GATHER_MIN + 3).map(lambda n: bytes([n % 251]) * n))
+
+
+def _fetch_answer(version: int, records: list[bytes | None]):
+    return build(codec.response_class(1, version), {
+        "throttle_time": 0, "error_code": 0, "session_id": 0,
+        "responses": [{"topic": "t", "topic_id": None, "partitions": [
+            {"partition_index": i, "error_code": 0, "high_watermark": 5, "last_stable_offset": 5,
+             "log_start_offset": 0, "aborted_transactions": [], "preferred_read_replica": -1, "records": r}
+            for i, r in enumerate(records)]}],
+        "node_endpoints": []})
+
+
+@pytest.mark.parametrize(("api_key", "version"), GATHERED_CASES)
+@given(records=st.lists(_records, max_size=5), corr=st.integers(-(2**31), 2**31 - 1))
+def test_gathered_answers_encode_like_kio(api_key, version, records, corr):
+    body = _fetch_answer(version, records)
+    out = codec.encode_response(api_key, version, corr, body)
+    assert bytes(out) == reference(api_key, version, corr, body)
+    assert len(out) == len(reference(api_key, version, corr, body))
+    big = [r for r in records if r is not None and len(r) >= codec.GATHER_MIN]
+    if big:  # each large record set is a piece of its own: the very object, not a copy
+        assert isinstance(out, codec.Gathered)
+        assert [p for p in out.parts if any(p is r for r in big)] == big
+    else:
+        assert not isinstance(out, codec.Gathered)
+
+
+def test_a_gathered_answer_keeps_a_view_uncopied():
+    data = bytes(range(256)) * 256
+    view = memoryview(data)[3:codec.GATHER_MIN + 3]
+    out = codec.encode_response(1, 12, 1, _fetch_answer(12, [view]))
+    assert isinstance(out, codec.Gathered)
+    assert any(p is view for p in out.parts)
+    assert bytes(out) == reference(1, 12, 1, _fetch_answer(12, [bytes(view)]))
