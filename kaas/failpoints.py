@@ -17,7 +17,10 @@ showing that the checkers catch it; only points whose caller honours it, see
 only when the point's context (keyword arguments of ``hit``) has those values; ``path``
 fires only when the context's ``path`` contains that string (the I/O points pass the file
 they touch, so ``{"state.write": {"action": "error", "errno": "ENOSPC", "path": "slot-"}}``
-fails the slot files' writes alone). A crash failpoint is consumed by the
+fails the slot files' writes alone); ``once`` (a token) fires on one broker of the cluster
+only, the first to claim ``once-<token>`` in the run directory (a failpoint armed on every
+broker so that it is sure to fire, and that must not fire twice). A crash failpoint is
+consumed by the
 process that dies, so the restarted broker does not crash again: the file is renamed to
 ``.fired`` before exiting.
 
@@ -45,6 +48,7 @@ ARMED: dict[str, Spec] = {}
 """The armed failpoints by name, changed in place only: hot I/O paths test ``if
 failpoints.ARMED:`` before calling in (a call costs more than the I/O wrapper itself)."""
 _path: Path | None = None
+_claimed: set[str] = set()  # the ``once`` tokens this process claimed
 _stamp: tuple[int, int] | None = None
 
 NAMES = (
@@ -132,11 +136,32 @@ def _take(name: str, context: dict[str, object]) -> Spec | None:
     if part is not None and part not in str(context.get("path", "")):
         return None
     count = spec.get("count")
+    if count is not None and count <= 0:
+        return None
+    once = spec.get("once")
+    if once is not None and not _claim(str(once)):
+        spec["count"] = 0  # another broker fired it: never again here
+        return None
     if count is not None:
-        if count <= 0:
-            return None
         spec["count"] = count - 1
     return spec
+
+
+def _claim(token: str) -> bool:
+    """Create ``once-<token>`` beside the failpoint file, exclusively: True for the one
+    broker that created it (the file's one writer; it remembers its claim across reloads),
+    False for every other."""
+    if _path is None or token in _claimed:
+        return True
+    try:
+        os.close(os.open(_path.parent / f"once-{token}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        log.error("failpoint_once_unclaimable", token=token, error=str(exc))
+        return False
+    _claimed.add(token)
+    return True
 
 
 def io_fault(name: str, **context: object) -> float | None:

@@ -326,8 +326,8 @@ class Cluster:
         and return once each broker has loaded it. ``action``: ``crash``, ``pause`` (``ms=``),
         ``error`` (``errno=``), ``short`` (``fraction=``) or ``drop``; ``count`` hits at most
         (None: every hit); other options (``match=``, ``path=``) as the failpoint file takes
-        them. The returned ``Failpoint`` tells its hits and disarms (also as a context
-        manager)."""
+        them, and ``once=True``: it fires on the first broker to reach it and on no other.
+        The returned ``Failpoint`` tells its hits and disarms (also as a context manager)."""
         targets = self.brokers if broker is None else (
             [self.broker(broker)] if isinstance(broker, Broker | int) else [self.broker(b) for b in broker])
         return self.failpoints.arm(name, action, count, targets, options)

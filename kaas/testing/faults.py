@@ -14,6 +14,7 @@ import errno
 import os
 import subprocess
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -116,6 +117,8 @@ class FailpointTable:
             raise ValueError(f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
         if action == "drop" and name not in failpoints.DROPPABLE:
             raise ValueError(f"drop is honoured only at {', '.join(failpoints.DROPPABLE)}")
+        if options.get("once") is True:  # a token of this arming's own (a claimed one stays claimed)
+            options = {**options, "once": uuid.uuid4().hex}
         spec = {"action": action, **({} if count is None else {"count": count}), **options}
         before = {b.id: _hits(b, name) for b in brokers}
         for b in brokers:

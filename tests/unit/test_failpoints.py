@@ -103,6 +103,34 @@ def test_other_broker_file_is_ignored(tmp_path):
     assert failpoints.ARMED == {}
 
 
+def test_once_fires_on_the_first_broker_to_claim_it_and_never_on_another(tmp_path):
+    """Armed on two brokers: the first to reach the point claims it and fires it, ``count``
+    times, also after a reload; the other (another process: ``once-t1`` was claimed
+    there) never fires it, however often it gets there."""
+    armed(tmp_path, {"slot.before_write": {"action": "error", "count": 2, "once": "t1"}})
+    with pytest.raises(OSError):
+        failpoints.hit("slot.before_write")
+    assert (tmp_path / "once-t1").exists()
+    armed(tmp_path, {"slot.before_write": {"action": "error", "count": 1, "once": "t1"}})  # re-read
+    with pytest.raises(OSError):
+        failpoints.hit("slot.before_write")
+    assert failpoints.hit("slot.before_write") is False  # count spent
+    other = subprocess.run([sys.executable, "-c", (
+        "import sys; from pathlib import Path; from kaas import failpoints as f; "
+        "f.configure(Path(sys.argv[1]), 8); f.arm(Path(sys.argv[1]), 8, "
+        "{'slot.before_write': {'action': 'error', 'once': 't1'}}); f.reload(); "
+        "print([f.hit('slot.before_write') for _ in range(3)], f.ARMED['slot.before_write']['count'])"),
+        str(tmp_path)], capture_output=True, text=True, check=True)
+    assert other.stdout.split("\n")[-2] == "[False, False, False] 0"
+
+
+def test_once_with_another_token_fires_again(tmp_path):
+    armed(tmp_path, {"slot.before_write": {"action": "error", "count": 1, "once": "t1"}})
+    (tmp_path / "once-t2").touch()  # another arming's claim
+    with pytest.raises(OSError):
+        failpoints.hit("slot.before_write")
+
+
 def test_disarm_clears(tmp_path):
     armed(tmp_path, {"slot.before_write": {"action": "error"}})
     with pytest.raises(OSError):
