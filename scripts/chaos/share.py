@@ -261,7 +261,7 @@ def read_back(bootstrap: str, topic: str, timeout: float = 90.0) -> dict[tuple[i
                   "isolation.level": "read_committed", "reconnect.backoff.max.ms": 1000})
     out: dict[tuple[int, int], str] = {}
     try:
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)}
+        ends = {p: _high_watermark(c, TopicPartition(topic, p), time.monotonic() + 30) for p in range(PARTITIONS)}
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         deadline = time.monotonic() + timeout
         pos = dict.fromkeys(ends, 0)
@@ -278,6 +278,22 @@ def read_back(bootstrap: str, topic: str, timeout: float = 90.0) -> dict[tuple[i
     finally:
         c.close()
     return out
+
+
+def _high_watermark(c, tp, deadline: float) -> int:
+    """``tp``'s high watermark, asked again while librdkafka answers a local error (a
+    consumer made a moment ago may not know the partition yet: "Unknown partition"); each
+    error is printed, so a broker whose Metadata left the topic out shows."""
+    from confluent_kafka import KafkaException
+
+    while True:
+        try:
+            return int(c.get_watermark_offsets(tp, timeout=10, cached=False)[1])
+        except KafkaException as exc:
+            print(f"read-back: watermarks of {tp.topic}/{tp.partition}: {exc}; asking again", file=sys.stderr)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def share_files(data: Path, topic: str, group: str) -> tuple[dict, list[str]]:
