@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import ssl
@@ -62,30 +63,56 @@ def wait_for(cond: Callable[[], T], timeout: float = 20.0, what: str = "conditio
         time.sleep(interval)
 
 
+PORTS_FROM = 20000
+"""The lowest port ``free_ports`` hands out; the highest is below the kernel's ephemeral range."""
+
+
 def free_port() -> int:
+    return free_ports(1)
+
+
+def free_ports(n: int) -> int:
+    """A base port with ``n`` consecutive free ports, picked at random below the kernel's
+    ephemeral range (``ip_local_port_range``): no client's outgoing connection takes one
+    of them as its local port, neither between the pick and the broker's bind nor while a
+    broker restarts on its port (a port the kernel handed out would then be refused with
+    EADDRINUSE). Where that range leaves no room, a port the kernel picks instead."""
+    top = _ephemeral_low()
+    rnd = random.SystemRandom()
+    if top - n > PORTS_FROM:
+        for _ in range(500):
+            base = rnd.randrange(PORTS_FROM, top - n)
+            if all(_bindable(p) for p in range(base, base + n)):
+                return base
+    for _ in range(200):
+        base = _kernel_port()
+        if base + n <= 65000 and all(_bindable(p) for p in range(base, base + n)):
+            return base
+    raise RuntimeError("no free port range")
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default where unknown)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _kernel_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-def free_ports(n: int) -> int:
-    """A base port with n consecutive free ports."""
-    for _ in range(200):
-        base = free_port()
-        if base + n > 65000:
-            continue
-        ok = True
-        for p in range(base, base + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free port range")
 
 
 def api_versions_ok(host: str, port: int, timeout: float = 1.0) -> bool:
