@@ -15,7 +15,8 @@ kaas's within the range) or ``{"list": [...]}``; each version is one instance, n
 ``trial`` (each broker until one coordinates); ``fresh`` (a new connection). A ``setup``
 step is ``{"api", "version", "body", "to"}`` (version ``"same"``: the instance's) and
 may ``retry`` while its ``retry_on`` error (a field path and codes) holds; ``bump`` names
-a body field (a share session epoch) that each retry moves on by one.
+a body field (a share session epoch) that each retry moves on by one. ``sleep_ms`` waits
+after the step (for what a broker finishes in the background after it answered).
 
 In bodies, strings are templates: ``$uniq`` becomes the instance's unique tag, ``$group``
 and ``$txn`` its group and transactional id; a whole string ``$topic_id:NAME`` is the
