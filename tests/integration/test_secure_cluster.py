@@ -9,6 +9,7 @@ broker SIGKILLed is suspected through the (authenticated) presence connections."
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -141,7 +142,7 @@ def test_secure_cluster_authenticates_peers_and_authorises_clients(secure_cluste
 
 def test_presence_connections_authenticate(secure_cluster):
     """Presence runs over the SASL_SSL listener: a SIGKILLed broker is suspected by its peers
-    (the end of an authenticated presence connection) well before its heartbeat goes stale."""
+    through the end of an authenticated presence connection."""
     data, _props_path, _conf, _admin = secure_cluster
 
     def presence_up():
@@ -153,6 +154,7 @@ def test_presence_connections_authenticate(secure_cluster):
     victim = N - 1
     pid = int((data / "run" / f"kaas-{victim}.pid").read_text())
     os.kill(pid, signal.SIGKILL)
-    t0 = time.monotonic()
-    wait_for(lambda: all("peer_suspected" in t for t in _logs(data)[:victim]), 10, "the victim suspected")
-    assert time.monotonic() - t0 < 2.5  # sooner than the 3 s session timeout's heartbeat rule
+    # peer_suspected is logged only when a presence connection ends (ClusterView.suspect),
+    # never by the heartbeat rule: its presence shows the authenticated connections at work
+    suspected = re.compile(rf"peer_suspected\s+broker={victim}\b")
+    wait_for(lambda: all(suspected.search(t) for t in _logs(data)[:victim]), 10, "the victim suspected")
