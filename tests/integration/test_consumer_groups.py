@@ -114,6 +114,10 @@ class Reads:
         """Every value was read, and nothing more than once."""
         return values <= set(self.seen) and max(self.seen.values()) == 1
 
+    def __repr__(self) -> str:  # what an assertion on ``once_each`` shows
+        twice = sorted(v for v, n in self.seen.items() if n > 1)
+        return f"<Reads of {len(self.seen)} values; read more than once: {twice[:20]}>"
+
 
 def assigned(c: Consumer) -> set[tuple[str, int]]:
     return {(tp.topic, tp.partition) for tp in c.assignment()}
