@@ -87,25 +87,14 @@ def poll_until(consumers: list[Consumer], cond: Callable[[], bool], timeout: flo
                 sink(c, m)
 
 
-def commit(c: Consumer, m, timeout: float = 30.0) -> None:
-    """Commit past ``m`` synchronously, retrying while the coordinator is away."""
+def commit(c: Consumer, m=None, timeout: float = 30.0, *, offsets: list[TopicPartition] | None = None) -> None:
+    """Commit past ``m`` (or ``offsets``, without joining the group) synchronously,
+    retrying while the coordinator is away."""
+    what = {"message": m} if offsets is None else {"offsets": offsets}
     deadline = time.monotonic() + timeout
     while True:
         try:
-            c.commit(message=m, asynchronous=False)
-            return
-        except KafkaException:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-
-
-def commit_offsets(c: Consumer, offsets: list[TopicPartition], timeout: float = 30.0) -> None:
-    """Commit ``offsets`` for ``c``'s group without joining it, retrying while the
-    coordinator is not ready."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            c.commit(offsets=offsets, asynchronous=False)
+            c.commit(**what, asynchronous=False)
             return
         except KafkaException:
             assert time.monotonic() < deadline
@@ -372,7 +361,7 @@ def test_the_coordinators_successor_carries_the_group_on(kcluster):
     # timer fire later and seek it back to 0 in the middle of the reads (seen in its debug
     # log: "timed offset query for offset BEGINNING ... in state active").
     with closing(consumer(bs, group)) as (seeder,):
-        commit_offsets(seeder, [TopicPartition(topic, p, 0) for p in range(6)])
+        commit(seeder, offsets=[TopicPartition(topic, p, 0) for p in range(6)])
     a, b = consumer(bs, group), consumer(bs, group)
     reads = Reads()
     try:
